@@ -1,0 +1,53 @@
+# toolchat: `make run` serves the app, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# pytest exits 5 when a pass selects no test; that is not a failure here.
+PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS) || [ $$? -eq 5 ]
+
+.PHONY: run test lint typecheck pytest migrate clean help
+
+help:
+	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
+	@echo "make test   lint, type-check and run the tests on SQLite and PostgreSQL"
+
+$(VENV)/.python-ok:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "toolchat needs Python 3.11 or newer; set PYTHON=python3.x")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	@touch $@
+
+$(VENV)/.installed-run: pyproject.toml $(VENV)/.python-ok
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.python-ok
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@touch $@ $(VENV)/.installed-run
+
+run: export DJANGO_DEBUG ?= 1
+run: $(VENV)/.installed-run
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py demo_user
+	$(BIN)/python -m uvicorn project.asgi:application --host $(HOST) --port $(PORT) --lifespan off
+
+migrate: $(VENV)/.installed-run
+	$(BIN)/python manage.py migrate --noinput
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.installed-dev
+	$(BIN)/mypy .
+
+pytest: $(VENV)/.installed-dev
+	TOOLCHAT_TEST_DB=sqlite $(PYTEST)
+	TOOLCHAT_TEST_DB=postgres $(PYTEST)
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis staticfiles

@@ -1,0 +1,1 @@
+"""Conversations, runs, the turn engine, providers, events, API, admin and UI views."""

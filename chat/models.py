@@ -1,0 +1,332 @@
+"""The data model of DESIGN.md section 3.
+
+Messages are stored in the OpenAI Chat Completions shape, one column per field,
+and the role rules are CheckConstraints so that the database itself refuses a
+row the OpenAI API would refuse.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Mode(models.TextChoices):
+    """How a run continues after its tools (chat/continuation.py)."""
+
+    TWO_PASS = "two_pass", "Two-pass composition"
+    LOOP = "loop", "Agent loop"
+    DIRECT = "direct", "Direct reply"
+
+
+MAX_STEPS_LIMIT = 50
+
+
+class Conversation(models.Model):
+    """A chat between one user and the assistant."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.TWO_PASS)
+    max_steps = models.PositiveSmallIntegerField(default=5)
+    model = models.CharField(max_length=128, blank=True, help_text="Overrides LLM_MODEL.")
+    system_prompt = models.TextField(blank=True)
+    # The last RunEvent.seq handed out in this conversation: events are numbered
+    # by bumping it under the row lock (chat/events.py).
+    last_event_seq = models.BigIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="conversation_owner_recent")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(mode__in=Mode.values), name="conversation_mode_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_steps__gte=1, max_steps__lte=MAX_STEPS_LIMIT),
+                name="conversation_max_steps_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.id}"
+
+
+class Role(models.TextChoices):
+    SYSTEM = "system", "System"
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+    TOOL = "tool", "Tool"
+
+
+class Message(models.Model):
+    """One message of a conversation, in OpenAI Chat Completions shape."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    run = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(null=True, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=128, null=True, blank=True, db_index=True)
+    name = models.CharField(max_length=64, null=True, blank=True)
+    resource = models.ForeignKey(
+        "tools.Resource", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    model = models.CharField(max_length=128, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "position"], name="message_position_unique"
+            ),
+            models.CheckConstraint(condition=Q(role__in=Role.values), name="message_role_valid"),
+            # A tool message answers one call: it names the call and the tool.
+            models.CheckConstraint(
+                condition=~Q(role=Role.TOOL)
+                | (
+                    Q(tool_call_id__isnull=False, name__isnull=False)
+                    & ~Q(tool_call_id="")
+                    & ~Q(name="")
+                ),
+                name="message_tool_has_call_id_and_name",
+            ),
+            # ...and only a tool message does.
+            models.CheckConstraint(
+                condition=Q(role=Role.TOOL) | Q(tool_call_id__isnull=True, name__isnull=True),
+                name="message_call_id_only_on_tool",
+            ),
+            # Only the assistant calls tools and has a latency.
+            models.CheckConstraint(
+                condition=Q(role=Role.ASSISTANT)
+                | Q(tool_calls__isnull=True, latency_ms__isnull=True),
+                name="message_tool_calls_only_on_assistant",
+            ),
+            # Content may be missing only where tool_calls say what the message is.
+            models.CheckConstraint(
+                condition=Q(content__isnull=False)
+                | Q(role=Role.ASSISTANT, tool_calls__isnull=False),
+                name="message_content_null_only_with_tool_calls",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.position}"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+
+
+class Run(models.Model):
+    """One processing of one user message: model calls, tools, and the answer."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    trigger_message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=24, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.TWO_PASS)
+    steps = models.PositiveSmallIntegerField(default=0)
+    model_calls = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["conversation", "-created_at"], name="run_conversation_recent"),
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=RunStatus.values), name="run_status_valid"
+            ),
+            # One conversation processes one message at a time: the database
+            # refuses a second active run, whatever the race.
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status__in=ACTIVE_RUN_STATUSES),
+                name="run_one_active_per_conversation",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.id} ({self.status})"
+
+
+class ModelCallPurpose(models.TextChoices):
+    TOOLS = "tools", "With tools"
+    COMPOSE = "compose", "Compose the answer"
+    DECIDE = "decide", "Decide the next step"
+
+
+class CallStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class ModelCall(models.Model):
+    """One request to a model, with its timing and usage."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_call_rows")
+    step = models.PositiveSmallIntegerField()
+    purpose = models.CharField(max_length=16, choices=ModelCallPurpose.choices)
+    model = models.CharField(max_length=128)
+    provider = models.CharField(max_length=32)
+    message_count = models.PositiveIntegerField(default=0)
+    request_hash = models.CharField(max_length=64, blank=True)
+    tools_offered = models.JSONField(default=list, blank=True)
+    response_message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=CallStatus.choices, default=CallStatus.RUNNING)
+    error = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=32, blank=True)
+    started_at = models.DateTimeField()
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "started_at"]
+        indexes = [models.Index(fields=["run", "step"], name="modelcall_run_step")]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} call to {self.model} (step {self.step})"
+
+
+class ExecutionStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    TIMED_OUT = "timed_out", "Timed out"
+    REJECTED = "rejected", "Rejected"
+    INTERRUPTED = "interrupted", "Interrupted"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+FINISHED_EXECUTION_STATUSES = (
+    ExecutionStatus.SUCCEEDED,
+    ExecutionStatus.FAILED,
+    ExecutionStatus.TIMED_OUT,
+    ExecutionStatus.REJECTED,
+    ExecutionStatus.INTERRUPTED,
+    ExecutionStatus.CANCELLED,
+)
+
+
+class ToolExecution(models.Model):
+    """The audit row of one tool call: what was asked, what ran, what the model was sent."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_executions")
+    message = models.ForeignKey(
+        Message,
+        on_delete=models.CASCADE,
+        related_name="tool_executions",
+        help_text="The assistant message whose tool_calls asked for this call.",
+    )
+    step = models.PositiveSmallIntegerField(default=0)
+    tool_call_id = models.CharField(max_length=128, unique=True)
+    name = models.CharField(max_length=64)
+    arguments = models.JSONField(null=True, blank=True, help_text="As received, when valid JSON.")
+    arguments_raw = models.TextField(
+        blank=True, help_text="The exact string the model sent, kept when it was not valid JSON."
+    )
+    status = models.CharField(
+        max_length=24, choices=ExecutionStatus.choices, default=ExecutionStatus.PENDING
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True, help_text="The tool's raw result.")
+    content = models.TextField(null=True, blank=True, help_text="What the model was sent.")
+    result_chars = models.PositiveIntegerField(null=True, blank=True)
+    truncated = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    worker = models.CharField(max_length=255, blank=True)
+    task_id = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [
+            models.Index(fields=["run", "step"], name="toolexec_run_step"),
+            models.Index(fields=["name", "-created_at"], name="toolexec_name_recent"),
+            models.Index(fields=["status"], name="toolexec_status"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=ExecutionStatus.values), name="toolexec_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tool_call_id}, {self.status})"
+
+
+class RunEvent(models.Model):
+    """One live event of a run, numbered per conversation so that clients can resume."""
+
+    id = models.BigAutoField(primary_key=True)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=64)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        indexes = [models.Index(fields=["run", "seq"], name="runevent_run_seq")]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="runevent_seq_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"

@@ -1,0 +1,297 @@
+"""All of toolchat's settings, read from the environment.
+
+The defaults are the embedded ones of `make run`: SQLite, an in-memory channel
+layer, tasks run in-process, and the offline model. Production sets
+DATABASE_URL, REDIS_URL and DJANGO_SECRET_KEY (see README.md).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    """Return an environment variable, or the default when it is unset or empty."""
+    return os.environ.get(name, "").strip() or default
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    """Return an environment variable read as a boolean (1/true/yes/on)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use 1/0, true/false or yes/no.")
+
+
+def env_int(name: str, default: int) -> int:
+    """Return an environment variable read as an integer."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
+
+
+def env_float(name: str, default: float) -> float:
+    """Return an environment variable read as a number."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    """Return a comma-separated environment variable as a list."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+# --- Core -------------------------------------------------------------------
+
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set. Set it to a long random string in production "
+            "(python -c 'import secrets; print(secrets.token_urlsafe(50))'), "
+            "or set DJANGO_DEBUG=1 for local development."
+        )
+    # Only reachable with DEBUG on: a fixed key is fine for a developer's machine.
+    SECRET_KEY = "django-insecure-toolchat-development-key-do-not-use-in-production"  # noqa: S105
+
+ALLOWED_HOSTS = env_list(
+    "DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else []
+)
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "tools",
+    "chat",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+ASGI_APPLICATION = "project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------
+
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")
+DATABASES: dict[str, dict[str, Any]] = {
+    "default": dict(dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True))
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web process read while a worker thread writes; the busy timeout
+    # makes a writer wait for the lock instead of failing at once.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
+    "DATABASE_POOL", default=True
+):
+    # psycopg 3's pool (Django 5.1+). Pooled connections must not also be persistent.
+    DATABASES["default"]["OPTIONS"] = {
+        "pool": {
+            "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
+            "max_size": env_int("DATABASE_POOL_MAX_SIZE", 10),
+            "timeout": 10,
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth, i18n, static ---------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat:index"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+# With DEBUG on, WhiteNoise serves files straight from the apps' static folders.
+WHITENOISE_USE_FINDERS = DEBUG
+
+# --- Security (production) ------------------------------------------------------
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # the chat page reads it to post with fetch()
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if not DEBUG:
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 60 * 60 * 24 * 30)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+    # Health checks come over plain HTTP from inside the network.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz/$"]
+
+# --- Redis, Celery, Channels ------------------------------------------------------
+
+REDIS_URL = env_str("REDIS_URL")
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+# A task is acknowledged only once it has finished, and a task whose worker died
+# goes back to the queue: the turn engine's tasks are idempotent for exactly this.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# Without Redis there is no broker: tasks run in-process, in background threads,
+# so a POST still returns at once (see chat/tasks.py).
+TOOLCHAT_TASKS_IN_PROCESS = not REDIS_URL
+
+# --- REST API ---------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_RATES": {"messages": env_str("TOOLCHAT_MESSAGE_RATE", "30/min")},
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "toolchat API",
+    "DESCRIPTION": "Conversations, runs, tool executions and live events of toolchat.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# --- LLM providers (DESIGN.md section 6) ---------------------------------------------
+
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+LLM_PROVIDER = env_str("LLM_PROVIDER", "openai" if OPENAI_API_KEY else "offline")
+if LLM_PROVIDER not in {"openai", "offline"}:
+    raise ImproperlyConfigured(f"LLM_PROVIDER={LLM_PROVIDER!r}: use 'openai' or 'offline'.")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini" if LLM_PROVIDER == "openai" else "offline")
+LLM_COMPOSE_MODEL = env_str("LLM_COMPOSE_MODEL")
+LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3)
+
+# --- Tools and limits ---------------------------------------------------------------
+
+TOOLCHAT_TOOL_MODULES = env_list(
+    "TOOLCHAT_TOOL_MODULES",
+    [
+        "tools.builtin.calculator",
+        "tools.builtin.current_time",
+        "tools.builtin.notes",
+        "tools.builtin.dataset",
+    ],
+)
+TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 10_000)
+MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 32_000)
+
+# --- Logging --------------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django": {"level": env_str("DJANGO_LOG_LEVEL", "INFO")}},
+}

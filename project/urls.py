@@ -1,0 +1,15 @@
+"""Top-level URLs: the chat UI, auth pages, the admin and a health check."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from chat.views import healthz
+
+urlpatterns = [
+    path("", include("chat.urls")),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("healthz/", healthz, name="healthz"),
+]
