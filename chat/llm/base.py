@@ -1,0 +1,112 @@
+"""The provider Protocol and the request/response types every provider shares.
+
+A provider streams one chat completion. Text arrives as `TextDelta` events,
+tool calls are assembled from their deltas by the provider and arrive whole in
+the final `Completion`. When a provider retries after a stream was cut, it
+sends `StreamRestart` first, so that whoever shows the text can drop what it
+showed of the failed attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One complete tool call as the model asked for it (arguments as the raw string)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        """This call in the shape of an assistant message's `tool_calls` entry."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What to send to the model. `tools=None` means no `tools` and no `tool_choice` at all."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | None = None
+    response_format: dict[str, Any] | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+@dataclass
+class Completion:
+    """The whole answer of one model call."""
+
+    content: str | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str = ""
+    model: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    first_token_ms: int | None = None
+    latency_ms: int = 0
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the answer's text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class StreamRestart:
+    """The previous attempt's stream broke; the text it sent is void."""
+
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """The end of the stream, with the assembled completion."""
+
+    completion: Completion
+
+
+StreamEvent = TextDelta | StreamRestart | Done
+
+
+class ProviderError(Exception):
+    """A model call that failed for good (after the provider's own retries)."""
+
+    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+@runtime_checkable
+class ChatProvider(Protocol):
+    """A streaming chat-completion backend (OpenAI-compatible HTTP, or the offline model)."""
+
+    name: str
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        """Yield text deltas (and restarts), then exactly one `Done`; raise ProviderError."""
+        ...
+
+
+def complete(provider: ChatProvider, request: ChatRequest) -> Completion:
+    """Run a streamed call to its end and return the completion (for callers that don't stream)."""
+    for event in provider.stream(request):
+        if isinstance(event, Done):
+            return event.completion
+    raise ProviderError(f"{provider.name}: the stream ended without a completion")

@@ -1,0 +1,186 @@
+"""The offline model picks the right tool from plain sentences and answers from results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+from pydantic import TypeAdapter
+
+from chat.llm import get_provider
+from chat.llm.base import ChatRequest, Done, TextDelta, complete
+from chat.llm.offline import OfflineProvider
+
+
+def function(name, description, properties, required):
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+TOOLS = [
+    function(
+        "calculator",
+        "Evaluate an arithmetic expression.",
+        {"expression": {"type": "string"}},
+        ["expression"],
+    ),
+    function(
+        "get_current_time",
+        "The current date and time in a time zone.",
+        {"timezone": {"type": "string", "default": "UTC"}},
+        [],
+    ),
+    function(
+        "record_note",
+        "Record a note for the user: an event or a fact.",
+        {"title": {"type": "string"}, "body": {"type": "string", "default": ""}},
+        ["title"],
+    ),
+    function(
+        "search_notes",
+        "Find the user's notes by words in their title or body.",
+        {"query": {"type": "string"}, "limit": {"type": "integer", "default": 10}},
+        ["query"],
+    ),
+    function(
+        "generate_dataset",
+        "Generate a synthetic dataset (slow, reports progress).",
+        {"rows": {"type": "integer"}, "limit": {"type": "integer", "default": 100}},
+        ["rows"],
+    ),
+]
+
+
+def ask(text, tools=TOOLS):
+    return complete(
+        OfflineProvider(),
+        ChatRequest(model="offline", messages=[{"role": "user", "content": text}], tools=tools),
+    )
+
+
+@pytest.mark.parametrize(
+    ("sentence", "tool", "arguments"),
+    [
+        ("what is 12*7", "calculator", {"expression": "12*7"}),
+        ("What's (3 + 4) * 2?", "calculator", {"expression": "(3 + 4) * 2"}),
+        ("what time is it in Tokyo", "get_current_time", {"timezone": "Tokyo"}),
+        (
+            "note that the boiler was serviced today",
+            "record_note",
+            {"title": "boiler was serviced today"},
+        ),
+        ("find my notes about boiler", "search_notes", {"query": "boiler"}),
+        (
+            "search notes for 'dentist appointment'",
+            "search_notes",
+            {"query": "dentist appointment"},
+        ),
+        ("generate a dataset of 500 rows", "generate_dataset", {"rows": 500}),
+    ],
+)
+def test_picks_the_tool_and_fills_its_arguments(sentence, tool, arguments):
+    completion = ask(sentence)
+    assert completion.finish_reason == "tool_calls"
+    assert [(c.name, json.loads(c.arguments)) for c in completion.tool_calls] == [(tool, arguments)]
+    assert completion.tool_calls[0].id.startswith("call_")
+
+
+def test_tool_call_ids_are_unique_across_identical_requests():
+    assert ask("what is 1+1").tool_calls[0].id != ask("what is 1+1").tool_calls[0].id
+
+
+def test_without_a_matching_tool_it_says_what_it_can_do():
+    completion = ask("hello there")
+    assert completion.tool_calls == []
+    assert "calculator" in completion.content
+
+
+def test_no_tools_offered_means_no_tool_call():
+    completion = ask("what is 12*7", tools=None)
+    assert completion.tool_calls == []
+
+
+def test_answers_from_tool_results_message_first_and_streams_word_by_word():
+    messages = [
+        {"role": "user", "content": "what is 12*7"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": '{"expression": "12*7"}'},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": json.dumps({"success": True, "result": 84, "message": "12*7 = 84"}),
+        },
+        {"role": "system", "content": "Answer the user naturally."},
+    ]
+    TypeAdapter(list[ChatCompletionMessageParam]).validate_python(messages)
+    events = list(OfflineProvider().stream(ChatRequest(model="offline", messages=messages)))
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert deltas == ["12*7 ", "= ", "84."]
+    done = events[-1]
+    assert isinstance(done, Done)
+    assert done.completion.content == "12*7 = 84."
+    assert done.completion.completion_tokens == 3
+
+
+def test_a_failed_tool_is_reported_plainly():
+    messages = [
+        {"role": "user", "content": "what is 1/0"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": "{}"},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c",
+            "content": json.dumps({"success": False, "error": "Division by zero"}),
+        },
+    ]
+    completion = complete(
+        OfflineProvider(), ChatRequest(model="offline", messages=messages, tools=TOOLS)
+    )
+    assert completion.tool_calls == []
+    assert completion.content == "Sorry, that did not work: Division by zero."
+
+
+def test_structured_decision_for_the_llm_decider():
+    request = ChatRequest(
+        model="offline",
+        messages=[{"role": "user", "content": "what is 2+3"}],
+        tools=TOOLS,
+        response_format={"type": "json_schema", "json_schema": {"name": "decision", "schema": {}}},
+    )
+    decision = json.loads(complete(OfflineProvider(), request).content)
+    assert decision == {
+        "done": False,
+        "next_tool": "calculator",
+        "arguments": {"expression": "2+3"},
+        "final_output": None,
+    }
+
+
+def test_get_provider_defaults_to_offline(settings):
+    settings.LLM_PROVIDER = "offline"
+    assert get_provider().name == "offline"
+    settings.LLM_PROVIDER = "openai"
+    settings.OPENAI_API_KEY = "sk-test"
+    assert get_provider().name == "openai"

@@ -1,0 +1,335 @@
+"""A scripted OpenAI-compatible Chat Completions server on loopback.
+
+Tests and benchmarks drive the real `openai` SDK against it. It answers from a
+script (a queue of replies) or from a responder function, records every
+request, streams like the real API (SSE over chunked HTTP/1.1, usage chunk
+when `stream_options.include_usage`), and refuses invalid requests the way the
+real API does: an assistant `tool_calls` message whose ids are not each
+answered by a `tool` message is a 400.
+
+    server = ScriptedLLMServer().start()
+    server.push(tool_calls_reply([("calculator", '{"expression": "2+2"}')]), text_reply("4"))
+    ... OPENAI_BASE_URL=server.base_url ...
+    server.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted answer to one request."""
+
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 200
+    error_body: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0  # before the first byte
+    chunk_delay_s: float = 0.0  # between streamed chunks
+    cut_after_chunks: int | None = None  # drop the connection mid-stream
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+    finish_reason: str | None = None
+
+
+def text_reply(content: str, **kwargs: Any) -> Reply:
+    """A plain text answer."""
+    return Reply(content=content, **kwargs)
+
+
+def tool_calls_reply(calls: list[tuple[str, str] | tuple[str, str, str]], **kwargs: Any) -> Reply:
+    """An answer that calls tools: (name, arguments_json[, id])."""
+    tool_calls = []
+    for call in calls:
+        name, arguments = call[0], call[1]
+        call_id = call[2] if len(call) > 2 else f"call_{uuid.uuid4().hex[:24]}"  # type: ignore[misc]
+        tool_calls.append(
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        )
+    return Reply(tool_calls=tool_calls, **kwargs)
+
+
+def error_reply(status: int, message: str = "scripted error", **kwargs: Any) -> Reply:
+    """An HTTP error in the OpenAI error shape."""
+    body = {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+    return Reply(status=status, error_body=body, **kwargs)
+
+
+def validate_request(body: dict[str, Any]) -> str | None:
+    """Return why the real API would refuse this request, or None."""
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "you must provide a model parameter"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty array"
+    if "tool_choice" in body and "tools" not in body:
+        return "'tool_choice' is only allowed when 'tools' are specified"
+    if "stream_options" in body and not body.get("stream"):
+        return "'stream_options' is only allowed when 'stream' is true"
+    pending: list[str] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in {"system", "developer", "user", "assistant", "tool"}:
+            return f"messages[{index}].role: invalid role {role!r}"
+        if pending and role != "tool":
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                f"responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(pending)} (messages[{index}])"
+            )
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                return (
+                    f"messages[{index}]: messages with role 'tool' must be a response to a "
+                    "preceding message with 'tool_calls'."
+                )
+            pending.remove(call_id)
+        elif role == "assistant":
+            calls = message.get("tool_calls") or []
+            if message.get("content") is None and not calls:
+                return (
+                    f"messages[{index}]: assistant content must be set when there are no tool_calls"
+                )
+            for call in calls:
+                if not call.get("id") or call.get("type") != "function":
+                    return (
+                        f"messages[{index}].tool_calls: each call needs an id and type 'function'"
+                    )
+                arguments = call.get("function", {}).get("arguments")
+                if not isinstance(arguments, str):
+                    return f"messages[{index}].tool_calls: arguments must be a string"
+            pending = [call["id"] for call in calls]
+        elif message.get("content") is None:
+            return f"messages[{index}].content: {role} messages need content"
+    if pending:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages responding "
+            f"to each 'tool_call_id'. Missing: {', '.join(pending)}"
+        )
+    return None
+
+
+class ScriptedLLMServer:
+    """The server: a script queue, a responder fallback, and the recorded requests."""
+
+    def __init__(self, responder: Callable[[dict[str, Any]], Reply] | None = None) -> None:
+        self.script: deque[Reply] = deque()
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self.rejected: list[tuple[dict[str, Any], str]] = []
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None, "start() the server first"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def push(self, *replies: Reply) -> None:
+        """Queue replies, answered in order."""
+        with self._lock:
+            self.script.extend(replies)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.script.clear()
+            self.requests.clear()
+            self.rejected.clear()
+
+    def start(self) -> ScriptedLLMServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                server._handle(self)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self.script:
+                return self.script.popleft()
+        if self.responder:
+            return self.responder(body)
+        return text_reply("OK")
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length)
+        if not handler.path.rstrip("/").endswith("/chat/completions"):
+            self._send_json(
+                handler, 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
+            )
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._send_json(
+                handler,
+                400,
+                {"error": {"message": "invalid JSON", "type": "invalid_request_error"}},
+            )
+            return
+        problem = validate_request(body)
+        with self._lock:
+            self.requests.append(body)
+            if problem:
+                self.rejected.append((body, problem))
+        if problem:
+            error = {
+                "message": problem,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": None,
+            }
+            self._send_json(handler, 400, {"error": error})
+            return
+        reply = self._next_reply(body)
+        if reply.delay_s:
+            time.sleep(reply.delay_s)
+        if reply.status != 200:
+            self._send_json(handler, reply.status, reply.error_body or {}, reply.headers)
+            return
+        if body.get("stream"):
+            self._stream(handler, body, reply)
+        else:
+            self._send_json(handler, 200, self._completion(body, reply))
+
+    @staticmethod
+    def _send_json(
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        payload: dict[str, Any],
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        data = json.dumps(payload).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    @staticmethod
+    def _finish_reason(reply: Reply) -> str:
+        return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+
+    def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": self._finish_reason(reply)}
+            ],
+            "usage": {
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+            },
+        }
+
+    def _stream(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply) -> None:
+        base = {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body["model"],
+        }
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        chunks: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""})]
+        if reply.content:
+            words = reply.content.split(" ")
+            for index, word in enumerate(words):
+                text = word if index == len(words) - 1 else word + " "
+                chunks.append(chunk({"content": text}))
+        for index, call in enumerate(reply.tool_calls):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            # Tool calls arrive in pieces, as from the real API: id and name first.
+            first = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": arguments[:half]},
+            }
+            chunks.append(chunk({"tool_calls": [first]}))
+            chunks.append(
+                chunk(
+                    {"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}
+                )
+            )
+        chunks.append(chunk({}, self._finish_reason(reply)))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append(
+                {
+                    **base,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": reply.prompt_tokens,
+                        "completion_tokens": reply.completion_tokens,
+                        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+                    },
+                }
+            )
+
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.end_headers()
+
+        def write(data: bytes) -> None:
+            handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            handler.wfile.flush()
+
+        try:
+            for number, payload in enumerate(chunks):
+                if reply.cut_after_chunks is not None and number >= reply.cut_after_chunks:
+                    # Half a chunk, then the connection drops: what a dying proxy looks like.
+                    handler.wfile.write(b'ff\r\ndata: {"trunc')
+                    handler.wfile.flush()
+                    handler.close_connection = True
+                    handler.connection.shutdown(2)
+                    return
+                write(f"data: {json.dumps(payload)}\n\n".encode())
+                if reply.chunk_delay_s:
+                    time.sleep(reply.chunk_delay_s)
+            write(b"data: [DONE]\n\n")
+            handler.wfile.write(b"0\r\n\r\n")
+            handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True
