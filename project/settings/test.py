@@ -19,3 +19,14 @@ STORAGES = {
 WHITENOISE_AUTOREFRESH = True
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # A file, not Django's shared-cache in-memory default: background task
+    # threads write concurrently, which shared cache answers with "table is
+    # locked" at once, while a file in WAL mode waits for the lock like
+    # `make run` does.
+    import tempfile
+
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": os.path.join(tempfile.gettempdir(), f"toolchat-test-{os.getpid()}.sqlite3")
+    }

@@ -1,0 +1,73 @@
+"""Domain errors of toolchat.
+
+Services and selectors raise these; the REST API, the WebSocket consumer and
+the task layer each translate them in exactly one place (STYLE.md rule 4),
+using `code` as the machine-readable reason and `message` as the text a person
+reads. `field` names the input field at fault where there is one, so that a
+400 answer can point at it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolchatError(Exception):
+    """Base class of every domain error: a stable `code` and a readable message."""
+
+    code = "error"
+
+    def __init__(
+        self, message: str, *, field: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.details: dict[str, Any] = dict(details or {})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The error as a JSON-ready body: code, message, and field/details when known."""
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+class InvalidInput(ToolchatError):
+    """The caller sent something that cannot be accepted (an HTTP 400)."""
+
+    code = "invalid"
+
+
+class InvalidHistory(InvalidInput):
+    """A list of messages is not a valid OpenAI Chat Completions history."""
+
+    code = "invalid_history"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        index: int | None = None,
+        field: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        merged = dict(details or {})
+        if index is not None:
+            merged["index"] = index
+        super().__init__(message, field=field, details=merged)
+        self.index = index
+
+
+class ConversationNotFound(ToolchatError):
+    """No such conversation, or it belongs to someone else (both answer 404)."""
+
+    code = "not_found"
+
+
+class Conflict(ToolchatError):
+    """The request clashes with the current state, e.g. a run is still active (an HTTP 409)."""
+
+    code = "conflict"

@@ -1,0 +1,123 @@
+"""Reads: the model's history costs one query at any length; conversations stay private."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from chat.exceptions import ConversationNotFound
+from chat.history import INTERRUPTED_TOOL_CONTENT, message_to_api
+from chat.models import Conversation, Message, Role
+from chat.selectors import conversation_get, history_for_model, message_list
+from tests.chat.test_history import assert_pairing, assert_valid_openai
+from tests.factories import ConversationFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def fill(conversation: Conversation, count: int, *, reverse: bool = False) -> None:
+    """Store `count` messages of repeating turns: user, tool call, its answer, reply."""
+    rows = []
+    for position in range(count):
+        turn, step = divmod(position, 4)
+        call_id = f"call_{turn}"
+        if step == 0:
+            fields = {"role": Role.USER, "content": f"question {turn}"}
+        elif step == 1:
+            fields = {
+                "role": Role.ASSISTANT,
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "calculator", "arguments": '{"expression": "1+1"}'},
+                    }
+                ],
+                "latency_ms": 5,
+            }
+        elif step == 2:
+            fields = {
+                "role": Role.TOOL,
+                "content": '{"success": true, "result": 2}',
+                "tool_call_id": call_id,
+                "name": "calculator",
+            }
+        else:
+            fields = {"role": Role.ASSISTANT, "content": f"answer {turn}", "latency_ms": 5}
+        rows.append(Message(conversation=conversation, position=position, **fields))
+    Message.objects.bulk_create(rows[::-1] if reverse else rows, batch_size=1000)
+
+
+@pytest.mark.parametrize("count", [10, 2000])
+def test_history_for_model_takes_one_query_at_any_length(
+    django_assert_num_queries, conversation, count
+):
+    fill(conversation, count)
+    with django_assert_num_queries(1):
+        history = history_for_model(conversation=conversation)
+    assert len(history) == count + (1 if count % 4 == 2 else 0)
+    assert_pairing(history)
+
+
+def test_history_for_model_is_valid_and_in_order(conversation):
+    conversation.system_prompt = "You are a calculator."
+    conversation.save()
+    # Inserted backwards: the position decides the order, not the insertion.
+    fill(conversation, 4, reverse=True)
+
+    history = history_for_model(conversation=conversation)
+
+    assert history[0] == {"role": "system", "content": "You are a calculator."}
+    assert [m["role"] for m in history[1:]] == ["user", "assistant", "tool", "assistant"]
+    assert history[-1] == {"role": "assistant", "content": "answer 0"}
+    assert_valid_openai(history)
+
+
+def test_history_for_model_fills_an_interrupted_call(conversation):
+    # 6 rows end on an assistant tool call whose answer was never stored.
+    fill(conversation, 6)
+    history = history_for_model(conversation=conversation)
+    assert history[-1] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": INTERRUPTED_TOOL_CONTENT,
+    }
+    assert_pairing(history)
+
+
+def test_history_for_model_trims(conversation):
+    fill(conversation, 40)
+    history = history_for_model(conversation=conversation, max_messages=9)
+    assert [m.get("content") for m in history if m["role"] == "user"] == [
+        "question 8",
+        "question 9",
+    ]
+    assert_pairing(history)
+
+
+def test_history_for_model_reads_only_its_conversation(conversation):
+    fill(conversation, 4)
+    fill(ConversationFactory(), 8)
+    assert len(history_for_model(conversation=conversation)) == 4
+
+
+def test_message_list_is_ordered_and_one_query(django_assert_num_queries, conversation):
+    fill(conversation, 8)
+    with django_assert_num_queries(1):
+        shown = [message_to_api(m) for m in message_list(conversation=conversation)]
+    assert [m["position"] for m in shown] == list(range(8))
+    assert shown[2]["name"] == "calculator"
+
+
+def test_conversation_get_returns_only_the_owners(user, other_user, conversation):
+    assert conversation_get(conversation_id=conversation.pk, user=user) == conversation
+    assert conversation_get(conversation_id=str(conversation.pk), user=user) == conversation
+    for conversation_id, asker in [
+        (conversation.pk, other_user),
+        (uuid.uuid4(), user),
+        ("not-a-uuid", user),
+    ]:
+        with pytest.raises(ConversationNotFound):
+            conversation_get(conversation_id=conversation_id, user=asker)
