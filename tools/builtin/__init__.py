@@ -1,0 +1,1 @@
+"""The built-in tools, one module each; TOOLCHAT_TOOL_MODULES lists the ones to load."""

@@ -1,0 +1,93 @@
+"""record_note and search_notes: the user's notes, kept as Resources of kind "note"."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field, StringConstraints
+
+from tools.context import ToolContext
+from tools.registry import tool
+
+if TYPE_CHECKING:
+    from tools.models import Resource
+
+NOTE = "note"
+MAX_RESULTS = 50
+# A search lists notes; their full bodies would crowd out the model's context.
+PREVIEW_CHARS = 300
+
+
+@tool(timeout=20, idempotent=False)
+def record_note(
+    ctx: ToolContext,
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)],
+    body: Annotated[str, Field(max_length=20_000)] = "",
+) -> dict[str, Any]:
+    """Record a note for the user: a household event, a reminder, something to remember.
+
+    Args:
+        title: A short title, e.g. "Boiler serviced".
+        body: Optional details.
+    """
+    body = body.strip()
+    note = ctx.resources.create(NOTE, title=title, data={"title": title, "body": body})
+    return {
+        "success": True,
+        "data": _note(note, preview=False),
+        "message": f"Noted: {title}",
+    }
+
+
+@tool(timeout=20)
+def search_notes(
+    ctx: ToolContext,
+    query: Annotated[str, Field(max_length=200)],
+    limit: Annotated[int, Field(ge=1, le=MAX_RESULTS)] = 10,
+) -> dict[str, Any]:
+    """Search the user's notes by words in their title or body, most recent first.
+
+    Args:
+        query: Text to look for (case-insensitive); an empty string lists all notes.
+        limit: How many notes to return at most (1-50).
+    """
+    query = query.strip()
+    found = ctx.resources.search(NOTE, query, limit, data_keys=("body",))
+    notes = [_note(note, preview=True) for note in found.items]
+    total, returned = found.total, len(notes)
+    what = f"matching {query!r}" if query else "in all"
+    result: dict[str, Any] = {
+        "success": True,
+        "data": notes,
+        "query": query,
+        "total_available": total,
+        "returned": returned,
+        "truncated": returned < total,
+    }
+    if total == 0:
+        result["message"] = f"No notes {what}." if query else "There are no notes yet."
+    elif returned < total:
+        result["message"] = f"Found {total} notes {what}; showing the {returned} most recent."
+        result["hint"] = (
+            f"Call search_notes again with limit={total} to see them all."
+            if total <= MAX_RESULTS
+            else f"At most {MAX_RESULTS} notes are returned at once; narrow the query."
+        )
+    else:
+        noun = "note" if total == 1 else "notes"
+        result["message"] = f"Found {total} {noun} {what}."
+    return result
+
+
+def _note(note: Resource, *, preview: bool) -> dict[str, Any]:
+    body = str(note.data.get("body", "")) if isinstance(note.data, dict) else ""
+    data: dict[str, Any] = {
+        "id": str(note.pk),
+        "title": note.title,
+        "body": body,
+        "created_at": note.created_at.isoformat(timespec="seconds"),
+    }
+    if preview and len(body) > PREVIEW_CHARS:
+        data["body"] = body[:PREVIEW_CHARS] + "…"
+        data["body_truncated"] = True
+    return data

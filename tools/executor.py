@@ -1,0 +1,528 @@
+"""The executor: run one tool call and report it, whatever happens.
+
+It validates the arguments, runs the tool in a thread with a deadline, hands
+the tool's events to the caller's sink in order, serializes the result, and
+applies the last-resort size limit. Every failure becomes a ToolResult whose
+`content` the model can read; nothing is raised to the caller. It writes
+nothing: the turn engine stores the ToolResult as the audit row and the tool
+message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.db import connections
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from tools.context import ToolContext, call_sink
+from tools.registry import ToolRegistry, ToolSpec
+from tools.registry import registry as default_registry
+
+logger = logging.getLogger(__name__)
+
+MASK = "***"
+DEFAULT_MAX_CHARS = 10_000
+# An async tool is cancelled at its timeout; this is how long its cancellation
+# may take before the executor stops waiting for it too.
+ASYNC_CANCEL_GRACE_S = 0.5
+
+__all__ = [
+    "ToolResult",
+    "ToolStatus",
+    "aexecute_tool",
+    "cancelled_result",
+    "execute_tool",
+    "interrupted_result",
+    "rejected_result",
+]
+
+
+class ToolStatus(enum.StrEnum):
+    """How a call ended; the values are chat.models.ExecutionStatus values."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    REJECTED = "rejected"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one tool call: what the model is sent and what the audit keeps."""
+
+    name: str
+    status: str
+    content: str
+    result: Any = None
+    error: str = ""
+    error_type: str = ""
+    traceback: str = ""
+    duration_ms: int = 0
+    result_chars: int = 0
+    truncated: bool = False
+    audit_arguments: dict[str, Any] | None = None
+    arguments_raw: str = ""
+    resource_id: str | None = None
+    return_direct: bool = False
+    tool_call_id: str = ""
+    details: Any = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when the tool ran and reported success."""
+        return self.status == ToolStatus.SUCCEEDED
+
+    @property
+    def message(self) -> str | None:
+        """The result's `message` field: the text a direct turn shows."""
+        if isinstance(self.result, dict):
+            message = self.result.get("message")
+            if isinstance(message, str) and message.strip():
+                return message
+        return None
+
+    def execution_fields(self) -> dict[str, Any]:
+        """The ToolExecution columns this result fills (status, result, content...)."""
+        error = self.error
+        if self.traceback:
+            error = f"{error}\n\n{self.traceback}" if error else self.traceback
+        return {
+            "status": str(self.status),
+            "arguments": self.audit_arguments,
+            "arguments_raw": self.arguments_raw,
+            "result": self.result,
+            "content": self.content,
+            "result_chars": self.result_chars,
+            "truncated": self.truncated,
+            "error": error,
+            "duration_ms": self.duration_ms,
+        }
+
+
+def execute_tool(
+    *,
+    name: str,
+    arguments: str,
+    context: ToolContext,
+    registry: ToolRegistry | None = None,
+) -> ToolResult:
+    """Run one tool call, arguments exactly as the model sent them; never raises."""
+    started = time.monotonic()
+    tools = registry if registry is not None else default_registry
+    context.tool_name = name
+    try:
+        prepared = _prepare(name=name, arguments=arguments, context=context, tools=tools)
+    except Exception as exc:
+        # A bug in the executor itself must still leave the model an answer.
+        logger.exception("tool %s: the executor failed before running it", name)
+        prepared = _failure(name, context, "internal_error", f"The call failed: {exc}", None)
+    if isinstance(prepared, ToolResult):
+        return _finish(prepared, started)
+
+    spec, kwargs, audit_arguments = prepared
+    outcome = _run_with_deadline(spec, kwargs, context)
+    try:
+        result = _outcome_result(spec, context, outcome)
+    except Exception as exc:
+        logger.exception("tool %s: the executor failed while reporting it", name)
+        result = _failure(name, context, "internal_error", f"The call failed: {exc}", None)
+    result.audit_arguments = audit_arguments
+    return _finish(result, started)
+
+
+async def aexecute_tool(
+    *,
+    name: str,
+    arguments: str,
+    context: ToolContext,
+    registry: ToolRegistry | None = None,
+) -> ToolResult:
+    """execute_tool for async callers: the sink runs in Django's sync thread, as ORM code does."""
+    return await sync_to_async(execute_tool)(
+        name=name, arguments=arguments, context=context, registry=registry
+    )
+
+
+def rejected_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
+    """The result of a call that was refused at approval: it never ran."""
+    error = f"The call to {name} was not approved, so it did not run."
+    if reason:
+        error = f"{error} Reason: {reason}"
+    return _ended_result(name, ToolStatus.REJECTED, error, reason, tool_call_id)
+
+
+def interrupted_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
+    """The result of a call whose worker stopped before it finished; it may have had effects."""
+    error = (
+        f"The call to {name} was interrupted before it finished; "
+        "it may or may not have taken effect."
+    )
+    return _ended_result(name, ToolStatus.INTERRUPTED, error, reason, tool_call_id)
+
+
+def cancelled_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
+    """The result of a call dropped because its run was cancelled."""
+    error = f"The call to {name} was cancelled with its run and did not complete."
+    return _ended_result(name, ToolStatus.CANCELLED, error, reason, tool_call_id)
+
+
+# --- Before the call ---------------------------------------------------------------------
+
+
+def _prepare(
+    *, name: str, arguments: str, context: ToolContext, tools: ToolRegistry
+) -> ToolResult | tuple[ToolSpec, dict[str, Any], dict[str, Any]]:
+    spec = tools.get(name)
+    sensitive = spec.sensitive if spec else frozenset()
+    text = arguments if isinstance(arguments, str) else str(arguments)
+
+    # Models send "" for a call without parameters; that is an empty object.
+    decoded: Any = None
+    json_error: json.JSONDecodeError | None = None
+    try:
+        decoded = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        json_error = exc
+
+    if spec is None:
+        known = tools.names()
+        result = _failure(
+            name,
+            context,
+            "unknown_tool",
+            f"There is no tool called {name!r}. Call one of: {', '.join(known) or 'none'}.",
+            {"known_tools": known},
+        )
+        _keep_arguments(result, text, decoded, sensitive)
+        return result
+
+    if json_error is not None:
+        result = _failure(
+            name,
+            context,
+            "invalid_json",
+            f"The arguments for {name} are not valid JSON ({json_error.msg} at character "
+            f"{json_error.pos}). Send one JSON object with the parameters.",
+            {"reason": json_error.msg, "position": json_error.pos},
+        )
+        _keep_arguments(result, text, None, sensitive)
+        return result
+
+    if not isinstance(decoded, dict):
+        result = _failure(
+            name,
+            context,
+            "invalid_arguments",
+            f"The arguments for {name} must be a JSON object of named parameters, "
+            f"not {_json_type(decoded)}.",
+            {"expected": "object", "got": _json_type(decoded), "parameters": spec.param_names},
+        )
+        _keep_arguments(result, text, decoded, sensitive)
+        return result
+
+    audit_arguments = mask_arguments(decoded, sensitive)
+    try:
+        kwargs = spec.validate_arguments(decoded)
+    except ValidationError as exc:
+        errors = [
+            {
+                "field": ".".join(str(part) for part in error["loc"]) or "(arguments)",
+                "message": error["msg"],
+            }
+            for error in exc.errors(include_url=False, include_input=False, include_context=False)
+        ]
+        summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        result = _failure(
+            name,
+            context,
+            "validation_error",
+            f"Invalid arguments for {name}: {summary}. Fix them and call the tool again.",
+            {"errors": errors},
+        )
+        result.audit_arguments = audit_arguments
+        return result
+    logger.debug("tool %s (%s) arguments %s", name, context.tool_call_id, audit_arguments)
+    return spec, kwargs, audit_arguments
+
+
+def mask_arguments(arguments: Mapping[str, Any], sensitive: frozenset[str]) -> dict[str, Any]:
+    """The arguments with the values of sensitive parameters replaced by ***."""
+    return {key: MASK if key in sensitive else value for key, value in arguments.items()}
+
+
+def _keep_arguments(result: ToolResult, text: str, decoded: Any, sensitive: frozenset[str]) -> None:
+    if isinstance(decoded, dict):
+        result.audit_arguments = mask_arguments(decoded, sensitive)
+    else:
+        # Not an object, so no way to tell the secret part from the rest.
+        result.arguments_raw = MASK if sensitive else text
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+# --- Running --------------------------------------------------------------------------------
+
+
+class _Timeout(Exception):
+    pass
+
+
+@dataclass
+class _Outcome:
+    value: Any = None
+    exception: BaseException | None = None
+    traceback: str = ""
+    timed_out: bool = False
+
+
+def _run_with_deadline(spec: ToolSpec, kwargs: dict[str, Any], context: ToolContext) -> _Outcome:
+    """Run the tool in a thread; relay its events to the sink here until it ends or times out."""
+    outcome = _Outcome()
+    relay = context._open_relay()
+
+    def work() -> None:
+        try:
+            if spec.is_async:
+                # async_to_sync rather than asyncio.run: the tool's thread-sensitive
+                # sync_to_async calls (the ORM) then run in this thread, whose
+                # connections are closed below.
+                outcome.value = async_to_sync(_run_async)(spec, kwargs, context)
+            else:
+                outcome.value = spec.bind(context, kwargs)
+        except _Timeout:
+            outcome.timed_out = True
+        except BaseException as exc:  # a tool's SystemExit is still just a failed call
+            outcome.exception = exc
+            outcome.traceback = traceback.format_exc()
+        finally:
+            # This thread's connections would otherwise stay open until the
+            # process exits; a pool wants them back.
+            connections.close_all()
+            relay.put(None)
+
+    thread = threading.Thread(
+        target=work, name=f"tool-{spec.name}-{context.tool_call_id or 'call'}", daemon=True
+    )
+    deadline = time.monotonic() + spec.timeout + (ASYNC_CANCEL_GRACE_S if spec.is_async else 0)
+    thread.start()
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            item = relay.get(timeout=max(remaining, 0.0)) if remaining > 0 else relay.get_nowait()
+        except queue.Empty:
+            break
+        if item is None:
+            return outcome
+        if context.sink is not None:
+            call_sink(context.sink, *item)
+
+    # Past the deadline. A thread cannot be killed: it is abandoned, its later
+    # events dropped and its resource writes refused (ToolContext.cancel).
+    context.cancel()
+    while True:
+        try:
+            item = relay.get_nowait()
+        except queue.Empty:
+            break
+        if item is not None and context.sink is not None:
+            call_sink(context.sink, *item)
+    return _Outcome(timed_out=True)
+
+
+async def _run_async(spec: ToolSpec, kwargs: dict[str, Any], context: ToolContext) -> Any:
+    # asyncio.wait rather than wait_for: a TimeoutError raised by the tool itself
+    # is the tool's failure, not our timeout.
+    task = asyncio.ensure_future(spec.bind(context, kwargs))
+    done, _pending = await asyncio.wait({task}, timeout=spec.timeout)
+    if task in done:
+        return task.result()
+    context.cancel()
+    task.cancel()
+    try:
+        await task
+    except BaseException:  # the tool's own answer to cancellation does not matter now
+        logger.debug("async tool %s ended after its cancellation", spec.name, exc_info=True)
+    raise _Timeout
+
+
+# --- After the call ------------------------------------------------------------------------
+
+
+def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: _Outcome) -> ToolResult:
+    name = spec.name
+    if outcome.timed_out:
+        result = _failure(
+            name,
+            context,
+            "timeout",
+            f"{name} did not finish within its {spec.timeout:g} s timeout; its result was "
+            "discarded. Try again with a smaller request, or tell the user it timed out.",
+            {"timeout_s": spec.timeout},
+            status=ToolStatus.TIMED_OUT,
+        )
+        logger.warning(
+            "tool %s (%s) timed out after %g s", name, context.tool_call_id, spec.timeout
+        )
+        return result
+
+    if outcome.exception is not None:
+        exc = outcome.exception
+        kind = type(exc).__name__
+        text = str(exc) or kind
+        result = _failure(
+            name,
+            context,
+            "tool_error",
+            f"{name} failed: {kind}: {text}",
+            {"exception": kind, "message": text},
+        )
+        result.traceback = outcome.traceback
+        logger.warning(
+            "tool %s (%s) raised %s: %s\n%s",
+            name,
+            context.tool_call_id,
+            kind,
+            text,
+            outcome.traceback,
+        )
+        return result
+
+    try:
+        raw = outcome.value if isinstance(outcome.value, str) else to_jsonable_python(outcome.value)
+        full = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, allow_nan=False)
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        logger.warning("tool %s returned a value that is not JSON: %s", name, exc)
+        return _failure(
+            name,
+            context,
+            "unserializable_result",
+            f"{name} returned a value that cannot be sent as JSON "
+            f"({type(outcome.value).__name__}).",
+            {"type": type(outcome.value).__name__, "reason": str(exc)},
+        )
+
+    limit = int(getattr(settings, "TOOL_RESULT_MAX_CHARS", DEFAULT_MAX_CHARS))
+    content, truncated = truncate_content(full, limit)
+    if truncated:
+        logger.warning(
+            "tool %s (%s) returned %d characters, over TOOL_RESULT_MAX_CHARS=%d: %d were "
+            "cut from what the model reads; the full result stays in the audit. The tool "
+            "should limit its own output.",
+            name,
+            context.tool_call_id,
+            len(full),
+            limit,
+            len(full) - content.rindex("\n...[truncated"),
+        )
+
+    # A tool that reports {"success": false} failed, in its own words: the
+    # content is untouched, the audit says failed.
+    reported_failure = False
+    error = ""
+    if isinstance(raw, dict) and raw.get("success") is False:
+        reported_failure = True
+        error = str(raw.get("error") or raw.get("message") or f"{name} reported a failure.")
+    return ToolResult(
+        name=name,
+        status=ToolStatus.FAILED if reported_failure else ToolStatus.SUCCEEDED,
+        content=content,
+        result=raw,
+        error=error,
+        error_type="tool_reported" if reported_failure else "",
+        result_chars=len(full),
+        truncated=truncated,
+        resource_id=context.last_resource_id,
+        return_direct=spec.return_direct and not reported_failure,
+        tool_call_id=context.tool_call_id,
+    )
+
+
+def truncate_content(text: str, limit: int) -> tuple[str, bool]:
+    """Cut text to at most `limit` characters, ending with a marker that says how much went."""
+    if len(text) <= limit:
+        return text, False
+    total = len(text)
+    keep = limit
+    # The marker's length depends on the number it shows; two rounds settle it.
+    for _ in range(3):
+        marker = f"\n...[truncated: {total - keep} of {total} characters cut]"
+        keep = max(0, limit - len(marker))
+    marker = f"\n...[truncated: {total - keep} of {total} characters cut]"
+    return text[:keep] + marker, True
+
+
+def _failure(
+    name: str,
+    context: ToolContext | None,
+    error_type: str,
+    error: str,
+    details: Any,
+    *,
+    status: ToolStatus = ToolStatus.FAILED,
+) -> ToolResult:
+    payload = {"success": False, "error": error, "details": details}
+    content = json.dumps(payload, ensure_ascii=False, default=str)
+    # `result` stays None: the tool returned nothing; `content` is the executor's.
+    return ToolResult(
+        name=name,
+        status=status,
+        content=content,
+        error=error,
+        error_type=error_type,
+        result_chars=len(content),
+        details=details,
+        resource_id=context.last_resource_id if context else None,
+        tool_call_id=context.tool_call_id if context else "",
+    )
+
+
+def _ended_result(
+    name: str, status: ToolStatus, error: str, reason: str, tool_call_id: str
+) -> ToolResult:
+    result = _failure(name, None, str(status), error, {"reason": reason} if reason else None)
+    result.status = status
+    result.tool_call_id = tool_call_id
+    return result
+
+
+def _finish(result: ToolResult, started: float) -> ToolResult:
+    result.duration_ms = int((time.monotonic() - started) * 1000)
+    # Timeouts, exceptions and truncation were already logged as warnings with
+    # their details; a model's bad arguments are routine.
+    logger.info(
+        "tool %s (%s) %s in %d ms%s",
+        result.name,
+        result.tool_call_id,
+        result.status,
+        result.duration_ms,
+        f": {result.error_type}" if result.error_type else "",
+    )
+    return result

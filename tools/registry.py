@@ -1,0 +1,616 @@
+"""`@tool` and the registry: a Python function becomes a tool the model can call.
+
+The parameters' JSON Schema comes from the type hints through pydantic, the
+description from the docstring, and every mistake in a definition is a
+`ToolDefinitionError` raised while the module is imported, naming the tool.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import math
+import re
+import sys
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, overload
+
+from django.core.exceptions import ImproperlyConfigured
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic.fields import FieldInfo
+
+from tools.context import ToolContext
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+DEFAULT_TIMEOUT_S = 30.0
+
+__all__ = [
+    "ToolDefinitionError",
+    "ToolRegistry",
+    "ToolSpec",
+    "load_tool_modules",
+    "registry",
+    "tool",
+]
+
+
+class ToolDefinitionError(TypeError):
+    """A tool is misdefined; raised while its module is imported."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """Everything known about one registered tool."""
+
+    name: str
+    description: str
+    func: Callable[..., Any]
+    is_async: bool
+    parameters: dict[str, Any]
+    arguments_model: type[BaseModel]
+    # Parameter name -> the field of `arguments_model` that holds it. Fields have
+    # neutral names and the parameter name as alias, so that a parameter may be
+    # called `json`, `schema` or `model_name` without clashing with BaseModel.
+    fields: Mapping[str, str]
+    context_param: str
+    context_by_keyword: bool
+    timeout: float
+    idempotent: bool
+    return_direct: bool
+    requires_approval: bool
+    sensitive: frozenset[str]
+
+    @property
+    def param_names(self) -> list[str]:
+        """The tool's parameters as the model names them, in signature order."""
+        return list(self.fields)
+
+    def openai_tool(self) -> dict[str, Any]:
+        """This tool as one entry of the OpenAI `tools` request parameter."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": copy.deepcopy(self.parameters),
+            },
+        }
+
+    def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate decoded arguments and return the keyword arguments for the function.
+
+        Raises pydantic's ValidationError with one entry per bad field.
+        """
+        instance = self.arguments_model.model_validate(arguments)
+        # Not model_dump(): a nested model must reach the tool as the model itself.
+        return {param: getattr(instance, field) for param, field in self.fields.items()}
+
+    def bind(self, context: ToolContext, kwargs: Mapping[str, Any]) -> Any:
+        """Call the function with the context and validated arguments (a coroutine if async)."""
+        if self.context_by_keyword:
+            return self.func(**{self.context_param: context}, **kwargs)
+        return self.func(context, **kwargs)
+
+
+class ToolRegistry:
+    """A set of tools by name. The module-level `registry` is the one the app uses."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, ToolSpec] = {}
+
+    @overload
+    def tool(self, func: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        idempotent: bool = True,
+        return_direct: bool = False,
+        requires_approval: bool = False,
+        sensitive: Iterable[str] = (),
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        idempotent: bool = True,
+        return_direct: bool = False,
+        requires_approval: bool = False,
+        sensitive: Iterable[str] = (),
+    ) -> Any:
+        """Register the decorated function as a tool; usable bare or with options."""
+
+        def decorate(fn: F) -> F:
+            self.register(
+                fn,
+                name=name,
+                description=description,
+                timeout=timeout,
+                idempotent=idempotent,
+                return_direct=return_direct,
+                requires_approval=requires_approval,
+                sensitive=sensitive,
+                _localns=_caller_locals(),
+            )
+            return fn
+
+        if func is not None:
+            self.register(func, _localns=_caller_locals())
+            return func
+        return decorate
+
+    def register(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        idempotent: bool = True,
+        return_direct: bool = False,
+        requires_approval: bool = False,
+        sensitive: Iterable[str] = (),
+        _localns: Mapping[str, Any] | None = None,
+    ) -> ToolSpec:
+        """Register a function as a tool without the decorator syntax."""
+        spec = build_spec(
+            func,
+            name=name,
+            description=description,
+            timeout=timeout,
+            idempotent=idempotent,
+            return_direct=return_direct,
+            requires_approval=requires_approval,
+            sensitive=sensitive,
+            localns=_localns,
+        )
+        existing = self._specs.get(spec.name)
+        if existing is not None:
+            raise ToolDefinitionError(
+                f"Tool {spec.name!r} is defined twice: in {_where(existing.func)} "
+                f"and in {_where(func)}. Tool names must be unique; pass name=... to rename one."
+            )
+        self._specs[spec.name] = spec
+        return spec
+
+    def get(self, name: str) -> ToolSpec | None:
+        """The tool called `name`, or None."""
+        return self._specs.get(name)
+
+    def names(self) -> list[str]:
+        """The registered tool names, in registration order."""
+        return list(self._specs)
+
+    def specs(self) -> list[ToolSpec]:
+        """The registered tools, in registration order."""
+        return list(self._specs.values())
+
+    def openai_tools(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """The OpenAI `tools` request parameter for the named tools (all when None)."""
+        if names is None:
+            return [spec.openai_tool() for spec in self._specs.values()]
+        wanted = list(names)
+        unknown = [n for n in wanted if n not in self._specs]
+        if unknown:
+            raise LookupError(
+                f"Unknown tool(s) {', '.join(map(repr, unknown))}; "
+                f"registered: {', '.join(self._specs) or 'none'}."
+            )
+        return [self._specs[n].openai_tool() for n in wanted]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(list(self._specs.values()))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+registry = ToolRegistry()
+tool = registry.tool
+
+
+def load_tool_modules(modules: Iterable[str]) -> None:
+    """Import each tool module so that its `@tool` functions register themselves."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            # Only when the listed module (or a package above it) is what is missing;
+            # a missing import inside the module is that module's failure.
+            if exc.name and (module == exc.name or module.startswith(f"{exc.name}.")):
+                raise ImproperlyConfigured(
+                    f"TOOLCHAT_TOOL_MODULES lists {module!r}, which does not exist."
+                ) from exc
+            raise ImproperlyConfigured(
+                f"TOOLCHAT_TOOL_MODULES: the tool module {module!r} failed to import: {exc}"
+            ) from exc
+        except Exception as exc:
+            raise ImproperlyConfigured(
+                f"TOOLCHAT_TOOL_MODULES: the tool module {module!r} failed to import: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+
+# --- Building a spec ------------------------------------------------------------------
+
+
+def build_spec(
+    func: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    timeout: float,
+    idempotent: bool,
+    return_direct: bool,
+    requires_approval: bool,
+    sensitive: Iterable[str],
+    localns: Mapping[str, Any] | None = None,
+) -> ToolSpec:
+    """Check a function and its options and describe it as a tool."""
+    tool_name = name if name is not None else getattr(func, "__name__", repr(func))
+    label = f"tool {tool_name!r} ({_where(func)})"
+    if not isinstance(tool_name, str) or not TOOL_NAME_RE.match(tool_name):
+        raise ToolDefinitionError(
+            f"Invalid name for {label}: names must match {TOOL_NAME_RE.pattern} "
+            "(letters, digits, _ and -, at most 64 characters)."
+        )
+    if not inspect.isfunction(func):
+        raise ToolDefinitionError(f"{label} must be a plain function (def or async def).")
+    if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
+        raise ToolDefinitionError(f"{label} is a generator; a tool returns its result.")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise ToolDefinitionError(f"{label}: timeout must be a number of seconds.")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ToolDefinitionError(f"{label}: timeout must be a positive number of seconds.")
+
+    hints = _type_hints(func, label, localns)
+    params = list(inspect.signature(func).parameters.values())
+    context_param, context_by_keyword = _context_parameter(params, hints, label)
+
+    doc = inspect.getdoc(func) or ""
+    arg_docs = parse_args_section(doc)
+    param_names = [p.name for p in params[1:]]
+    stale = sorted(set(arg_docs) - set(param_names) - {context_param})
+    if stale:
+        raise ToolDefinitionError(
+            f"The docstring of {label} documents {', '.join(stale)} in its Args: section, "
+            "which is not a parameter."
+        )
+    tool_description = (description if description is not None else first_paragraph(doc)).strip()
+    if not tool_description:
+        raise ToolDefinitionError(
+            f"{label} has no description: give it a docstring or pass description=..."
+        )
+
+    sensitive_names = frozenset((sensitive,) if isinstance(sensitive, str) else sensitive)
+    unknown_sensitive = sorted(sensitive_names - set(param_names))
+    if unknown_sensitive:
+        raise ToolDefinitionError(
+            f"{label}: sensitive= names {', '.join(unknown_sensitive)}, which is not a parameter."
+        )
+
+    field_definitions: dict[str, Any] = {}
+    fields: dict[str, str] = {}
+    for index, param in enumerate(params[1:]):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                f"{label}: *{param.name} / **{param.name} are not supported; "
+                "the model needs a named, typed parameter for each argument."
+            )
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ToolDefinitionError(
+                f"{label}: parameter {param.name!r} is positional-only; "
+                "tools are called with keyword arguments."
+            )
+        if param.name not in hints:
+            raise ToolDefinitionError(
+                f"{label}: parameter {param.name!r} has no type hint; "
+                "the JSON Schema is made from the type hints."
+            )
+        annotation = hints[param.name]
+        if annotation in (Any, object):
+            raise ToolDefinitionError(
+                f"{label}: parameter {param.name!r} is typed {_type_name(annotation)}, which tells the "
+                "model nothing; use a concrete type (str, int, a pydantic model...)."
+            )
+        _check_type(annotation, param.name, label)
+        options: dict[str, Any] = {"alias": param.name}
+        if param.name in arg_docs and not _annotated_description(annotation):
+            options["description"] = arg_docs[param.name]
+        if param.default is not param.empty:
+            options["default"] = param.default
+        field = f"p{index}"
+        field_definitions[field] = (annotation, Field(**options))
+        fields[param.name] = field
+
+    model_name = f"{_camel(tool_name)}Arguments"
+    try:
+        arguments_model = create_model(
+            model_name,
+            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+            **field_definitions,
+        )
+        raw_schema = arguments_model.model_json_schema(by_alias=True)
+    except Exception as exc:
+        raise ToolDefinitionError(
+            f"{label} has a parameter type pydantic cannot turn into a JSON Schema: {exc}"
+        ) from exc
+
+    parameters = clean_schema(raw_schema)
+    for param_name, prop in parameters["properties"].items():
+        if not _has_type_information(prop):
+            raise ToolDefinitionError(
+                f"{label}: parameter {param_name!r} has a type with no JSON Schema type "
+                f"({prop!r}); use a concrete type."
+            )
+
+    return ToolSpec(
+        name=tool_name,
+        description=tool_description,
+        func=func,
+        is_async=inspect.iscoroutinefunction(func),
+        parameters=parameters,
+        arguments_model=arguments_model,
+        fields=fields,
+        context_param=context_param,
+        context_by_keyword=context_by_keyword,
+        timeout=float(timeout),
+        idempotent=idempotent,
+        return_direct=return_direct,
+        requires_approval=requires_approval,
+        sensitive=sensitive_names,
+    )
+
+
+def _type_hints(
+    func: Callable[..., Any], label: str, localns: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(
+            func, localns=dict(localns) if localns else None, include_extras=True
+        )
+    except Exception as exc:
+        raise ToolDefinitionError(
+            f"Could not resolve the type hints of {label}: {exc}. "
+            "Types named in hints must be importable at runtime, not only under TYPE_CHECKING."
+        ) from exc
+
+
+def _context_parameter(
+    params: list[inspect.Parameter], hints: Mapping[str, Any], label: str
+) -> tuple[str, bool]:
+    if not params:
+        raise ToolDefinitionError(
+            f"{label} takes no parameters; its first parameter must be a ToolContext "
+            "(def my_tool(ctx: ToolContext, ...))."
+        )
+    first = params[0]
+    hint = hints.get(first.name)
+    if typing.get_origin(hint) is typing.Annotated:
+        hint = typing.get_args(hint)[0]
+    if not (isinstance(hint, type) and issubclass(hint, ToolContext)):
+        raise ToolDefinitionError(
+            f"The first parameter of {label}, {first.name!r}, must be annotated ToolContext "
+            f"(found {hint!r})."
+        )
+    if first.kind in (first.VAR_POSITIONAL, first.VAR_KEYWORD):
+        raise ToolDefinitionError(f"{label}: the ToolContext parameter must be a named parameter.")
+    return first.name, first.kind is first.KEYWORD_ONLY
+
+
+def _check_type(annotation: Any, param: str, label: str) -> None:
+    try:
+        TypeAdapter(annotation).json_schema()
+    except Exception as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ToolDefinitionError(
+            f"{label}: parameter {param!r} has type {_type_name(annotation)}, which pydantic "
+            f"cannot turn into a JSON Schema ({reason})"
+        ) from exc
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__qualname__
+    return repr(annotation).replace("typing.", "")
+
+
+def _annotated_description(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return False
+    return any(
+        isinstance(meta, FieldInfo) and meta.description for meta in typing.get_args(annotation)
+    )
+
+
+def _has_type_information(schema: Mapping[str, Any]) -> bool:
+    keys = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"}
+    return bool(keys & set(schema))
+
+
+def _caller_locals() -> dict[str, Any] | None:
+    # Tools defined inside a function (tests, factories) name types that only the
+    # defining frame can resolve; pydantic looks there for the same reason. Frame 2
+    # is the one that applied the decorator: both `tool(fn)` and `decorate(fn)`
+    # are called straight from it.
+    try:
+        frame = sys._getframe(2)
+    except ValueError:
+        return None
+    if frame.f_code.co_name == "<module>":
+        return None
+    return dict(frame.f_locals)
+
+
+def _where(func: Callable[..., Any]) -> str:
+    module = getattr(func, "__module__", "?")
+    qualname = getattr(func, "__qualname__", getattr(func, "__name__", "?"))
+    return f"{module}.{qualname}"
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[_-]+", name) if part)
+
+
+# --- Docstrings ----------------------------------------------------------------------------
+
+_ARGS_HEADERS = {"args:", "arguments:", "parameters:", "params:"}
+_SECTION_HEADER_RE = re.compile(
+    r"^(args|arguments|parameters|params|returns?|yields?|raises|examples?|notes?|"
+    r"warnings?|see also|todo|attributes|keyword args|keyword arguments|other parameters)"
+    r":\s*$",
+    re.IGNORECASE,
+)
+_ARG_LINE_RE = re.compile(r"^\*{0,2}([A-Za-z_][A-Za-z0-9_]*)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def first_paragraph(doc: str) -> str:
+    """The docstring's first paragraph, on one line (a section header ends it)."""
+    lines: list[str] = []
+    for line in inspect.cleandoc(doc).splitlines():
+        stripped = line.strip()
+        if not stripped or _SECTION_HEADER_RE.match(stripped):
+            if lines or _SECTION_HEADER_RE.match(stripped):
+                break
+            continue
+        lines.append(stripped)
+    return " ".join(lines)
+
+
+def parse_args_section(doc: str) -> dict[str, str]:
+    """Per-parameter descriptions from a Google-style `Args:` section."""
+    lines = inspect.cleandoc(doc).splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip().lower() in _ARGS_HEADERS), None)
+    if start is None:
+        return {}
+    header_indent = _indent(lines[start])
+    entries: dict[str, list[str]] = {}
+    current: str | None = None
+    entry_indent: int | None = None
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            continue
+        indent = _indent(line)
+        if indent <= header_indent:
+            break
+        if entry_indent is None:
+            entry_indent = indent
+        if indent <= entry_indent:
+            match = _ARG_LINE_RE.match(line.strip())
+            current = match.group(1) if match else None
+            if current is not None and match is not None:
+                entries[current] = [match.group(2).strip()]
+        elif current is not None:
+            entries[current].append(line.strip())
+    return {name: " ".join(part for part in parts if part) for name, parts in entries.items()}
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+# --- JSON Schema clean-up ----------------------------------------------------------------
+
+_SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+_SCHEMA_LISTS = {"anyOf", "oneOf", "allOf", "prefixItems"}
+_SCHEMA_VALUES = {
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+}
+
+
+def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """pydantic's schema made fit for OpenAI: no titles, `$ref`s inlined, `required` present."""
+    defs: dict[str, Any] = dict(schema.get("$defs", {}))
+    inline = not _has_cycle(defs)
+    body = {k: v for k, v in schema.items() if k != "$defs" or not inline}
+    cleaned = _clean(body, defs if inline else None)
+    return {
+        "type": "object",
+        "properties": cleaned.pop("properties", {}),
+        "required": cleaned.pop("required", []),
+        **{key: value for key, value in cleaned.items() if key != "type"},
+    }
+
+
+def _clean(node: Any, defs: Mapping[str, Any] | None) -> Any:
+    if isinstance(node, list):
+        return [_clean(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if defs is not None and isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = _clean(defs[ref.removeprefix("#/$defs/")], defs)
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        return {**target, **_clean(siblings, defs)}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        # Only a schema keyword `title` is noise: a property may well be *named* title.
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _clean(sub, defs) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS or key in _SCHEMA_VALUES:
+            out[key] = _clean(value, defs)
+        else:
+            out[key] = value
+    return out
+
+
+def _has_cycle(defs: Mapping[str, Any]) -> bool:
+    edges = {name: _refs(body) for name, body in defs.items()}
+    visiting: set[str] = set()
+    done: set[str] = set()
+
+    def visit(name: str) -> bool:
+        if name in done:
+            return False
+        if name in visiting:
+            return True
+        visiting.add(name)
+        cyclic = any(visit(dep) for dep in edges.get(name, set()) if dep in edges)
+        visiting.discard(name)
+        done.add(name)
+        return cyclic
+
+    return any(visit(name) for name in edges)
+
+
+def _refs(node: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            found.add(ref.removeprefix("#/$defs/"))
+        for value in node.values():
+            found |= _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            found |= _refs(item)
+    return found
