@@ -163,6 +163,10 @@ class Run(models.Model):
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Who is working on the run now: set by a claim (a compare-and-set), cleared
+    # while the run waits for its tools. A worker that finds another lease on
+    # the row has been superseded and stops.
+    lease = models.UUIDField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -175,7 +175,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+# Where collectstatic writes and WhiteNoise serves from; the test servers use their own.
+STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -207,6 +208,9 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
     # Health checks come over plain HTTP from inside the network.
     SECURE_REDIRECT_EXEMPT = [r"^healthz/$"]
+    # Preloading is a commitment browsers keep for months: opt in with
+    # DJANGO_SECURE_HSTS_PRELOAD=1 rather than being warned into it.
+    SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 
 # --- Redis, Celery, Channels ------------------------------------------------------
 
@@ -231,12 +235,29 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+# A task whose worker died unacknowledged goes back to the queue once it has been
+# out for visibility_timeout seconds; workers look for such tasks every
+# CELERY_RESTORE_INTERVAL seconds. Keep the timeout above the longest run step.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
+    "unacked_restore_interval": env_int("CELERY_RESTORE_INTERVAL", 10),
+    "unacked_restore_throttle": 1,
+}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Without Redis there is no broker: tasks run in-process, in background threads,
 # so a POST still returns at once (see chat/tasks.py).
 TOOLCHAT_TASKS_IN_PROCESS = not REDIS_URL
+TOOLCHAT_IN_PROCESS_WORKERS = env_int("TOOLCHAT_IN_PROCESS_WORKERS", 8)
+# A run whose worker has not shown a sign of life for this long is taken over
+# by the next delivery of its task (the worker is presumed dead).
+TOOLCHAT_RUN_STALE_S = env_float("TOOLCHAT_RUN_STALE_S", 30.0)
+TOOLCHAT_HEARTBEAT_S = env_float("TOOLCHAT_HEARTBEAT_S", 5.0)
+# A tool call still marked running this long after its own timeout is presumed
+# dead with its worker: it is run again if idempotent, else reported interrupted.
+TOOLCHAT_TOOL_GRACE_S = env_float("TOOLCHAT_TOOL_GRACE_S", 30.0)
+# message.delta events are coalesced to at most one per this many seconds.
+TOOLCHAT_DELTA_INTERVAL_S = env_float("TOOLCHAT_DELTA_INTERVAL_S", 0.05)
 
 # --- REST API ---------------------------------------------------------------------
 
@@ -284,6 +305,10 @@ TOOLCHAT_TOOL_MODULES = env_list(
 )
 TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 10_000)
 MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 32_000)
+# The history sent to a model is trimmed to these budgets (oldest turns first,
+# never splitting a tool call from its results, always keeping the system prompt).
+TOOLCHAT_HISTORY_MAX_MESSAGES = env_int("TOOLCHAT_HISTORY_MAX_MESSAGES", 400)
+TOOLCHAT_HISTORY_MAX_CHARS = env_int("TOOLCHAT_HISTORY_MAX_CHARS", 400_000)
 
 # --- Logging --------------------------------------------------------------------------
 

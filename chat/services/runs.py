@@ -1,0 +1,137 @@
+"""Runs: start one for a user message, execute it, cancel it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from chat.dispatch import dispatch_run
+from chat.events import event_publish
+from chat.exceptions import Conflict, InvalidInput
+from chat.models import (
+    ACTIVE_RUN_STATUSES,
+    FINISHED_EXECUTION_STATUSES,
+    Conversation,
+    ExecutionStatus,
+    Message,
+    Role,
+    Run,
+    RunStatus,
+    ToolExecution,
+)
+from chat.services import turn
+from tools.executor import cancelled_result
+
+
+def run_start(
+    *,
+    conversation: Conversation,
+    content: str,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> Run:
+    """Store the user's message and a queued run in one transaction; queue the run on commit."""
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("The message is empty.", field="content")
+    limit = settings.MAX_MESSAGE_CHARS
+    if len(content) > limit:
+        raise InvalidInput(
+            f"The message is {len(content):,} characters long; the limit is {limit:,}.",
+            field="content",
+            details={"max_chars": limit, "chars": len(content)},
+        )
+    try:
+        with transaction.atomic():
+            # The conversation row lock orders concurrent posts to one conversation.
+            locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+            active = Run.objects.filter(conversation=locked, status__in=ACTIVE_RUN_STATUSES).first()
+            if active is not None:
+                raise _busy(active)
+            last = Message.objects.filter(conversation=locked).aggregate(m=Max("position"))["m"]
+            run = Run.objects.create(conversation=locked, mode=locked.mode)
+            message = Message.objects.create(
+                conversation=locked,
+                run=run,
+                position=0 if last is None else last + 1,
+                role=Role.USER,
+                content=content,
+            )
+            run.trigger_message = message
+            run.save(update_fields=["trigger_message"])
+            locked.save(update_fields=["updated_at"])
+            transaction.on_commit(lambda: dispatch_run(run.pk))
+    except IntegrityError:
+        # The database's one-active-run constraint caught a race the lock did not.
+        active = Run.objects.filter(
+            conversation=conversation, status__in=ACTIVE_RUN_STATUSES
+        ).first()
+        if active is None:
+            raise
+        raise _busy(active) from None
+    return run
+
+
+def _busy(active: Run) -> Conflict:
+    return Conflict(
+        "A run of this conversation is still in progress; wait for it or cancel it.",
+        details={"run_id": str(active.pk), "status": active.status},
+    )
+
+
+def run_execute(*, run_id: Any) -> None:
+    """Do the next step of a run (what the task layer calls)."""
+    turn.run_advance(run_id=run_id)
+
+
+def run_cancel(*, run: Run) -> Run:
+    """Stop a queued or running run; unanswered tool calls get a 'cancelled' result."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status not in ACTIVE_RUN_STATUSES:
+            raise Conflict(
+                f"The run is already {locked.status}; only a queued or running run can be cancelled.",
+                details={"run_id": str(locked.pk), "status": locked.status},
+            )
+        now = timezone.now()
+        unfinished = list(
+            ToolExecution.objects.select_for_update()
+            .filter(run=locked)
+            .exclude(status__in=FINISHED_EXECUTION_STATUSES)
+            .order_by("created_at")
+        )
+        last = Message.objects.filter(conversation_id=locked.conversation_id).aggregate(
+            m=Max("position")
+        )["m"]
+        position = 0 if last is None else last + 1
+        for execution in unfinished:
+            content = cancelled_result(execution.name, tool_call_id=execution.tool_call_id).content
+            execution.status = ExecutionStatus.CANCELLED
+            execution.finished_at = now
+            execution.content = content
+            execution.error = "cancelled"
+            execution.save(update_fields=["status", "finished_at", "content", "error"])
+            Message.objects.create(
+                conversation_id=locked.conversation_id,
+                run=locked,
+                position=position,
+                role=Role.TOOL,
+                tool_call_id=execution.tool_call_id,
+                name=execution.name,
+                content=content,
+            )
+            position += 1
+        locked.status = RunStatus.CANCELLED
+        locked.finished_at = now
+        locked.latency_ms = int((now - locked.created_at).total_seconds() * 1000)
+        locked.lease = None
+        locked.save(update_fields=["status", "finished_at", "latency_ms", "lease"])
+        event_publish(
+            run=locked,
+            type="run.cancelled",
+            data={"cancelled_tool_calls": [e.tool_call_id for e in unfinished]},
+        )
+    return locked

@@ -1,0 +1,50 @@
+"""Tools for the worker tests: they take their time and keep a ledger of every run.
+
+The ledger (a file named by TOOLCHAT_TEST_LEDGER) gets one line when a call
+starts and one when it ends, so a test can tell how often a tool really ran,
+across worker processes and crashes.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from tools.context import ToolContext
+from tools.registry import tool
+
+
+def _ledger(line: str) -> None:
+    path = os.environ.get("TOOLCHAT_TEST_LEDGER")
+    if path:
+        with open(path, "a", encoding="utf-8") as ledger:
+            ledger.write(line + "\n")
+
+
+@tool(timeout=20, idempotent=True)
+def slow_step(ctx: ToolContext, label: str, seconds: float = 1.0) -> dict[str, Any]:
+    """Wait a while, then report (an idempotent test tool).
+
+    Args:
+        label: A name for this call, written to the ledger.
+        seconds: How long to take.
+    """
+    _ledger(f"start {label}")
+    time.sleep(seconds)
+    _ledger(f"end {label}")
+    return {"success": True, "label": label, "message": f"{label} done"}
+
+
+@tool(timeout=20, idempotent=False)
+def slow_side_effect(ctx: ToolContext, label: str, seconds: float = 1.0) -> dict[str, Any]:
+    """Wait a while, then report (a non-idempotent test tool: it must never run twice).
+
+    Args:
+        label: A name for this call, written to the ledger.
+        seconds: How long to take.
+    """
+    _ledger(f"start {label}")
+    time.sleep(seconds)
+    _ledger(f"end {label}")
+    return {"success": True, "label": label, "message": f"{label} done"}

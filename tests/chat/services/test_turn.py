@@ -1,0 +1,291 @@
+"""The turn engine end to end: real openai SDK against the scripted server, in-process tasks.
+
+Each test posts a message through `run_start`, lets the background tasks run
+the turn, and checks what a user and an auditor would see: the requests the
+model received, the stored messages, the audit rows and the event stream.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+from pydantic import TypeAdapter
+
+from chat.continuation import COMPOSE_INSTRUCTION, STEP_LIMIT_INSTRUCTION
+from chat.models import (
+    ExecutionStatus,
+    Message,
+    Mode,
+    ModelCall,
+    Role,
+    RunEvent,
+    RunStatus,
+    ToolExecution,
+)
+from chat.selectors import history_for_model
+from chat.services.runs import run_start
+from tests.chat.services.conftest import wait_for_run
+from tests.factories import ConversationFactory
+from tests.llm_server import error_reply, text_reply, tool_calls_reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
+
+
+def assert_valid_history(messages):
+    """Valid for the OpenAI API: every tool call answered right after its assistant message."""
+    MESSAGES.validate_python(messages)
+    pending: list[str] = []
+    for message in messages:
+        if pending:
+            assert message["role"] == "tool", f"unanswered calls {pending} before {message}"
+            pending.remove(message["tool_call_id"])
+            continue
+        assert message["role"] != "tool", f"stray tool message {message}"
+        pending = [call["id"] for call in message.get("tool_calls") or []]
+    assert not pending
+
+
+def event_types(run):
+    events = list(RunEvent.objects.filter(run=run).order_by("seq"))
+    seqs = [e.seq for e in events]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), f"gap in seq: {seqs}"
+    # Coalesced deltas collapse to one name, so the sequence reads like a story.
+    collapsed: list[str] = []
+    for event in events:
+        if event.type == "message.delta" and collapsed and collapsed[-1] == "message.delta":
+            continue
+        collapsed.append(event.type)
+    return collapsed
+
+
+def stored(conversation):
+    return list(Message.objects.filter(conversation=conversation).order_by("position"))
+
+
+def test_two_pass_calls_tools_then_composes_without_tools(llm_server, user):
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS, system_prompt="Be brief.")
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "12*7"}', "call_calc1")]),
+        text_reply("Twelve times seven is 84."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert (run.model_calls, run.steps) == (2, 1)
+    assert run.latency_ms is not None
+    first, second = llm_server.requests
+    assert first["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert first["tool_choice"] == "auto"
+    assert {t["function"]["name"] for t in first["tools"]} >= {"calculator", "record_note"}
+    assert "tools" not in second
+    assert "tool_choice" not in second
+    assert second["messages"][-1] == {"role": "system", "content": COMPOSE_INSTRUCTION}
+    assistant, tool = second["messages"][-3], second["messages"][-2]
+    assert assistant["tool_calls"][0]["id"] == "call_calc1"
+    assert tool["tool_call_id"] == "call_calc1"
+    assert json.loads(tool["content"])["result"] == 84
+    assert_valid_history(second["messages"][:-1])
+
+    rows = stored(conversation)
+    assert [m.role for m in rows] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert rows[1].tool_calls[0]["function"]["name"] == "calculator"
+    assert rows[1].latency_ms is not None
+    assert rows[1].prompt_tokens == 11
+    assert (rows[2].tool_call_id, rows[2].name) == ("call_calc1", "calculator")
+    assert rows[3].content == "Twelve times seven is 84."
+    assert rows[3].latency_ms is not None
+    assert rows[3].finish_reason == "stop"
+
+    calls = list(ModelCall.objects.filter(run=run).order_by("started_at"))
+    assert [c.purpose for c in calls] == ["tools", "compose"]
+    assert all(c.status == "succeeded" and c.latency_ms is not None for c in calls)
+    assert calls[0].tools_offered
+    assert calls[1].tools_offered == []
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ExecutionStatus.SUCCEEDED
+    assert execution.arguments == {"expression": "12*7"}
+    assert execution.result["result"] == 84
+    assert execution.content == rows[2].content
+    assert execution.duration_ms is not None
+
+    assert event_types(run) == [
+        "run.started",
+        "message.created",
+        "message.completed",
+        "tool_call.started",
+        "tool_call.completed",
+        "tools.ended",
+        "message.created",
+        "message.delta",
+        "message.completed",
+        "run.completed",
+    ]
+    deltas = RunEvent.objects.filter(run=run, type="message.delta")
+    assert "".join(e.data["text"] for e in deltas) == "Twelve times seven is 84."
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_a_direct_answer_needs_one_call(llm_server, conversation):
+    llm_server.push(text_reply("Hello!"))
+    run = wait_for_run(run_start(conversation=conversation, content="hi"))
+    assert run.status == RunStatus.COMPLETED
+    assert len(llm_server.requests) == 1
+    assert [m.role for m in stored(conversation)] == [Role.USER, Role.ASSISTANT]
+    assert event_types(run) == [
+        "run.started",
+        "message.created",
+        "message.delta",
+        "message.completed",
+        "run.completed",
+    ]
+
+
+def test_loop_calls_again_with_tools_until_the_model_stops(llm_server, user):
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP, max_steps=5)
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "2+2"}')]),
+        tool_calls_reply([("calculator", '{"expression": "4*10"}')]),
+        text_reply("It is 40."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is (2+2)*10"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert (run.model_calls, run.steps) == (3, 2)
+    assert all("tools" in request for request in llm_server.requests)
+    roles = [m.role for m in stored(conversation)]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+
+
+def test_loop_stops_at_max_steps_and_still_answers(llm_server, user):
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP, max_steps=3)
+    llm_server.push(
+        *[tool_calls_reply([("calculator", '{"expression": "1+1"}')]) for _ in range(3)],
+        text_reply("I stopped after three tries: 2."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="keep adding"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert (run.model_calls, run.steps) == (4, 3)
+    last = llm_server.requests[-1]
+    assert "tools" not in last
+    assert last["messages"][-1] == {"role": "system", "content": STEP_LIMIT_INSTRUCTION}
+    assert stored(conversation)[-1].content == "I stopped after three tries: 2."
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_direct_mode_replies_with_the_tools_messages(llm_server, user):
+    conversation = ConversationFactory(owner=user, mode=Mode.DIRECT)
+    llm_server.push(tool_calls_reply([("calculator", '{"expression": "12*7"}')]))
+    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(llm_server.requests) == 1
+    final = stored(conversation)[-1]
+    assert final.role == Role.ASSISTANT
+    assert final.content == "12*7 = 84"
+    assert run.model_calls == 1
+
+
+def test_parallel_calls_in_one_step_continue_exactly_once(llm_server, conversation):
+    llm_server.push(
+        tool_calls_reply(
+            [
+                ("calculator", '{"expression": "1+1"}', "call_p1"),
+                ("calculator", '{"expression": "2+2"}', "call_p2"),
+                ("calculator", '{"expression": "3+3"}', "call_p3"),
+            ]
+        ),
+        text_reply("2, 4 and 6."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="add three things"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(llm_server.requests) == 2
+    compose = llm_server.requests[1]["messages"]
+    answered = {m["tool_call_id"] for m in compose if m["role"] == "tool"}
+    assert answered == {"call_p1", "call_p2", "call_p3"}
+    assert RunEvent.objects.filter(run=run, type="tools.ended").count() == 1
+    assert_valid_history(compose[:-1])
+
+
+@pytest.mark.parametrize(
+    ("call", "error_fragment"),
+    [
+        (("no_such_tool", "{}"), "no tool called"),
+        (("calculator", '{"expression": '), "JSON"),
+        (("calculator", '{"expr": "1+1"}'), "expression"),
+        (("calculator", '{"expression": "1/0"}'), "zero"),
+    ],
+    ids=["unknown tool", "malformed arguments", "invalid arguments", "tool error"],
+)
+def test_tool_failures_reach_the_model_as_results(llm_server, conversation, call, error_fragment):
+    llm_server.push(tool_calls_reply([call]), text_reply("Sorry, that did not work."))
+    run = wait_for_run(run_start(conversation=conversation, content="do it"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    tool_message = next(m for m in llm_server.requests[1]["messages"] if m["role"] == "tool")
+    result = json.loads(tool_message["content"])
+    assert result["success"] is False
+    assert error_fragment.lower() in json.dumps(result).lower()
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ExecutionStatus.FAILED
+    assert execution.error
+
+
+def test_malformed_arguments_are_kept_raw_for_the_audit(llm_server, conversation):
+    llm_server.push(tool_calls_reply([("calculator", '{"expression": ')]), text_reply("Oops."))
+    run = wait_for_run(run_start(conversation=conversation, content="do it"))
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.arguments is None
+    assert execution.arguments_raw == '{"expression": '
+
+
+def test_a_model_failure_fails_the_run_readably_and_keeps_history_valid(llm_server, conversation):
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "2+2"}')]),
+        *[error_reply(500, "the model is down") for _ in range(3)],
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is 2+2"))
+    assert run.status == RunStatus.FAILED
+    assert "the model is down" in run.error
+    assert "3 attempts" in run.error
+    assert event_types(run)[-1] == "run.failed"
+    assert_valid_history(history_for_model(conversation=conversation))
+    failed = ModelCall.objects.get(run=run, purpose="compose")
+    assert (failed.status, failed.attempts) == ("failed", 3)
+
+
+def test_retries_are_invisible_to_the_user(llm_server, conversation):
+    llm_server.push(
+        error_reply(429, headers={"Retry-After": "0"}),
+        text_reply("partial answer that breaks", cut_after_chunks=3),
+        text_reply("The whole answer."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="hello"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "The whole answer."
+    assert ModelCall.objects.get(run=run).attempts == 3
+    resets = RunEvent.objects.filter(run=run, type="message.delta", data__reset=True)
+    assert resets.count() == 1
+
+
+def test_the_offline_model_runs_the_demo_sentences(settings, conversation):
+    settings.LLM_PROVIDER = "offline"
+    settings.LLM_MODEL = "offline"
+    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert "84" in stored(conversation)[-1].content
+    run = wait_for_run(
+        run_start(conversation=conversation, content="note that the boiler was serviced today")
+    )
+    assert run.status == RunStatus.COMPLETED, run.error
+    note_message = stored(conversation)[-2]
+    assert note_message.role == Role.TOOL
+    assert note_message.resource is not None
+    assert "boiler" in note_message.resource.title.lower()
+    run = wait_for_run(run_start(conversation=conversation, content="find my notes about boiler"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert "boiler" in stored(conversation)[-1].content.lower()
+    run = wait_for_run(run_start(conversation=conversation, content="what time is it in Tokyo"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert "Tokyo" in stored(conversation)[-1].content
+    assert_valid_history(history_for_model(conversation=conversation))

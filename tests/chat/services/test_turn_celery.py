@@ -1,0 +1,152 @@
+"""The turn engine on real Celery workers with a Redis broker, including workers that die.
+
+These run in the PostgreSQL pass: the workers are other processes and need a
+database server they can reach.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from chat.models import ExecutionStatus, Message, ModelCall, Role, RunStatus, ToolExecution
+from chat.selectors import history_for_model
+from chat.services.runs import run_start
+from tests.chat.services.conftest import wait_for_run
+from tests.chat.services.test_turn import assert_valid_history
+from tests.factories import ConversationFactory
+from tests.llm_server import text_reply, tool_calls_reply
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+
+
+def ledger_lines(celery_env):
+    return celery_env["ledger"].read_text().split()
+
+
+def wait_until(predicate, timeout=15.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_parallel_tool_calls_run_concurrently_and_the_run_continues_once(
+    llm_server, start_worker, celery_env, user
+):
+    start_worker("w1")
+    start_worker("w2")
+    conversation = ConversationFactory(owner=user)
+    llm_server.push(
+        tool_calls_reply(
+            [
+                ("slow_step", json.dumps({"label": "a", "seconds": 1.0})),
+                ("slow_step", json.dumps({"label": "b", "seconds": 1.0})),
+                ("slow_step", json.dumps({"label": "c", "seconds": 1.0})),
+            ]
+        ),
+        text_reply("All three are done."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="do three slow things"), 30)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    executions = list(ToolExecution.objects.filter(run=run))
+    assert {e.status for e in executions} == {ExecutionStatus.SUCCEEDED}
+    # Concurrent: every call started before any of them finished.
+    assert max(e.started_at for e in executions) < min(e.finished_at for e in executions)
+    assert sorted(ledger_lines(celery_env)) == sorted(
+        ["start", "a", "end", "a", "start", "b", "end", "b", "start", "c", "end", "c"]
+    )
+    # The run moved on exactly once: one compose request, one final answer.
+    assert len(llm_server.requests) == 2
+    assert (
+        Message.objects.filter(run=run, role=Role.ASSISTANT, tool_calls__isnull=True).count() == 1
+    )
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_a_worker_killed_during_tools_resumes_without_repeating_finished_work(
+    llm_server, start_worker, celery_env, user
+):
+    worker = start_worker("w1")
+    conversation = ConversationFactory(owner=user)
+    llm_server.push(
+        tool_calls_reply(
+            [
+                ("slow_step", json.dumps({"label": "quick", "seconds": 0.1})),
+                ("slow_side_effect", json.dumps({"label": "payment", "seconds": 5})),
+                ("slow_step", json.dumps({"label": "retryable", "seconds": 5})),
+            ]
+        ),
+        text_reply("Here is where things stand."),
+    )
+    run = run_start(conversation=conversation, content="pay and report")
+    wait_until(
+        lambda: (
+            ToolExecution.objects.filter(run=run, status=ExecutionStatus.RUNNING).count() == 2
+            and ToolExecution.objects.filter(run=run, status=ExecutionStatus.SUCCEEDED).count() == 1
+        ),
+        what="the quick call to finish while the slow ones run",
+    )
+    worker.kill()
+    second = start_worker("w2")
+    try:
+        run = wait_for_run(run, 40)
+    except AssertionError:
+        print(second.log()[-6000:])
+        raise
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    by_label = {e.arguments["label"]: e for e in ToolExecution.objects.filter(run=run)}
+    lines = " ".join(ledger_lines(celery_env))
+    # Finished before the crash: never run again.
+    assert lines.count("start quick") == 1
+    assert (by_label["quick"].status, by_label["quick"].attempts) == (ExecutionStatus.SUCCEEDED, 1)
+    # In flight and not idempotent: reported interrupted, not repeated.
+    assert lines.count("start payment") == 1
+    assert "end payment" not in lines
+    assert by_label["payment"].status == ExecutionStatus.INTERRUPTED
+    # In flight and idempotent: run again, to success.
+    assert lines.count("start retryable") == 2
+    assert lines.count("end retryable") == 1
+    assert (by_label["retryable"].status, by_label["retryable"].attempts) == (
+        ExecutionStatus.SUCCEEDED,
+        2,
+    )
+    compose = llm_server.requests[-1]["messages"]
+    payment_answer = next(
+        json.loads(m["content"])
+        for m in compose
+        if m["role"] == "tool" and m["tool_call_id"] == by_label["payment"].tool_call_id
+    )
+    assert payment_answer["success"] is False
+    assert "interrupted" in payment_answer["error"]
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_a_worker_killed_during_a_model_call_is_taken_over(
+    llm_server, start_worker, celery_env, user
+):
+    worker = start_worker("w1")
+    conversation = ConversationFactory(owner=user)
+    llm_server.push(
+        text_reply("this answer streams very slowly " * 3, chunk_delay_s=0.4),
+        text_reply("The answer after the crash."),
+    )
+    run = run_start(conversation=conversation, content="hello")
+    wait_until(lambda: len(llm_server.requests) == 1, what="the first model request")
+    time.sleep(0.8)
+    worker.kill()
+    start_worker("w2")
+    run = wait_for_run(run, 60)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    assistant = list(Message.objects.filter(run=run, role=Role.ASSISTANT))
+    assert [m.content for m in assistant] == ["The answer after the crash."]
+    calls = list(ModelCall.objects.filter(run=run).order_by("started_at"))
+    assert [c.status for c in calls] == ["failed", "succeeded"]
+    assert "stopped" in calls[0].error
