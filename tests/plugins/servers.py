@@ -1,0 +1,168 @@
+"""A real ASGI server for end-to-end tests: uvicorn serving project.asgi.
+
+`asgi_server` starts `uvicorn project.asgi:application` in a subprocess, once
+per test session, against the test database that pytest-django created, and
+gives each test its base URL (``http://127.0.0.1:PORT``). It runs with the
+test settings, DEBUG off, and static files collected into a temporary folder
+and served by WhiteNoise, as in production.
+
+The server is another process, so it sees only committed rows: the fixture
+pulls in `transactional_db`, so that what a test creates is committed (and
+flushed afterwards). The SQLite test database lives in memory, so only the
+PostgreSQL pass can share it: mark such tests ``@pytest.mark.postgres``.
+
+    @pytest.mark.postgres
+    def test_healthz(asgi_server):
+        assert urllib.request.urlopen(f"{asgi_server}/healthz/").status == 200
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from tests.plugins.services import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 30.0
+
+# Variables of the test process that must not reach the server: the async
+# escape hatch the browser plugin sets, and a Redis the server was not given.
+NOT_INHERITED = {"DJANGO_ALLOW_ASYNC_UNSAFE", "REDIS_URL", "PYTEST_CURRENT_TEST"}
+
+
+def server_environment(**overrides: str) -> dict[str, str]:
+    """This process's environment for a server subprocess, with the test settings."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    env["DJANGO_SETTINGS_MODULE"] = "project.settings.test"
+    env.update(overrides)
+    return env
+
+
+def database_url(settings_dict: dict[str, Any]) -> str:
+    """Turn a Django PostgreSQL connection's settings into a DATABASE_URL."""
+    user = quote(settings_dict.get("USER") or "", safe="")
+    password = quote(settings_dict.get("PASSWORD") or "", safe="")
+    credentials = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{credentials}{host}:{port}/{quote(settings_dict['NAME'], safe='')}"
+
+
+class AsgiServer:
+    """One uvicorn subprocess serving project.asgi:application on loopback."""
+
+    def __init__(self, *, env: dict[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.env = server_environment(**env)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and wait until /healthz/ answers 200."""
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--lifespan",
+            "off",
+        ]
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"uvicorn exited with {self.process.returncode}:\n{self.log()}")
+            with (
+                contextlib.suppress(OSError, urllib.error.URLError),
+                urllib.request.urlopen(f"{self.base_url}/healthz/", timeout=2) as response,
+            ):
+                if response.status == 200:
+                    return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(
+                    f"uvicorn did not answer /healthz/ within {START_TIMEOUT_S}s:\n{self.log()}"
+                )
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the server: SIGTERM, then SIGKILL if it does not exit."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+    def log(self) -> str:
+        """The server's output so far (for failure messages)."""
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return "(no log)"
+
+
+@pytest.fixture(scope="session")
+def asgi_server_session(
+    django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AsgiServer]:
+    """The session's uvicorn server (prefer `asgi_server`, which also commits test data)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.fail(
+            "asgi_server needs the PostgreSQL pass (the SQLite test database is in memory, "
+            "so another process cannot see it): mark the test @pytest.mark.postgres",
+            pytrace=False,
+        )
+    folder = tmp_path_factory.mktemp("asgi-server")
+    env = {
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "DJANGO_STATIC_ROOT": str(folder / "static"),
+    }
+    collect = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "--link"],
+        cwd=ROOT,
+        env=server_environment(**env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if collect.returncode != 0:
+        pytest.fail(f"collectstatic failed:\n{collect.stderr}", pytrace=False)
+    server = AsgiServer(env=env, log_path=folder / "uvicorn.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        # Before pytest-django drops the test database, which it cannot do
+        # while the server's pool holds connections to it.
+        server.stop()
+
+
+@pytest.fixture
+def asgi_server(asgi_server_session: AsgiServer, transactional_db: None) -> str:
+    """Base URL of a real uvicorn serving the app; the test's rows are committed."""
+    return asgi_server_session.base_url

@@ -1,0 +1,108 @@
+"""The HTML pages and the health check, through Django's test client."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from tests.factories import UserFactory
+
+PASSWORD = "correct horse battery staple"  # the factories' password
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_chat_page_sends_anonymous_users_to_the_login_page(client: Client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == "/login/?next=/"
+
+
+def test_healthz_answers_ok(client: Client):
+    response = client.get("/healthz/")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"status": "ok"}
+
+
+def test_healthz_is_get_only(client: Client):
+    assert client.post("/healthz/").status_code == 405
+
+
+def test_the_login_page_has_the_form(client: Client):
+    response = client.get("/login/?next=/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<title>Log in · toolchat</title>" in html
+    assert 'name="username"' in html
+    assert 'name="password"' in html
+    assert 'name="csrfmiddlewaretoken"' in html
+    assert '<input type="hidden" name="next" value="/">' in html
+
+
+def test_a_wrong_password_shows_an_error_and_keeps_the_username(client: Client):
+    UserFactory(username="ada")
+    response = client.post("/login/", {"username": "ada", "password": "wrong"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "didn't match" in html.replace("&#x27;", "'")
+    assert 'value="ada"' in html
+    assert "_auth_user_id" not in client.session
+
+
+def test_what_the_user_typed_is_escaped_when_the_page_comes_back(client: Client):
+    hostile = '"><script>alert(1)</script>'
+    response = client.post("/login/", {"username": hostile, "password": "x"})
+    html = response.content.decode()
+    assert "<script>alert(1)</script>" not in html
+    assert "&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_logging_in_lands_on_the_chat_page_with_the_provider(client: Client):
+    UserFactory(username="ada")
+    response = client.post("/login/", {"username": "ada", "password": PASSWORD}, follow=True)
+    assert response.redirect_chain == [("/", 302)]
+    html = response.content.decode()
+    assert "ada" in html
+    assert "offline" in html  # the provider the test settings select
+
+
+def test_a_redirect_after_login_stays_on_this_site(client: Client):
+    UserFactory(username="ada")
+    response = client.post(
+        "/login/",
+        {"username": "ada", "password": PASSWORD, "next": "https://evil.example.com/"},
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/"
+
+
+def test_usernames_are_escaped_on_the_chat_page(client: Client):
+    user = UserFactory(username="<b>bold</b>")
+    client.force_login(user)
+    html = client.get("/").content.decode()
+    assert "<b>bold</b>" not in html
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html
+
+
+def test_logout_is_post_only(client: Client):
+    client.force_login(UserFactory())
+    assert client.get("/logout/").status_code == 405
+    assert "_auth_user_id" in client.session
+
+    response = client.post("/logout/")
+    assert response.status_code == 302
+    assert response["Location"] == "/login/"
+    assert "_auth_user_id" not in client.session
+
+
+def test_the_admin_login_page_renders(client: Client):
+    response = client.get("/admin/login/?next=/admin/")
+    assert response.status_code == 200
+    assert "admin/css/base.css" in response.content.decode()
+
+
+def test_pages_are_not_framed_and_not_sniffed(client: Client):
+    response = client.get("/login/")
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["X-Content-Type-Options"] == "nosniff"
