@@ -10,6 +10,10 @@ does the work. The policies, chosen by the conversation's mode:
   `max_steps` model steps are done; then one last call without tools, so the
   user always gets an answer.
 - `direct`: no further model call; the reply is the tools' `message` fields.
+- `llm`: for models without native tool calling. Each step is a structured-output
+  call (a JSON Schema response format) that returns `{done, next_tool, arguments,
+  final_output}`; a chosen tool runs like any tool call, and the decider is asked
+  again, up to `max_steps` tool steps, then one last call without tools.
 
 Whatever the mode, a tool declared `return_direct=True` ends the turn the
 `direct` way.
@@ -42,8 +46,80 @@ STEP_LIMIT_INSTRUCTION = (
 
 class Action(StrEnum):
     CALL_WITH_TOOLS = "call_with_tools"
+    DECIDE = "decide"
     COMPOSE = "compose"
     DIRECT = "direct"
+
+
+DECISION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "done": {
+            "type": "boolean",
+            "description": "true when no further tool is needed and final_output answers the user",
+        },
+        "next_tool": {
+            "type": ["string", "null"],
+            "description": "the name of the tool to run next, when done is false",
+        },
+        "arguments": {
+            "type": "object",
+            "description": "the arguments for next_tool, as its parameters schema describes",
+        },
+        "final_output": {
+            "type": ["string", "null"],
+            "description": "the reply to the user, when done is true",
+        },
+    },
+    "required": ["done", "next_tool", "arguments", "final_output"],
+}
+
+DECISION_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {"name": "continuation_decision", "schema": DECISION_SCHEMA},
+}
+
+
+def decider_instruction(tools: list[dict[str, Any]]) -> str:
+    """The system message of a decider call: the tools, and the shape of the answer."""
+    listed = json.dumps([tool["function"] for tool in tools], ensure_ascii=False)
+    return (
+        "Decide the next step for the user's last request. You may run one of these tools "
+        f"(JSON Schemas of their parameters): <tools>{listed}</tools>\n"
+        "Answer only with a JSON object {done, next_tool, arguments, final_output}. To run a "
+        "tool: done=false, next_tool=its name, arguments=its arguments, final_output=null. "
+        "When the results in the conversation already answer the request, or no tool "
+        "helps: done=true, next_tool=null, arguments={}, final_output=your reply to the user, "
+        "in plain language, without tool names or ids."
+    )
+
+
+@dataclass(frozen=True)
+class ParsedDecision:
+    """A decider's answer, checked: either a tool to run or a final reply."""
+
+    next_tool: str | None
+    arguments: dict[str, Any]
+    final_output: str | None
+
+
+def parse_decision(content: str | None) -> ParsedDecision:
+    """Read a decider's JSON; anything that is not a valid decision becomes the reply itself."""
+    text = (content or "").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ParsedDecision(None, {}, text or None)
+    if not isinstance(data, dict):
+        return ParsedDecision(None, {}, text or None)
+    next_tool = data.get("next_tool")
+    arguments = data.get("arguments")
+    if not data.get("done") and isinstance(next_tool, str) and next_tool.strip():
+        return ParsedDecision(
+            next_tool.strip(), arguments if isinstance(arguments, dict) else {}, None
+        )
+    final = data.get("final_output")
+    return ParsedDecision(None, {}, final if isinstance(final, str) and final.strip() else None)
 
 
 @dataclass(frozen=True)
@@ -66,6 +142,10 @@ def decide_after_tools(
     """Choose what follows a step whose tool calls have all been answered."""
     if return_direct or mode == Mode.DIRECT:
         return Decision(Action.DIRECT)
+    if mode == Mode.LLM:
+        if steps_done < max_steps:
+            return Decision(Action.DECIDE, model=model)
+        return Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, compose_model(model))
     if mode == Mode.LOOP:
         if steps_done < max_steps:
             return Decision(Action.CALL_WITH_TOOLS, model=model)

@@ -20,6 +20,7 @@ class Mode(models.TextChoices):
     TWO_PASS = "two_pass", "Two-pass composition"
     LOOP = "loop", "Agent loop"
     DIRECT = "direct", "Direct reply"
+    LLM = "llm", "LLM decider (structured output, for models without tool calling)"
 
 
 MAX_STEPS_LIMIT = 50

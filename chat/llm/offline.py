@@ -403,5 +403,9 @@ class OfflineProvider:
                         tools = json.loads(match.group(1))
                     except ValueError:
                         return []
-                    return tools if isinstance(tools, list) else []
+                    if not isinstance(tools, list):
+                        return []
+                    return [
+                        {"type": "function", "function": f} for f in tools if isinstance(f, dict)
+                    ]
         return []

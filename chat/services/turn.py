@@ -22,6 +22,7 @@ otherwise the model is told it was interrupted.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -40,17 +41,33 @@ from django.db.models import DateTimeField, Max, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from chat.continuation import Action, decide_after_tools, direct_reply
+from chat.continuation import (
+    DECISION_FORMAT,
+    Action,
+    decide_after_tools,
+    decider_instruction,
+    direct_reply,
+    parse_decision,
+)
 from chat.dispatch import dispatch_run, dispatch_tool
 from chat.events import event_publish
 from chat.history import message_to_api
 from chat.llm import get_provider
-from chat.llm.base import ChatRequest, Completion, Done, ProviderError, StreamRestart, TextDelta
+from chat.llm.base import (
+    ChatRequest,
+    Completion,
+    Done,
+    ProviderError,
+    StreamRestart,
+    TextDelta,
+    ToolCall,
+)
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     CallStatus,
     ExecutionStatus,
     Message,
+    Mode,
     ModelCall,
     ModelCallPurpose,
     Role,
@@ -187,7 +204,8 @@ def _advance(run: Run, token: uuid.UUID) -> None:
             .first()
         )
         if last is None:
-            if _model_step(run, token, purpose=ModelCallPurpose.TOOLS, model=model) != NEXT:
+            first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
+            if _model_step(run, token, purpose=first, model=model) != NEXT:
                 return
             continue
         if not last.tool_calls:
@@ -208,8 +226,13 @@ def _advance(run: Run, token: uuid.UUID) -> None:
         )
         if decision.action == Action.DIRECT:
             _direct_step(run, token, last)
-        elif decision.action == Action.CALL_WITH_TOOLS:
-            if _model_step(run, token, purpose=ModelCallPurpose.TOOLS, model=model) != NEXT:
+        elif decision.action in (Action.CALL_WITH_TOOLS, Action.DECIDE):
+            purpose = (
+                ModelCallPurpose.DECIDE
+                if decision.action == Action.DECIDE
+                else ModelCallPurpose.TOOLS
+            )
+            if _model_step(run, token, purpose=purpose, model=model) != NEXT:
                 return
         elif (
             _model_step(
@@ -306,6 +329,11 @@ def _model_step(
         max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
         max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
     )
+    deciding = purpose == ModelCallPurpose.DECIDE
+    if deciding:
+        # No native tool calling: the tools are described in a system message and
+        # the answer is a JSON decision (chat/continuation.py).
+        instruction = decider_instruction(tool_registry.openai_tools())
     if instruction:
         messages.append({"role": "system", "content": instruction})
     offered = tool_registry.openai_tools() if purpose == ModelCallPurpose.TOOLS else None
@@ -314,6 +342,7 @@ def _model_step(
         messages=messages,
         tools=offered or None,
         tool_choice="auto" if offered else None,
+        response_format=DECISION_FORMAT if deciding else None,
     )
     provider = get_provider()
     step = run.steps + 1
@@ -340,7 +369,8 @@ def _model_step(
     try:
         for event in provider.stream(request):
             if isinstance(event, TextDelta):
-                buffer.add(event.text)
+                if not deciding:  # a decision is JSON for us, not text for the user
+                    buffer.add(event.text)
             elif isinstance(event, StreamRestart):
                 buffer.reset(event.reason)
             elif isinstance(event, Done):
@@ -359,8 +389,27 @@ def _model_step(
     if completion is None:
         _run_fail(run, token, f"The model ({provider.name}) ended its answer without finishing it.")
         return FAILED
+    if deciding:
+        completion = _decision_completion(completion)
+        if completion.content:
+            buffer.add(completion.content)
+            buffer.flush()
     parked = _store_assistant(run, token, model_call, message_id, completion, purpose=purpose)
     return PARKED if parked else NEXT
+
+
+def _decision_completion(completion: Completion) -> Completion:
+    """Turn a decider's JSON into what a tool-calling model would have answered."""
+    decision = parse_decision(completion.content)
+    if decision.next_tool:
+        call = ToolCall(
+            id=f"call_{uuid.uuid4().hex[:24]}",
+            name=decision.next_tool,
+            arguments=json.dumps(decision.arguments),
+        )
+        return dataclasses.replace(completion, content=None, tool_calls=[call])
+    text = decision.final_output or "I could not decide how to answer that."
+    return dataclasses.replace(completion, content=text, tool_calls=[])
 
 
 def _tool_call_ids(completion: Completion) -> list[dict[str, Any]]:
@@ -405,7 +454,11 @@ def _store_assistant(
     purpose: str,
 ) -> bool:
     """Store the answer and its ModelCall; with tool calls, release the run to them (True)."""
-    calls = _tool_call_ids(completion) if purpose == ModelCallPurpose.TOOLS else []
+    calls = (
+        _tool_call_ids(completion)
+        if purpose in (ModelCallPurpose.TOOLS, ModelCallPurpose.DECIDE)
+        else []
+    )
     if completion.tool_calls and not calls:
         logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
     with transaction.atomic():

@@ -30,3 +30,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     DATABASES["default"]["TEST"] = {  # noqa: F405
         "NAME": os.path.join(tempfile.gettempdir(), f"toolchat-test-{os.getpid()}.sqlite3")
     }
+
+# Test-only tools (slow, crashing, return_direct) beside the built-in ones.
+TOOLCHAT_TOOL_MODULES = [*TOOLCHAT_TOOL_MODULES, "tests.chat.services.slow_tools"]  # noqa: F405

@@ -48,3 +48,23 @@ def slow_side_effect(ctx: ToolContext, label: str, seconds: float = 1.0) -> dict
     time.sleep(seconds)
     _ledger(f"end {label}")
     return {"success": True, "label": label, "message": f"{label} done"}
+
+
+@tool(timeout=5)
+def explode(ctx: ToolContext, reason: str = "boom") -> dict[str, Any]:
+    """Raise an exception (a test tool for tools that crash).
+
+    Args:
+        reason: The exception's message.
+    """
+    raise RuntimeError(reason)
+
+
+@tool(timeout=5, return_direct=True)
+def final_word(ctx: ToolContext, text: str) -> dict[str, Any]:
+    """Say something that ends the turn as it is (a return_direct test tool).
+
+    Args:
+        text: What to say.
+    """
+    return {"success": True, "message": text}

@@ -289,3 +289,139 @@ def test_the_offline_model_runs_the_demo_sentences(settings, conversation):
     assert run.status == RunStatus.COMPLETED, run.error
     assert "Tokyo" in stored(conversation)[-1].content
     assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_a_tool_that_raises_is_reported_to_the_model(llm_server, conversation):
+    llm_server.push(
+        tool_calls_reply([("explode", '{"reason": "disk on fire"}')]), text_reply("It broke.")
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="break it"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    tool_message = next(m for m in llm_server.requests[1]["messages"] if m["role"] == "tool")
+    result = json.loads(tool_message["content"])
+    assert result["success"] is False
+    assert "RuntimeError" in json.dumps(result)
+    assert "disk on fire" in json.dumps(result)
+    assert "Traceback" not in tool_message["content"]
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ExecutionStatus.FAILED
+    assert "Traceback" in execution.error
+
+
+def test_a_return_direct_tool_ends_the_turn_in_any_mode(llm_server, conversation):
+    llm_server.push(tool_calls_reply([("final_word", '{"text": "That is final."}')]))
+    run = wait_for_run(run_start(conversation=conversation, content="say it"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(llm_server.requests) == 1
+    assert stored(conversation)[-1].content == "That is final."
+
+
+def test_a_tool_call_without_an_id_gets_one(llm_server, conversation, caplog):
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "1+2"}', "")]), text_reply("3")
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="1+2"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assistant = stored(conversation)[1]
+    call_id = assistant.tool_calls[0]["id"]
+    assert call_id.startswith("call_")
+    assert ToolExecution.objects.get(run=run).tool_call_id == call_id
+    assert stored(conversation)[2].tool_call_id == call_id
+    assert "assigned" in caplog.text
+
+
+def test_the_compose_model_writes_the_final_answer(llm_server, conversation, settings):
+    settings.LLM_COMPOSE_MODEL = "cheap-model"
+    llm_server.push(tool_calls_reply([("calculator", '{"expression": "2*3"}')]), text_reply("6"))
+    run = wait_for_run(run_start(conversation=conversation, content="2*3"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert [r["model"] for r in llm_server.requests] == ["test-model", "cheap-model"]
+    assert list(
+        ModelCall.objects.filter(run=run).order_by("started_at").values_list("model", flat=True)
+    ) == [
+        "test-model",
+        "cheap-model",
+    ]
+
+
+def test_the_llm_decider_runs_tools_from_structured_decisions(llm_server, user):
+    conversation = ConversationFactory(owner=user, mode=Mode.LLM, max_steps=3)
+    llm_server.push(
+        text_reply(
+            json.dumps(
+                {
+                    "done": False,
+                    "next_tool": "calculator",
+                    "arguments": {"expression": "6*7"},
+                    "final_output": None,
+                }
+            )
+        ),
+        text_reply(
+            json.dumps(
+                {
+                    "done": True,
+                    "next_tool": None,
+                    "arguments": {},
+                    "final_output": "Six times seven is 42.",
+                }
+            )
+        ),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is 6*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    for request in llm_server.requests:
+        assert "tools" not in request
+        assert request["response_format"]["type"] == "json_schema"
+        assert "<tools>" in request["messages"][-1]["content"]
+    rows = stored(conversation)
+    assert [m.role for m in rows] == ["user", "assistant", "tool", "assistant"]
+    assert rows[1].tool_calls[0]["function"] == {
+        "name": "calculator",
+        "arguments": '{"expression": "6*7"}',
+    }
+    assert json.loads(rows[2].content)["result"] == 42
+    assert rows[3].content == "Six times seven is 42."
+    assert [c.purpose for c in ModelCall.objects.filter(run=run).order_by("started_at")] == [
+        "decide",
+        "decide",
+    ]
+    deltas = RunEvent.objects.filter(run=run, type="message.delta")
+    assert "".join(e.data["text"] for e in deltas) == "Six times seven is 42."
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_the_llm_decider_with_the_offline_model(settings, user):
+    settings.LLM_PROVIDER = "offline"
+    conversation = ConversationFactory(owner=user, mode=Mode.LLM)
+    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert "84" in stored(conversation)[-1].content
+
+
+def test_cancel_fills_unanswered_calls_and_stops_the_run(llm_server, conversation):
+    from chat.services.runs import run_cancel
+
+    llm_server.push(
+        tool_calls_reply([("slow_step", '{"label": "long", "seconds": 2}')]), text_reply("never")
+    )
+    run = run_start(conversation=conversation, content="take your time")
+    import time
+
+    deadline = time.monotonic() + 10
+    while not ToolExecution.objects.filter(run=run, status=ExecutionStatus.RUNNING).exists():
+        assert time.monotonic() < deadline, "the tool never started"
+        time.sleep(0.02)
+    run = run_cancel(run=run)
+    assert run.status == RunStatus.CANCELLED
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ExecutionStatus.CANCELLED
+    assert event_types(run)[-1] == "run.cancelled"
+    assert_valid_history(history_for_model(conversation=conversation))
+    time.sleep(2.5)  # the tool finishes after the cancel
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.CANCELLED
+    assert execution.result["label"] == "long"  # what it did is kept for the audit
+    assert len(llm_server.requests) == 1  # and the run did not go on
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
