@@ -61,10 +61,18 @@ class InvalidHistory(InvalidInput):
         self.index = index
 
 
-class ConversationNotFound(ToolchatError):
-    """No such conversation, or it belongs to someone else (both answer 404)."""
+class NotFound(ToolchatError):
+    """No such object, or it belongs to someone else (both answer 404)."""
 
     code = "not_found"
+
+
+class ConversationNotFound(NotFound):
+    """No such conversation, or it belongs to someone else (both answer 404)."""
+
+
+class RunNotFound(NotFound):
+    """No such run, or it is in someone else's conversation (both answer 404)."""
 
 
 class Conflict(ToolchatError):

@@ -1,5 +1,13 @@
-"""WebSocket routes (the consumer arrives with the live events issue)."""
+"""WebSocket routes."""
 
-from typing import Any
+from django.urls import path
 
-websocket_urlpatterns: list[Any] = []
+from chat.consumers import ConversationConsumer
+
+websocket_urlpatterns = [
+    path(
+        "ws/conversations/<uuid:conversation_id>/",
+        ConversationConsumer.as_asgi(),
+        name="ws-conversation",
+    ),
+]

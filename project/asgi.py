@@ -9,17 +9,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings.base")
 # Django must be set up before anything imports models (the routing below does).
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
+from chat.ws_auth import websocket_application  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        # Origin-checked and authenticated: see chat/ws_auth.py.
+        "websocket": websocket_application(URLRouter(websocket_urlpatterns)),
     }
 )

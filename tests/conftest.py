@@ -1,10 +1,12 @@
-"""Shared fixtures: users and conversations from the factories."""
+"""Shared fixtures: users and conversations, the scripted model, Celery workers."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.factories import ConversationFactory, UserFactory
+from tests.llm_server import ScriptedLLMServer
+from tests.stack import CeleryWorker, reset_producer_pool
 
 
 @pytest.fixture
@@ -20,3 +22,85 @@ def other_user(db):
 @pytest.fixture
 def conversation(user):
     return ConversationFactory(owner=user)
+
+
+@pytest.fixture
+def anyio_backend():
+    """Async tests run on asyncio (Channels and Django's async ORM need it)."""
+    return "asyncio"
+
+
+@pytest.fixture
+def llm_server(settings):
+    """A scripted OpenAI-compatible server, with the openai provider pointed at it."""
+    server = ScriptedLLMServer().start()
+    settings.LLM_PROVIDER = "openai"
+    settings.OPENAI_API_KEY = "sk-test"
+    settings.OPENAI_BASE_URL = server.base_url
+    settings.LLM_MODEL = "test-model"
+    settings.LLM_COMPOSE_MODEL = ""
+    settings.LLM_MAX_RETRIES = 2
+    settings.LLM_TIMEOUT_S = 5
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def celery_env(llm_server, redis_url, settings, transactional_db, tmp_path):
+    """Point this process at Redis (tasks go to Celery) and describe the workers' environment."""
+    from django.db import connection
+
+    from project.celery import app
+    from tests.plugins.servers import database_url, server_environment
+
+    ledger = tmp_path / "ledger.txt"
+    ledger.touch()
+    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+    old_broker = app.conf.broker_url
+    app.conf.broker_url = redis_url
+    reset_producer_pool(app)
+    env = server_environment(
+        DATABASE_URL=database_url(connection.settings_dict),
+        DATABASE_POOL="0",
+        REDIS_URL=redis_url,
+        LLM_PROVIDER="openai",
+        OPENAI_API_KEY="sk-test",
+        OPENAI_BASE_URL=llm_server.base_url,
+        LLM_MODEL="test-model",
+        LLM_MAX_RETRIES="2",
+        TOOLCHAT_TOOL_MODULES=",".join(
+            [*settings.TOOLCHAT_TOOL_MODULES, "tests.chat.services.slow_tools"]
+        ),
+        TOOLCHAT_TEST_LEDGER=str(ledger),
+        # Crash recovery on a test's time scale: redelivery after 3 s, a silent
+        # lease is stale after 2 s, a silent tool call is dead 1 s past its timeout.
+        CELERY_VISIBILITY_TIMEOUT="3",
+        CELERY_RESTORE_INTERVAL="1",
+        TOOLCHAT_RUN_STALE_S="2",
+        TOOLCHAT_HEARTBEAT_S="0.3",
+        TOOLCHAT_TOOL_GRACE_S="1",
+    )
+    # Tasks queued by a previous test must not leak into this one.
+    import redis
+
+    redis.Redis.from_url(redis_url).flushall()
+    yield {"env": env, "ledger": ledger, "logs": tmp_path}
+    app.conf.broker_url = old_broker
+    reset_producer_pool(app)
+
+
+@pytest.fixture
+def start_worker(celery_env):
+    """Start real Celery workers; all are stopped at the end of the test."""
+    workers: list[CeleryWorker] = []
+
+    def start(name: str = "w1") -> CeleryWorker:
+        worker = CeleryWorker(
+            env=celery_env["env"], log_path=celery_env["logs"] / f"{name}.log", name=name
+        )
+        workers.append(worker)
+        return worker.start()
+
+    yield start
+    for worker in workers:
+        worker.stop()

@@ -6,13 +6,14 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from chat.dispatch import dispatch_run
 from chat.events import event_publish
-from chat.exceptions import Conflict, InvalidInput
+from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.models import (
     ACTIVE_RUN_STATUSES,
     FINISHED_EXECUTION_STATUSES,
@@ -135,3 +136,12 @@ def run_cancel(*, run: Run) -> Run:
             data={"cancelled_tool_calls": [e.tool_call_id for e in unfinished]},
         )
     return locked
+
+
+def run_cancel_by_id(*, conversation_id: Any, run_id: Any) -> Run:
+    """Cancel a run of the given conversation (RunNotFound if it is not one of its runs)."""
+    try:
+        run = Run.objects.get(pk=run_id, conversation_id=conversation_id)
+    except (Run.DoesNotExist, ValueError, ValidationError):
+        raise RunNotFound("No such run in this conversation.", field="run_id") from None
+    return run_cancel(run=run)

@@ -224,7 +224,8 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # One process only; safe to publish to from the in-process task threads.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.ThreadSafeInMemoryChannelLayer"}}
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
@@ -258,6 +259,12 @@ TOOLCHAT_HEARTBEAT_S = env_float("TOOLCHAT_HEARTBEAT_S", 5.0)
 TOOLCHAT_TOOL_GRACE_S = env_float("TOOLCHAT_TOOL_GRACE_S", 30.0)
 # message.delta events are coalesced to at most one per this many seconds.
 TOOLCHAT_DELTA_INTERVAL_S = env_float("TOOLCHAT_DELTA_INTERVAL_S", 0.05)
+
+# WebSocket limits: open sockets per user (per process), the largest message a
+# client may send, and the interval of the server's pings.
+TOOLCHAT_WS_MAX_SOCKETS_PER_USER = env_int("TOOLCHAT_WS_MAX_SOCKETS_PER_USER", 20)
+TOOLCHAT_WS_MAX_MESSAGE_BYTES = env_int("TOOLCHAT_WS_MAX_MESSAGE_BYTES", 256 * 1024)
+TOOLCHAT_WS_PING_S = env_float("TOOLCHAT_WS_PING_S", 20.0)
 
 # --- REST API ---------------------------------------------------------------------
 

@@ -131,7 +131,10 @@ def test_the_pool_can_be_turned_off():
 
 def test_without_redis_channels_are_in_memory_and_tasks_run_in_process():
     dumped = dump_settings(DJANGO_DEBUG="1")
-    assert dumped["CHANNEL_LAYERS"]["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert (
+        dumped["CHANNEL_LAYERS"]["default"]["BACKEND"]
+        == "chat.layers.ThreadSafeInMemoryChannelLayer"
+    )
     assert dumped["TOOLCHAT_TASKS_IN_PROCESS"] is True
     assert dumped["CELERY_BROKER_URL"] == "memory://"
 

@@ -1,0 +1,247 @@
+"""The WebSocket consumer of /ws/conversations/{id}/: a conversation's live events.
+
+Thin: it authenticates (chat/ws_auth.py did the work), checks ownership before
+joining anything, and forwards client messages to the same services the REST
+API uses. Delivery is chat/streams.py's cursor over the stored events, so a
+client that resumes with the last seq it saw gets everything after it, in
+order, exactly once.
+
+Client messages: {"type": "resume", "after": SEQ}, {"type": "message",
+"content": ...}, {"type": "cancel", "run_id": ...}. Server messages: event
+envelopes ({"seq", "type", "run_id", "ts", "data"}), plus {"type": "ping"},
+{"type": "ack", ...} and {"type": "error", "code", "message"}, which carry no
+seq because they are not run events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections import defaultdict
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from chat.exceptions import ToolchatError
+from chat.streams import conversation_cursor, event_stream
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY = 4429
+# Without ?after= in the URL, a client may still send `resume` as its first
+# message; live events wait this long for it, so that the replay comes first.
+RESUME_GRACE_S = 0.3
+
+# Open sockets per user in this process (a guard against runaway clients).
+_open_sockets: defaultdict[int, int] = defaultdict(int)
+
+
+class ConversationConsumer(AsyncWebsocketConsumer):
+    """One socket: one user watching one of their conversations."""
+
+    conversation_id: Any
+    user_id: int | None = None
+    pump: asyncio.Task[None] | None = None
+    pinger: asyncio.Task[None] | None = None
+    starter: asyncio.Task[None] | None = None
+    delivered: int = 0
+
+    async def connect(self) -> None:
+        # Custom close codes need an accepted socket, so refusals accept first.
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.accept()
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        try:
+            conversation = await _conversation_get(conversation_id, user)
+        except ToolchatError:
+            await self.accept()
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        if _open_sockets[user.pk] >= settings.TOOLCHAT_WS_MAX_SOCKETS_PER_USER:
+            await self.accept()
+            await self.close(code=CLOSE_TOO_MANY)
+            return
+        after = _after_from_query(self.scope.get("query_string", b""))
+        # "Live from now on" means from before the client can see the socket open:
+        # whatever is published from here on is the client's.
+        start = after if after is not None else await conversation_cursor(conversation.pk)
+        _open_sockets[user.pk] += 1
+        self.user_id = user.pk
+        self.conversation = conversation
+        self.conversation_id = conversation.pk
+        self.delivered = 0
+        await self.accept()
+        self.pinger = asyncio.create_task(self._ping())
+        if after is not None:
+            self._start(after)
+        else:
+            self.starter = asyncio.create_task(self._start_after_grace(start))
+
+    async def disconnect(self, code: int) -> None:
+        for task in (self.pump, self.pinger, self.starter):
+            if task is not None:
+                task.cancel()
+        if self.user_id is not None:
+            _open_sockets[self.user_id] -= 1
+            if _open_sockets[self.user_id] <= 0:
+                del _open_sockets[self.user_id]
+            self.user_id = None
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.user_id is None:
+            return
+        raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
+        if len(raw.encode()) > settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:
+            await self._error(
+                "too_large",
+                f"Messages to this socket are limited to "
+                f"{settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:,} bytes.",
+            )
+            return
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            await self._error(
+                "invalid_json", 'Send JSON objects, e.g. {"type": "resume", "after": 0}.'
+            )
+            return
+        if not isinstance(message, dict):
+            await self._error("invalid_message", "Send a JSON object with a `type`.")
+            return
+        kind = message.get("type")
+        if kind == "resume":
+            await self._resume(message.get("after"))
+        elif kind == "message":
+            await self._post(message.get("content"))
+        elif kind == "cancel":
+            await self._cancel(message.get("run_id"))
+        else:
+            await self._error(
+                "unknown_type",
+                f"Unknown message type {kind!r}; use resume, message or cancel.",
+            )
+
+    # --- client requests ------------------------------------------------------------
+
+    async def _resume(self, after: Any) -> None:
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            await self._error("invalid_after", "`after` must be a seq number (an integer >= 0).")
+            return
+        if self.starter is not None:
+            self.starter.cancel()
+            self.starter = None
+        if self.pump is not None:
+            # Already streaming: carry on from what this socket has delivered,
+            # or from the client's cursor if that is further on.
+            self.pump.cancel()
+            after = max(after, self.delivered)
+        self._start(after)
+
+    async def _post(self, content: Any) -> None:
+        if not isinstance(content, str):
+            await self._error("invalid_content", "`content` must be a string.", field="content")
+            return
+        try:
+            run = await _run_start(self.conversation, content, self.scope["user"])
+        except ToolchatError as exc:
+            await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
+            return
+        await self._send(
+            {
+                "type": "ack",
+                "action": "message",
+                "run_id": str(run.pk),
+                "message_id": str(run.trigger_message_id),
+            }
+        )
+
+    async def _cancel(self, run_id: Any) -> None:
+        if not isinstance(run_id, str):
+            await self._error("invalid_run_id", "`run_id` must be a run id string.", field="run_id")
+            return
+        try:
+            run = await _run_cancel(self.conversation_id, run_id)
+        except ToolchatError as exc:
+            await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
+            return
+        await self._send({"type": "ack", "action": "cancel", "run_id": str(run.pk)})
+
+    # --- delivery --------------------------------------------------------------------
+
+    def _start(self, after: int) -> None:
+        self.pump = asyncio.create_task(self._pump(after))
+
+    async def _start_after_grace(self, start: int) -> None:
+        await asyncio.sleep(RESUME_GRACE_S)
+        self.starter = None
+        if self.pump is None:
+            self._start(start)
+
+    async def _pump(self, after: int) -> None:
+        try:
+            async for envelope in event_stream(conversation_id=self.conversation_id, after=after):
+                if envelope["seq"] <= self.delivered:
+                    continue
+                await self._send(envelope)
+                self.delivered = envelope["seq"]
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("event stream of conversation %s failed", self.conversation_id)
+            with contextlib.suppress(Exception):
+                await self.close(code=1011)
+
+    async def _ping(self) -> None:
+        while True:
+            await asyncio.sleep(settings.TOOLCHAT_WS_PING_S)
+            await self._send({"type": "ping"})
+
+    async def _send(self, payload: dict[str, Any]) -> None:
+        await self.send(text_data=json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
+
+    async def _error(self, code: str, message: str, **extra: Any) -> None:
+        payload: dict[str, Any] = {"type": "error", "code": code, "message": message}
+        payload.update({k: v for k, v in extra.items() if v})
+        await self._send(payload)
+
+
+def _after_from_query(query_string: bytes) -> int | None:
+    values = parse_qs(query_string.decode("latin1")).get("after")
+    if not values:
+        return None
+    try:
+        after = int(values[0])
+    except ValueError:
+        return None
+    return after if after >= 0 else None
+
+
+@database_sync_to_async
+def _conversation_get(conversation_id: Any, user: Any) -> Any:
+    from chat.selectors import conversation_get
+
+    return conversation_get(conversation_id=conversation_id, user=user)
+
+
+@database_sync_to_async
+def _run_start(conversation: Any, content: str, user: Any) -> Any:
+    from chat.services.runs import run_start
+
+    return run_start(conversation=conversation, content=content, user=user)
+
+
+@database_sync_to_async
+def _run_cancel(conversation_id: Any, run_id: str) -> Any:
+    from chat.services.runs import run_cancel_by_id
+
+    return run_cancel_by_id(conversation_id=conversation_id, run_id=run_id)

@@ -1,0 +1,186 @@
+"""Live event delivery: stored events first, then live ones, merged by seq.
+
+The channel layer delivers at most once: it drops messages when a consumer is
+slow (its channel is full) or while a socket reconnects. The database holds
+every event with a seq that is contiguous per conversation, so a stream here
+is a cursor over the database that the channel layer only wakes up early:
+
+1. subscribe to the conversation's group first, so nothing published from now
+   on is missed;
+2. replay what is stored after the client's cursor;
+3. take live events: the next seq is yielded as it comes; a jump (something
+   was dropped) or a quiet second sends the cursor back to the database.
+
+Nothing is yielded twice (seq only grows) and nothing is skipped (a gap is
+filled from the rows). The WebSocket consumer and the SSE endpoints both use
+`event_stream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.http import StreamingHttpResponse
+
+from chat.events import conversation_group, event_envelope
+from chat.models import Run, RunEvent, RunStatus
+
+TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+ENDED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+# How long a stream waits on the channel layer before it looks at the database
+# anyway (a dropped message with nothing after it would otherwise wait forever).
+CATCH_UP_S = 1.0
+REPLAY_BATCH = 500
+
+
+@database_sync_to_async
+def _stored_after(
+    conversation_id: Any, after: int, run_id: Any | None, limit: int
+) -> list[dict[str, Any]]:
+    queryset = RunEvent.objects.filter(conversation_id=conversation_id, seq__gt=after)
+    if run_id is not None:
+        queryset = queryset.filter(run_id=run_id)
+    return [event_envelope(event) for event in queryset.order_by("seq")[:limit]]
+
+
+@database_sync_to_async
+def _run_ended(run_id: Any) -> bool:
+    return Run.objects.filter(pk=run_id, status__in=ENDED_STATUSES).exists()
+
+
+async def event_stream(
+    *,
+    conversation_id: Any,
+    after: int = 0,
+    run_id: Any | None = None,
+    until_run_ends: bool = False,
+) -> AsyncIterator[dict[str, Any]]:
+    """Yield event envelopes after `after`: stored ones, then live ones, in seq order, once each.
+
+    With `run_id`, only that run's events; with `until_run_ends`, the stream
+    ends after the run's terminal event (or at once if the run had already
+    ended before `after`).
+    """
+    layer = get_channel_layer()
+    channel = await layer.new_channel() if layer else None
+    group = conversation_group(conversation_id)
+    if layer and channel:
+        await layer.group_add(group, channel)
+    cursor = after
+    try:
+        while True:
+            # Catch up from the database: the replay, or the filling of a gap.
+            while True:
+                batch = await _stored_after(conversation_id, cursor, run_id, REPLAY_BATCH)
+                for envelope in batch:
+                    cursor = envelope["seq"]
+                    yield envelope
+                    if until_run_ends and envelope["type"] in TERMINAL_EVENTS:
+                        return
+                if len(batch) < REPLAY_BATCH:
+                    break
+            if until_run_ends and run_id is not None and await _run_ended(run_id):
+                # Ended, and its terminal event was at or before the cursor.
+                return
+            # Live: take events as they come while they follow on from the cursor.
+            while True:
+                if layer is None or channel is None:
+                    await asyncio.sleep(CATCH_UP_S)
+                    break
+                try:
+                    message = await asyncio.wait_for(layer.receive(channel), CATCH_UP_S)
+                except TimeoutError:
+                    break
+                envelope = message.get("event") or {}
+                seq = envelope.get("seq", 0)
+                if seq <= cursor:
+                    continue  # already delivered (replayed, or a duplicate)
+                if run_id is not None and envelope.get("run_id") != str(run_id):
+                    break  # another run's event: let the database sort out the cursor
+                if seq != cursor + 1:
+                    break  # something was dropped: fill the gap from the database
+                cursor = seq
+                yield envelope
+                if until_run_ends and envelope["type"] in TERMINAL_EVENTS:
+                    return
+    finally:
+        if layer and channel:
+            with contextlib.suppress(Exception):
+                await layer.group_discard(group, channel)
+
+
+def sse_format(envelope: dict[str, Any]) -> str:
+    """One event in Server-Sent Events framing: id is the seq, event is the type."""
+    data = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+    return f"id: {envelope['seq']}\nevent: {envelope['type']}\ndata: {data}\n\n"
+
+
+async def sse_body(
+    events: AsyncIterator[dict[str, Any]], *, keepalive_s: float = 15.0
+) -> AsyncIterator[str]:
+    """Frame the events as SSE, with a comment line when nothing happened for a while."""
+    yield ": connected\n\n"
+    iterator = aiter(events)
+    pending: asyncio.Future[dict[str, Any]] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(iterator))
+            done, _ = await asyncio.wait({pending}, timeout=keepalive_s)
+            if not done:
+                # A proxy would close a silent connection; a comment keeps it open.
+                yield ": keep-alive\n\n"
+                continue
+            try:
+                envelope = pending.result()
+            except StopAsyncIteration:
+                return
+            finally:
+                pending = None
+            yield sse_format(envelope)
+    finally:
+        if pending is not None:
+            pending.cancel()
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+
+
+def sse_response(
+    events: AsyncIterator[dict[str, Any]], *, keepalive_s: float = 15.0, status: int = 200
+) -> StreamingHttpResponse:
+    """A streaming text/event-stream response over an event iterator."""
+    response = StreamingHttpResponse(
+        sse_body(events, keepalive_s=keepalive_s), content_type="text/event-stream", status=status
+    )
+    response["Cache-Control"] = "no-cache"
+    # nginx and similar proxies buffer responses unless told not to.
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def run_event_stream(*, run: Run, after: int = 0) -> AsyncIterator[dict[str, Any]]:
+    """One run's events after `after`, ending with its terminal event."""
+    return event_stream(
+        conversation_id=run.conversation_id, after=after, run_id=run.pk, until_run_ends=True
+    )
+
+
+@database_sync_to_async
+def conversation_cursor(conversation_id: Any) -> int:
+    """The conversation's latest seq: where a live-only stream starts."""
+    from chat.models import Conversation
+
+    value = (
+        Conversation.objects.filter(pk=conversation_id)
+        .values_list("last_event_seq", flat=True)
+        .first()
+    )
+    return int(value or 0)

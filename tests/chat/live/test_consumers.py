@@ -1,0 +1,255 @@
+"""The WebSocket consumer through the real ASGI stack (auth, origin check, routing)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing.websocket import WebsocketCommunicator
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from chat.events import event_publish
+from chat.models import Run, RunStatus
+from project.asgi import application
+from tests.factories import ConversationFactory, RunFactory, UserFactory
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+
+def session_headers(user, origin="http://testserver"):
+    client = Client()
+    client.force_login(user)
+    headers = [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    if origin:
+        headers.append((b"origin", origin.encode()))
+    return headers
+
+
+async def connect(conversation_id, headers, query=""):
+    path = f"/ws/conversations/{conversation_id}/" + (f"?{query}" if query else "")
+    communicator = WebsocketCommunicator(application, path, headers=headers)
+    connected, code = await communicator.connect(timeout=5)
+    return communicator, connected, code
+
+
+async def receive_events(communicator, count, timeout=10):
+    events = []
+    while len(events) < count:
+        message = json.loads(await communicator.receive_from(timeout=timeout))
+        if message.get("type") == "ping":
+            continue
+        events.append(message)
+    return events
+
+
+@database_sync_to_async
+def publish(run, count, start=0):
+    return [
+        event_publish(run=run, type="tool.progress", data={"n": start + i}).seq
+        for i in range(count)
+    ]
+
+
+@database_sync_to_async
+def make(factory, **kwargs):
+    return factory(**kwargs)
+
+
+@database_sync_to_async
+def headers_for(user, **kwargs):
+    return session_headers(user, **kwargs)
+
+
+async def test_the_owner_receives_live_events_in_order(user):
+    conversation = await make(ConversationFactory, owner=user)
+    run = await make(RunFactory, conversation=conversation)
+    communicator, connected, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    assert connected
+    seqs = await publish(run, 3)
+    events = await receive_events(communicator, 3)
+    assert [e["seq"] for e in events] == seqs == [1, 2, 3]
+    assert events[0] == {
+        "seq": 1,
+        "type": "tool.progress",
+        "run_id": str(run.id),
+        "ts": events[0]["ts"],
+        "data": {"n": 0},
+    }
+    await communicator.disconnect()
+
+
+async def test_another_users_conversation_is_closed_with_4404(user):
+    stranger = await make(UserFactory)
+    conversation = await make(ConversationFactory, owner=stranger)
+    communicator, connected, _ = await connect(conversation.id, await headers_for(user))
+    assert connected
+    closed = await communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4404}
+
+
+async def test_an_unknown_conversation_is_closed_with_4404(user):
+    communicator, connected, _ = await connect(
+        "00000000-0000-0000-0000-000000000000", await headers_for(user)
+    )
+    assert connected
+    assert (await communicator.receive_output(timeout=5))["code"] == 4404
+
+
+async def test_an_anonymous_socket_is_closed_with_4401(user):
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, connected, _ = await connect(conversation.id, [(b"origin", b"http://testserver")])
+    assert connected
+    assert (await communicator.receive_output(timeout=5))["code"] == 4401
+
+
+async def test_a_foreign_origin_is_refused_at_the_handshake(user):
+    conversation = await make(ConversationFactory, owner=user)
+    headers = await headers_for(user, origin="http://evil.example")
+    _communicator, connected, _ = await connect(conversation.id, headers)
+    assert not connected
+
+
+async def test_a_cookie_without_origin_is_refused(user):
+    conversation = await make(ConversationFactory, owner=user)
+    _communicator, connected, _ = await connect(
+        conversation.id, await headers_for(user, origin=None)
+    )
+    assert not connected
+
+
+async def test_a_token_client_needs_no_origin(user):
+    conversation = await make(ConversationFactory, owner=user)
+    token = await database_sync_to_async(Token.objects.create)(user=user)
+    headers = [(b"authorization", f"Token {token.key}".encode())]
+    communicator, connected, _ = await connect(conversation.id, headers, "after=0")
+    assert connected
+    run = await make(RunFactory, conversation=conversation)
+    await publish(run, 1)
+    assert (await receive_events(communicator, 1))[0]["seq"] == 1
+    await communicator.disconnect()
+
+
+async def test_a_bad_token_is_unauthenticated(user):
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, connected, _ = await connect(
+        conversation.id, [(b"authorization", b"Token not-a-real-key")]
+    )
+    assert connected
+    assert (await communicator.receive_output(timeout=5))["code"] == 4401
+
+
+async def test_resume_replays_stored_events_then_continues_live_without_gaps(user):
+    conversation = await make(ConversationFactory, owner=user)
+    run = await make(RunFactory, conversation=conversation)
+    await publish(run, 5)
+    communicator, connected, _ = await connect(conversation.id, await headers_for(user))
+    assert connected
+    await communicator.send_json_to({"type": "resume", "after": 2})
+    replayed = await receive_events(communicator, 3)
+    await publish(run, 2, start=5)
+    live = await receive_events(communicator, 2)
+    assert [e["seq"] for e in replayed + live] == [3, 4, 5, 6, 7]
+    assert await communicator.receive_nothing(timeout=0.5)
+    await communicator.disconnect()
+
+
+async def test_without_resume_the_socket_carries_events_from_now_on(user):
+    conversation = await make(ConversationFactory, owner=user)
+    run = await make(RunFactory, conversation=conversation)
+    await publish(run, 4)
+    communicator, connected, _ = await connect(conversation.id, await headers_for(user))
+    assert connected
+    await publish(run, 1, start=4)
+    assert [e["seq"] for e in await receive_events(communicator, 1)] == [5]
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ("not json", "invalid_json"),
+        ("[1, 2]", "invalid_message"),
+        ('{"type": "dance"}', "unknown_type"),
+        ('{"type": "resume", "after": "x"}', "invalid_after"),
+        ('{"type": "message", "content": 5}', "invalid_content"),
+        ('{"type": "message", "content": "   "}', "invalid"),
+        ('{"type": "cancel", "run_id": "00000000-0000-0000-0000-000000000000"}', "not_found"),
+        ('{"type": "cancel", "run_id": "nope"}', "not_found"),
+    ],
+)
+async def test_malformed_client_messages_get_an_error_and_the_socket_lives_on(user, payload, code):
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, connected, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    assert connected
+    await communicator.send_to(text_data=payload)
+    reply = json.loads(await communicator.receive_from(timeout=5))
+    assert reply["type"] == "error"
+    assert reply["code"] == code
+    assert reply["message"]
+    await communicator.send_to(text_data='{"type": "resume", "after": 0}')
+    await communicator.disconnect()
+
+
+async def test_an_oversized_client_message_is_refused(user, settings):
+    settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES = 100
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    await communicator.send_json_to({"type": "message", "content": "x" * 200})
+    reply = json.loads(await communicator.receive_from(timeout=5))
+    assert (reply["type"], reply["code"]) == ("error", "too_large")
+    await communicator.disconnect()
+
+
+async def test_a_message_over_the_socket_starts_a_run_and_streams_it(user, settings):
+    settings.LLM_PROVIDER = "offline"
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    await communicator.send_json_to({"type": "message", "content": "what is 12*7"})
+    ack = json.loads(await communicator.receive_from(timeout=5))
+    assert ack["type"] == "ack"
+    events = []
+    while not events or events[-1]["type"] != "run.completed":
+        events += await receive_events(communicator, 1)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert {e["run_id"] for e in events} == {ack["run_id"]}
+    text = "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
+    assert "84" in text
+    await communicator.disconnect()
+
+
+async def test_cancel_over_the_socket(user):
+    conversation = await make(ConversationFactory, owner=user)
+    run = await make(RunFactory, conversation=conversation, status=RunStatus.RUNNING)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    await communicator.send_json_to({"type": "cancel", "run_id": str(run.id)})
+    messages = [json.loads(await communicator.receive_from(timeout=5)) for _ in range(2)]
+    types = {m["type"] for m in messages}
+    assert types == {"ack", "run.cancelled"}
+    status = await database_sync_to_async(lambda: Run.objects.get(pk=run.pk).status)()
+    assert status == RunStatus.CANCELLED
+    await communicator.disconnect()
+
+
+async def test_sockets_per_user_are_limited(user, settings):
+    settings.TOOLCHAT_WS_MAX_SOCKETS_PER_USER = 1
+    conversation = await make(ConversationFactory, owner=user)
+    headers = await headers_for(user)
+    first, connected, _ = await connect(conversation.id, headers, "after=0")
+    assert connected
+    second, connected, _ = await connect(conversation.id, headers, "after=0")
+    assert (await second.receive_output(timeout=5))["code"] == 4429
+    await first.disconnect()
+    third, connected, _ = await connect(conversation.id, headers, "after=0")
+    await third.send_json_to({"type": "resume", "after": 0})
+    assert await third.receive_nothing(timeout=0.3)  # open, and quiet
+    await third.disconnect()
+
+
+async def test_the_server_pings(user, settings):
+    settings.TOOLCHAT_WS_PING_S = 0.1
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    assert json.loads(await communicator.receive_from(timeout=5)) == {"type": "ping"}
+    await communicator.disconnect()
