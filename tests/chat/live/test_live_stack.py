@@ -1,0 +1,124 @@
+"""Live events end to end: a real uvicorn, a real Celery worker, Redis, PostgreSQL.
+
+The model is the scripted OpenAI-compatible server; everything else is what
+production runs. Clients are plain WebSocket clients with a token.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from rest_framework.authtoken.models import Token
+from websockets.sync.client import connect
+
+from chat.models import RunEvent
+from tests.factories import ConversationFactory
+from tests.llm_server import text_reply, tool_calls_reply
+from tests.plugins.servers import AsgiServer
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+
+ANSWER = " ".join(f"word{i}" for i in range(40))
+
+
+@pytest.fixture
+def live(celery_env, start_worker, user):
+    """A worker, a server with Redis, a token and a conversation."""
+    start_worker("w1")
+    server = AsgiServer(env=celery_env["env"], log_path=celery_env["logs"] / "uvicorn.log")
+    server.start()
+    token = Token.objects.create(user=user)
+    conversation = ConversationFactory(owner=user)
+    yield {
+        "url": f"ws://127.0.0.1:{server.port}/ws/conversations/{conversation.id}/",
+        "headers": {"Authorization": f"Token {token.key}"},
+        "conversation": conversation,
+        "server": server,
+    }
+    server.stop()
+
+
+def read_until_done(socket, events, stop_after=None, timeout=30.0):
+    """Read envelopes into `events` until run.completed (or until `stop_after` were read)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = json.loads(socket.recv(timeout=deadline - time.monotonic()))
+        if "seq" not in message:
+            continue  # ping, ack
+        events.append(message)
+        if message["type"] == "run.completed":
+            return events
+        if stop_after is not None and len(events) >= stop_after:
+            return events
+    raise AssertionError(f"no run.completed within {timeout}s; got {[e['type'] for e in events]}")
+
+
+def script_two_pass(llm_server):
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "12*7"}')]),
+        text_reply(ANSWER, chunk_delay_s=0.03),
+    )
+
+
+def test_a_client_sees_a_whole_two_pass_run_with_contiguous_seqs(live, llm_server):
+    script_two_pass(llm_server)
+    with connect(live["url"] + "?after=0", additional_headers=live["headers"]) as socket:
+        socket.send(json.dumps({"type": "message", "content": "what is 12*7"}))
+        events = read_until_done(socket, [])
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(1, len(events) + 1))
+    types = [e["type"] for e in events]
+    assert types[0] == "run.started"
+    for expected in ("tool_call.started", "tool_call.completed", "tools.ended"):
+        assert expected in types
+    text = "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
+    assert text == ANSWER
+    # What the client saw is exactly what is stored.
+    stored = list(
+        RunEvent.objects.filter(conversation=live["conversation"]).values_list("seq", "type")
+    )
+    assert stored == [(e["seq"], e["type"]) for e in events]
+
+
+def test_a_client_that_drops_and_resumes_sees_the_same_sequence(live, llm_server):
+    script_two_pass(llm_server)
+    headers = live["headers"]
+    with connect(live["url"] + "?after=0", additional_headers=headers) as steady:
+        with connect(live["url"] + "?after=0", additional_headers=headers) as flaky:
+            steady.send(json.dumps({"type": "message", "content": "what is 12*7"}))
+            seen = read_until_done(flaky, [], stop_after=8)
+        assert seen[-1]["type"] != "run.completed", "the run ended before the drop"
+        time.sleep(0.3)  # events go on while the client is away
+        with connect(live["url"], additional_headers=headers) as again:
+            again.send(json.dumps({"type": "resume", "after": seen[-1]["seq"]}))
+            resumed = read_until_done(again, list(seen))
+        reference = read_until_done(steady, [])
+    assert [e["seq"] for e in resumed] == [e["seq"] for e in reference]
+    assert resumed == reference
+
+
+def test_a_slow_client_still_gets_every_event(live, llm_server):
+    script_two_pass(llm_server)
+    with connect(live["url"] + "?after=0", additional_headers=live["headers"]) as socket:
+        socket.send(json.dumps({"type": "message", "content": "what is 12*7"}))
+        events = read_until_done(socket, [], stop_after=3)
+        time.sleep(4)  # not reading while the run goes on and ends
+        events = read_until_done(socket, events)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    stored = RunEvent.objects.filter(conversation=live["conversation"]).count()
+    assert len(events) == stored
+
+
+def test_the_origin_check_and_auth_hold_on_the_real_server(live):
+    from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+    with pytest.raises(InvalidStatus):
+        connect(live["url"], origin="http://evil.example", additional_headers=live["headers"])
+    with pytest.raises(InvalidStatus):
+        connect(live["url"])  # no token and no Origin: not even a handshake
+    with connect(live["url"], origin="http://127.0.0.1") as anonymous:
+        with pytest.raises(ConnectionClosed) as closed:
+            anonymous.recv(timeout=5)
+    assert closed.value.rcvd.code == 4401
