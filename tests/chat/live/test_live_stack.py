@@ -118,7 +118,9 @@ def test_the_origin_check_and_auth_hold_on_the_real_server(live):
         connect(live["url"], origin="http://evil.example", additional_headers=live["headers"])
     with pytest.raises(InvalidStatus):
         connect(live["url"])  # no token and no Origin: not even a handshake
-    with connect(live["url"], origin="http://127.0.0.1") as anonymous:
-        with pytest.raises(ConnectionClosed) as closed:
-            anonymous.recv(timeout=5)
+    with (
+        connect(live["url"], origin="http://127.0.0.1") as anonymous,
+        pytest.raises(ConnectionClosed) as closed,
+    ):
+        anonymous.recv(timeout=5)
     assert closed.value.rcvd.code == 4401
