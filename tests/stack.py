@@ -13,14 +13,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from chat.models import Run, RunStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def wait_for_run(run: Run, timeout: float = 15.0) -> Run:
+def wait_for_run(run: Any, timeout: float = 15.0) -> Any:
     """Poll until the run has ended; return it fresh from the database."""
+    from chat.models import RunStatus
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run.refresh_from_db()
