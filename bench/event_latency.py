@@ -53,7 +53,7 @@ def main() -> None:
                         break
 
     every = [value for values in latencies.values() for value in values]
-    rows = [("all events", every)] + sorted(latencies.items())
+    rows = [("all events", every), *sorted(latencies.items())]
     print(f"event latency, worker publish -> WebSocket client ({args.runs} two-pass runs)")
     print(f"{'event':<22}{'count':>7}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}")
     summary = {}
