@@ -45,6 +45,11 @@ def _run_in_thread(function: Callable[..., Any], **kwargs: Any) -> None:
 
 
 def _submit(function: Callable[..., Any], delay_s: float | None, **kwargs: Any) -> None:
+    if getattr(settings, "TOOLCHAT_TASKS_EAGER", False) and not delay_s:
+        # Inline, in the caller's thread and transaction: for tests that count
+        # queries or want the whole turn done when the call returns.
+        function(**kwargs)
+        return
     pool = _in_process_pool()
     if delay_s:
         timer = threading.Timer(

@@ -1,0 +1,66 @@
+"""A run's queries do not grow with the length of the conversation's history."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from chat.models import Message, Role, RunStatus
+from chat.services.runs import run_start
+from tests.factories import ConversationFactory
+from tests.llm_server import text_reply, tool_calls_reply
+
+pytestmark = pytest.mark.django_db
+
+
+def conversation_with_history(owner, turns):
+    conversation = ConversationFactory(owner=owner, system_prompt="Be brief.")
+    rows = []
+    for turn in range(turns):
+        rows.append(
+            Message(
+                conversation=conversation,
+                position=2 * turn,
+                role=Role.USER,
+                content=f"question {turn}",
+            )
+        )
+        rows.append(
+            Message(
+                conversation=conversation,
+                position=2 * turn + 1,
+                role=Role.ASSISTANT,
+                content=f"answer {turn}",
+            )
+        )
+    Message.objects.bulk_create(rows)
+    return conversation
+
+
+def queries_of_a_two_pass_run(llm_server, settings, conversation, capture_on_commit):
+    settings.TOOLCHAT_TASKS_EAGER = True
+    llm_server.push(tool_calls_reply([("calculator", '{"expression": "2+2"}')]), text_reply("4"))
+    with CaptureQueriesContext(connection) as queries, capture_on_commit(execute=True):
+        run = run_start(conversation=conversation, content="what is 2+2")
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.error
+    return len(queries)
+
+
+def test_run_queries_are_the_same_for_10_and_1000_messages(
+    llm_server, settings, user, django_capture_on_commit_callbacks
+):
+    short = queries_of_a_two_pass_run(
+        llm_server, settings, conversation_with_history(user, 5), django_capture_on_commit_callbacks
+    )
+    long = queries_of_a_two_pass_run(
+        llm_server,
+        settings,
+        conversation_with_history(user, 500),
+        django_capture_on_commit_callbacks,
+    )
+    print(f"queries of a two-pass run: {short} (10 messages), {long} (1,000 messages)")
+    assert short == long
+    # And the whole turn stays small: claims, two model calls, one tool, events.
+    assert long < 120
