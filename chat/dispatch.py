@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -83,3 +84,27 @@ def dispatch_tool(execution_id: Any, *, delay_s: float | None = None) -> None:
         from chat.tasks import tool_execute_task
 
         tool_execute_task.apply_async((str(execution_id),), countdown=delay_s or 0)
+
+
+def start_in_process_recovery() -> threading.Thread | None:
+    """Without a broker, this web process looks for lost runs now and every TOOLCHAT_RECOVER_S."""
+    if not settings.TOOLCHAT_TASKS_IN_PROCESS or settings.TOOLCHAT_RECOVER_S <= 0:
+        return None
+
+    def sweep() -> None:
+        from chat.services.runs import runs_recover
+
+        while True:
+            try:
+                recovered = runs_recover()
+                if recovered:
+                    logger.warning("re-queued %d lost run(s): %s", len(recovered), recovered)
+            except Exception:
+                logger.exception("looking for lost runs failed")
+            finally:
+                connections.close_all()
+            time.sleep(settings.TOOLCHAT_RECOVER_S)
+
+    thread = threading.Thread(target=sweep, name="toolchat-recovery", daemon=True)
+    thread.start()
+    return thread

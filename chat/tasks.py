@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from chat.services import turn
+from chat.services import runs, turn
 
 
 @shared_task(name="chat.run_execute", acks_late=True, reject_on_worker_lost=True)
@@ -22,3 +22,9 @@ def run_execute_task(run_id: str) -> None:
 def tool_execute_task(execution_id: str) -> None:
     """Run one tool call and store its result."""
     turn.tool_call_execute(execution_id=execution_id)
+
+
+@shared_task(name="chat.runs_recover", ignore_result=True)
+def runs_recover_task() -> int:
+    """Queue again the runs whose workers died (run by Celery beat)."""
+    return len(runs.runs_recover())

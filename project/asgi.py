@@ -11,6 +11,7 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from chat.dispatch import start_in_process_recovery  # noqa: E402
 from chat.routing import websocket_urlpatterns  # noqa: E402
 from chat.ws_auth import websocket_application  # noqa: E402
 
@@ -21,3 +22,7 @@ application = ProtocolTypeRouter(
         "websocket": websocket_application(URLRouter(websocket_urlpatterns)),
     }
 )
+
+# Without Redis the runs execute in this process: after a restart, pick up the
+# ones that were cut off (with Redis, Celery beat does this).
+start_in_process_recovery()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from chat.dispatch import dispatch_run
@@ -145,3 +146,23 @@ def run_cancel_by_id(*, conversation_id: Any, run_id: Any) -> Run:
     except (Run.DoesNotExist, ValueError, ValidationError):
         raise RunNotFound("No such run in this conversation.", field="run_id") from None
     return run_cancel(run=run)
+
+
+def runs_recover() -> list[Any]:
+    """Queue every active run that nobody has shown a sign of life for; return their ids.
+
+    A run is lost when its task vanished: a worker (or, without Redis, the web
+    process) died, or a queued run's task was never sent. Queuing it again is
+    safe: `run_advance` takes over only a free or stale lease and resumes from
+    the database. Celery beat runs this every TOOLCHAT_RECOVER_S; without
+    Redis, the web process does (project/asgi.py).
+    """
+    cutoff = timezone.now() - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
+    lost = list(
+        Run.objects.filter(status__in=(RunStatus.QUEUED, RunStatus.RUNNING))
+        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff))
+        .values_list("pk", flat=True)
+    )
+    for run_id in lost:
+        dispatch_run(run_id)
+    return lost

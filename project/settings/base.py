@@ -254,6 +254,9 @@ TOOLCHAT_IN_PROCESS_WORKERS = env_int("TOOLCHAT_IN_PROCESS_WORKERS", 8)
 # by the next delivery of its task (the worker is presumed dead).
 TOOLCHAT_RUN_STALE_S = env_float("TOOLCHAT_RUN_STALE_S", 30.0)
 TOOLCHAT_HEARTBEAT_S = env_float("TOOLCHAT_HEARTBEAT_S", 5.0)
+# How often lost runs (stale, or queued and never picked up) are queued again:
+# by Celery beat with Redis, by the web process without. 0 turns it off.
+TOOLCHAT_RECOVER_S = env_float("TOOLCHAT_RECOVER_S", 30.0)
 # A tool call still marked running this long after its own timeout is presumed
 # dead with its worker: it is run again if idempotent, else reported interrupted.
 TOOLCHAT_TOOL_GRACE_S = env_float("TOOLCHAT_TOOL_GRACE_S", 30.0)
@@ -274,17 +277,37 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # A JSON API: JSON in (anything else is a 415), JSON out.
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # Every error answers {"code", "message", "field"?, "details"?} (docs/api.md).
+    "EXCEPTION_HANDLER": "chat.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "chat.api.schema.ApiSchema",
     "DEFAULT_THROTTLE_RATES": {"messages": env_str("TOOLCHAT_MESSAGE_RATE", "30/min")},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "toolchat API",
-    "DESCRIPTION": "Conversations, runs, tool executions and live events of toolchat.",
+    "DESCRIPTION": (
+        "Conversations, runs, tool executions and live events of toolchat. "
+        "Authenticate with `Authorization: Token <key>` (`manage.py drf_create_token USER`) "
+        "or the session. Errors answer `{code, message, field?, details?}`. "
+        "A walkthrough: docs/api.md."
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # Request and response bodies as separate components: read-only fields stay out of requests.
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Several operations share a URL (GET and POST /conversations/); see chat/api/base.py.
+    "PREPROCESSING_HOOKS": ["chat.api.schema.expand_routes"],
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "chat.models.RunStatus",
+        "ExecutionStatusEnum": "chat.models.ExecutionStatus",
+        "ModelCallStatusEnum": "chat.models.CallStatus",
+    },
 }
 
 # --- LLM providers (DESIGN.md section 6) ---------------------------------------------

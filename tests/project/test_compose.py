@@ -62,8 +62,8 @@ def healthcheck_text(service: dict[str, Any]) -> str:
     return test if isinstance(test, str) else " ".join(str(part) for part in test)
 
 
-def test_the_stack_has_its_five_services(services):
-    assert set(services) == {"postgres", "redis", "migrate", "web", "worker"}
+def test_the_stack_has_its_six_services(services):
+    assert set(services) == {"postgres", "redis", "migrate", "web", "worker", "beat"}
 
 
 def test_postgres_and_redis_use_pinned_major_images_with_volumes_and_healthchecks(services):
@@ -78,7 +78,7 @@ def test_postgres_and_redis_use_pinned_major_images_with_volumes_and_healthcheck
     assert any(v.endswith(":/data") for v in redis["volumes"])
 
 
-@pytest.mark.parametrize("name", ["web", "worker", "migrate"])
+@pytest.mark.parametrize("name", ["web", "worker", "migrate", "beat"])
 def test_app_services_build_the_image_of_this_repository(services, name):
     service = services[name]
     assert service["build"] == "."
@@ -104,18 +104,23 @@ def test_worker_runs_celery_and_is_checked_with_inspect_ping(services):
     assert "ports" not in worker  # workers are scaled with --scale; nothing to publish
 
 
+def test_beat_schedules_the_recovery_of_lost_runs(services):
+    assert command_of(services["beat"])[:4] == ["celery", "-A", "project", "beat"]
+    assert "ports" not in services["beat"]
+
+
 def test_migrations_run_once_before_web_and_worker_start(services):
     assert command_of(services["migrate"]) == ["python", "manage.py", "migrate", "--noinput"]
     assert services["migrate"]["restart"] == "no"
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
-    for name in ("web", "worker"):
+    for name in ("web", "worker", "beat"):
         depends = services[name]["depends_on"]
         assert depends["postgres"]["condition"] == "service_healthy"
         assert depends["redis"]["condition"] == "service_healthy"
         assert depends["migrate"]["condition"] == "service_completed_successfully"
 
 
-@pytest.mark.parametrize("name", ["web", "worker", "migrate"])
+@pytest.mark.parametrize("name", ["web", "worker", "migrate", "beat"])
 def test_app_services_get_every_variable_the_settings_read(services, name):
     environment = services[name]["environment"]
     variables = settings_variables()

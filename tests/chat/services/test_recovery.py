@@ -1,0 +1,56 @@
+"""Lost runs are found and finished: a queued run whose task vanished, a run whose worker died."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from chat.models import Message, Role, Run, RunStatus
+from chat.services.runs import runs_recover
+from tests.chat.services.conftest import wait_for_run
+from tests.factories import ConversationFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def lost_run(user, **fields):
+    conversation = ConversationFactory(owner=user)
+    run = Run.objects.create(conversation=conversation, mode=conversation.mode, **fields)
+    message = Message.objects.create(
+        conversation=conversation, run=run, position=0, role=Role.USER, content="what is 12*7"
+    )
+    Run.objects.filter(pk=run.pk).update(
+        trigger_message=message, created_at=timezone.now() - timedelta(minutes=5)
+    )
+    return run
+
+
+def test_a_queued_run_that_was_never_dispatched_is_recovered(user):
+    run = lost_run(user)
+    assert runs_recover() == [run.pk]
+    run = wait_for_run(run)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert "84" in Message.objects.filter(run=run).order_by("-position").first().content
+
+
+def test_a_running_run_with_a_stale_heartbeat_is_taken_over(user):
+    import uuid
+
+    stale = timezone.now() - timedelta(minutes=5)
+    run = lost_run(user, status=RunStatus.RUNNING, lease=uuid.uuid4(), heartbeat_at=stale)
+    call_command("recover_runs")
+    run = wait_for_run(run)
+    assert run.status == RunStatus.COMPLETED, run.error
+
+
+def test_live_and_finished_runs_are_left_alone(user):
+    import uuid
+
+    lost_run(user, status=RunStatus.RUNNING, lease=uuid.uuid4(), heartbeat_at=timezone.now())
+    lost_run(user, status=RunStatus.COMPLETED)
+    fresh = ConversationFactory(owner=user)
+    Run.objects.create(conversation=fresh, mode=fresh.mode)  # queued a moment ago
+    assert runs_recover() == []
