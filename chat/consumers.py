@@ -28,7 +28,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from chat.exceptions import ToolchatError
-from chat.streams import conversation_cursor, event_stream
+from chat.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     pinger: asyncio.Task[None] | None = None
     starter: asyncio.Task[None] | None = None
     delivered: int = 0
+    first_sent: int | None = None
 
     async def connect(self) -> None:
         # Custom close codes need an accepted socket, so refusals accept first.
@@ -134,18 +135,28 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     # --- client requests ------------------------------------------------------------
 
     async def _resume(self, after: Any) -> None:
-        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after < MAX_SEQ:
             await self._error("invalid_after", "`after` must be a seq number (an integer >= 0).")
             return
         if self.starter is not None:
             self.starter.cancel()
             self.starter = None
-        if self.pump is not None:
-            # Already streaming: carry on from what this socket has delivered,
-            # or from the client's cursor if that is further on.
-            self.pump.cancel()
-            after = max(after, self.delivered)
-        self._start(after)
+        if self.pump is None or self.first_sent is None or after >= self.delivered:
+            # Nothing delivered yet, or the client is ahead of this socket: (re)start
+            # the stream at the client's cursor.
+            if self.pump is not None:
+                self.pump.cancel()
+            self.delivered = max(self.delivered, after)
+            self._start(after)
+            return
+        if after < self.first_sent - 1:
+            # A late resume: live events already went out, but the client missed
+            # some before them. Send those now (older seqs after newer ones, but
+            # nothing missing and nothing twice); the live stream goes on as it is.
+            missed = await stored_between(self.conversation_id, after, self.first_sent)
+            self.first_sent = after + 1
+            for envelope in missed:
+                await self._send(envelope)
 
     async def _post(self, content: Any) -> None:
         if not isinstance(content, str):
@@ -194,6 +205,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                     continue
                 await self._send(envelope)
                 self.delivered = envelope["seq"]
+                if self.first_sent is None:
+                    self.first_sent = envelope["seq"]
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -223,7 +236,7 @@ def _after_from_query(query_string: bytes) -> int | None:
         after = int(values[0])
     except ValueError:
         return None
-    return after if after >= 0 else None
+    return after if 0 <= after < MAX_SEQ else None
 
 
 @database_sync_to_async

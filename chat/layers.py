@@ -11,8 +11,10 @@ the loop that receives on the channel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
 SEND_TIMEOUT_S = 5.0
@@ -38,6 +40,14 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         # A receiver stuck for this long is as good as gone; the event is stored
         # and reaches it through the stream's catch-up from the database.
         await asyncio.wait_for(asyncio.wrap_future(future), SEND_TIMEOUT_S)
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        # Called from task threads while the ASGI loop changes the groups: work on
+        # a snapshot (list() of a dict is atomic under the GIL), and leave the
+        # expiry sweep to the loop that owns the queues.
+        for channel in list(self.groups.get(group, {})):
+            with contextlib.suppress(ChannelFull):
+                await self.send(channel, message)
 
     async def group_discard(self, group: str, channel: str) -> None:
         await super().group_discard(group, channel)

@@ -36,6 +36,9 @@ ENDED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CAN
 # How long a stream waits on the channel layer before it looks at the database
 # anyway (a dropped message with nothing after it would otherwise wait forever).
 CATCH_UP_S = 1.0
+MAX_CATCH_UP_S = 8.0
+# Cursors beyond this are not seqs (and would overflow the database's bigint).
+MAX_SEQ = 2**62
 REPLAY_BATCH = 500
 
 
@@ -67,14 +70,20 @@ async def event_stream(
     ends after the run's terminal event (or at once if the run had already
     ended before `after`).
     """
+    after = min(max(after, 0), MAX_SEQ)
     layer = get_channel_layer()
     channel = await layer.new_channel() if layer else None
     group = conversation_group(conversation_id)
     if layer and channel:
         await layer.group_add(group, channel)
     cursor = after
+    idle_wait = CATCH_UP_S
     try:
         while True:
+            # Whether the run had ended is read before the events: the status and
+            # the terminal event commit together, so if it had, the read below
+            # holds that event (read after, the two could straddle the commit).
+            ended = until_run_ends and run_id is not None and await _run_ended(run_id)
             # Catch up from the database: the replay, or the filling of a gap.
             while True:
                 batch = await _stored_after(conversation_id, cursor, run_id, REPLAY_BATCH)
@@ -85,18 +94,20 @@ async def event_stream(
                         return
                 if len(batch) < REPLAY_BATCH:
                     break
-            if until_run_ends and run_id is not None and await _run_ended(run_id):
-                # Ended, and its terminal event was at or before the cursor.
-                return
+            if ended:
+                return  # its terminal event was at or before the cursor
             # Live: take events as they come while they follow on from the cursor.
             while True:
                 if layer is None or channel is None:
                     await asyncio.sleep(CATCH_UP_S)
                     break
                 try:
-                    message = await asyncio.wait_for(layer.receive(channel), CATCH_UP_S)
+                    message = await asyncio.wait_for(layer.receive(channel), idle_wait)
                 except TimeoutError:
+                    # Quiet: look at the database, less often the longer it stays quiet.
+                    idle_wait = min(idle_wait * 2, MAX_CATCH_UP_S)
                     break
+                idle_wait = CATCH_UP_S
                 envelope = message.get("event") or {}
                 seq = envelope.get("seq", 0)
                 if seq <= cursor:
@@ -184,3 +195,12 @@ def conversation_cursor(conversation_id: Any) -> int:
         .first()
     )
     return int(value or 0)
+
+
+@database_sync_to_async
+def stored_between(conversation_id: Any, after: int, before: int) -> list[dict[str, Any]]:
+    """Stored events with after < seq < before, in order (a bounded replay)."""
+    queryset = RunEvent.objects.filter(
+        conversation_id=conversation_id, seq__gt=after, seq__lt=before
+    ).order_by("seq")
+    return [event_envelope(event) for event in queryset]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -60,22 +61,24 @@ class _Assembly:
 
 
 def retry_after_seconds(headers: Any) -> float | None:
-    """Read Retry-After (seconds or an HTTP date) or retry-after-ms, if the server sent one."""
+    """Read Retry-After (seconds or an HTTP date) or retry-after-ms; None if absent or unreadable."""
     if not headers:
         return None
-    if value := headers.get("retry-after-ms"):
-        try:
-            return float(value) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
+    seconds: float | None = None
     try:
-        return float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        if value := headers.get("retry-after-ms"):
+            seconds = float(value) / 1000
+        elif value := headers.get("retry-after"):
+            try:
+                seconds = float(value)
+            except ValueError:
+                parsed = email.utils.parsedate_to_datetime(value)
+                seconds = parsed.timestamp() - time.time()
+    except (ValueError, TypeError, OverflowError):
+        return None  # a header we cannot read is as good as none: use our backoff
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
 class OpenAIProvider:
@@ -216,8 +219,6 @@ class OpenAIProvider:
             status = exc.status_code
             retryable = status in RETRYABLE_STATUSES or status >= 500
             delay = retry_after_seconds(exc.response.headers) if retryable else None
-            if delay is not None:
-                delay = min(delay, MAX_RETRY_AFTER_S)
             return retryable, delay, f"HTTP {status}", status
         if isinstance(exc, openai.APITimeoutError):
             return True, None, "timed out", None

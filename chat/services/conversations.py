@@ -74,7 +74,7 @@ def conversation_import_messages(
     with transaction.atomic():
         # The row lock serializes appends to one conversation, so two writers
         # cannot pick the same next position.
-        Conversation.objects.select_for_update().only("pk").get(pk=conversation.pk)
+        Conversation.objects.select_for_update(no_key=True).only("pk").get(pk=conversation.pk)
         if Run.objects.filter(conversation=conversation, status__in=ACTIVE_RUN_STATUSES).exists():
             raise Conflict("A run is active in this conversation; import after it ends.")
         stored = Message.objects.filter(conversation=conversation)

@@ -17,14 +17,11 @@ from chat.events import event_publish
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.models import (
     ACTIVE_RUN_STATUSES,
-    FINISHED_EXECUTION_STATUSES,
     Conversation,
-    ExecutionStatus,
     Message,
     Role,
     Run,
     RunStatus,
-    ToolExecution,
 )
 from chat.services import turn
 from tools.executor import cancelled_result
@@ -49,7 +46,7 @@ def run_start(
     try:
         with transaction.atomic():
             # The conversation row lock orders concurrent posts to one conversation.
-            locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+            locked = Conversation.objects.select_for_update(no_key=True).get(pk=conversation.pk)
             active = Run.objects.filter(conversation=locked, status__in=ACTIVE_RUN_STATUSES).first()
             if active is not None:
                 raise _busy(active)
@@ -92,40 +89,14 @@ def run_execute(*, run_id: Any) -> None:
 def run_cancel(*, run: Run) -> Run:
     """Stop a queued or running run; unanswered tool calls get a 'cancelled' result."""
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
+        locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
         if locked.status not in ACTIVE_RUN_STATUSES:
             raise Conflict(
                 f"The run is already {locked.status}; only a queued or running run can be cancelled.",
                 details={"run_id": str(locked.pk), "status": locked.status},
             )
         now = timezone.now()
-        unfinished = list(
-            ToolExecution.objects.select_for_update()
-            .filter(run=locked)
-            .exclude(status__in=FINISHED_EXECUTION_STATUSES)
-            .order_by("created_at")
-        )
-        last = Message.objects.filter(conversation_id=locked.conversation_id).aggregate(
-            m=Max("position")
-        )["m"]
-        position = 0 if last is None else last + 1
-        for execution in unfinished:
-            content = cancelled_result(execution.name, tool_call_id=execution.tool_call_id).content
-            execution.status = ExecutionStatus.CANCELLED
-            execution.finished_at = now
-            execution.content = content
-            execution.error = "cancelled"
-            execution.save(update_fields=["status", "finished_at", "content", "error"])
-            Message.objects.create(
-                conversation_id=locked.conversation_id,
-                run=locked,
-                position=position,
-                role=Role.TOOL,
-                tool_call_id=execution.tool_call_id,
-                name=execution.name,
-                content=content,
-            )
-            position += 1
+        unfinished = turn.close_unfinished_calls(locked, cancelled_result)
         locked.status = RunStatus.CANCELLED
         locked.finished_at = now
         locked.latency_ms = int((now - locked.created_at).total_seconds() * 1000)

@@ -28,7 +28,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -36,7 +38,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import DateTimeField, Max, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -65,6 +67,7 @@ from chat.llm.base import (
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     CallStatus,
+    Conversation,
     ExecutionStatus,
     Message,
     Mode,
@@ -143,25 +146,77 @@ def _tool_deadline(execution: ToolExecution) -> float:
     return (spec.timeout if spec else 60.0) + settings.TOOLCHAT_TOOL_GRACE_S
 
 
-def _heartbeat(run: Run, token: uuid.UUID) -> None:
-    """Renew the lease; raise LeaseLost if it is no longer ours or the run was cancelled."""
-    alive = Run.objects.filter(pk=run.pk, lease=token, status=RunStatus.RUNNING).update(
-        heartbeat_at=timezone.now()
-    )
-    if not alive:
-        raise LeaseLost(str(run.pk))
+class _Heartbeat:
+    """Renews the run's lease from a thread while a model call is in flight.
+
+    A model may take long to send its first token, and the provider sleeps
+    between retries: the stream yields nothing then, so the renewal cannot wait
+    for it. The thread also notices a cancel (or a take-over) within a second,
+    and the streaming loop stops at its next event.
+    """
+
+    def __init__(self, run: Run, token: uuid.UUID) -> None:
+        self.run_id = run.pk
+        self.token = token
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="toolchat-heartbeat", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def check(self) -> None:
+        """Raise LeaseLost if the run is no longer ours."""
+        if self.lost:
+            raise LeaseLost(str(self.run_id))
+
+    def _beat(self) -> None:
+        interval = min(settings.TOOLCHAT_HEARTBEAT_S, 1.0)
+        renewed = time.monotonic()
+        try:
+            while not self._stop.wait(interval):
+                still = Run.objects.filter(
+                    pk=self.run_id, lease=self.token, status=RunStatus.RUNNING
+                )
+                if time.monotonic() - renewed >= settings.TOOLCHAT_HEARTBEAT_S:
+                    alive = still.update(heartbeat_at=timezone.now())
+                    renewed = time.monotonic()
+                else:
+                    alive = still.exists()
+                if not alive:
+                    self.lost = True
+                    return
+        except Exception:
+            logger.exception("heartbeat of run %s failed", self.run_id)
+        finally:
+            connections.close_all()
 
 
 def _lock(run: Run, token: uuid.UUID | None) -> Run:
     """Lock the run row for a write; with a token, check the lease is still ours."""
-    locked = Run.objects.select_for_update().get(pk=run.pk)
+    locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
     if token is not None and (locked.lease != token or locked.status != RunStatus.RUNNING):
         raise LeaseLost(str(run.pk))
     return locked
 
 
 def _next_position(conversation_id: Any) -> int:
-    # Writers of one conversation serialize on its active run's row lock.
+    """The next message position, under the conversation's row lock (held to commit).
+
+    Lock order everywhere: run, then tool execution, then conversation; and
+    every row lock is FOR NO KEY UPDATE, so that the foreign-key checks of
+    inserts (a RunEvent or Message pointing at the run) never wait on it. A late
+    tool result of an ended run and a new run's first message both take this
+    lock before inserting, so they never collide on a position.
+    """
+    Conversation.objects.select_for_update(no_key=True).filter(pk=conversation_id).values_list(
+        "pk"
+    ).first()
     last = Message.objects.filter(conversation_id=conversation_id).aggregate(m=Max("position"))["m"]
     return 0 if last is None else last + 1
 
@@ -214,8 +269,9 @@ def _advance(run: Run, token: uuid.UUID) -> None:
         executions = list(ToolExecution.objects.filter(message=last))
         unfinished = [e for e in executions if e.status not in FINISHED_EXECUTION_STATUSES]
         if unfinished:
-            _park(run, token, unfinished)
-            return
+            if _park(run, token, unfinished):
+                return
+            continue
         specs = [tool_registry.get(e.name) for e in executions]
         decision = decide_after_tools(
             mode=run.mode,
@@ -247,8 +303,13 @@ def _advance(run: Run, token: uuid.UUID) -> None:
             return
 
 
-def _park(run: Run, token: uuid.UUID, unfinished: list[ToolExecution]) -> None:
-    """Release the run while its tools work, and (re)dispatch the calls nobody is running."""
+def _park(run: Run, token: uuid.UUID, unfinished: list[ToolExecution]) -> bool:
+    """Release the run while its tools work, and (re)dispatch the calls nobody is running.
+
+    False when, under the lock, no call is unfinished any more: the last one
+    finished meanwhile (its wake-up could not claim the run we hold), so the
+    caller goes on instead of waiting for a wake-up that already happened.
+    """
     now = timezone.now()
     redo = []
     for execution in unfinished:
@@ -260,9 +321,17 @@ def _park(run: Run, token: uuid.UUID, unfinished: list[ToolExecution]) -> None:
             redo.append(execution.pk)
     with transaction.atomic():
         _lock(run, token)
+        still = (
+            ToolExecution.objects.filter(pk__in=[e.pk for e in unfinished])
+            .exclude(status__in=FINISHED_EXECUTION_STATUSES)
+            .exists()
+        )
+        if not still:
+            return False
         Run.objects.filter(pk=run.pk).update(lease=None, heartbeat_at=now)
         for execution_id in redo:
             transaction.on_commit(functools.partial(dispatch_tool, execution_id))
+    return True
 
 
 class _DeltaBuffer:
@@ -365,19 +434,18 @@ def _model_step(
     )
     buffer = _DeltaBuffer(run, message_id)
     completion: Completion | None = None
-    beat_at = time.monotonic()
     try:
-        for event in provider.stream(request):
-            if isinstance(event, TextDelta):
-                if not deciding:  # a decision is JSON for us, not text for the user
-                    buffer.add(event.text)
-            elif isinstance(event, StreamRestart):
-                buffer.reset(event.reason)
-            elif isinstance(event, Done):
-                completion = event.completion
-            if time.monotonic() - beat_at >= settings.TOOLCHAT_HEARTBEAT_S:
-                _heartbeat(run, token)
-                beat_at = time.monotonic()
+        with _Heartbeat(run, token) as heartbeat:
+            for event in provider.stream(request):
+                heartbeat.check()
+                if isinstance(event, TextDelta):
+                    if not deciding:  # a decision is JSON for us, not text for the user
+                        buffer.add(event.text)
+                elif isinstance(event, StreamRestart):
+                    buffer.reset(event.reason)
+                elif isinstance(event, Done):
+                    completion = event.completion
+            heartbeat.check()
         buffer.flush()
     except ProviderError as exc:
         buffer.flush()
@@ -386,6 +454,16 @@ def _model_step(
         )
         _run_fail(run, token, str(exc))
         return FAILED
+    except LeaseLost:
+        ModelCall.objects.filter(pk=model_call.pk).update(
+            status=CallStatus.FAILED, error="Stopped: the run was cancelled or taken over."
+        )
+        raise
+    except Exception as exc:
+        ModelCall.objects.filter(pk=model_call.pk).update(
+            status=CallStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
+        )
+        raise
     if completion is None:
         _run_fail(run, token, f"The model ({provider.name}) ended its answer without finishing it.")
         return FAILED
@@ -412,8 +490,18 @@ def _decision_completion(completion: Completion) -> Completion:
     return dataclasses.replace(completion, content=text, tool_calls=[])
 
 
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+MAX_CALL_ID = 128
+
+
 def _tool_call_ids(completion: Completion) -> list[dict[str, Any]]:
-    """The calls in OpenAI shape, with ids that are present and unique (assigned where not)."""
+    """The calls in OpenAI shape, with usable names and present, unique ids.
+
+    Models do send calls without an id, with an id another call already has
+    (numbered per response, "call_0"), with an id too long to store, or with
+    an empty or invalid function name. Each is repaired here and logged, so
+    that the call is stored, answered, and sent back to the model validly.
+    """
     calls = []
     seen: set[str] = set()
     taken = set(
@@ -423,22 +511,31 @@ def _tool_call_ids(completion: Completion) -> list[dict[str, Any]]:
     )
     for call in completion.tool_calls:
         call_id = call.id
-        if not call_id or call_id in seen or call_id in taken:
+        if not call_id or len(call_id) > MAX_CALL_ID or call_id in seen or call_id in taken:
             new_id = f"call_{uuid.uuid4().hex[:24]}"
+            problem = (
+                "no"
+                if not call_id
+                else ("a too long" if len(call_id) > MAX_CALL_ID else "a duplicate")
+            )
             logger.warning(
-                "tool call %s had %s id %r; assigned %s",
-                call.name,
-                "no" if not call_id else "a duplicate",
-                call_id,
-                new_id,
+                "tool call %s had %s id %r; assigned %s", call.name, problem, call_id[:200], new_id
             )
             call_id = new_id
         seen.add(call_id)
+        name = call.name
+        if not TOOL_NAME.match(name):
+            # The executor answers that no such tool exists; the name must still be
+            # one the API accepts when this history is sent back.
+            name = re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64] or "unnamed_tool"
+            logger.warning(
+                "tool call %s had the invalid name %r; stored as %r", call_id, call.name[:200], name
+            )
         calls.append(
             {
                 "id": call_id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
+                "function": {"name": name, "arguments": call.arguments},
             }
         )
     return calls
@@ -587,15 +684,46 @@ def _run_complete(run: Run, token: uuid.UUID, final: Message) -> None:
 def _run_fail(run: Run, token: uuid.UUID | None, error: str) -> None:
     """Mark the run failed with a readable error (if it is still ours to end)."""
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
+        locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
         if locked.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
             return
-        if token is not None and locked.lease not in (token, None):
+        if token is not None and locked.lease != token:
             return
+        close_unfinished_calls(locked, interrupted_result)
         Run.objects.filter(pk=run.pk).update(
             error=error, **_finish_fields(locked, RunStatus.FAILED)
         )
         event_publish(run=run, type="run.failed", data={"error": error})
+
+
+def close_unfinished_calls(run: Run, result_for: Callable[..., ToolResult]) -> list[ToolExecution]:
+    """Answer every unfinished call of an ending run (the run row is locked by the caller).
+
+    The history stays valid for the model, and a tool that finishes later only
+    adds to its audit row (see _store_result).
+    """
+    unfinished = list(
+        ToolExecution.objects.select_for_update(no_key=True)
+        .filter(run=run)
+        .exclude(status__in=FINISHED_EXECUTION_STATUSES)
+        .order_by("created_at")
+    )
+    now = timezone.now()
+    for execution in unfinished:
+        result = result_for(execution.name, tool_call_id=execution.tool_call_id)
+        ToolExecution.objects.filter(pk=execution.pk).update(
+            status=result.status, finished_at=now, content=result.content, error=result.error
+        )
+        Message.objects.create(
+            conversation_id=run.conversation_id,
+            run=run,
+            position=_next_position(run.conversation_id),
+            role=Role.TOOL,
+            tool_call_id=execution.tool_call_id,
+            name=execution.name,
+            content=result.content,
+        )
+    return unfinished
 
 
 # --- tool calls ---------------------------------------------------------------------------
@@ -605,7 +733,7 @@ def tool_call_execute(*, execution_id: Any) -> None:
     """Run one tool call (at most once, unless its tool is idempotent) and store its result."""
     with transaction.atomic():
         execution = (
-            ToolExecution.objects.select_for_update()
+            ToolExecution.objects.select_for_update(of=("self",), no_key=True)
             .select_related("run", "run__conversation", "run__conversation__owner", "message")
             .filter(pk=execution_id)
             .first()
@@ -695,8 +823,8 @@ def _store_result(execution_id: Any, result: ToolResult) -> None:
     """Store a tool call's result (audit row + tool message); the last one moves the run on."""
     with transaction.atomic():
         execution = ToolExecution.objects.select_related("run").get(pk=execution_id)
-        run = Run.objects.select_for_update().get(pk=execution.run_id)
-        execution = ToolExecution.objects.select_for_update().get(pk=execution_id)
+        run = Run.objects.select_for_update(no_key=True).get(pk=execution.run_id)
+        execution = ToolExecution.objects.select_for_update(no_key=True).get(pk=execution_id)
         finished_at = timezone.now()
         fields = result.execution_fields()
         if execution.status in FINISHED_EXECUTION_STATUSES:

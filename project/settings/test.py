@@ -33,3 +33,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 
 # Test-only tools (slow, crashing, return_direct) beside the built-in ones.
 TOOLCHAT_TOOL_MODULES = [*TOOLCHAT_TOOL_MODULES, "tests.chat.services.slow_tools"]  # noqa: F405
+
+# No background sweep for lost runs in test processes (importing project.asgi
+# would start one against whatever database is configured at that moment);
+# the tests call runs_recover() themselves.
+if not os.environ.get("TOOLCHAT_RECOVER_S"):
+    TOOLCHAT_RECOVER_S = 0.0

@@ -167,3 +167,28 @@ def test_stream_cut_mid_answer_is_retried_with_a_restart(server, provider):
     assert isinstance(done, Done)
     assert done.completion.content == "whole answer"
     assert done.completion.attempts == 2
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"Retry-After": "2"}, 2.0),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"Retry-After": "-5"}, 0.0),
+        ({"Retry-After": "nan"}, None),
+        ({"Retry-After": "not a date"}, None),
+        ({"Retry-After": "100000"}, 60.0),
+        ({}, None),
+    ],
+)
+def test_retry_after_is_read_defensively(headers, expected):
+    from chat.llm.openai_provider import retry_after_seconds
+
+    assert retry_after_seconds({k.lower(): v for k, v in headers.items()}) == expected
+
+
+def test_an_unreadable_retry_after_falls_back_to_backoff(server, provider, sleeps):
+    server.push(error_reply(503, headers={"Retry-After": "garbage"}), text_reply("ok"))
+    assert complete(provider, ChatRequest(model="m", messages=USER)).content == "ok"
+    assert len(sleeps) == 1
+    assert 0 < sleeps[0] <= 0.5
