@@ -253,3 +253,21 @@ async def test_the_server_pings(user, settings):
     communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
     assert json.loads(await communicator.receive_from(timeout=5)) == {"type": "ping"}
     await communicator.disconnect()
+
+
+async def test_a_late_resume_fills_what_came_before_the_live_events(user):
+    import asyncio
+
+    conversation = await make(ConversationFactory, owner=user)
+    run = await make(RunFactory, conversation=conversation)
+    await publish(run, 5)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user))
+    await asyncio.sleep(0.5)  # past the grace period: the socket is live from seq 5
+    await publish(run, 2, start=5)
+    live = await receive_events(communicator, 2)
+    await communicator.send_json_to({"type": "resume", "after": 2})
+    missed = await receive_events(communicator, 3)
+    assert [e["seq"] for e in live] == [6, 7]
+    assert [e["seq"] for e in missed] == [3, 4, 5]
+    assert await communicator.receive_nothing(timeout=0.3)
+    await communicator.disconnect()

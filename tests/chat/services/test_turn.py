@@ -425,3 +425,35 @@ def test_cancel_fills_unanswered_calls_and_stops_the_run(llm_server, conversatio
     assert len(llm_server.requests) == 1  # and the run did not go on
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
+
+
+def test_a_tool_call_with_an_empty_name_is_answered_not_stuck(llm_server, conversation):
+    llm_server.push(tool_calls_reply([("", "{}")]), text_reply("That tool does not exist."))
+    run = wait_for_run(run_start(conversation=conversation, content="do something"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    call = stored(conversation)[1].tool_calls[0]
+    assert call["function"]["name"] == "unnamed_tool"
+    tool_message = stored(conversation)[2]
+    assert tool_message.name == "unnamed_tool"
+    assert json.loads(tool_message.content)["success"] is False
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_a_slow_first_token_does_not_get_a_live_run_taken_over(llm_server, conversation, settings):
+    import threading
+
+    from chat.services.runs import runs_recover
+
+    settings.TOOLCHAT_RUN_STALE_S = 1.0
+    settings.TOOLCHAT_HEARTBEAT_S = 0.2
+    llm_server.push(text_reply("Worth the wait.", delay_s=2.5))
+    run = run_start(conversation=conversation, content="take your time")
+    recovered = []
+    sweep = threading.Timer(1.8, lambda: recovered.extend(runs_recover()))
+    sweep.start()
+    run = wait_for_run(run)
+    sweep.join()
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert recovered == []
+    assert len(llm_server.requests) == 1
+    assert ModelCall.objects.filter(run=run).count() == 1
