@@ -64,10 +64,15 @@ def search_notes(
         "returned": returned,
         "truncated": returned < total,
     }
+    # A person reading a direct reply wants the notes, not only their number.
+    titles = "; ".join(f'"{note.title}"' for note in found.items[:3] if note.title)
+    listed = f": {titles}" + (" and more" if returned > 3 else "") if titles else ""
     if total == 0:
         result["message"] = f"No notes {what}." if query else "There are no notes yet."
     elif returned < total:
-        result["message"] = f"Found {total} notes {what}; showing the {returned} most recent."
+        result["message"] = (
+            f"Found {total} notes {what}; showing the {returned} most recent{listed}."
+        )
         result["hint"] = (
             f"Call search_notes again with limit={total} to see them all."
             if total <= MAX_RESULTS
@@ -75,7 +80,7 @@ def search_notes(
         )
     else:
         noun = "note" if total == 1 else "notes"
-        result["message"] = f"Found {total} {noun} {what}."
+        result["message"] = f"Found {total} {noun} {what}{listed}."
     return result
 
 

@@ -61,7 +61,9 @@ def test_search_matches_title_or_body_case_insensitively(make_context, user):
     ResourceFactory(owner=user, title="Dentist", data={"body": "Tuesday"})
     result = call(make_context, user, "search_notes", query="Milk")
     assert {n["title"] for n in result.result["data"]} == {"Groceries", "milk delivery"}
-    assert result.result["message"] == "Found 2 notes matching 'Milk'."
+    assert (
+        result.result["message"] == 'Found 2 notes matching \'Milk\': "milk delivery"; "Groceries".'
+    )
 
 
 def test_search_truncates_itself_and_says_how_to_see_more(make_context, user):
@@ -71,7 +73,10 @@ def test_search_truncates_itself_and_says_how_to_see_more(make_context, user):
     data = result.result
     assert (data["total_available"], data["returned"], data["truncated"]) == (15, 10, True)
     assert len(data["data"]) == 10
-    assert data["message"] == "Found 15 notes matching 'note'; showing the 10 most recent."
+    assert data["message"] == (
+        "Found 15 notes matching 'note'; showing the 10 most recent: "
+        '"Note 14"; "Note 13"; "Note 12" and more.'
+    )
     assert "limit=15" in data["hint"]
     assert all(n["body_truncated"] and len(n["body"]) <= 301 for n in data["data"])
     assert not result.truncated  # the tool kept itself under the safety limit
