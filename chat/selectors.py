@@ -1,4 +1,8 @@
-"""Reads: conversations, their messages, and the history a model is sent."""
+"""Reads: conversations, their messages, runs, audit rows, and the history a model is sent.
+
+Every lookup by id takes the requesting user and answers "not found" for
+someone else's object: the API never has to remember to check ownership.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,22 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from django.db.models import F, OuterRef, Prefetch, QuerySet, Subquery
 
-from chat.exceptions import ConversationNotFound
-from chat.history import build_model_history
-from chat.models import Conversation, Message
+from chat.exceptions import ConversationNotFound, RunNotFound
+from chat.history import build_model_history, message_to_openai, repair
+from chat.models import (
+    ACTIVE_RUN_STATUSES,
+    Conversation,
+    Message,
+    ModelCall,
+    Role,
+    Run,
+    RunEvent,
+    RunStatus,
+    ToolExecution,
+)
+from tools.registry import registry as tool_registry
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -53,3 +68,172 @@ def history_for_model(
         max_messages=max_messages,
         max_chars=max_chars,
     )
+
+
+# --- The REST API's reads -------------------------------------------------------------
+
+
+def conversation_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Conversation]:
+    """The user's conversations, each annotated with `active_run_id` (one query for a page)."""
+    active = Run.objects.filter(
+        conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
+    ).values("pk")[:1]
+    return Conversation.objects.filter(owner_id=user.pk).annotate(active_run_id=Subquery(active))
+
+
+def conversation_detail(
+    *, conversation_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUser
+) -> Conversation:
+    """One own conversation as `conversation_list` annotates it; ConversationNotFound otherwise."""
+    try:
+        return conversation_list(user=user).get(pk=conversation_id)
+    except (Conversation.DoesNotExist, ValidationError, ValueError):
+        raise ConversationNotFound("Conversation not found.") from None
+
+
+def message_list_with_executions(*, conversation: Conversation) -> QuerySet[Message]:
+    """The conversation's messages in order; tool messages annotated with `tool_execution_id`.
+
+    The audit row is found by its tool_call_id within this conversation (an
+    imported history may reuse an id that some other conversation's call has),
+    in the same query as the messages.
+    """
+    execution = ToolExecution.objects.filter(
+        tool_call_id=OuterRef("tool_call_id"), run__conversation_id=OuterRef("conversation_id")
+    ).values("pk")[:1]
+    return message_list(conversation=conversation).annotate(tool_execution_id=Subquery(execution))
+
+
+def run_get(*, run_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUser) -> Run:
+    """A run of one of the user's conversations; RunNotFound for a missing or foreign one."""
+    try:
+        return Run.objects.get(pk=run_id, conversation__owner_id=user.pk)
+    except (Run.DoesNotExist, ValidationError, ValueError):
+        raise RunNotFound("Run not found.") from None
+
+
+def run_detail(*, run_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUser) -> Run:
+    """`run_get` with its model calls and tool executions prefetched (three queries)."""
+    try:
+        return Run.objects.prefetch_related(
+            Prefetch("model_call_rows", queryset=ModelCall.objects.order_by("started_at", "step")),
+            Prefetch(
+                "tool_executions",
+                queryset=ToolExecution.objects.annotate(
+                    conversation_id=F("run__conversation_id")
+                ).order_by("created_at", "tool_call_id"),
+            ),
+        ).get(pk=run_id, conversation__owner_id=user.pk)
+    except (Run.DoesNotExist, ValidationError, ValueError):
+        raise RunNotFound("Run not found.") from None
+
+
+def run_final_message(*, run: Run) -> Message | None:
+    """The answer of a completed run: its last assistant message (None for any other run)."""
+    if run.status != RunStatus.COMPLETED:
+        return None
+    return Message.objects.filter(run_id=run.pk, role=Role.ASSISTANT).order_by("-position").first()
+
+
+def run_event_list(*, run: Run, after: int = 0, limit: int = 500) -> list[RunEvent]:
+    """The run's stored events with a seq above `after`, oldest first, at most `limit`."""
+    return list(RunEvent.objects.filter(run_id=run.pk, seq__gt=after).order_by("seq")[:limit])
+
+
+def tool_execution_list(
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    conversation_id: uuid.UUID | None = None,
+    run_id: uuid.UUID | None = None,
+) -> QuerySet[ToolExecution]:
+    """Audit rows of the user's own runs, optionally of one conversation or one run."""
+    executions = ToolExecution.objects.filter(run__conversation__owner_id=user.pk).annotate(
+        conversation_id=F("run__conversation_id")
+    )
+    if conversation_id is not None:
+        executions = executions.filter(run__conversation_id=conversation_id)
+    if run_id is not None:
+        executions = executions.filter(run_id=run_id)
+    return executions
+
+
+# Only what message_to_openai reads, plus the run the message belongs to.
+EXPORT_COLUMNS = (*HISTORY_COLUMNS, "run_id")
+
+
+def conversation_export(
+    *, conversation: Conversation, per_run: bool = False
+) -> list[dict[str, Any]]:
+    """The conversation as OpenAI fine-tuning chat examples: {"messages": [...], "tools": [...]}.
+
+    One example for the whole conversation, or with `per_run` one per completed
+    run: the history up to and including that run's last message. Messages of
+    a run still in progress are left out, since its answer is not known yet.
+    Each example's history is repaired (every tool call answered), and its
+    `tools` are the tools offered to the model, plus any the messages call,
+    described as the registry describes them now.
+    """
+    rows = list(
+        Message.objects.filter(conversation_id=conversation.pk)
+        .exclude(run__status__in=ACTIVE_RUN_STATUSES)
+        .order_by("position")
+        .only(*EXPORT_COLUMNS)
+    )
+    offered: dict[Any, list[str]] = {}
+    for run_id, names in (
+        ModelCall.objects.filter(run__conversation_id=conversation.pk)
+        .order_by("started_at")
+        .values_list("run_id", "tools_offered")
+    ):
+        offered.setdefault(run_id, []).extend(names or [])
+    prompt = (
+        [{"role": "system", "content": conversation.system_prompt}]
+        if conversation.system_prompt
+        else []
+    )
+
+    def example(messages: list[Message], run_ids: list[Any]) -> dict[str, Any]:
+        history = repair([*prompt, *(message_to_openai(m) for m in messages)])
+        names = [name for run_id in run_ids for name in offered.get(run_id, [])]
+        for message in history:
+            names.extend(
+                str((call.get("function") or {}).get("name") or "")
+                for call in message.get("tool_calls") or []
+            )
+        line: dict[str, Any] = {"messages": history}
+        tools = [_export_tool(name) for name in dict.fromkeys(n for n in names if n)]
+        if tools:
+            line["tools"] = tools
+        return line
+
+    if not per_run:
+        return [example(rows, list(dict.fromkeys(m.run_id for m in rows)))] if rows else []
+    completed = set(
+        Run.objects.filter(conversation_id=conversation.pk, status=RunStatus.COMPLETED).values_list(
+            "pk", flat=True
+        )
+    )
+    last_index: dict[Any, int] = {}
+    for index, message in enumerate(rows):
+        if message.run_id in completed:
+            last_index[message.run_id] = index
+    examples = []
+    for run_id, index in sorted(last_index.items(), key=lambda item: item[1]):
+        prefix = rows[: index + 1]
+        examples.append(example(prefix, [run_id]))
+    return examples
+
+
+def _export_tool(name: str) -> dict[str, Any]:
+    """A tool as the OpenAI `tools` entry; a tool no longer registered keeps only its name."""
+    spec = tool_registry.get(name)
+    if spec is not None:
+        return spec.openai_tool()
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": "(no longer registered)",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }

@@ -1,4 +1,4 @@
-"""Top-level URLs: the chat UI, auth pages, the admin and a health check."""
+"""Top-level URLs: the chat UI, auth pages, the REST API, the admin and a health check."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -10,6 +10,7 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/", include("chat.api.urls")),
     path("admin/", admin.site.urls),
     path("healthz/", healthz, name="healthz"),
 ]

@@ -1,0 +1,219 @@
+"""What every API view shares: async views, one URL for several operations, paging, SSE.
+
+- `AsyncApiView`: a DRF APIView whose handlers may await. Under ASGI, Django
+  runs a request's sync code in a thread (one per request, in asgiref's
+  thread-sensitive mode), so a sync view that waits for a run to end would
+  hold a thread for minutes. This view authenticates, checks permissions and
+  throttles exactly as DRF does (in that thread, briefly), then awaits its
+  handler on the event loop.
+- `route`: the public paths of DESIGN.md section 7 put several operations on
+  one URL (`GET, POST /conversations/`), while each operation is its own
+  APIView with its own serializers (STYLE.md). `route` dispatches by method;
+  chat/api/schema.py shows drf-spectacular each operation's own view.
+- `CursorPage`: cursor pagination whose bad cursor is a 400 naming `cursor`.
+- `EventStreamNegotiation`: lets `Accept: text/event-stream` through to the
+  views that stream, while their error answers stay JSON.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions, serializers
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.pagination import CursorPagination
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+EVENT_STREAM = "text/event-stream"
+
+
+class AsyncApiView(APIView):
+    """An APIView with `async def` handlers (the sync parts of DRF run in a thread)."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        """Django calls this; for an async view it must return an awaitable."""
+        return self._dispatch(request, *args, **kwargs)
+
+    async def _dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        self.args = args
+        self.kwargs = kwargs
+        drf_request = self.initialize_request(request, *args, **kwargs)
+        self.request = drf_request
+        self.headers = self.default_response_headers
+        try:
+            # Authentication, permissions and throttles may query the database.
+            await sync_to_async(self.initial)(drf_request, *args, **kwargs)
+            method = (drf_request.method or "").lower()
+            handler = (
+                getattr(self, method, self.http_method_not_allowed)
+                if method in self.http_method_names
+                else self.http_method_not_allowed
+            )
+            if inspect.iscoroutinefunction(handler):
+                response = await handler(drf_request, *args, **kwargs)
+            else:
+                response = await sync_to_async(handler)(drf_request, *args, **kwargs)
+        except Exception as exc:
+            response = self.handle_exception(exc)
+        self.response = self.finalize_response(drf_request, response, *args, **kwargs)
+        return self.response
+
+
+ViewFunction = Callable[..., Any]
+
+
+def _placeholder(*args: Any, **kwargs: Any) -> None:
+    """Stands for a routed view's handler in `route`'s schema-only class."""
+
+
+def route(**views: ViewFunction) -> ViewFunction:
+    """One URL served by one APIView per HTTP method: `route(get=ListApi.as_view(), ...)`."""
+    by_method = {method.upper(): view for method, view in views.items()}
+    if "GET" in by_method:
+        by_method.setdefault("HEAD", by_method["GET"])
+    fallback = next(iter(by_method.values()))
+    allow = ", ".join([*by_method, "OPTIONS"])
+
+    def pick(request: HttpRequest) -> ViewFunction:
+        return by_method.get(request.method or "", fallback)
+
+    def finish(response: HttpResponseBase) -> HttpResponseBase:
+        if response.status_code == 405:
+            # The view that answered knows only its own method.
+            response["Allow"] = allow
+        return response
+
+    async def dispatch(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        view = pick(request)
+        if inspect.iscoroutinefunction(view):
+            return finish(await view(request, *args, **kwargs))
+        return finish(await sync_to_async(view)(request, *args, **kwargs))
+
+    def dispatch_sync(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        return finish(pick(request)(request, *args, **kwargs))
+
+    # All-sync routes stay sync, so that Django calls them without a detour.
+    any_async = any(inspect.iscoroutinefunction(view) for view in by_method.values())
+    routed: Any = csrf_exempt(dispatch if any_async else dispatch_sync)
+    # DRF views are CSRF-exempt because SessionAuthentication checks CSRF itself.
+    routed.views_by_method = by_method
+    # For drf-spectacular's endpoint discovery (expand_routes swaps in the real views).
+    # Only its allowed methods matter there: they are computed from the handlers it has.
+    routed.cls = type(
+        "RoutedOperations", (APIView,), {method.lower(): _placeholder for method in by_method}
+    )
+    routed.initkwargs = {}
+    return routed  # type: ignore[no-any-return]
+
+
+class CursorPage(CursorPagination):
+    """Cursor pagination: stable pages while rows are added; `?page_size=` up to 200."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+    ordering: Any = "-created_at"
+
+    def decode_cursor(self, request: Request) -> Any:
+        """DRF answers a bad cursor with 404; it is bad input, so 400 naming the parameter."""
+        try:
+            return super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise exceptions.ValidationError(
+                {self.cursor_query_param: ["Invalid cursor."]}
+            ) from None
+
+
+def paginate(
+    paginator: CursorPage,
+    queryset: Any,
+    request: Request,
+    view: APIView,
+    serialize: Callable[[list[Any]], Any],
+) -> Response:
+    """One page of `queryset` in the {"next", "previous", "results"} envelope."""
+    page = paginator.paginate_queryset(queryset, request, view=view) or []
+    response: Response = paginator.get_paginated_response(serialize(page))
+    return response
+
+
+def page_serializer(name: str, item: type[serializers.BaseSerializer[Any]]) -> type[Any]:
+    """The schema of one page of `item`s (what `paginate` answers)."""
+    return type(
+        name,
+        (serializers.Serializer,),
+        {
+            "next": serializers.URLField(allow_null=True, help_text="The next page, or null."),
+            "previous": serializers.URLField(
+                allow_null=True, help_text="The previous page, or null."
+            ),
+            "results": item(many=True),
+            "__doc__": f"One page of {item.__name__.removesuffix('Serializer')} items.",
+        },
+    )
+
+
+def accepts_event_stream(request: Request | HttpRequest) -> bool:
+    """Whether the client asked for Server-Sent Events (Accept: text/event-stream)."""
+    accept = request.META.get("HTTP_ACCEPT", "")
+    return any(part.split(";")[0].strip() == EVENT_STREAM for part in accept.split(","))
+
+
+class EventStreamNegotiation(DefaultContentNegotiation):
+    """Pick JSON for a client that accepts only text/event-stream: the view streams, errors are JSON."""
+
+    def select_renderer(
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        """JSON for an event-stream client (its errors), else DRF's usual choice."""
+        if accepts_event_stream(request):
+            renderer = JSONRenderer()
+            return renderer, str(renderer.media_type)
+        chosen: tuple[BaseRenderer, str] = super().select_renderer(
+            request, list(renderers), format_suffix
+        )
+        return chosen
+
+
+class TextField(serializers.CharField):
+    """A JSON string, nothing else (DRF would take 12 for "12"), that the database can store."""
+
+    default_error_messages = {
+        "not_a_string": "Must be a string.",
+        "surrogates": "Must be valid Unicode text (it has a lone surrogate).",
+    }
+
+    def to_internal_value(self, data: Any) -> str:
+        """The string, or a validation error naming what is wrong with it."""
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        value = super().to_internal_value(data)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            self.fail("surrogates")
+        return value
+
+
+class StrictInputSerializer(serializers.Serializer[Any]):
+    """Input that refuses keys it does not know (a typo is an error, not a silent default)."""
+
+    unknown_field_message: ClassVar[str] = "Unknown field."
+
+    def validate(self, attrs: Any) -> Any:
+        """Refuse unknown keys, naming the first."""
+        initial = self.initial_data if isinstance(self.initial_data, Mapping) else {}
+        unknown = [key for key in initial if key not in self.fields]
+        if unknown:
+            raise serializers.ValidationError(
+                {key: [self.unknown_field_message] for key in unknown}
+            )
+        return attrs

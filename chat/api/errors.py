@@ -1,0 +1,112 @@
+"""The one place where errors become HTTP answers (STYLE.md rule 4).
+
+Every error the API returns has one JSON shape, whatever raised it (a domain
+error from chat/exceptions.py, a serializer, DRF's parsing, authentication or
+throttling, a missing URL):
+
+    {"code": "invalid", "message": "max_steps: Ensure this value is less than or equal to 50.",
+     "field": "max_steps", "details": {"errors": {"max_steps": ["Ensure this value ..."]}}}
+
+`code` is stable and machine-readable, `message` is for people, `field` names
+the input at fault (a body field, a query parameter, or a dotted path into a
+nested body) whenever there is one, and `details` carries what else is known:
+every field error of a validation failure, the active run of a 409, the
+seconds to wait of a 429.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import set_rollback
+
+from chat.exceptions import Conflict, InvalidInput, NotFound, ToolchatError
+
+DOMAIN_STATUS: list[tuple[type[ToolchatError], int]] = [
+    (InvalidInput, status.HTTP_400_BAD_REQUEST),
+    (NotFound, status.HTTP_404_NOT_FOUND),
+    (Conflict, status.HTTP_409_CONFLICT),
+]
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's EXCEPTION_HANDLER: domain and DRF errors as {"code", "message", "field"?, "details"?}."""
+    if isinstance(exc, ToolchatError):
+        set_rollback()
+        code = next((c for kind, c in DOMAIN_STATUS if isinstance(exc, kind)), 400)
+        return Response(exc.as_dict(), status=code)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if not isinstance(exc, exceptions.APIException):
+        return None  # a bug: let Django answer 500 and log it
+    set_rollback()
+    headers: dict[str, str] = {}
+    auth_header = getattr(exc, "auth_header", None)
+    if auth_header:
+        headers["WWW-Authenticate"] = auth_header
+    if isinstance(exc, exceptions.ValidationError):
+        body = validation_error_body(exc.detail)
+    else:
+        body = {"code": _code(exc), "message": _text(exc.detail)}
+        wait = getattr(exc, "wait", None)
+        if wait is not None:
+            headers["Retry-After"] = str(int(wait))
+            body["details"] = {"retry_after": int(wait)}
+    return Response(body, status=exc.status_code, headers=headers)
+
+
+def validation_error_body(detail: Any) -> dict[str, Any]:
+    """A serializer's errors in the common shape: the first one named, all of them in details."""
+    errors = dict(_flatten(detail))
+    body: dict[str, Any] = {"code": InvalidInput.code}
+    first_field, first_messages = next(iter(errors.items()), ("", ["Invalid input."]))
+    if first_field and first_field != api_settings.NON_FIELD_ERRORS_KEY:
+        body["message"] = f"{first_field}: {first_messages[0]}"
+        body["field"] = first_field
+    else:
+        body["message"] = first_messages[0]
+    body["details"] = {"errors": errors}
+    return body
+
+
+def _flatten(detail: Any, prefix: str = "") -> Iterator[tuple[str, list[str]]]:
+    """Nested DRF error details as (dotted field path, messages) pairs, in order."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            yield from _flatten(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(detail, list) and detail and not all(isinstance(d, str) for d in detail):
+        for index, value in enumerate(detail):
+            if value:
+                yield from _flatten(value, f"{prefix}[{index}]" if prefix else f"[{index}]")
+    elif isinstance(detail, list):
+        yield prefix, [str(d) for d in detail]
+    else:
+        yield prefix, [str(detail)]
+
+
+def _code(exc: exceptions.APIException) -> str:
+    codes = exc.get_codes()
+    return codes if isinstance(codes, str) else exc.default_code
+
+
+def _text(detail: Any) -> str:
+    if isinstance(detail, list | dict):
+        return next((message for _, messages in _flatten(detail) for message in messages), "")
+    return str(detail)
+
+
+@csrf_exempt
+def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """Any other path under /api/v1/ (a malformed id included): a JSON 404, not an HTML page."""
+    return JsonResponse(
+        {"code": "not_found", "message": "No such API endpoint or object."}, status=404
+    )

@@ -1,0 +1,219 @@
+"""A conversation's messages: the history in OpenAI format, and posting a new message.
+
+Posting answers in one of three ways:
+
+- at once, 202, with the queued run and the stored user message;
+- with `?wait=true`, once the run has ended (200, with the final assistant
+  message) or the timeout has passed (202, as above);
+- with `Accept: text/event-stream`, as the run's events while they happen.
+
+The last two wait on the event loop (an async view), never in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.http import HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from chat.api import docs
+from chat.api.base import (
+    AsyncApiView,
+    CursorPage,
+    EventStreamNegotiation,
+    StrictInputSerializer,
+    TextField,
+    accepts_event_stream,
+    page_serializer,
+    paginate,
+)
+from chat.api.serializers import MessageSerializer, RunSerializer, message_data
+from chat.models import ACTIVE_RUN_STATUSES, Message, Role, Run
+from chat.selectors import (
+    conversation_get,
+    message_list_with_executions,
+    run_detail,
+    run_final_message,
+)
+from chat.services.runs import run_start
+
+TAG = ["messages"]
+DEFAULT_WAIT_S = 120.0
+MAX_WAIT_S = 600.0
+
+User = AbstractBaseUser | AnonymousUser
+
+
+class MessageListApi(APIView):
+    """The conversation's history, oldest first, in OpenAI Chat Completions format."""
+
+    class Pagination(CursorPage):
+        ordering = "position"
+        page_size = 100
+        max_page_size = 1000
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="messages_list",
+        summary="Read the history",
+        description=(
+            "Oldest first, 100 per page (`page_size` up to 1000). Each message is an OpenAI "
+            "Chat Completions message (`role`, `content`, `tool_calls`, `tool_call_id`) plus "
+            "toolchat's fields: `id`, `position`, `created_at`, `run_id`, `resource_id`, "
+            "`latency_ms`, `model`, `usage`, `finish_reason`, and for tool messages `name` "
+            "and `tool_execution_id` (the audit row)."
+        ),
+        parameters=[docs.path_id("conversation_id", "The conversation.")],
+        responses={
+            200: page_serializer("MessagePageSerializer", MessageSerializer),
+            **docs.errors(400, 404),
+        },
+        examples=[
+            docs.example(
+                "A turn with a tool call",
+                {
+                    "next": None,
+                    "previous": None,
+                    "results": [
+                        docs.USER_MESSAGE,
+                        docs.TOOL_CALL_MESSAGE,
+                        docs.TOOL_MESSAGE,
+                        docs.ANSWER_MESSAGE,
+                    ],
+                },
+            )
+        ],
+    )
+    def get(self, request: Request, conversation_id: uuid.UUID) -> Response:
+        """One page of messages (one query for the page, whatever its size)."""
+        conversation = conversation_get(conversation_id=conversation_id, user=request.user)
+        return paginate(
+            self.Pagination(),
+            message_list_with_executions(conversation=conversation),
+            request,
+            self,
+            lambda page: [message_data(message) for message in page],
+        )
+
+
+class MessageCreateApi(AsyncApiView):
+    """Post a user message: it starts a run."""
+
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "messages"
+    content_negotiation_class = EventStreamNegotiation
+
+    class InputSerializer(StrictInputSerializer):
+        content = TextField(
+            trim_whitespace=False,
+            help_text="The user's message: not blank, at most MAX_MESSAGE_CHARS (default 32,000).",
+        )
+
+    class QuerySerializer(serializers.Serializer[Any]):
+        wait = serializers.BooleanField(
+            default=False, help_text="Answer once the run has ended (or the timeout passed)."
+        )
+        timeout = serializers.FloatField(
+            default=DEFAULT_WAIT_S,
+            min_value=0,
+            max_value=MAX_WAIT_S,
+            help_text="With wait: the longest wait in seconds (default 120, at most 600).",
+        )
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        run = RunSerializer()
+        message = MessageSerializer(
+            allow_null=True,
+            help_text="202: the stored user message. 200: the final assistant message "
+            "(null if the run failed or was cancelled).",
+        )
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="messages_create",
+        summary="Post a message",
+        description=(
+            "Stores the user message and a queued run in one transaction and answers 202 at "
+            "once. With `?wait=true`, answers 200 when the run has ended, with the final "
+            "assistant message, or 202 as usual if `timeout` passes first. With "
+            "`Accept: text/event-stream`, streams the run's events as Server-Sent Events "
+            "(`id:` the seq, `event:` the type, `data:` the envelope) and ends after the run's "
+            "last event. A conversation runs one message at a time: 409 while a run is active."
+        ),
+        parameters=[docs.path_id("conversation_id", "The conversation."), QuerySerializer],
+        request=InputSerializer,
+        responses={
+            202: OutputSerializer,
+            200: OutputSerializer,
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR, description="The run's events (Accept: text/event-stream)."
+            ),
+            **docs.errors(400, 403, 404, 409, 415, 429),
+        },
+        examples=[
+            docs.example("Post", {"content": "What is 12*7?"}, request=True),
+            docs.example(
+                "Accepted", {"run": docs.QUEUED_RUN, "message": docs.USER_MESSAGE}, status=202
+            ),
+            docs.example("Waited (?wait=true)", {"run": docs.RUN, "message": docs.ANSWER_MESSAGE}),
+        ],
+    )
+    async def post(self, request: Request, conversation_id: uuid.UUID) -> HttpResponseBase:
+        """Start the run; answer at once, after it, or as its event stream."""
+        user = request.user
+        conversation = await sync_to_async(conversation_get)(
+            conversation_id=conversation_id, user=user
+        )
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        body = self.InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = await sync_to_async(run_start)(
+            conversation=conversation, content=body.validated_data["content"], user=user
+        )
+        if accepts_event_stream(request):
+            from chat.streams import run_event_stream, sse_response
+
+            return sse_response(run_event_stream(run=run))
+        if query.validated_data["wait"]:
+            await _wait_for_end(run, query.validated_data["timeout"])
+        data, ended = await sync_to_async(_answer)(run, user)
+        return Response(data, status=status.HTTP_200_OK if ended else status.HTTP_202_ACCEPTED)
+
+
+async def _wait_for_end(run: Run, timeout: float) -> None:
+    """Follow the run's events until its last one, or until `timeout` seconds have passed."""
+    from chat.streams import run_event_stream
+
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            async with contextlib.aclosing(run_event_stream(run=run)) as events:  # type: ignore[type-var]
+                async for _event in events:
+                    pass
+
+
+def _answer(run: Run, user: User) -> tuple[dict[str, Any], bool]:
+    """The run now, with the final answer if it has ended or else the user's message."""
+    fresh = run_detail(run_id=run.pk, user=user)
+    ended = fresh.status not in ACTIVE_RUN_STATUSES
+    message: Message | None
+    if ended:
+        message = run_final_message(run=fresh)
+    else:
+        message = Message.objects.filter(run_id=fresh.pk, role=Role.USER).first()
+    return {
+        "run": RunSerializer(fresh).data,
+        "message": message_data(message) if message is not None else None,
+    }, ended

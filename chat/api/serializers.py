@@ -1,0 +1,286 @@
+"""Output shapes that several APIs share: conversations, messages, runs, audit rows, events.
+
+Each API declares its own InputSerializer; what it answers is one of these,
+so that a run looks the same in a 202, a 200 after waiting, the run detail
+and a cancel. Messages are rendered by `chat.history.message_to_api` (the one
+codec); `MessageSerializer` only describes that shape for the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from chat.events import EVENT_TYPES
+from chat.history import message_to_api
+from chat.models import (
+    Conversation,
+    ExecutionStatus,
+    Message,
+    Mode,
+    ModelCall,
+    Role,
+    Run,
+    RunStatus,
+    ToolExecution,
+)
+
+
+class ConversationSerializer(serializers.ModelSerializer[Conversation]):
+    """A conversation, with the run it is processing now (if any)."""
+
+    active_run_id = serializers.UUIDField(
+        read_only=True,
+        allow_null=True,
+        help_text="The queued or running run; posting a message waits until it ends.",
+    )
+    last_event_seq = serializers.IntegerField(
+        read_only=True, help_text="The seq of the newest event: resume live events after it."
+    )
+
+    class Meta:
+        model = Conversation
+        fields = [
+            "id",
+            "title",
+            "mode",
+            "max_steps",
+            "model",
+            "system_prompt",
+            "active_run_id",
+            "last_event_seq",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = fields
+
+
+class UsageSerializer(serializers.Serializer[Any]):
+    """Token usage as the model reported it."""
+
+    prompt_tokens = serializers.IntegerField(allow_null=True)
+    completion_tokens = serializers.IntegerField(allow_null=True)
+
+
+class FunctionCallSerializer(serializers.Serializer[Any]):
+    """The function a tool call names, with its arguments as JSON text."""
+
+    name = serializers.CharField()
+    arguments = serializers.CharField(help_text="JSON text, exactly as the model sent it.")
+
+
+class CustomCallSerializer(serializers.Serializer[Any]):
+    """A custom (free-form input) tool call."""
+
+    name = serializers.CharField()
+    input = serializers.CharField()
+
+
+class ToolCallSerializer(serializers.Serializer[Any]):
+    """One entry of an assistant message's `tool_calls`, in OpenAI shape."""
+
+    id = serializers.CharField()
+    type = serializers.ChoiceField(choices=["function", "custom"])
+    function = FunctionCallSerializer(required=False)
+    custom = CustomCallSerializer(required=False)
+
+
+class MessageSerializer(serializers.Serializer[Any]):
+    """One message: an OpenAI Chat Completions message plus toolchat's fields.
+
+    Drop every key but `role`, `content`, `tool_calls` and `tool_call_id` and
+    what remains is the exact message to send to an OpenAI-compatible API.
+    """
+
+    id = serializers.UUIDField()
+    role = serializers.ChoiceField(choices=Role.choices)
+    content = serializers.CharField(
+        allow_null=True, help_text="Null only for an assistant message that calls tools."
+    )
+    tool_calls = ToolCallSerializer(many=True, required=False, help_text="Assistant only.")
+    tool_call_id = serializers.CharField(required=False, help_text="Tool only: the call answered.")
+    name = serializers.CharField(required=False, help_text="Tool only: the tool that answered.")
+    tool_execution_id = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        help_text="Tool only: the audit row of the call (GET /api/v1/tool-executions/).",
+    )
+    position = serializers.IntegerField(help_text="The order in the conversation, from 0.")
+    created_at = serializers.DateTimeField()
+    run_id = serializers.UUIDField(allow_null=True)
+    resource_id = serializers.UUIDField(
+        allow_null=True, help_text="The record the tool created or read (tool messages)."
+    )
+    latency_ms = serializers.IntegerField(
+        allow_null=True, help_text="Assistant only: the model call's duration."
+    )
+    model = serializers.CharField(allow_null=True)
+    usage = UsageSerializer(allow_null=True)
+    finish_reason = serializers.CharField(allow_null=True)
+
+
+def message_data(message: Message) -> dict[str, Any]:
+    """A message as the API shows it (`message_to_api`, plus the audit row of a tool answer)."""
+    data = message_to_api(message)
+    if message.role == Role.TOOL:
+        execution_id = getattr(message, "tool_execution_id", None)
+        data["tool_execution_id"] = str(execution_id) if execution_id else None
+    return data
+
+
+class ModelCallSerializer(serializers.ModelSerializer[ModelCall]):
+    """One request to a model: its purpose, timing and usage."""
+
+    response_message_id = serializers.UUIDField(read_only=True, allow_null=True)
+    tools_offered = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="Names of the tools sent."
+    )
+
+    class Meta:
+        model = ModelCall
+        fields = [
+            "id",
+            "step",
+            "purpose",
+            "model",
+            "provider",
+            "status",
+            "error",
+            "finish_reason",
+            "message_count",
+            "request_hash",
+            "tools_offered",
+            "response_message_id",
+            "started_at",
+            "first_token_ms",
+            "latency_ms",
+            "prompt_tokens",
+            "completion_tokens",
+            "attempts",
+        ]
+        read_only_fields = fields
+
+
+class ToolExecutionSerializer(serializers.ModelSerializer[ToolExecution]):
+    """The audit row of one tool call: what the model asked, what ran, what it was sent back."""
+
+    run_id = serializers.UUIDField(read_only=True)
+    conversation_id = serializers.UUIDField(read_only=True)
+    message_id = serializers.UUIDField(
+        read_only=True, help_text="The assistant message whose tool_calls asked for this call."
+    )
+    approved_by_id = serializers.IntegerField(read_only=True, allow_null=True)
+    arguments = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="The arguments as received (sensitive ones masked); null when not valid JSON.",
+    )
+    result = serializers.JSONField(
+        read_only=True, allow_null=True, help_text="The tool's raw result, before truncation."
+    )
+    status = serializers.ChoiceField(choices=ExecutionStatus.choices, read_only=True)
+
+    class Meta:
+        model = ToolExecution
+        fields = [
+            "id",
+            "run_id",
+            "conversation_id",
+            "message_id",
+            "step",
+            "tool_call_id",
+            "name",
+            "arguments",
+            "arguments_raw",
+            "status",
+            "approved_by_id",
+            "decided_at",
+            "decision_reason",
+            "result",
+            "content",
+            "result_chars",
+            "truncated",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "attempts",
+        ]
+        read_only_fields = fields
+
+
+class RunSerializer(serializers.ModelSerializer[Run]):
+    """A run: its state, timings, model calls and tool executions."""
+
+    conversation_id = serializers.UUIDField(read_only=True)
+    trigger_message_id = serializers.UUIDField(
+        read_only=True, allow_null=True, help_text="The user message the run answers."
+    )
+    status = serializers.ChoiceField(choices=RunStatus.choices, read_only=True)
+    mode = serializers.ChoiceField(choices=Mode.choices, read_only=True)
+    usage = serializers.SerializerMethodField(help_text="Tokens summed over the model calls.")
+    model_call_log = ModelCallSerializer(
+        source="model_call_rows", many=True, read_only=True, help_text="Oldest first."
+    )
+    tool_executions = ToolExecutionSerializer(many=True, read_only=True, help_text="Oldest first.")
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "conversation_id",
+            "trigger_message_id",
+            "status",
+            "mode",
+            "steps",
+            "model_calls",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "latency_ms",
+            "usage",
+            "model_call_log",
+            "tool_executions",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(UsageSerializer)
+    def get_usage(self, run: Run) -> dict[str, int | None]:
+        """Prompt and completion tokens of all the run's model calls (null when none reported)."""
+        calls = run.model_call_rows.all()
+        prompt = [c.prompt_tokens for c in calls if c.prompt_tokens is not None]
+        completion = [c.completion_tokens for c in calls if c.completion_tokens is not None]
+        return {
+            "prompt_tokens": sum(prompt) if prompt else None,
+            "completion_tokens": sum(completion) if completion else None,
+        }
+
+
+class EventSerializer(serializers.Serializer[Any]):
+    """One event envelope (the same on the WebSocket, in SSE and here)."""
+
+    seq = serializers.IntegerField(help_text="Numbered per conversation, without gaps.")
+    type = serializers.ChoiceField(choices=sorted(EVENT_TYPES))
+    run_id = serializers.UUIDField()
+    ts = serializers.DateTimeField()
+    # A field called `data` hides Serializer.data for the type checker only: DRF's
+    # metaclass moves declared fields off the class. It is the envelope's name.
+    data = serializers.DictField(help_text="Depends on the type; see docs/api.md.")  # type: ignore[assignment]
+
+
+class ErrorSerializer(serializers.Serializer[Any]):
+    """Every error answer: a stable code, a readable message, the field at fault if any."""
+
+    code = serializers.CharField(help_text="e.g. invalid, not_found, conflict, throttled.")
+    message = serializers.CharField()
+    field = serializers.CharField(
+        required=False, help_text="The body field or query parameter at fault."
+    )
+    details = serializers.DictField(
+        required=False,
+        help_text="More: every field error (`errors`), the active `run_id` of a 409, `retry_after`.",
+    )

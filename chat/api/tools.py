@@ -1,0 +1,146 @@
+"""Tools: what is registered, and the audit rows of the calls made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chat.api import docs
+from chat.api.base import CursorPage, page_serializer, paginate
+from chat.api.serializers import ToolExecutionSerializer
+from chat.selectors import tool_execution_list
+from tools.registry import ToolSpec
+from tools.registry import registry as tool_registry
+
+TAG = ["tools"]
+
+
+def _tool_data(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": spec.openai_tool()["function"]["parameters"],
+        "timeout_s": spec.timeout,
+        "idempotent": spec.idempotent,
+        "return_direct": spec.return_direct,
+        "requires_approval": spec.requires_approval,
+        "sensitive": sorted(spec.sensitive),
+    }
+
+
+class ToolListApi(APIView):
+    """The registered tools, as the model is offered them."""
+
+    class ToolSerializer(serializers.Serializer[Any]):
+        name = serializers.CharField()
+        description = serializers.CharField()
+        parameters = serializers.DictField(help_text="The arguments' JSON Schema.")
+        timeout_s = serializers.FloatField()
+        idempotent = serializers.BooleanField(
+            help_text="Safe to run again if its worker died mid-call."
+        )
+        return_direct = serializers.BooleanField(
+            help_text="Its message ends the turn, with no further model call."
+        )
+        requires_approval = serializers.BooleanField()
+        sensitive = serializers.ListField(
+            child=serializers.CharField(), help_text="Arguments masked in the audit rows."
+        )
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="tools_list",
+        summary="List the tools",
+        description="Every registered tool, in registration order (a short list: one page).",
+        responses={
+            200: page_serializer("ToolPageSerializer", ToolSerializer),
+            **docs.errors(),
+        },
+        examples=[
+            docs.example(
+                "Tools",
+                {
+                    "next": None,
+                    "previous": None,
+                    "results": [
+                        {
+                            "name": "calculator",
+                            "description": "Evaluate an arithmetic expression exactly.",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"expression": {"type": "string"}},
+                                "required": ["expression"],
+                            },
+                            "timeout_s": 5.0,
+                            "idempotent": True,
+                            "return_direct": False,
+                            "requires_approval": False,
+                            "sensitive": [],
+                        }
+                    ],
+                },
+            )
+        ],
+    )
+    def get(self, request: Request) -> Response:
+        """All registered tools."""
+        return Response(
+            {
+                "next": None,
+                "previous": None,
+                "results": [_tool_data(spec) for spec in tool_registry.specs()],
+            }
+        )
+
+
+class ToolExecutionListApi(APIView):
+    """The audit rows of the user's tool calls, newest first."""
+
+    class Pagination(CursorPage):
+        ordering = ("-created_at", "-id")
+
+    class QuerySerializer(serializers.Serializer[Any]):
+        conversation = serializers.UUIDField(required=False, help_text="Only this conversation.")
+        run = serializers.UUIDField(required=False, help_text="Only this run.")
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="tool_executions_list",
+        summary="List tool executions",
+        description=(
+            "The audit trail of your own runs: arguments as received, the raw result, what "
+            "the model was sent, status, timings. Another user's conversation or run id "
+            "filters to nothing. Staff see everyone's in the admin, not here."
+        ),
+        parameters=[QuerySerializer],
+        responses={
+            200: page_serializer("ToolExecutionPageSerializer", ToolExecutionSerializer),
+            **docs.errors(400),
+        },
+        examples=[
+            docs.example(
+                "Executions", {"next": None, "previous": None, "results": [docs.TOOL_EXECUTION]}
+            )
+        ],
+    )
+    def get(self, request: Request) -> Response:
+        """One page of audit rows (one query for the page)."""
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        executions = tool_execution_list(
+            user=request.user,
+            conversation_id=query.validated_data.get("conversation"),
+            run_id=query.validated_data.get("run"),
+        )
+        return paginate(
+            self.Pagination(),
+            executions,
+            request,
+            self,
+            lambda page: ToolExecutionSerializer(page, many=True).data,
+        )

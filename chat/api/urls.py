@@ -1,0 +1,54 @@
+"""The REST API's URLs, mounted at /api/v1/ (DESIGN.md section 7)."""
+
+from __future__ import annotations
+
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from chat.api import conversations, messages, runs, tools
+from chat.api.base import route
+from chat.api.errors import api_not_found
+
+app_name = "api"
+
+urlpatterns = [
+    path(
+        "conversations/",
+        route(
+            get=conversations.ConversationListApi.as_view(),
+            post=conversations.ConversationCreateApi.as_view(),
+        ),
+        name="conversations",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/",
+        route(
+            get=conversations.ConversationDetailApi.as_view(),
+            patch=conversations.ConversationUpdateApi.as_view(),
+            delete=conversations.ConversationDeleteApi.as_view(),
+        ),
+        name="conversation",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/messages/",
+        route(
+            get=messages.MessageListApi.as_view(),
+            post=messages.MessageCreateApi.as_view(),
+        ),
+        name="messages",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/export/",
+        conversations.ConversationExportApi.as_view(),
+        name="export",
+    ),
+    path("runs/<uuid:run_id>/", runs.RunDetailApi.as_view(), name="run"),
+    path("runs/<uuid:run_id>/events/", runs.RunEventListApi.as_view(), name="run-events"),
+    path("runs/<uuid:run_id>/cancel/", runs.RunCancelApi.as_view(), name="run-cancel"),
+    path("tools/", tools.ToolListApi.as_view(), name="tools"),
+    path("tool-executions/", tools.ToolExecutionListApi.as_view(), name="tool-executions"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # Anything else under /api/v1/, a malformed id included, is a JSON 404.
+    re_path(r"^[\s\S]*$", api_not_found),
+]
