@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import Max, Q
 
-from chat.exceptions import Conflict, InvalidHistory, InvalidInput
+from chat.exceptions import Conflict, ConversationNotFound, InvalidHistory, InvalidInput
 from chat.history import open_tool_calls, openai_to_rows
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -120,3 +120,32 @@ def _check_resources(rows: list[Message], *, conversation: Conversation) -> None
                 index=index,
                 field="messages",
             )
+
+
+def conversation_update(*, conversation: Conversation, **fields: Any) -> Conversation:
+    """Change the given fields of a conversation (already validated) and return it."""
+    if not fields:
+        return conversation
+    with transaction.atomic():
+        for name, value in fields.items():
+            setattr(conversation, name, value)
+        conversation.save(update_fields=[*fields, "updated_at"])
+    return conversation
+
+
+def conversation_delete(*, conversation: Conversation) -> None:
+    """Delete a conversation and everything recorded in it; Conflict while a run is active."""
+    with transaction.atomic():
+        # The row lock orders this after a concurrent run_start, which takes it too.
+        locked = (
+            Conversation.objects.select_for_update(no_key=True).filter(pk=conversation.pk).first()
+        )
+        if locked is None:
+            raise ConversationNotFound("Conversation not found.")
+        active = Run.objects.filter(conversation=locked, status__in=ACTIVE_RUN_STATUSES).first()
+        if active is not None:
+            raise Conflict(
+                "A run of this conversation is in progress; cancel it before deleting.",
+                details={"run_id": str(active.pk), "status": active.status},
+            )
+        locked.delete()
