@@ -41,7 +41,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 
 typecheck: $(VENV)/.installed-dev
-	$(BIN)/mypy .
+	$(BIN)/mypy
 
 pytest: $(VENV)/.installed-dev
 	TOOLCHAT_TEST_DB=sqlite $(PYTEST)

@@ -33,6 +33,7 @@ def live(celery_env, start_worker, user):
     conversation = ConversationFactory(owner=user)
     yield {
         "url": f"ws://127.0.0.1:{server.port}/ws/conversations/{conversation.id}/",
+        "ws": f"ws://127.0.0.1:{server.port}/ws/",
         "headers": {"Authorization": f"Token {token.key}"},
         "conversation": conversation,
         "server": server,
@@ -124,3 +125,53 @@ def test_the_origin_check_and_auth_hold_on_the_real_server(live):
     ):
         anonymous.recv(timeout=5)
     assert closed.value.rcvd.code == 4401
+
+
+def sse_events(response, stop_after=None):
+    """Parse an SSE response into envelopes, until the run's end (or `stop_after` events)."""
+    events, data = [], []
+    for raw in response:
+        line = raw.decode().rstrip("\n")
+        if line.startswith("data: "):
+            data.append(line[len("data: ") :])
+        elif line == "" and data:
+            events.append(json.loads("\n".join(data)))
+            data = []
+            if events[-1]["type"] == "run.completed" or len(events) == stop_after:
+                return events
+    return events
+
+
+def test_sse_with_last_event_id_resumes_to_the_identical_sequence(live, llm_server):
+    import urllib.request
+
+    script_two_pass(llm_server)
+    base = live["ws"].replace("ws://", "http://").split("/ws/")[0]
+    token = live["headers"]["Authorization"]
+    post = urllib.request.Request(
+        f"{base}/api/v1/conversations/{live['conversation'].id}/messages/",
+        data=json.dumps({"content": "what is 12*7"}).encode(),
+        headers={"Authorization": token, "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(post, timeout=10) as response:
+        run_id = json.load(response)["run"]["id"]
+    events_url = f"{base}/api/v1/runs/{run_id}/events/"
+    stream = {"Authorization": token, "Accept": "text/event-stream"}
+    with urllib.request.urlopen(
+        urllib.request.Request(events_url, headers=stream), timeout=30
+    ) as response:
+        first = sse_events(response, stop_after=6)
+    assert first[-1]["type"] != "run.completed", "the run ended before the drop"
+    resume = {**stream, "Last-Event-ID": str(first[-1]["seq"])}
+    with urllib.request.urlopen(
+        urllib.request.Request(events_url, headers=resume), timeout=30
+    ) as response:
+        rest = sse_events(response)
+    with urllib.request.urlopen(
+        urllib.request.Request(events_url, headers=stream), timeout=30
+    ) as response:
+        reference = sse_events(response)
+    assert first + rest == reference
+    assert [e["seq"] for e in reference] == list(range(1, len(reference) + 1))
+    assert reference[-1]["type"] == "run.completed"
