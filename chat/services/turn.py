@@ -773,13 +773,9 @@ def tool_call_execute(*, execution_id: Any) -> None:
             event_publish(
                 run=run,
                 type="tool_call.started",
-                data={
-                    "execution_id": str(execution.pk),
-                    "tool_call_id": execution.tool_call_id,
-                    "name": execution.name,
-                    "arguments": execution.arguments,
-                    "attempt": execution.attempts,
-                },
+                data=_execution_event(
+                    execution, arguments=execution.arguments, attempt=execution.attempts
+                ),
             )
     if interrupted:
         logger.warning(
@@ -854,17 +850,25 @@ def _store_result(execution_id: Any, result: ToolResult) -> None:
         event_publish(
             run=run,
             type="tool_call.completed",
-            data={
-                "execution_id": str(execution.pk),
-                "tool_call_id": execution.tool_call_id,
-                "name": execution.name,
-                "status": result.status,
-                "duration_ms": result.duration_ms,
-                "truncated": result.truncated,
-                "message": message_to_api(message),
-            },
+            data=_execution_event(
+                execution,
+                status=result.status,
+                duration_ms=result.duration_ms,
+                truncated=result.truncated,
+                message=message_to_api(message),
+            ),
         )
         _release_latch(run, execution.message_id)
+
+
+def _execution_event(execution: ToolExecution, **fields: Any) -> dict[str, Any]:
+    """The data of a tool_call.* event: which call, and what there is to say about it."""
+    return {
+        "execution_id": str(execution.pk),
+        "tool_call_id": execution.tool_call_id,
+        "name": execution.name,
+        **fields,
+    }
 
 
 def _release_latch(run: Run, assistant_message_id: Any) -> None:

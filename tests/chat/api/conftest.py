@@ -178,19 +178,6 @@ def foreign(other_user):
     return conversation, finished, active
 
 
-def assert_paired(messages: list[dict]) -> None:
-    """Every assistant tool call is answered right after it, and no tool message is stray."""
-    pending: list[str] = []
-    for message in messages:
-        if pending:
-            assert message["role"] == "tool", f"unanswered calls {pending} before {message}"
-            pending.remove(message["tool_call_id"])
-            continue
-        assert message["role"] != "tool", f"stray tool message {message}"
-        pending = [call["id"] for call in message.get("tool_calls") or []]
-    assert not pending, f"unanswered calls {pending}"
-
-
 OPENAI_KEYS = ("role", "content", "tool_calls", "tool_call_id")
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from chat.history import validate_messages
 from chat.models import Message, Role, RunStatus
-from tests.chat.api.conftest import MESSAGES, TOOLS, assert_paired, stored_turn
+from tests.assertions import assert_paired
+from tests.chat.api.conftest import MESSAGES, TOOLS, stored_turn
 from tests.factories import RunFactory
 from tools.registry import registry
 

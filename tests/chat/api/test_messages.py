@@ -6,7 +6,8 @@ import pytest
 from rest_framework.throttling import ScopedRateThrottle
 
 from chat.models import Message, Mode, Role, Run, RunStatus
-from tests.chat.api.conftest import MESSAGES, as_openai, assert_paired, stored_turn
+from tests.assertions import assert_paired
+from tests.chat.api.conftest import MESSAGES, as_openai, stored_turn
 from tests.factories import ConversationFactory, RunFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
 from tests.stack import wait_for_run

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.chat.api.conftest import MESSAGES, assert_paired
+from tests.assertions import assert_paired
+from tests.chat.api.conftest import MESSAGES
 from tests.factories import UserFactory
 from tests.plugins.servers import database_url, server_environment
 from tests.plugins.services import service_unavailable

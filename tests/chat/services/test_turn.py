@@ -26,6 +26,7 @@ from chat.models import (
 )
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
+from tests.assertions import assert_valid_history
 from tests.chat.services.conftest import wait_for_run
 from tests.factories import ConversationFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
@@ -33,20 +34,6 @@ from tests.llm_server import error_reply, text_reply, tool_calls_reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
-
-
-def assert_valid_history(messages):
-    """Valid for the OpenAI API: every tool call answered right after its assistant message."""
-    MESSAGES.validate_python(messages)
-    pending: list[str] = []
-    for message in messages:
-        if pending:
-            assert message["role"] == "tool", f"unanswered calls {pending} before {message}"
-            pending.remove(message["tool_call_id"])
-            continue
-        assert message["role"] != "tool", f"stray tool message {message}"
-        pending = [call["id"] for call in message.get("tool_calls") or []]
-    assert not pending
 
 
 def event_types(run):

@@ -14,8 +14,8 @@ import pytest
 from chat.models import ExecutionStatus, Message, ModelCall, Role, RunStatus, ToolExecution
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
+from tests.assertions import assert_valid_history
 from tests.chat.services.conftest import wait_for_run
-from tests.chat.services.test_turn import assert_valid_history
 from tests.factories import ConversationFactory
 from tests.llm_server import text_reply, tool_calls_reply
 
