@@ -22,7 +22,7 @@ RUN pip install .
 COPY . .
 
 # Static files are collected (hashed and compressed) at build time and served
-# by WhiteNoise. collectstatic needs settings but no secret and no database.
+# by ServeStatic. collectstatic needs settings but no secret and no database.
 RUN DJANGO_SECRET_KEY=collectstatic-only-not-a-secret DJANGO_DEBUG=0 \
     python manage.py collectstatic --noinput
 

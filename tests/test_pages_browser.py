@@ -1,7 +1,7 @@
 """The pages in a real browser, served by a real uvicorn with DEBUG off.
 
 Headless Chromium against `asgi_server`: the same ASGI application, static
-files (WhiteNoise) and settings path as production, on the test PostgreSQL.
+files (ServeStatic) and settings path as production, on the test PostgreSQL.
 The login page's screenshot is written to screenshots/login.png.
 """
 

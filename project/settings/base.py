@@ -102,7 +102,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # ServeStatic (a maintained WhiteNoise fork) is async-capable: with it every
+    # middleware is, so async views (?wait=true, SSE) hold no thread while they wait.
+    "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -175,7 +177,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-# Where collectstatic writes and WhiteNoise serves from; the test servers use their own.
+# Where collectstatic writes and ServeStatic serves from; the test servers use their own.
 STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
@@ -184,12 +186,12 @@ STORAGES = {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
             if DEBUG
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            else "servestatic.storage.CompressedManifestStaticFilesStorage"
         )
     },
 }
-# With DEBUG on, WhiteNoise serves files straight from the apps' static folders.
-WHITENOISE_USE_FINDERS = DEBUG
+# With DEBUG on, ServeStatic serves files straight from the apps' static folders.
+SERVESTATIC_USE_FINDERS = DEBUG
 
 # --- Security (production) ------------------------------------------------------
 

@@ -16,7 +16,7 @@ STORAGES = {
     **STORAGES,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
-WHITENOISE_AUTOREFRESH = True
+SERVESTATIC_AUTOREFRESH = True
 SESSION_COOKIE_SECURE = False
 CSRF_COOKIE_SECURE = False
 

@@ -4,7 +4,7 @@
 per test session, against the test database that pytest-django created, and
 gives each test its base URL (``http://127.0.0.1:PORT``). It runs with the
 test settings, DEBUG off, and static files collected into a temporary folder
-and served by WhiteNoise, as in production.
+and served by ServeStatic, as in production.
 
 The server is another process, so it sees only committed rows: the fixture
 pulls in `transactional_db`, so that what a test creates is committed (and
@@ -143,7 +143,7 @@ def asgi_server_session(
         "DJANGO_STATIC_ROOT": str(folder / "static"),
     }
     collect = subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "--link"],
+        [sys.executable, "manage.py", "collectstatic", "--noinput"],
         cwd=ROOT,
         env=server_environment(**env),
         capture_output=True,
