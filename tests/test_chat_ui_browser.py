@@ -1,0 +1,182 @@
+"""The chat page in a real browser: static/js/chat.js against a real uvicorn.
+
+The server runs the offline model with in-process tasks on the test
+PostgreSQL, so a question travels the whole way: the WebSocket, the run,
+the calculator tool, the streamed answer. The chat after a tool call is
+saved to screenshots/chat.png and chat-tool-call.png (chat-mobile.png at
+375 px).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from chat.models import Conversation, Role, RunStatus
+from tests.factories import ConversationFactory, MessageFactory, RunFactory, UserFactory
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+# Without playwright the module is skipped (a failure under REQUIRE_SERVICES=1).
+expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed").expect
+
+pytestmark = [pytest.mark.postgres, pytest.mark.browser]
+
+PASSWORD = "correct horse battery staple"  # the factories' password
+XSS = '<img src=x onerror="window.__xss=1">'
+
+
+def log_in(page: Page, base_url: str, username: str = "ada") -> None:
+    UserFactory(username=username)
+    page.goto(f"{base_url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{base_url}/")
+
+
+def new_conversation(page: Page, mode: str = "two_pass") -> None:
+    page.get_by_label("Mode").select_option(mode)
+    page.get_by_role("button", name="New conversation").click()
+    expect(page.locator("#connection")).to_have_text("Live")
+
+
+def ask(page: Page, text: str) -> None:
+    box = page.get_by_label("Message", exact=True)
+    box.fill(text)
+    box.press("Enter")
+
+
+def test_a_question_gets_a_tool_card_and_an_answer_that_survive_a_reload(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    log_in(page, asgi_server)
+    expect(page.get_by_test_id("provider")).to_have_text("offline")
+    new_conversation(page, "loop")
+    assert Conversation.objects.get().mode == "loop"
+    expect(page.get_by_label("Message", exact=True)).to_be_focused()
+
+    ask(page, "what is 12*7")
+    answer = page.locator(".msg-assistant .bubble:visible").last
+    expect(answer).to_contain_text("84")
+    card = page.locator(".tool-card")
+    expect(card).to_have_count(1)
+    expect(card.locator(".tool-name")).to_have_text("calculator")
+    expect(card.locator(".tool-status")).to_have_text("succeeded")
+    expect(card.locator(".tool-args")).to_contain_text('expression="12*7"')
+    expect(card.locator(".tool-preview")).to_contain_text("84")
+    expect(card.locator(".tool-duration")).to_have_text("0 ms")
+    # Per-message badges, and the composer is free again once the run ended.
+    expect(page.locator(".msg-assistant .chip-latency").last).to_be_visible()
+    expect(page.locator(".msg-assistant .chip-tokens").last).to_contain_text("tok")
+    expect(page.locator(".chip-run")).to_contain_text("model call")
+    expect(page.get_by_role("button", name="Cancel")).to_be_hidden()
+    expect(page.get_by_label("Message", exact=True)).to_have_value("")
+    # The first message named the conversation (a PATCH with the CSRF token).
+    expect(page.locator(".conversation-link[aria-current]")).to_contain_text("what is 12*7")
+
+    # The card opens to show the arguments and the full result.
+    card.locator("summary").click()
+    expect(card.locator(".tool-pre").first).to_contain_text('"expression": "12*7"')
+    expect(card.locator(".tool-pre").nth(1)).to_contain_text('"result": 84')
+    page.screenshot(path=screenshots_dir / "chat.png")
+    # test_pages_browser.py also writes chat.png (the empty page); keep this one too.
+    page.screenshot(path=screenshots_dir / "chat-tool-call.png")
+
+    page.reload()
+    expect(page.locator(".msg-user .text")).to_have_text("what is 12*7")
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
+    expect(page.locator(".tool-card .tool-name")).to_have_text("calculator")
+    # Status and duration come from the audit rows after a reload.
+    expect(page.locator(".tool-card .tool-status")).to_have_text("succeeded")
+    expect(page.locator("#thread-title")).to_have_text("what is 12*7")
+    expect(page.locator("#connection")).to_have_text("Live")
+
+    # A second question streams into the same thread, without duplicates.
+    ask(page, "what is 2+3")
+    expect(page.locator(".msg-user")).to_have_count(2)
+    expect(page.locator(".tool-card")).to_have_count(2)
+    expect(page.locator(".chip-run")).to_have_count(1)
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("5")
+
+
+def test_markup_from_the_user_the_model_and_tools_is_shown_as_text(asgi_server: str, page: Page):
+    log_in(page, asgi_server)
+    # History whose model and tool output carry markup, as a hostile tool could.
+    conversation = ConversationFactory(owner=UserFactory(username="ada"), title=XSS)
+    MessageFactory(conversation=conversation, position=0, role=Role.USER, content="hi")
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "search_notes", "arguments": json.dumps({"query": XSS})},
+    }
+    MessageFactory(
+        conversation=conversation, position=1, role=Role.ASSISTANT, content=None, tool_calls=[call]
+    )
+    MessageFactory(
+        conversation=conversation,
+        position=2,
+        role=Role.TOOL,
+        tool_call_id="call_1",
+        name="search_notes",
+        content=json.dumps({"success": True, "message": XSS}),
+    )
+    MessageFactory(conversation=conversation, position=3, role=Role.ASSISTANT, content=XSS)
+    page.goto(f"{asgi_server}/#{conversation.pk}")
+    expect(page.locator(".msg-assistant .text").last).to_have_text(XSS)
+    expect(page.locator(".tool-preview")).to_have_text(XSS)
+    expect(page.locator(".conversation-link[aria-current]")).to_contain_text(XSS)
+    expect(page.locator("#connection")).to_have_text("Live")
+
+    # And live: the user's own message, and whatever the model answers to it.
+    ask(page, XSS)
+    expect(page.locator(".msg-user .text").last).to_have_text(XSS)
+    expect(page.get_by_role("button", name="Cancel")).to_be_hidden()
+    page.wait_for_timeout(300)
+    assert page.locator("#log img").count() == 0
+    assert page.evaluate("typeof window.__xss") == "undefined"
+
+
+def test_an_active_run_can_be_cancelled_and_blocks_sending(asgi_server: str, page: Page):
+    log_in(page, asgi_server)
+    conversation = ConversationFactory(owner=UserFactory(username="ada"))
+    trigger = MessageFactory(conversation=conversation, position=0, content="slow question")
+    # A run that nothing works on: the page must see it as active.
+    run = RunFactory(conversation=conversation, trigger_message=trigger, status=RunStatus.RUNNING)
+    page.goto(f"{asgi_server}/#{conversation.pk}")
+    expect(page.locator("#connection")).to_have_text("Live")
+    cancel = page.get_by_role("button", name="Cancel")
+    expect(cancel).to_be_visible()
+    page.get_by_label("Message", exact=True).fill("another one")
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+
+    cancel.click()
+    expect(page.locator(".notice-info")).to_have_text("The run was cancelled.")
+    expect(cancel).to_be_hidden()
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+
+
+def test_the_page_works_at_375_px(asgi_server: str, page: Page, screenshots_dir: Path):
+    page.set_viewport_size({"width": 375, "height": 740})
+    log_in(page, asgi_server)
+    # The conversation list folds away behind a toggle.
+    new = page.get_by_role("button", name="New conversation")
+    expect(new).to_be_hidden()
+    toggle = page.get_by_role("button", name="Conversations")
+    toggle.click()
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    new_conversation(page)
+    expect(new).to_be_hidden()  # choosing one folds the list again
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+
+    ask(page, "what is 12*7")
+    expect(page.locator(".tool-card .tool-status")).to_have_text("succeeded")
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.screenshot(path=screenshots_dir / "chat-mobile.png")
