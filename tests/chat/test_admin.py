@@ -1,0 +1,199 @@
+"""The admin: every model's pages render with real data, lists cost a fixed number of
+queries, and the audit trail cannot be added to, changed or deleted through it."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from chat.models import (
+    Conversation,
+    Message,
+    ModelCall,
+    Run,
+    RunEvent,
+    ToolExecution,
+)
+from tests.chat.test_audit import HOSTILE, audited_run
+from tests.factories import ConversationFactory, UserFactory
+from tools.models import Resource
+
+pytestmark = pytest.mark.django_db
+
+MODELS = {
+    "chat/conversation": Conversation,
+    "chat/message": Message,
+    "chat/run": Run,
+    "chat/modelcall": ModelCall,
+    "chat/toolexecution": ToolExecution,
+    "chat/runevent": RunEvent,
+    "tools/resource": Resource,
+}
+AUDIT_MODELS = [
+    "chat/message",
+    "chat/run",
+    "chat/modelcall",
+    "chat/toolexecution",
+    "chat/runevent",
+]
+# The most a changelist may cost: session, user, the page, its count(s) and its filters.
+MAX_CHANGELIST_QUERIES = 12
+
+
+@pytest.fixture
+def run() -> Run:
+    owner = UserFactory(username="ada")
+    return audited_run(ConversationFactory(owner=owner, title="Groceries"))
+
+
+@pytest.mark.parametrize("route", list(MODELS))
+def test_every_changelist_renders(admin_client: Client, run, route):
+    response = admin_client.get(f"/admin/{route}/")
+    assert response.status_code == 200
+    assert MODELS[route].objects.exists()
+
+
+@pytest.mark.parametrize("route", list(MODELS))
+def test_every_change_page_renders(admin_client: Client, run, route):
+    for obj in MODELS[route].objects.all():
+        response = admin_client.get(f"/admin/{route}/{obj.pk}/change/")
+        assert response.status_code == 200, (route, obj)
+
+
+@pytest.mark.parametrize("route", list(MODELS))
+def test_changelists_cost_the_same_queries_for_one_run_or_many(admin_client: Client, route):
+    audited_run()
+    admin_client.get(f"/admin/{route}/")  # warm the session
+    with CaptureQueriesContext(connection) as one:
+        assert admin_client.get(f"/admin/{route}/").status_code == 200
+    for _ in range(6):
+        audited_run()
+    with CaptureQueriesContext(connection) as many:
+        assert admin_client.get(f"/admin/{route}/").status_code == 200
+    assert len(many) == len(one), [q["sql"] for q in many.captured_queries]
+    assert len(many) <= MAX_CHANGELIST_QUERIES
+
+
+@pytest.mark.parametrize("route", AUDIT_MODELS)
+def test_audit_rows_cannot_be_added_changed_or_deleted(admin_client: Client, run, route):
+    model = MODELS[route]
+    obj = model.objects.first()
+    assert obj is not None
+    before = model.objects.count()
+
+    assert admin_client.get(f"/admin/{route}/add/").status_code == 403
+    assert admin_client.post(f"/admin/{route}/add/", {}).status_code == 403
+    assert admin_client.post(f"/admin/{route}/{obj.pk}/change/", {}).status_code == 403
+    assert admin_client.post(f"/admin/{route}/{obj.pk}/delete/", {"post": "yes"}).status_code == 403
+    admin_client.post(
+        f"/admin/{route}/",
+        {"action": "delete_selected", "_selected_action": [obj.pk], "post": "yes"},
+    )
+
+    assert model.objects.count() == before
+    page = admin_client.get(f"/admin/{route}/{obj.pk}/change/").content.decode()
+    assert 'name="_save"' not in page
+    assert "/delete/" not in page.split('id="content-main"')[1]
+    listing = admin_client.get(f"/admin/{route}/").content.decode()
+    assert f"/admin/{route}/add/" not in listing
+
+
+def test_a_tool_execution_shows_arguments_raw_result_sent_content_and_error(
+    admin_client: Client, run
+):
+    notes = ToolExecution.objects.get(run=run, name="search_notes")
+    calc = ToolExecution.objects.get(run=run, name="calculator")
+
+    html = admin_client.get(f"/admin/chat/toolexecution/{notes.pk}/change/").content.decode()
+    assert "&quot;query&quot;: &quot;groceries&quot;" in html  # pretty JSON arguments
+    assert "note number 399" in html  # the whole raw result
+    assert "[truncated: 200 of" in html  # what the model was sent
+    assert "Content sent to the model" in html
+    assert "Raw result" in html
+
+    html = admin_client.get(f"/admin/chat/toolexecution/{calc.pk}/change/").content.decode()
+    assert "ZeroDivisionError: division by zero" in html
+    assert "Traceback (most recent call last):" in html
+
+
+def test_html_from_tools_is_escaped_in_the_admin(admin_client: Client, run):
+    note = ToolExecution.objects.get(run=run, name="record_note")
+    escaped = "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;"
+    pages = [
+        f"/admin/chat/toolexecution/{note.pk}/change/",
+        f"/admin/chat/message/{note.message_id}/change/",
+        "/admin/chat/message/",
+    ]
+    for url in pages:
+        html = admin_client.get(url).content.decode()
+        assert HOSTILE not in html, url
+        assert escaped in html or "&lt;script&gt;" in html, url
+
+
+def test_the_run_page_breaks_latency_down_by_step(admin_client: Client, run):
+    html = admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode()
+
+    breakdown = html.split("Latency by step:")[1].split("</table>")[0]
+    cells = [
+        breakdown.index(text)
+        for text in ("With tools", "search_notes", "calculator", "record_note", "Compose")
+    ]
+    assert cells == sorted(cells)
+    for figure in ("118 ms", "451 ms", "17 ms", "2 ms", "5 ms", "64 ms", "312 ms"):
+        assert figure in breakdown
+    assert f'href="/audit/runs/{run.pk}/"' in html
+    # The inlines are there, read-only: no inputs for their rows.
+    assert "Model calls" in html
+    assert "Tool executions" in html
+    assert 'name="model_call_rows-0-latency_ms"' not in html
+    assert 'name="tool_executions-0-status"' not in html
+
+
+def test_a_conversation_lists_its_runs_read_only_and_stays_editable(admin_client: Client, run):
+    conversation = run.conversation
+    listing = admin_client.get("/admin/chat/conversation/?q=ada").content.decode()
+    assert "Groceries" in listing
+    assert (
+        admin_client.get("/admin/chat/conversation/?q=nobody").content.decode().count("Groceries")
+        == 0
+    )
+
+    html = admin_client.get(f"/admin/chat/conversation/{conversation.pk}/change/").content.decode()
+    assert 'name="title"' in html
+    assert 'name="runs-0-status"' not in html
+    assert f"/admin/chat/run/{run.pk}/change/" in html
+
+
+def test_the_conversation_list_counts_messages_and_runs(admin_client: Client, run):
+    audited_run(run.conversation)
+    response = admin_client.get("/admin/chat/conversation/")
+    changelist = response.context["cl"]
+    row = next(c for c in changelist.result_list if c.pk == run.conversation_id)
+    assert (row.message_count, row.run_count) == (12, 2)
+
+
+def test_the_message_list_shows_latency_tokens_and_filters_by_role(admin_client: Client, run):
+    html = admin_client.get("/admin/chat/message/?role__exact=assistant").content.decode()
+    assert "451" in html
+    assert "120 / 37" in html
+    assert "(calls search_notes, calculator, record_note)" in html
+    assert "Find my notes" not in html  # the user message is filtered out
+
+
+def test_a_resource_links_to_the_tool_call_that_made_it(admin_client: Client, run):
+    resource = Resource.objects.get()
+    note = ToolExecution.objects.get(run=run, name="record_note")
+
+    for url in ("/admin/tools/resource/", f"/admin/tools/resource/{resource.pk}/change/"):
+        html = admin_client.get(url).content.decode()
+        assert f'href="/admin/chat/toolexecution/{note.pk}/change/"' in html, url
+    assert 'name="created_by_execution"' not in html
+
+
+def test_non_staff_users_cannot_open_the_admin(client: Client, run):
+    client.force_login(UserFactory())
+    response = client.get("/admin/chat/toolexecution/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")

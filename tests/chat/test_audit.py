@@ -1,0 +1,515 @@
+"""The staff audit pages: recent runs with their latency, and a run's timeline as an auditor reads it."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from itertools import count
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from chat.audit import (
+    audit_run_get,
+    audit_run_page,
+    latency_summary,
+    percentile,
+    run_latency_breakdown,
+    run_timeline,
+)
+from chat.models import (
+    CallStatus,
+    Conversation,
+    ExecutionStatus,
+    Message,
+    ModelCall,
+    Role,
+    Run,
+    RunEvent,
+    RunStatus,
+    ToolExecution,
+)
+from tests.factories import ConversationFactory, ResourceFactory, RunFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+_numbers = count(1)
+
+HOSTILE = "<script>alert('pwned')</script>"
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "tools/builtin/calculator.py", line 40, in calculator\n'
+    "ZeroDivisionError: division by zero"
+)
+
+
+def audited_run(
+    conversation: Conversation | None = None,
+    *,
+    latency_ms: int = 1234,
+    status: str = RunStatus.COMPLETED,
+) -> Run:
+    """A finished two-step run as the engine stores it, with three tool calls.
+
+    search_notes succeeded but its result was cut for the model (truncated);
+    calculator failed with a traceback; record_note succeeded with a result
+    holding HTML, and made a resource.
+    """
+    conversation = conversation or ConversationFactory()
+    n = next(_numbers)
+    start = Message.objects.filter(conversation=conversation).count()
+    now = timezone.now()
+    run = RunFactory(
+        conversation=conversation,
+        status=status,
+        steps=1,
+        model_calls=2,
+        started_at=now,
+        finished_at=now + timedelta(milliseconds=latency_ms),
+        latency_ms=latency_ms,
+    )
+    user_message = Message.objects.create(
+        conversation=conversation,
+        run=run,
+        position=start,
+        role=Role.USER,
+        content="Find my notes, divide 1 by 0, and note it down.",
+    )
+    run.trigger_message = user_message
+    run.save(update_fields=["trigger_message"])
+    ids = {name: f"call_{name}_{n}" for name in ("notes", "calc", "note")}
+    arguments = {
+        "notes": {"query": "groceries", "limit": 10},
+        "calc": {"expression": "1/0"},
+        "note": {"title": "Division", "body": HOSTILE},
+    }
+    names = {"notes": "search_notes", "calc": "calculator", "note": "record_note"}
+    assistant = Message.objects.create(
+        conversation=conversation,
+        run=run,
+        position=start + 1,
+        role=Role.ASSISTANT,
+        content=None,
+        tool_calls=[
+            {
+                "id": ids[key],
+                "type": "function",
+                "function": {"name": names[key], "arguments": json.dumps(arguments[key])},
+            }
+            for key in ("notes", "calc", "note")
+        ],
+        latency_ms=451,
+        model="test-model",
+        prompt_tokens=120,
+        completion_tokens=37,
+        finish_reason="tool_calls",
+    )
+    long_result = {"success": True, "notes": [f"note number {i}" for i in range(400)]}
+    long_text = json.dumps(long_result)
+    results = {
+        "notes": (
+            ExecutionStatus.SUCCEEDED,
+            long_result,
+            long_text[:200] + "\n[truncated: 200 of " + str(len(long_text)) + " characters]",
+            True,
+            "",
+            17,
+        ),
+        "calc": (
+            ExecutionStatus.FAILED,
+            None,
+            json.dumps({"success": False, "error": "division by zero"}),
+            False,
+            TRACEBACK,
+            2,
+        ),
+        "note": (
+            ExecutionStatus.SUCCEEDED,
+            {"success": True, "message": f"Saved {HOSTILE}"},
+            json.dumps({"success": True, "message": f"Saved {HOSTILE}"}),
+            False,
+            "",
+            5,
+        ),
+    }
+    for offset, key in enumerate(("notes", "calc", "note"), start=2):
+        status_, result, content, truncated, error, duration = results[key]
+        execution = ToolExecution.objects.create(
+            run=run,
+            message=assistant,
+            step=1,
+            tool_call_id=ids[key],
+            name=names[key],
+            arguments=arguments[key],
+            status=status_,
+            result=result,
+            content=content,
+            result_chars=len(json.dumps(result)) if result is not None else len(content),
+            truncated=truncated,
+            error=error,
+            started_at=now,
+            finished_at=now + timedelta(milliseconds=duration),
+            duration_ms=duration,
+            attempts=1,
+        )
+        resource = None
+        if key == "note":
+            resource = ResourceFactory(
+                owner=conversation.owner, title="Division", created_by_execution=execution
+            )
+        Message.objects.create(
+            conversation=conversation,
+            run=run,
+            position=start + offset,
+            role=Role.TOOL,
+            tool_call_id=ids[key],
+            name=names[key],
+            content=content,
+            resource=resource,
+        )
+    final = Message.objects.create(
+        conversation=conversation,
+        run=run,
+        position=start + 5,
+        role=Role.ASSISTANT,
+        content="I found your notes and saved one; 1/0 has no answer.",
+        latency_ms=312,
+        model="test-model",
+        prompt_tokens=480,
+        completion_tokens=21,
+        finish_reason="stop",
+    )
+    for step, purpose, response, offered, first_token in (
+        (1, "tools", assistant, ["search_notes", "calculator", "record_note"], 118),
+        (2, "compose", final, [], 64),
+    ):
+        ModelCall.objects.create(
+            run=run,
+            step=step,
+            purpose=purpose,
+            model="test-model",
+            provider="openai",
+            message_count=2 if step == 1 else 6,
+            request_hash=f"{n:064x}",
+            tools_offered=offered,
+            response_message=response,
+            status=CallStatus.SUCCEEDED,
+            started_at=now + timedelta(milliseconds=step),
+            first_token_ms=first_token,
+            latency_ms=response.latency_ms,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            attempts=1,
+        )
+    conversation.last_event_seq += 2
+    conversation.save(update_fields=["last_event_seq"])
+    for offset, type_ in enumerate(("run.started", "run.completed")):
+        RunEvent.objects.create(
+            conversation=conversation,
+            run=run,
+            seq=conversation.last_event_seq - 1 + offset,
+            type=type_,
+            data={"run_id": str(run.pk)},
+        )
+    return run
+
+
+@pytest.fixture
+def staff(db):
+    return UserFactory(username="auditor", is_staff=True)
+
+
+@pytest.fixture
+def staff_client(staff) -> Client:
+    client = Client()
+    client.force_login(staff)
+    return client
+
+
+@pytest.fixture
+def run() -> Run:
+    return audited_run(ConversationFactory(owner=UserFactory(username="ada"), title="Groceries"))
+
+
+# --- Access ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/audit/", "/audit/runs/{run}/"])
+def test_anonymous_users_are_sent_to_the_login_page(client: Client, run, path):
+    url = path.format(run=run.pk)
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"] == f"/login/?next={url}"
+
+
+@pytest.mark.parametrize("path", ["/audit/", "/audit/runs/{run}/"])
+def test_signed_in_users_who_are_not_staff_are_refused(client: Client, run, path):
+    # Even the owner of the run: the audit pages show every user's data.
+    client.force_login(run.conversation.owner)
+    assert client.get(path.format(run=run.pk)).status_code == 403
+
+
+def test_an_unknown_run_is_not_found(staff_client: Client):
+    response = staff_client.get("/audit/runs/00000000-0000-0000-0000-000000000000/")
+    assert response.status_code == 404
+
+
+def test_the_audit_pages_are_read_only(staff_client: Client, run):
+    assert staff_client.post("/audit/").status_code == 405
+    assert staff_client.post(f"/audit/runs/{run.pk}/").status_code == 405
+
+
+def test_staff_see_an_audit_link_in_the_nav_and_others_do_not(client: Client, staff):
+    client.force_login(staff)
+    assert 'href="/audit/">Audit</a>' in client.get("/").content.decode()
+    client.force_login(UserFactory())
+    assert 'href="/audit/"' not in client.get("/").content.decode()
+
+
+# --- The run list ---------------------------------------------------------------------
+
+
+def test_percentile_is_nearest_rank_and_skips_missing_values():
+    assert percentile([], 50) is None
+    assert percentile([None, None], 95) is None
+    assert percentile([5], 95) == 5
+    values = [100, 200, 300, 400, 1000, 1234, None]
+    assert percentile(values, 50) == 300
+    assert percentile(values, 95) == 1234
+    assert percentile(range(1, 101), 95) == 95
+
+
+def test_the_run_list_shows_latency_percentiles_over_the_page(staff_client: Client, run):
+    for latency in (100, 200, 300, 400, 1000):
+        RunFactory(status=RunStatus.COMPLETED, latency_ms=latency, steps=1, model_calls=2)
+    RunFactory(status=RunStatus.QUEUED)  # no latency yet: not in the percentiles
+
+    response = staff_client.get("/audit/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<link rel="stylesheet" href="/static/css/audit.css">' in html
+    assert '<dd data-testid="run-count">7</dd>' in html
+    assert '<dd data-testid="p50">300 ms</dd>' in html
+    assert '<dd data-testid="p95">1234 ms</dd>' in html
+    assert "over the 6 runs on this page that have a latency" in html
+    assert f'href="/audit/runs/{run.pk}/"' in html
+    assert "1234 ms" in html
+    assert "ada" in html
+    assert "Groceries" in html
+
+
+def test_failed_runs_and_runs_with_failed_tools_are_highlighted(staff_client: Client, run):
+    failed = RunFactory(status=RunStatus.FAILED, error="model unreachable")
+    clean = RunFactory(status=RunStatus.COMPLETED, latency_ms=50)
+    page = audit_run_page()
+    by_id = {r.pk: r for r in page.object_list}
+    assert by_id[run.pk].failed_tools == 1  # the calculator
+    assert by_id[run.pk].tool_calls == 3
+
+    html = staff_client.get("/audit/").content.decode()
+
+    rows = {
+        r.pk: html.split(f'href="/audit/runs/{r.pk}/"')[0].rsplit("<tr", 1)[1]
+        for r in (run, failed, clean)
+    }
+    assert 'class="is-failed"' in rows[run.pk]
+    assert 'class="is-failed"' in rows[failed.pk]
+    assert 'class="is-failed"' not in rows[clean.pk]
+
+
+def test_the_run_list_filters_by_status(staff_client: Client, run):
+    failed = RunFactory(status=RunStatus.FAILED)
+    html = staff_client.get("/audit/?status=failed").content.decode()
+    assert f"/audit/runs/{failed.pk}/" in html
+    assert f"/audit/runs/{run.pk}/" not in html
+    # An unknown status is ignored rather than an error.
+    assert staff_client.get("/audit/?status=bogus").status_code == 200
+
+
+def test_the_run_list_costs_the_same_queries_for_one_run_or_many(
+    staff_client: Client, django_assert_max_num_queries
+):
+    audited_run()
+    staff_client.get("/audit/")  # warm the session
+    with CaptureQueriesContext(connection) as one:
+        assert staff_client.get("/audit/").status_code == 200
+    for _ in range(8):
+        audited_run()
+    with CaptureQueriesContext(connection) as many:
+        assert staff_client.get("/audit/").status_code == 200
+    assert len(many) == len(one)
+    with django_assert_max_num_queries(2):
+        runs = list(audit_run_page().object_list)
+    assert len(runs) == 9
+
+
+# --- One run --------------------------------------------------------------------------
+
+
+def test_the_selectors_cost_four_queries_whatever_the_run(django_assert_max_num_queries, run):
+    with django_assert_max_num_queries(4):
+        loaded = audit_run_get(run_id=run.pk)
+        timeline = run_timeline(loaded)
+        breakdown = run_latency_breakdown(loaded)
+        assert loaded.conversation.owner.username == "ada"
+    assert [e.message.role for e in timeline.entries] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "tool",
+        "assistant",
+    ]
+    assert timeline.entries[1].model_call is not None
+    assert timeline.entries[1].model_call.first_token_ms == 118
+    assert [e.execution.name for e in timeline.entries[2:5] if e.execution] == [
+        "search_notes",
+        "calculator",
+        "record_note",
+    ]
+    assert timeline.unreported_executions == []
+    assert timeline.unanswered_model_calls == []
+    # Step order: the step-1 model call, then its three tools, then the compose call.
+    assert [(line.step, line.kind, line.duration_ms) for line in breakdown] == [
+        (1, "model", 451),
+        (1, "tool", 17),
+        (1, "tool", 2),
+        (1, "tool", 5),
+        (2, "model", 312),
+    ]
+    assert [line.failed for line in breakdown] == [False, False, True, False, False]
+
+
+def test_the_run_page_costs_the_same_queries_for_a_small_or_a_large_run(staff_client: Client, run):
+    staff_client.get(f"/audit/runs/{run.pk}/")
+    with CaptureQueriesContext(connection) as small:
+        staff_client.get(f"/audit/runs/{run.pk}/")
+    larger = audited_run(run.conversation)
+    # Three more steps of tool calls on the same run.
+    extra = ToolExecution.objects.filter(run=larger)
+    for execution in list(extra):
+        for i in range(3):
+            ToolExecution.objects.create(
+                run=larger,
+                message=execution.message,
+                step=2 + i,
+                tool_call_id=f"{execution.tool_call_id}_{i}",
+                name=execution.name,
+                status=ExecutionStatus.PENDING,
+            )
+    with CaptureQueriesContext(connection) as large:
+        assert staff_client.get(f"/audit/runs/{larger.pk}/").status_code == 200
+    assert len(large) == len(small)
+
+
+def test_the_run_page_shows_the_timeline_with_latency_and_tokens(staff_client: Client, run):
+    response = staff_client.get(f"/audit/runs/{run.pk}/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<link rel="stylesheet" href="/static/css/audit.css">' in html
+    assert '<dd data-testid="run-latency">1234 ms</dd>' in html
+    # The assistant messages with their latency, time to first token and usage.
+    assert "451 ms" in html
+    assert "first token 118 ms" in html
+    assert "120 → 37 tokens" in html
+    assert "312 ms" in html
+    assert "first token 64 ms" in html
+    assert "480 → 21 tokens" in html
+    assert "I found your notes and saved one; 1/0 has no answer." in html
+    # The messages come in their order.
+    order = [html.index(f'id="m{p}"') for p in range(6)]
+    assert order == sorted(order)
+    # The per-step breakdown.
+    breakdown = html.split('data-testid="breakdown"')[1].split("</table>")[0]
+    assert breakdown.index("search_notes") < breakdown.index("calculator")
+    assert breakdown.index("calculator") < breakdown.index("Compose the answer")
+    assert "17 ms" in breakdown
+
+
+def test_the_run_page_shows_raw_result_against_what_the_model_was_sent(staff_client: Client, run):
+    html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    notes = ToolExecution.objects.get(run=run, name="search_notes")
+
+    section = html.split(f'data-testid="execution-{notes.tool_call_id}"')[1].split(
+        'data-testid="execution-'
+    )[0]
+    raw = section.split('data-testid="raw-result">')[1].split("</pre>")[0]
+    sent = section.split('data-testid="sent-content">')[1].split("</pre>")[0]
+    # The whole raw result, pretty-printed, against the cut text the model saw.
+    assert "note number 399" in raw
+    # Pretty-printed (PostgreSQL's JSONB keeps its own key order, so only the shape is checked).
+    assert raw.startswith("{\n  &quot;")
+    assert "&quot;success&quot;: true" in raw
+    assert "note number 399" not in sent
+    assert "[truncated: 200 of" in sent
+    assert 'class="flag flag-truncated"' in section
+    assert f"{notes.result_chars} chars" in section
+    assert "17 ms" in section
+    assert "&quot;query&quot;: &quot;groceries&quot;" in section  # the arguments
+
+
+def test_the_run_page_shows_a_failed_tool_with_its_traceback(staff_client: Client, run):
+    html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    calc = ToolExecution.objects.get(run=run, name="calculator")
+
+    section = html.split(f'data-testid="execution-{calc.tool_call_id}"')[1].split(
+        'data-testid="execution-'
+    )[0]
+    assert "is-failed" in section
+    assert "ZeroDivisionError: division by zero" in section
+    assert "Traceback (most recent call last):" in section
+    assert "&quot;error&quot;: &quot;division by zero&quot;" in section  # what the model was sent
+
+
+def test_html_in_tool_results_and_arguments_is_shown_as_text(staff_client: Client, run):
+    html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(&#x27;pwned&#x27;)&lt;/script&gt;" in html
+
+
+def test_a_failed_model_call_and_a_pending_tool_call_are_shown(staff_client: Client, run):
+    now = timezone.now()
+    ModelCall.objects.create(
+        run=run,
+        step=3,
+        purpose="compose",
+        model="test-model",
+        provider="openai",
+        status=CallStatus.FAILED,
+        error="APITimeoutError: Request timed out.",
+        started_at=now,
+        latency_ms=30000,
+        attempts=3,
+    )
+    ToolExecution.objects.create(
+        run=run,
+        message=Message.objects.get(run=run, position=1),
+        step=3,
+        tool_call_id="call_waiting",
+        name="record_note",
+        status=ExecutionStatus.AWAITING_APPROVAL,
+        arguments={"title": "later"},
+    )
+
+    html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+
+    assert "Model calls without a message" in html
+    assert "APITimeoutError: Request timed out." in html
+    assert "30000 ms" in html
+    assert "Tool calls without a tool message" in html
+    assert 'data-testid="execution-call_waiting"' in html
+    assert "Awaiting approval" in html
+
+
+def test_the_run_page_summary_for_staff(staff_client: Client, run):
+    summary = latency_summary([run])
+    assert (summary.p50_ms, summary.p95_ms, summary.count) == (1234, 1234, 1)
+    html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert f'href="/admin/chat/run/{run.pk}/change/"' in html
+    assert "Groceries" in html
+    assert "owner ada" in html
