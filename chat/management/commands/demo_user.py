@@ -29,6 +29,6 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(
                 f"{verb} demo user: username={username!r} password={password!r} "
-                "(staff, so /admin/ works too)"
+                "(staff, so /admin/ and /audit/ work too)"
             )
         )
