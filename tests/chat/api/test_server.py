@@ -83,7 +83,8 @@ def test_a_waiting_post_does_not_hold_up_other_requests(client):
     (execution,) = answer["run"]["tool_executions"]
     assert execution["name"].startswith("slow_")
     assert result["seconds"] >= 2
-    assert max(timings) < 0.5, timings
+    # The wait takes 2 s; a blocked request would take about as long.
+    assert max(timings) < 1.5, timings
 
 
 def test_sse_over_http_and_resuming_with_last_event_id(client):
