@@ -17,11 +17,13 @@ from chat.events import event_publish
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.models import (
     ACTIVE_RUN_STATUSES,
+    FINISHED_EXECUTION_STATUSES,
     Conversation,
     Message,
     Role,
     Run,
     RunStatus,
+    ToolExecution,
 )
 from chat.services import turn
 from tools.executor import cancelled_result
@@ -128,12 +130,34 @@ def runs_recover() -> list[Any]:
     the database. Celery beat runs this every TOOLCHAT_RECOVER_S; without
     Redis, the web process does (project/asgi.py).
     """
-    cutoff = timezone.now() - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
-    lost = list(
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
+    candidates = list(
         Run.objects.filter(status__in=(RunStatus.QUEUED, RunStatus.RUNNING))
         .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff))
-        .values_list("pk", flat=True)
+        .values_list("pk", "lease")
     )
+    # A run parked on its tools (no lease) is waiting, not lost, while every
+    # unfinished call is still within its time: leave those alone.
+    parked = [run_id for run_id, lease in candidates if lease is None]
+    waiting: set[Any] = set()
+    if parked:
+        unfinished = ToolExecution.objects.filter(run_id__in=parked).exclude(
+            status__in=FINISHED_EXECUTION_STATUSES
+        )
+        lost_calls: set[Any] = set()
+        for execution in unfinished:
+            waiting.add(execution.run_id)
+            started = execution.started_at or execution.created_at
+            limit = (
+                turn.tool_deadline(execution)
+                if execution.started_at
+                else settings.TOOLCHAT_RUN_STALE_S
+            )
+            if (now - started).total_seconds() > limit:
+                lost_calls.add(execution.run_id)
+        waiting -= lost_calls
+    lost = [run_id for run_id, _ in candidates if run_id not in waiting]
     for run_id in lost:
         dispatch_run(run_id)
     return lost

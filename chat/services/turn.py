@@ -140,7 +140,7 @@ def _recheck_later(run_id: Any) -> None:
     dispatch_run(run_id, delay_s=max(0.5, (stale_at - timezone.now()).total_seconds() + 0.5))
 
 
-def _tool_deadline(execution: ToolExecution) -> float:
+def tool_deadline(execution: ToolExecution) -> float:
     """Seconds after its start when a running call is presumed dead with its worker."""
     spec = tool_registry.get(execution.name)
     return (spec.timeout if spec else 60.0) + settings.TOOLCHAT_TOOL_GRACE_S
@@ -316,7 +316,7 @@ def _park(run: Run, token: uuid.UUID, unfinished: list[ToolExecution]) -> bool:
         if execution.status == ExecutionStatus.PENDING or (
             execution.status == ExecutionStatus.RUNNING
             and execution.started_at is not None
-            and (now - execution.started_at).total_seconds() > _tool_deadline(execution)
+            and (now - execution.started_at).total_seconds() > tool_deadline(execution)
         ):
             redo.append(execution.pk)
     with transaction.atomic():
@@ -753,13 +753,13 @@ def tool_call_execute(*, execution_id: Any) -> None:
             # Another delivery of this call started it. Until its deadline it may
             # still be running: look again then. After it, its worker is gone.
             age = (timezone.now() - execution.started_at).total_seconds()
-            if age < _tool_deadline(execution):
+            if age < tool_deadline(execution):
                 if not settings.TOOLCHAT_TASKS_IN_PROCESS:
                     transaction.on_commit(
                         functools.partial(
                             dispatch_tool,
                             execution.pk,
-                            delay_s=_tool_deadline(execution) - age + 0.5,
+                            delay_s=tool_deadline(execution) - age + 0.5,
                         )
                     )
                 return

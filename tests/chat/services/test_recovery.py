@@ -54,3 +54,44 @@ def test_live_and_finished_runs_are_left_alone(user):
     fresh = ConversationFactory(owner=user)
     Run.objects.create(conversation=fresh, mode=fresh.mode)  # queued a moment ago
     assert runs_recover() == []
+
+
+def test_a_run_parked_on_a_tool_that_is_still_in_time_is_left_alone(user):
+    from chat.models import ExecutionStatus, ToolExecution
+
+    stale = timezone.now() - timedelta(minutes=5)
+    run = lost_run(user, status=RunStatus.RUNNING, heartbeat_at=stale)
+    call = [
+        {
+            "id": "call_wait",
+            "type": "function",
+            "function": {"name": "slow_step", "arguments": '{"label": "w", "seconds": 0.1}'},
+        }
+    ]
+    assistant = Message.objects.create(
+        conversation=run.conversation,
+        run=run,
+        position=1,
+        role=Role.ASSISTANT,
+        content=None,
+        tool_calls=call,
+    )
+    execution = ToolExecution.objects.create(
+        run=run,
+        message=assistant,
+        tool_call_id="call_wait",
+        name="slow_step",
+        status=ExecutionStatus.RUNNING,
+        started_at=timezone.now(),
+    )
+    assert runs_recover() == []
+    # Past its timeout (20 s) and the grace period, the call is presumed lost with its worker.
+    ToolExecution.objects.filter(pk=execution.pk).update(
+        started_at=timezone.now() - timedelta(minutes=5)
+    )
+    assert runs_recover() == [run.pk]
+    # Taken over: the idempotent call runs again and the run finishes.
+    run = wait_for_run(run, 20)
+    assert run.status == RunStatus.COMPLETED, run.error
+    execution.refresh_from_db()
+    assert (execution.status, execution.attempts) == (ExecutionStatus.SUCCEEDED, 1)
