@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ sys.path.insert(0, str(ROOT))
 from tests.llm_server import Reply, ScriptedLLMServer, text_reply, tool_calls_reply  # noqa: E402
 from tests.plugins.services import PostgresServer, RedisServer  # noqa: E402
 from tests.stack import CeleryWorker  # noqa: E402
+
+# So that benchmarks can post as fast as they like (the default is 30/min a user).
+BENCH_ENV = {"TOOLCHAT_MESSAGE_RATE": "1000000/min"}
 
 
 def default_responder(answer_words: int = 20) -> Callable[[dict[str, Any]], Reply]:
@@ -39,11 +43,87 @@ def default_responder(answer_words: int = 20) -> Callable[[dict[str, Any]], Repl
     return respond
 
 
+class BenchWorker(CeleryWorker):
+    """tests.stack.CeleryWorker with a chosen number of threads (it always runs 6)."""
+
+    def __init__(self, *, concurrency: int = 6, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.concurrency = concurrency
+
+    def start(self, timeout: float = 30.0) -> BenchWorker:
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "project",
+            "worker",
+            "-P",
+            "threads",
+            "-c",
+            str(self.concurrency),
+            "-n",
+            f"{self.name}@%h",
+            "-l",
+            "info",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
+        self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while "ready." not in self.log():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"celery worker exited:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"celery worker not ready after {timeout}s:\n{self.log()}")
+            time.sleep(0.1)
+        return self
+
+
+def _create_database(postgres: PostgresServer) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres.url("postgres"), autocommit=True) as connection:
+        connection.execute("CREATE DATABASE toolchat")
+
+
+def _migrate(env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+
+
+def _model_env(llm: ScriptedLLMServer) -> dict[str, str]:
+    return {
+        "DJANGO_SETTINGS_MODULE": "project.settings.test",
+        "LLM_PROVIDER": "openai",
+        "OPENAI_API_KEY": "sk-bench",
+        "OPENAI_BASE_URL": llm.base_url,
+        "LLM_MODEL": "bench-model",
+    }
+
+
 @contextlib.contextmanager
 def running_stack(
-    *, responder: Callable[[dict[str, Any]], Reply] | None = None, workers: int = 1
+    *,
+    responder: Callable[[dict[str, Any]], Reply] | None = None,
+    workers: int = 1,
+    concurrency: int | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Start everything; yield URLs, the Django-ready environment and the model server."""
+    """Start everything; yield URLs, the Django-ready environment and the model server.
+
+    `concurrency` is the number of threads of each Celery worker (6 if None);
+    `extra_env` is added to the environment of every process, this one included.
+    """
     postgres, redis = PostgresServer(), RedisServer()
     postgres.start()
     redis.start()
@@ -51,38 +131,35 @@ def running_stack(
     logs = Path(tempfile.mkdtemp(prefix="toolchat-bench-"))
     processes: list[Any] = []
     try:
-        import psycopg
-
-        with psycopg.connect(postgres.url("postgres"), autocommit=True) as connection:
-            connection.execute("CREATE DATABASE toolchat")
+        _create_database(postgres)
         env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "project.settings.test",
+            **_model_env(llm),
             "DATABASE_URL": postgres.url("toolchat"),
             "REDIS_URL": redis.url,
-            "LLM_PROVIDER": "openai",
-            "OPENAI_API_KEY": "sk-bench",
-            "OPENAI_BASE_URL": llm.base_url,
-            "LLM_MODEL": "bench-model",
             "DJANGO_STATIC_ROOT": str(logs / "static"),
+            **(extra_env or {}),
         }
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        _migrate(env)
         os.environ.update(
             {k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL")}
         )
+        os.environ.update(extra_env or {})
         import django
 
         django.setup()
         for index in range(workers):
-            worker = CeleryWorker(
-                env=env, log_path=logs / f"worker{index}.log", name=f"bench{index}"
-            )
+            if concurrency is None:
+                worker: CeleryWorker = CeleryWorker(
+                    env=env, log_path=logs / f"worker{index}.log", name=f"bench{index}"
+                )
+            else:
+                worker = BenchWorker(
+                    env=env,
+                    log_path=logs / f"worker{index}.log",
+                    name=f"bench{index}",
+                    concurrency=concurrency,
+                )
             processes.append(worker.start())
         from tests.plugins.servers import AsgiServer
 
@@ -102,6 +179,45 @@ def running_stack(
         llm.stop()
         redis.stop()
         postgres.stop()
+
+
+@contextlib.contextmanager
+def running_database(
+    *,
+    responder: Callable[[dict[str, Any]], Reply] | None = None,
+    backend: str = "postgres",
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """A migrated database (private PostgreSQL, or a temporary SQLite file) and the model.
+
+    No Redis, no workers, no web server: Django is set up in this process with
+    tasks in-process (set `TOOLCHAT_TASKS_EAGER` to run a turn inline) and the
+    openai provider pointed at the scripted model.
+    """
+    postgres = PostgresServer() if backend == "postgres" else None
+    folder = Path(tempfile.mkdtemp(prefix="toolchat-bench-"))
+    llm = ScriptedLLMServer(responder=responder or default_responder()).start()
+    try:
+        if postgres is not None:
+            postgres.start()
+            _create_database(postgres)
+            url = postgres.url("toolchat")
+        elif backend == "sqlite":
+            url = f"sqlite:///{folder / 'bench.sqlite3'}"
+        else:
+            raise ValueError(f"backend {backend!r}: use 'postgres' or 'sqlite'")
+        os.environ.pop("REDIS_URL", None)
+        env = {**_model_env(llm), "DATABASE_URL": url, **(extra_env or {})}
+        os.environ.update(env)
+        _migrate(dict(os.environ))
+        import django
+
+        django.setup()
+        yield {"llm": llm, "env": env, "backend": backend, "folder": folder}
+    finally:
+        llm.stop()
+        if postgres is not None:
+            postgres.stop()
 
 
 def percentile(values: list[float], fraction: float) -> float:

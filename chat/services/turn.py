@@ -167,8 +167,10 @@ class _Heartbeat:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # Not a long join: the thread may be waiting for a pooled connection, and
+        # the step must not wait for it. It sees the stop flag and ends by itself.
         self._stop.set()
-        self._thread.join(5)
+        self._thread.join(0.05)
 
     def check(self) -> None:
         """Raise LeaseLost if the run is no longer ours."""
@@ -188,7 +190,7 @@ class _Heartbeat:
                     renewed = time.monotonic()
                 else:
                     alive = still.exists()
-                if not alive:
+                if not alive and not self._stop.is_set():
                     self.lost = True
                     return
         except Exception:
