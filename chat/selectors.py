@@ -56,12 +56,43 @@ def history_for_model(
     max_messages: int | None = None,
     max_chars: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The messages to send to a model: valid OpenAI history, in one query whatever its length."""
-    rows = (
-        Message.objects.filter(conversation_id=conversation.pk)
-        .order_by("position")
-        .only(*HISTORY_COLUMNS)
-    )
+    """The messages to send to a model: valid OpenAI history, in one query (two with a budget).
+
+    With `max_messages`, only the newest rows that trimming could keep are
+    read (twice the budget, from the first user message in that window), plus
+    the leading system rows: the load stays flat however long the
+    conversation grows, and the result is what trimming the whole history
+    would give.
+    """
+    everything = Message.objects.filter(conversation_id=conversation.pk).only(*HISTORY_COLUMNS)
+    rows: list[Message] | None = None
+    if max_messages is not None:
+        window = max(2 * max_messages, 20)
+        newest = list(everything.order_by("-position")[:window])
+        newest.reverse()
+        # Always read, so that the count of queries does not depend on the length.
+        leading = list(
+            everything.filter(
+                role=Role.SYSTEM,
+                position__lt=Subquery(
+                    Message.objects.filter(conversation_id=conversation.pk)
+                    .exclude(role=Role.SYSTEM)
+                    .order_by("position")
+                    .values("position")[:1]
+                ),
+            ).order_by("position")
+        )
+        if len(newest) < window:
+            rows = newest  # that is the whole conversation
+        else:
+            start = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
+            if start is not None:
+                # Trimming cuts only where a user message begins a turn, so the
+                # rows before the window's first one would be cut anyway.
+                rows = leading + newest[start:]
+            # else: one turn longer than the window; read it all (below).
+    if rows is None:
+        rows = list(everything.order_by("position"))
     return build_model_history(
         rows,
         system_prompt=conversation.system_prompt,

@@ -121,3 +121,59 @@ def test_conversation_get_returns_only_the_owners(user, other_user, conversation
     ]:
         with pytest.raises(ConversationNotFound):
             conversation_get(conversation_id=conversation_id, user=asker)
+
+
+def _random_conversation(owner, seed, turns):
+    """A conversation with leading system rows, parallel tool calls, and a long last turn."""
+    import random
+
+    rng = random.Random(seed)
+    conversation = ConversationFactory(owner=owner, system_prompt="Be brief." if seed % 2 else "")
+    rows, position = [], 0
+
+    def add(**fields):
+        nonlocal position
+        rows.append(Message(conversation=conversation, position=position, **fields))
+        position += 1
+
+    for _ in range(rng.randint(0, 2)):
+        add(role=Role.SYSTEM, content="imported instructions")
+    for turn in range(turns):
+        add(role=Role.USER, content=f"question {turn}")
+        for step in range(rng.randint(0, 3)):
+            ids = [f"call_{seed}_{turn}_{step}_{i}" for i in range(rng.randint(1, 3))]
+            calls = [
+                {"id": i, "type": "function", "function": {"name": "calculator", "arguments": "{}"}}
+                for i in ids
+            ]
+            add(role=Role.ASSISTANT, content=None, tool_calls=calls)
+            for call_id in ids:
+                add(
+                    role=Role.TOOL, tool_call_id=call_id, name="calculator", content='{"result": 1}'
+                )
+        add(role=Role.ASSISTANT, content=f"answer {turn}")
+    Message.objects.bulk_create(rows)
+    return conversation
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("budget", [3, 8, 25])
+def test_a_bounded_history_load_equals_trimming_the_whole_history(user, seed, budget):
+    from chat.history import build_model_history
+
+    conversation = _random_conversation(user, seed, turns=15 + seed)
+    everything = list(Message.objects.filter(conversation=conversation).order_by("position"))
+    expected = build_model_history(
+        everything, system_prompt=conversation.system_prompt, max_messages=budget
+    )
+    assert history_for_model(conversation=conversation, max_messages=budget) == expected
+
+
+def test_a_bounded_history_load_takes_at_most_two_queries_at_any_length(
+    user, django_assert_max_num_queries
+):
+    for turns in (10, 1000):
+        conversation = _random_conversation(user, 1, turns=turns)
+        with django_assert_max_num_queries(2):
+            history = history_for_model(conversation=conversation, max_messages=50)
+        assert len(history) <= 51
