@@ -151,7 +151,9 @@ def main() -> None:
     print("queries: distinct counts seen over the turns; events: RunEvent rows of the turn,")
     print("deltas: of which message.delta (coalesced by time, TOOLCHAT_DELTA_INTERVAL_S, so a")
     print("slower stream can store one more: 4 queries each); sent: messages in the first model")
-    print("request (history trimmed to TOOLCHAT_HISTORY_MAX_MESSAGES=400; rows loaded in 2 queries)")
+    print(
+        "request (history trimmed to TOOLCHAT_HISTORY_MAX_MESSAGES=400; rows loaded in 2 queries)"
+    )
     path = write_results(
         "queries_per_turn",
         {"repeat": args.repeat, "machine": platform.platform(), "lengths": rows},
