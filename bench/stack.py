@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,47 +40,6 @@ def default_responder(answer_words: int = 20) -> Callable[[dict[str, Any]], Repl
         return text_reply(answer)
 
     return respond
-
-
-class BenchWorker(CeleryWorker):
-    """tests.stack.CeleryWorker with a chosen number of threads (it always runs 6)."""
-
-    def __init__(self, *, concurrency: int = 6, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.concurrency = concurrency
-
-    def start(self, timeout: float = 30.0) -> BenchWorker:
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "project",
-            "worker",
-            "-P",
-            "threads",
-            "-c",
-            str(self.concurrency),
-            "-n",
-            f"{self.name}@%h",
-            "-l",
-            "info",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ]
-        self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            command, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + timeout
-        while "ready." not in self.log():
-            if self.process.poll() is not None:
-                raise RuntimeError(f"celery worker exited:\n{self.log()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"celery worker not ready after {timeout}s:\n{self.log()}")
-            time.sleep(0.1)
-        return self
 
 
 def _create_database(postgres: PostgresServer) -> None:
@@ -149,17 +107,12 @@ def running_stack(
 
         django.setup()
         for index in range(workers):
-            if concurrency is None:
-                worker: CeleryWorker = CeleryWorker(
-                    env=env, log_path=logs / f"worker{index}.log", name=f"bench{index}"
-                )
-            else:
-                worker = BenchWorker(
-                    env=env,
-                    log_path=logs / f"worker{index}.log",
-                    name=f"bench{index}",
-                    concurrency=concurrency,
-                )
+            worker = CeleryWorker(
+                env=env,
+                log_path=logs / f"worker{index}.log",
+                name=f"bench{index}",
+                concurrency=concurrency or 6,
+            )
             processes.append(worker.start())
         from tests.plugins.servers import AsgiServer
 

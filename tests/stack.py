@@ -34,10 +34,11 @@ def wait_for_run(run: Any, timeout: float = 15.0) -> Any:
 class CeleryWorker:
     """A real `celery worker` process (threads pool) against the test database and Redis."""
 
-    def __init__(self, *, env: dict[str, str], log_path, name: str) -> None:
+    def __init__(self, *, env: dict[str, str], log_path, name: str, concurrency: int = 6) -> None:
         self.env = env
         self.log_path = log_path
         self.name = name
+        self.concurrency = concurrency
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> CeleryWorker:
@@ -51,7 +52,7 @@ class CeleryWorker:
             "-P",
             "threads",
             "-c",
-            "6",
+            str(self.concurrency),
             "-n",
             f"{self.name}@%h",
             "-l",
