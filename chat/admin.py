@@ -20,7 +20,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from chat.audit import run_latency_breakdown
+from chat.audit.queries import run_latency_breakdown
 from chat.models import Conversation, Message, ModelCall, Run, RunEvent, ToolExecution
 
 if TYPE_CHECKING:

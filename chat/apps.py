@@ -5,3 +5,8 @@ class ChatConfig(AppConfig):
     name = "chat"
     verbose_name = "Chat"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Registers the tasks with the Celery app, so that the in-process
+        # dispatcher (no broker) finds them by name as a worker would.
+        from chat import tasks  # noqa: F401

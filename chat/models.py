@@ -15,7 +15,7 @@ from django.db.models import Q
 
 
 class Mode(models.TextChoices):
-    """How a run continues after its tools (chat/continuation.py)."""
+    """How a run continues after its tools (chat/engine/continuation.py)."""
 
     TWO_PASS = "two_pass", "Two-pass composition"
     LOOP = "loop", "Agent loop"
@@ -39,7 +39,7 @@ class Conversation(models.Model):
     model = models.CharField(max_length=128, blank=True, help_text="Overrides LLM_MODEL.")
     system_prompt = models.TextField(blank=True)
     # The last RunEvent.seq handed out in this conversation: events are numbered
-    # by bumping it under the row lock (chat/events.py).
+    # by bumping it under the row lock (chat/live/events.py).
     last_event_seq = models.BigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

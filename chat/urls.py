@@ -1,7 +1,7 @@
 from django.urls import path
 
 from chat import views
-from chat.audit_views import audit_run_detail, audit_run_list
+from chat.audit.views import audit_run_detail, audit_run_list
 
 app_name = "chat"
 

@@ -11,9 +11,9 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from chat.dispatch import start_in_process_recovery  # noqa: E402
-from chat.routing import websocket_urlpatterns  # noqa: E402
-from chat.ws_auth import websocket_application  # noqa: E402
+from chat.engine.recovery import start_in_process_recovery  # noqa: E402
+from chat.live.routing import websocket_urlpatterns  # noqa: E402
+from chat.live.ws_auth import websocket_application  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -13,7 +13,7 @@ app.autodiscover_tasks()
 
 @app.on_after_configure.connect
 def schedule_recovery(sender: Celery, **kwargs: object) -> None:
-    """Celery beat re-queues runs whose workers died (chat.services.runs.runs_recover)."""
+    """Celery beat re-queues runs whose workers died (chat.engine.recovery.runs_recover)."""
     from django.conf import settings
 
     sender.add_periodic_task(settings.TOOLCHAT_RECOVER_S, sender.signature("chat.runs_recover"))

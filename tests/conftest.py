@@ -69,7 +69,7 @@ def celery_env(llm_server, redis_url, settings, transactional_db, tmp_path):
         LLM_MODEL="test-model",
         LLM_MAX_RETRIES="2",
         TOOLCHAT_TOOL_MODULES=",".join(
-            [*settings.TOOLCHAT_TOOL_MODULES, "tests.chat.services.slow_tools"]
+            [*settings.TOOLCHAT_TOOL_MODULES, "tests.chat.engine.slow_tools"]
         ),
         TOOLCHAT_TEST_LEDGER=str(ledger),
         # Crash recovery on a test's time scale: redelivery after 3 s, a silent

@@ -18,7 +18,6 @@ import queue
 import threading
 import time
 import traceback
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,13 +27,13 @@ from django.db import connections
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from tools.audit import audit_form, mask_arguments
 from tools.context import ToolContext, call_sink
 from tools.registry import ToolRegistry, ToolSpec
 from tools.registry import registry as default_registry
 
 logger = logging.getLogger(__name__)
 
-MASK = "***"
 DEFAULT_MAX_CHARS = 10_000
 # An async tool is cancelled at its timeout; this is how long its cancellation
 # may take before the executor stops waiting for it too.
@@ -261,17 +260,12 @@ def _prepare(
     return spec, kwargs, audit_arguments
 
 
-def mask_arguments(arguments: Mapping[str, Any], sensitive: frozenset[str]) -> dict[str, Any]:
-    """The arguments with the values of sensitive parameters replaced by ***."""
-    return {key: MASK if key in sensitive else value for key, value in arguments.items()}
-
-
 def _keep_arguments(result: ToolResult, text: str, decoded: Any, sensitive: frozenset[str]) -> None:
-    if isinstance(decoded, dict):
-        result.audit_arguments = mask_arguments(decoded, sensitive)
+    arguments, raw = audit_form(decoded, text, sensitive)
+    if arguments is not None:
+        result.audit_arguments = arguments
     else:
-        # Not an object, so no way to tell the secret part from the rest.
-        result.arguments_raw = MASK if sensitive else text
+        result.arguments_raw = raw
 
 
 def _json_type(value: Any) -> str:

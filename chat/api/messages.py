@@ -40,6 +40,7 @@ from chat.api.base import (
     paginate,
 )
 from chat.api.serializers import MessageSerializer, RunSerializer, message_data
+from chat.live.streams import run_event_stream, sse_response
 from chat.models import ACTIVE_RUN_STATUSES, Message, Role, Run
 from chat.selectors import (
     conversation_get,
@@ -184,8 +185,6 @@ class MessageCreateApi(AsyncApiView):
             conversation=conversation, content=body.validated_data["content"], user=user
         )
         if accepts_event_stream(request):
-            from chat.streams import run_event_stream, sse_response
-
             return sse_response(run_event_stream(run=run))
         if query.validated_data["wait"]:
             await _wait_for_end(run, query.validated_data["timeout"])
@@ -195,7 +194,7 @@ class MessageCreateApi(AsyncApiView):
 
 async def _wait_for_end(run: Run, timeout: float) -> None:
     """Follow the run's events until its last one, or until `timeout` seconds have passed."""
-    from chat.streams import run_event_stream
+    from chat.live.streams import run_event_stream
 
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout):

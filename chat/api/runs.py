@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 from chat.api import docs
 from chat.api.base import EventStreamNegotiation, accepts_event_stream
 from chat.api.serializers import EventSerializer, RunSerializer
-from chat.events import event_envelope
+from chat.live.events import event_envelope
 from chat.models import RunStatus
 from chat.selectors import run_detail, run_event_list, run_get
 from chat.services.runs import run_cancel
@@ -117,7 +117,7 @@ class RunEventListApi(APIView):
             after = max(after, int(resume))
         run = run_get(run_id=run_id, user=request.user)
         if accepts_event_stream(request):
-            from chat.streams import run_event_stream, sse_response
+            from chat.live.streams import run_event_stream, sse_response
 
             return sse_response(run_event_stream(run=run, after=after))
         limit: int = query.validated_data["limit"]

@@ -13,8 +13,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from chat.events import EVENT_TYPES
 from chat.history import message_to_api
+from chat.live.events import EVENT_TYPES
 from chat.models import (
     Conversation,
     ExecutionStatus,

@@ -229,7 +229,7 @@ if REDIS_URL:
     }
 else:
     # One process only; safe to publish to from the in-process task threads.
-    CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.ThreadSafeInMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "chat.live.layers.ThreadSafeInMemoryChannelLayer"}}
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
@@ -323,6 +323,15 @@ if LLM_PROVIDER not in {"openai", "offline"}:
     raise ImproperlyConfigured(f"LLM_PROVIDER={LLM_PROVIDER!r}: use 'openai' or 'offline'.")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini" if LLM_PROVIDER == "openai" else "offline")
 LLM_COMPOSE_MODEL = env_str("LLM_COMPOSE_MODEL")
+# The composing call (the answer after the tools) is a short, natural reply:
+# it is capped and a little warmer than the tool-choosing call. 0 tokens or a
+# temperature of "none" sends none (for models that reject `temperature`).
+LLM_COMPOSE_MAX_TOKENS = env_int("LLM_COMPOSE_MAX_TOKENS", 600) or None
+LLM_COMPOSE_TEMPERATURE = (
+    None
+    if env_str("LLM_COMPOSE_TEMPERATURE").lower() == "none"
+    else env_float("LLM_COMPOSE_TEMPERATURE", 0.7)
+)
 LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3)
 

@@ -32,7 +32,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     }
 
 # Test-only tools (slow, crashing, return_direct) beside the built-in ones.
-TOOLCHAT_TOOL_MODULES = [*TOOLCHAT_TOOL_MODULES, "tests.chat.services.slow_tools"]  # noqa: F405
+TOOLCHAT_TOOL_MODULES = [*TOOLCHAT_TOOL_MODULES, "tests.chat.engine.slow_tools"]  # noqa: F405
 
 # No background sweep for lost runs in test processes (importing project.asgi
 # would start one against whatever database is configured at that moment);

@@ -16,7 +16,7 @@ from chat.models import (
     RunEvent,
     ToolExecution,
 )
-from tests.chat.test_audit import HOSTILE, audited_run
+from tests.chat.audit.test_queries import HOSTILE, audited_run
 from tests.factories import ConversationFactory, UserFactory
 from tools.models import Resource
 

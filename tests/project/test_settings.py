@@ -133,7 +133,7 @@ def test_without_redis_channels_are_in_memory_and_tasks_run_in_process():
     dumped = dump_settings(DJANGO_DEBUG="1")
     assert (
         dumped["CHANNEL_LAYERS"]["default"]["BACKEND"]
-        == "chat.layers.ThreadSafeInMemoryChannelLayer"
+        == "chat.live.layers.ThreadSafeInMemoryChannelLayer"
     )
     assert dumped["TOOLCHAT_TASKS_IN_PROCESS"] is True
     assert dumped["CELERY_BROKER_URL"] == "memory://"

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from chat.services.runs import runs_recover
+from chat.engine.recovery import runs_recover
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chat.events import event_publish
+from chat.live.events import event_publish
 from chat.models import ExecutionStatus, Message, Role, Run, RunStatus, ToolExecution
 from tests.factories import RunFactory
 

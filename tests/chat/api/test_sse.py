@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from django.db import connections
 from django.test import AsyncClient
 
-from chat.events import event_publish
+from chat.live.events import event_publish
 from chat.models import Run, RunStatus
 from tests.factories import RunFactory
 from tests.llm_server import text_reply, tool_calls_reply

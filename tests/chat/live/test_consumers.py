@@ -10,7 +10,7 @@ from channels.testing.websocket import WebsocketCommunicator
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
-from chat.events import event_publish
+from chat.live.events import event_publish
 from chat.models import Run, RunStatus
 from project.asgi import application
 from tests.factories import ConversationFactory, RunFactory, UserFactory

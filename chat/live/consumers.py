@@ -2,7 +2,7 @@
 
 Thin: it authenticates (chat/ws_auth.py did the work), checks ownership before
 joining anything, and forwards client messages to the same services the REST
-API uses. Delivery is chat/streams.py's cursor over the stored events, so a
+API uses. Delivery is chat/live/streams.py's cursor over the stored events, so a
 client that resumes with the last seq it saw gets everything after it, in
 order, exactly once.
 
@@ -28,7 +28,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from chat.exceptions import ToolchatError
-from chat.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
+from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
+from chat.selectors import conversation_get
+from chat.services.runs import run_cancel_by_id, run_start
 
 logger = logging.getLogger(__name__)
 
@@ -241,20 +243,14 @@ def _after_from_query(query_string: bytes) -> int | None:
 
 @database_sync_to_async
 def _conversation_get(conversation_id: Any, user: Any) -> Any:
-    from chat.selectors import conversation_get
-
     return conversation_get(conversation_id=conversation_id, user=user)
 
 
 @database_sync_to_async
 def _run_start(conversation: Any, content: str, user: Any) -> Any:
-    from chat.services.runs import run_start
-
     return run_start(conversation=conversation, content=content, user=user)
 
 
 @database_sync_to_async
 def _run_cancel(conversation_id: Any, run_id: str) -> Any:
-    from chat.services.runs import run_cancel_by_id
-
     return run_cancel_by_id(conversation_id=conversation_id, run_id=run_id)

@@ -13,7 +13,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
-from chat.continuation import COMPOSE_INSTRUCTION, STEP_LIMIT_INSTRUCTION
+from chat.engine.continuation import COMPOSE_INSTRUCTION, STEP_LIMIT_INSTRUCTION
 from chat.models import (
     ExecutionStatus,
     Message,
@@ -27,7 +27,7 @@ from chat.models import (
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
 from tests.assertions import assert_valid_history
-from tests.chat.services.conftest import wait_for_run
+from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
 
@@ -429,7 +429,7 @@ def test_a_tool_call_with_an_empty_name_is_answered_not_stuck(llm_server, conver
 def test_a_slow_first_token_does_not_get_a_live_run_taken_over(llm_server, conversation, settings):
     import threading
 
-    from chat.services.runs import runs_recover
+    from chat.engine.recovery import runs_recover
 
     settings.TOOLCHAT_RUN_STALE_S = 1.0
     settings.TOOLCHAT_HEARTBEAT_S = 0.2

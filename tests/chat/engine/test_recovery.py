@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from chat.engine.recovery import runs_recover
 from chat.models import Message, Role, Run, RunStatus
-from chat.services.runs import runs_recover
-from tests.chat.services.conftest import wait_for_run
+from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

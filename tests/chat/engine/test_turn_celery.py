@@ -15,7 +15,7 @@ from chat.models import ExecutionStatus, Message, ModelCall, Role, RunStatus, To
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
 from tests.assertions import assert_valid_history
-from tests.chat.services.conftest import wait_for_run
+from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
 from tests.llm_server import text_reply, tool_calls_reply
 

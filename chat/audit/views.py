@@ -14,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from chat.audit import (
+from chat.audit.queries import (
     audit_run_get,
     audit_run_page,
     latency_summary,

@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
-from chat.events import conversation_group, event_envelope, event_list, event_publish
+from chat.live.events import conversation_group, event_envelope, event_list, event_publish
 from chat.models import RunEvent
 from tests.factories import ConversationFactory, RunFactory
 

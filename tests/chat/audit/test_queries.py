@@ -12,7 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from chat.audit import (
+from chat.audit.queries import (
     audit_run_get,
     audit_run_page,
     latency_summary,

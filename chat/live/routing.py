@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from chat.consumers import ConversationConsumer
+from chat.live.consumers import ConversationConsumer
 
 websocket_urlpatterns = [
     path(

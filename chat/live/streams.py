@@ -28,8 +28,8 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.http import StreamingHttpResponse
 
-from chat.events import conversation_group, event_envelope
-from chat.models import Run, RunEvent, RunStatus
+from chat.live.events import conversation_group, event_envelope
+from chat.models import Conversation, Run, RunEvent, RunStatus
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 ENDED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -187,8 +187,6 @@ def run_event_stream(*, run: Run, after: int = 0) -> AsyncIterator[dict[str, Any
 @database_sync_to_async
 def conversation_cursor(conversation_id: Any) -> int:
     """The conversation's latest seq: where a live-only stream starts."""
-    from chat.models import Conversation
-
     value = (
         Conversation.objects.filter(pk=conversation_id)
         .values_list("last_event_seq", flat=True)

@@ -1,0 +1,160 @@
+"""Who works on a run: claiming its lease, the heartbeat that renews it, and the row locks.
+
+A claim is a compare-and-set on the run row; the holder renews `heartbeat_at`
+while it works, and anyone may take over a lease whose heartbeat went stale.
+Every write of a step happens under the run's row lock with the lease checked,
+so a worker that lost its lease (a cancel, a take-over) changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.db.models import DateTimeField, Max, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from chat.engine.dispatch import dispatch_run
+from chat.models import Conversation, Message, Run, RunStatus
+
+logger = logging.getLogger(__name__)
+
+
+def worker_name() -> str:
+    """This process as audit rows name it: host and pid, read when asked.
+
+    Not a module constant: under Celery's prefork pool the children are forked
+    after import, and each must record its own pid, not its parent's.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class LeaseLost(Exception):
+    """Another worker took the run over, or the run was cancelled: stop quietly."""
+
+
+def run_claim(*, run_id: Any) -> tuple[Run, uuid.UUID] | None:
+    """Take the run's lease if it is free or stale; None when someone else holds it or it ended."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
+    token = uuid.uuid4()
+    claimed = (
+        Run.objects.filter(pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+        .filter(Q(lease__isnull=True) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale))
+        .update(
+            status=RunStatus.RUNNING,
+            lease=token,
+            heartbeat_at=now,
+            started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())),
+        )
+    )
+    if not claimed:
+        return None
+    run = Run.objects.select_related("conversation", "conversation__owner").get(pk=run_id)
+    return run, token
+
+
+def run_recheck_later(*, run_id: Any) -> None:
+    """A delivery found the run held by someone: look again once that lease could be stale.
+
+    This is how a run whose worker died mid-step is taken over: the broker
+    redelivers its task, possibly before the lease has gone stale, and this
+    check comes back when it has. If the holder is alive by then, the run has
+    either ended or shows a fresh heartbeat, and the check repeats.
+    """
+    if settings.TOOLCHAT_TASKS_IN_PROCESS:
+        return  # no redelivery without a broker: a lease held here is held by a live thread
+    held = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING, lease__isnull=False).values_list(
+        "heartbeat_at", flat=True
+    )
+    heartbeat = next(iter(held), None)
+    if heartbeat is None:
+        return
+    stale_at = heartbeat + timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
+    dispatch_run(run_id, delay_s=max(0.5, (stale_at - timezone.now()).total_seconds() + 0.5))
+
+
+class Heartbeat:
+    """Renews the run's lease from a thread while a model call is in flight.
+
+    A model may take long to send its first token, and the provider sleeps
+    between retries: the stream yields nothing then, so the renewal cannot wait
+    for it. The thread also notices a cancel (or a take-over) within a second,
+    and the streaming loop stops at its next event.
+    """
+
+    def __init__(self, run: Run, token: uuid.UUID) -> None:
+        self.run_id = run.pk
+        self.token = token
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="toolchat-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # Not a long join: the thread may be waiting for a pooled connection, and
+        # the step must not wait for it. It sees the stop flag and ends by itself.
+        self._stop.set()
+        self._thread.join(0.05)
+
+    def check(self) -> None:
+        """Raise LeaseLost if the run is no longer ours."""
+        if self.lost:
+            raise LeaseLost(str(self.run_id))
+
+    def _beat(self) -> None:
+        interval = min(settings.TOOLCHAT_HEARTBEAT_S, 1.0)
+        renewed = time.monotonic()
+        try:
+            while not self._stop.wait(interval):
+                still = Run.objects.filter(
+                    pk=self.run_id, lease=self.token, status=RunStatus.RUNNING
+                )
+                if time.monotonic() - renewed >= settings.TOOLCHAT_HEARTBEAT_S:
+                    alive = still.update(heartbeat_at=timezone.now())
+                    renewed = time.monotonic()
+                else:
+                    alive = still.exists()
+                if not alive and not self._stop.is_set():
+                    self.lost = True
+                    return
+        except Exception:
+            logger.exception("heartbeat of run %s failed", self.run_id)
+        finally:
+            connections.close_all()
+
+
+def run_lock(run: Run, token: uuid.UUID | None) -> Run:
+    """Lock the run row for a write; with a token, check the lease is still ours."""
+    locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
+    if token is not None and (locked.lease != token or locked.status != RunStatus.RUNNING):
+        raise LeaseLost(str(run.pk))
+    return locked
+
+
+def next_position(conversation_id: Any) -> int:
+    """The next message position, under the conversation's row lock (held to commit).
+
+    Lock order everywhere: run, then tool execution, then conversation; and
+    every row lock is FOR NO KEY UPDATE, so that the foreign-key checks of
+    inserts (a RunEvent or Message pointing at the run) never wait on it. A late
+    tool result of an ended run and a new run's first message both take this
+    lock before inserting, so they never collide on a position.
+    """
+    Conversation.objects.select_for_update(no_key=True).filter(pk=conversation_id).values_list(
+        "pk"
+    ).first()
+    last = Message.objects.filter(conversation_id=conversation_id).aggregate(m=Max("position"))["m"]
+    return 0 if last is None else last + 1

@@ -1,0 +1,330 @@
+"""One model call: the request, its stream to live events, and the stored answer.
+
+The answer is stored with its latency and usage in one transaction under the
+run's lease, together with the audit rows of the tool calls it asks for; the
+calls are queued on commit, and the run is parked until they have answered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import hashlib
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from chat.engine.continuation import DECISION_FORMAT, decider_instruction, parse_decision
+from chat.engine.dispatch import dispatch_tool
+from chat.engine.finish import run_fail
+from chat.engine.lease import Heartbeat, LeaseLost, next_position, run_lock
+from chat.engine.tool_calls import execution_build
+from chat.history import message_to_api
+from chat.live.events import event_publish
+from chat.llm import get_provider
+from chat.llm.base import (
+    ChatRequest,
+    Completion,
+    Done,
+    ProviderError,
+    StreamRestart,
+    TextDelta,
+    ToolCall,
+)
+from chat.models import (
+    CallStatus,
+    Message,
+    ModelCall,
+    ModelCallPurpose,
+    Role,
+    Run,
+    ToolExecution,
+)
+from chat.selectors import history_for_model
+from tools.registry import TOOL_NAME_RE
+from tools.registry import registry as tool_registry
+
+logger = logging.getLogger(__name__)
+
+# Longer ids are models misbehaving; the column holds 128 characters.
+MAX_CALL_ID = 128
+
+
+class StepOutcome(enum.Enum):
+    """What the run loop does after a model step."""
+
+    NEXT = "next"  # go on: ask the database what comes next
+    PARKED = "parked"  # the answer called tools; their latch resumes the run
+    FAILED = "failed"  # the run was marked failed
+
+
+class _DeltaBuffer:
+    """Coalesces text deltas into one `message.delta` event per interval."""
+
+    def __init__(self, run: Run, message_id: uuid.UUID) -> None:
+        self.run = run
+        self.message_id = str(message_id)
+        self.pending: list[str] = []
+        self.flushed_at = time.monotonic()
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        if time.monotonic() - self.flushed_at >= settings.TOOLCHAT_DELTA_INTERVAL_S:
+            self.flush()
+
+    def reset(self, reason: str) -> None:
+        self.pending.clear()
+        event_publish(
+            run=self.run,
+            type="message.delta",
+            data={"message_id": self.message_id, "reset": True, "reason": reason, "text": ""},
+        )
+
+    def flush(self) -> None:
+        if self.pending:
+            text = "".join(self.pending)
+            self.pending.clear()
+            event_publish(
+                run=self.run,
+                type="message.delta",
+                data={"message_id": self.message_id, "text": text},
+            )
+        self.flushed_at = time.monotonic()
+
+
+def _request_hash(request: ChatRequest) -> str:
+    payload = {
+        "model": request.model,
+        "messages": request.messages,
+        "tools": request.tools,
+        "tool_choice": request.tool_choice,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _request_build(run: Run, *, purpose: str, model: str, instruction: str | None) -> ChatRequest:
+    """The request of a step: the history, the step's instruction, and the tools it offers."""
+    messages = history_for_model(
+        conversation=run.conversation,
+        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
+        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
+    )
+    deciding = purpose == ModelCallPurpose.DECIDE
+    if deciding:
+        # No native tool calling: the tools are described in a system message and
+        # the answer is a JSON decision (chat/engine/continuation.py).
+        instruction = decider_instruction(tool_registry.openai_tools())
+    if instruction:
+        messages.append({"role": "system", "content": instruction})
+    offered = tool_registry.openai_tools() if purpose == ModelCallPurpose.TOOLS else None
+    composing = purpose == ModelCallPurpose.COMPOSE
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        tools=offered or None,
+        tool_choice="auto" if offered else None,
+        response_format=DECISION_FORMAT if deciding else None,
+        max_tokens=settings.LLM_COMPOSE_MAX_TOKENS if composing else None,
+        temperature=settings.LLM_COMPOSE_TEMPERATURE if composing else None,
+    )
+
+
+def model_step(
+    run: Run,
+    token: uuid.UUID,
+    *,
+    purpose: str,
+    model: str,
+    instruction: str | None = None,
+) -> StepOutcome:
+    """One model call, streamed to the run's events and stored."""
+    request = _request_build(run, purpose=purpose, model=model, instruction=instruction)
+    deciding = purpose == ModelCallPurpose.DECIDE
+    provider = get_provider()
+    message_id = uuid.uuid4()
+    model_call = ModelCall.objects.create(
+        run=run,
+        step=run.steps + 1,
+        purpose=purpose,
+        model=model,
+        provider=provider.name,
+        message_count=len(request.messages),
+        request_hash=_request_hash(request),
+        tools_offered=[tool["function"]["name"] for tool in request.tools or []],
+        started_at=timezone.now(),
+    )
+    event_publish(
+        run=run,
+        type="message.created",
+        data={"message_id": str(message_id), "role": "assistant", "purpose": purpose},
+    )
+    buffer = _DeltaBuffer(run, message_id)
+    completion: Completion | None = None
+    try:
+        with Heartbeat(run, token) as heartbeat:
+            for event in provider.stream(request):
+                heartbeat.check()
+                if isinstance(event, TextDelta):
+                    if not deciding:  # a decision is JSON for us, not text for the user
+                        buffer.add(event.text)
+                elif isinstance(event, StreamRestart):
+                    buffer.reset(event.reason)
+                elif isinstance(event, Done):
+                    completion = event.completion
+            heartbeat.check()
+        buffer.flush()
+    except ProviderError as exc:
+        buffer.flush()
+        ModelCall.objects.filter(pk=model_call.pk).update(
+            status=CallStatus.FAILED, error=str(exc), attempts=exc.attempts
+        )
+        run_fail(run, token, str(exc))
+        return StepOutcome.FAILED
+    except LeaseLost:
+        ModelCall.objects.filter(pk=model_call.pk).update(
+            status=CallStatus.FAILED, error="Stopped: the run was cancelled or taken over."
+        )
+        raise
+    except Exception as exc:
+        ModelCall.objects.filter(pk=model_call.pk).update(
+            status=CallStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
+        )
+        raise
+    if completion is None:
+        run_fail(run, token, f"The model ({provider.name}) ended its answer without finishing it.")
+        return StepOutcome.FAILED
+    if deciding:
+        completion = _decision_completion(completion)
+        if completion.content:
+            buffer.add(completion.content)
+            buffer.flush()
+    parked = _answer_store(run, token, model_call, message_id, completion, purpose=purpose)
+    return StepOutcome.PARKED if parked else StepOutcome.NEXT
+
+
+def _decision_completion(completion: Completion) -> Completion:
+    """Turn a decider's JSON into what a tool-calling model would have answered."""
+    decision = parse_decision(completion.content)
+    if decision.next_tool:
+        call = ToolCall(
+            id=f"call_{uuid.uuid4().hex[:24]}",
+            name=decision.next_tool,
+            arguments=json.dumps(decision.arguments),
+        )
+        return dataclasses.replace(completion, content=None, tool_calls=[call])
+    text = decision.final_output or "I could not decide how to answer that."
+    return dataclasses.replace(completion, content=text, tool_calls=[])
+
+
+def repaired_tool_calls(completion: Completion) -> list[dict[str, Any]]:
+    """The answer's calls in OpenAI shape, with usable names and present, unique ids.
+
+    Models do send calls without an id, with an id another call already has
+    (numbered per response, "call_0"), with an id too long to store, or with
+    an empty or invalid function name. Each is repaired here and logged, so
+    that the call is stored, answered, and sent back to the model validly.
+    """
+    calls = []
+    seen: set[str] = set()
+    taken = set(
+        ToolExecution.objects.filter(
+            tool_call_id__in=[c.id for c in completion.tool_calls if c.id]
+        ).values_list("tool_call_id", flat=True)
+    )
+    for call in completion.tool_calls:
+        call_id = call.id
+        if not call_id or len(call_id) > MAX_CALL_ID or call_id in seen or call_id in taken:
+            new_id = f"call_{uuid.uuid4().hex[:24]}"
+            problem = (
+                "no"
+                if not call_id
+                else ("a too long" if len(call_id) > MAX_CALL_ID else "a duplicate")
+            )
+            logger.warning(
+                "tool call %s had %s id %r; assigned %s", call.name, problem, call_id[:200], new_id
+            )
+            call_id = new_id
+        seen.add(call_id)
+        name = call.name
+        if not TOOL_NAME_RE.match(name):
+            # The executor answers that no such tool exists; the name must still be
+            # one the API accepts when this history is sent back.
+            name = re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64] or "unnamed_tool"
+            logger.warning(
+                "tool call %s had the invalid name %r; stored as %r", call_id, call.name[:200], name
+            )
+        calls.append(dataclasses.replace(call, id=call_id, name=name).to_openai())
+    return calls
+
+
+def _answer_store(
+    run: Run,
+    token: uuid.UUID,
+    model_call: ModelCall,
+    message_id: uuid.UUID,
+    completion: Completion,
+    *,
+    purpose: str,
+) -> bool:
+    """Store the answer and its ModelCall; with tool calls, release the run to them (True)."""
+    calls = (
+        repaired_tool_calls(completion)
+        if purpose in (ModelCallPurpose.TOOLS, ModelCallPurpose.DECIDE)
+        else []
+    )
+    if completion.tool_calls and not calls:
+        logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
+    with transaction.atomic():
+        locked = run_lock(run, token)
+        message = Message.objects.create(
+            id=message_id,
+            conversation_id=run.conversation_id,
+            run=run,
+            position=next_position(run.conversation_id),
+            role=Role.ASSISTANT,
+            content=completion.content if (completion.content or calls) else "",
+            tool_calls=calls or None,
+            latency_ms=completion.latency_ms,
+            model=completion.model,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            finish_reason=completion.finish_reason,
+        )
+        ModelCall.objects.filter(pk=model_call.pk).update(
+            status=CallStatus.SUCCEEDED,
+            response_message=message,
+            finish_reason=completion.finish_reason,
+            first_token_ms=completion.first_token_ms,
+            latency_ms=completion.latency_ms,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            attempts=completion.attempts,
+            model=completion.model or model_call.model,
+        )
+        locked.model_calls += 1
+        update = ["model_calls", "heartbeat_at"]
+        locked.heartbeat_at = timezone.now()
+        if calls:
+            locked.steps += 1
+            locked.lease = None
+            update += ["steps", "lease"]
+        locked.save(update_fields=update)
+        run.steps, run.model_calls = locked.steps, locked.model_calls
+        executions = ToolExecution.objects.bulk_create(
+            [
+                execution_build(run=run, message=message, call=call, step=locked.steps)
+                for call in calls
+            ]
+        )
+        event_publish(run=run, type="message.completed", data={"message": message_to_api(message)})
+        for execution in executions:
+            transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
+    return bool(calls)

@@ -1,0 +1,82 @@
+"""Finding lost runs (their worker died, or their task never left) and queuing them again."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.db.models import Q
+from django.utils import timezone
+
+from chat.engine.dispatch import dispatch_run
+from chat.engine.tool_calls import tool_deadline
+from chat.models import FINISHED_EXECUTION_STATUSES, Run, RunStatus, ToolExecution
+
+logger = logging.getLogger(__name__)
+
+
+def runs_recover() -> list[Any]:
+    """Queue every active run that nobody has shown a sign of life for; return their ids.
+
+    A run is lost when its task vanished: a worker (or, without Redis, the web
+    process) died, or a queued run's task was never sent. Queuing it again is
+    safe: `run_advance` takes over only a free or stale lease and resumes from
+    the database. Celery beat runs this every TOOLCHAT_RECOVER_S; without
+    Redis, the web process does (`start_in_process_recovery`).
+    """
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
+    candidates = list(
+        Run.objects.filter(status__in=(RunStatus.QUEUED, RunStatus.RUNNING))
+        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff))
+        .values_list("pk", "lease")
+    )
+    # A run parked on its tools (no lease) is waiting, not lost, while every
+    # unfinished call is still within its time: leave those alone.
+    parked = [run_id for run_id, lease in candidates if lease is None]
+    waiting: set[Any] = set()
+    if parked:
+        unfinished = ToolExecution.objects.filter(run_id__in=parked).exclude(
+            status__in=FINISHED_EXECUTION_STATUSES
+        )
+        lost_calls: set[Any] = set()
+        for execution in unfinished:
+            waiting.add(execution.run_id)
+            started = execution.started_at or execution.created_at
+            limit = (
+                tool_deadline(execution) if execution.started_at else settings.TOOLCHAT_RUN_STALE_S
+            )
+            if (now - started).total_seconds() > limit:
+                lost_calls.add(execution.run_id)
+        waiting -= lost_calls
+    lost = [run_id for run_id, _ in candidates if run_id not in waiting]
+    for run_id in lost:
+        dispatch_run(run_id)
+    return lost
+
+
+def start_in_process_recovery() -> threading.Thread | None:
+    """Without a broker, this web process looks for lost runs now and every TOOLCHAT_RECOVER_S."""
+    if not settings.TOOLCHAT_TASKS_IN_PROCESS or settings.TOOLCHAT_RECOVER_S <= 0:
+        return None
+
+    def sweep() -> None:
+        while True:
+            try:
+                recovered = runs_recover()
+                if recovered:
+                    logger.warning("re-queued %d lost run(s): %s", len(recovered), recovered)
+            except Exception:
+                logger.exception("looking for lost runs failed")
+            finally:
+                connections.close_all()
+            time.sleep(settings.TOOLCHAT_RECOVER_S)
+
+    thread = threading.Thread(target=sweep, name="toolchat-recovery", daemon=True)
+    thread.start()
+    return thread
