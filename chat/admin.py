@@ -8,7 +8,6 @@ HTML is built with format_html / format_html_join only.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
@@ -20,6 +19,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
+from chat.audit.formatting import pretty_json, shown_tool_calls
 from chat.audit.queries import run_latency_breakdown
 from chat.models import Conversation, Message, ModelCall, Run, RunEvent, ToolExecution
 
@@ -42,19 +42,16 @@ else:
 SHORT_CONTENT_CHARS = 80
 
 
-def pretty_json(value: Any) -> SafeString:
-    """A JSON value indented in a <pre>, escaped."""
-    if value is None:
-        return format_html('<span class="quiet">{}</span>', "—")
-    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    return format_html('<pre style="{}">{}</pre>', PRE_STYLE, text)
-
-
 def pre(text: str | None) -> SafeString:
     """Text kept exactly as stored (whitespace too) in a <pre>, escaped."""
     if text is None or text == "":
         return format_html('<span class="quiet">{}</span>', "—")
     return format_html('<pre style="{}">{}</pre>', PRE_STYLE, text)
+
+
+def json_pre(value: Any) -> SafeString:
+    """A JSON value indented in a <pre>, escaped."""
+    return pre(pretty_json(value))
 
 
 # The admin's own CSS has no style for long preformatted values: wrap them and cap the height.
@@ -85,6 +82,18 @@ class ReadOnlyAdminMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class RunRecordAdminMixin(ReadOnlyAdminMixin):
+    """A run or a row of its audit trail: read-only, with the columns they share."""
+
+    @admin.display(description="run", ordering="run_id")
+    def run_link(self, obj: ModelCall | ToolExecution | RunEvent) -> SafeString:
+        return admin_link("chat_run_change", obj.run_id, short_id(obj.run_id))
+
+    @admin.display(description="error")
+    def error_text(self, obj: Run | ModelCall | ToolExecution) -> SafeString:
+        return pre(obj.error)
 
 
 def _count_per_conversation(model: type[Message] | type[Run]) -> Coalesce:
@@ -220,7 +229,8 @@ class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
 
     @admin.display(description="tool calls")
     def tool_calls_pretty(self, obj: Message) -> SafeString:
-        return pretty_json(obj.tool_calls)
+        # Masked like every other place that shows arguments: see tools/audit.py.
+        return json_pre(shown_tool_calls(obj) or None)
 
 
 # --- Runs -----------------------------------------------------------------------------
@@ -268,7 +278,7 @@ class ToolExecutionInline(ReadOnlyAdminMixin, ToolExecutionInlineBase):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdminMixin, RunAdminBase):
+class RunAdmin(RunRecordAdminMixin, RunAdminBase):
     list_display = (
         "short_id",
         "conversation",
@@ -319,10 +329,6 @@ class RunAdmin(ReadOnlyAdminMixin, RunAdminBase):
             '<a href="{}">{}</a>', reverse("chat:audit_run", args=[obj.pk]), "Open the timeline"
         )
 
-    @admin.display(description="error")
-    def error_text(self, obj: Run) -> SafeString:
-        return pre(obj.error)
-
     @admin.display(description="latency by step")
     def latency_breakdown(self, obj: Run) -> SafeString:
         lines = run_latency_breakdown(obj)
@@ -362,7 +368,7 @@ class RunAdmin(ReadOnlyAdminMixin, RunAdminBase):
 
 
 @admin.register(ModelCall)
-class ModelCallAdmin(ReadOnlyAdminMixin, ModelCallAdminBase):
+class ModelCallAdmin(RunRecordAdminMixin, ModelCallAdminBase):
     list_display = (
         "__str__",
         "run_link",
@@ -405,21 +411,13 @@ class ModelCallAdmin(ReadOnlyAdminMixin, ModelCallAdminBase):
     )
     readonly_fields = ("tools_offered_pretty", "error_text")
 
-    @admin.display(description="run", ordering="run_id")
-    def run_link(self, obj: ModelCall) -> SafeString:
-        return admin_link("chat_run_change", obj.run_id, short_id(obj.run_id))
-
     @admin.display(description="tools offered")
     def tools_offered_pretty(self, obj: ModelCall) -> SafeString:
-        return pretty_json(obj.tools_offered)
-
-    @admin.display(description="error")
-    def error_text(self, obj: ModelCall) -> SafeString:
-        return pre(obj.error)
+        return json_pre(obj.tools_offered)
 
 
 @admin.register(ToolExecution)
-class ToolExecutionAdmin(ReadOnlyAdminMixin, ToolExecutionAdminBase):
+class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
     list_display = (
         "name",
         "status",
@@ -474,13 +472,9 @@ class ToolExecutionAdmin(ReadOnlyAdminMixin, ToolExecutionAdminBase):
         "error_text",
     )
 
-    @admin.display(description="run", ordering="run_id")
-    def run_link(self, obj: ToolExecution) -> SafeString:
-        return admin_link("chat_run_change", obj.run_id, short_id(obj.run_id))
-
     @admin.display(description="arguments")
     def arguments_pretty(self, obj: ToolExecution) -> SafeString:
-        return pretty_json(obj.arguments)
+        return json_pre(obj.arguments)
 
     @admin.display(description="arguments as sent (when not valid JSON)")
     def arguments_raw_text(self, obj: ToolExecution) -> SafeString:
@@ -488,19 +482,15 @@ class ToolExecutionAdmin(ReadOnlyAdminMixin, ToolExecutionAdminBase):
 
     @admin.display(description="raw result")
     def result_pretty(self, obj: ToolExecution) -> SafeString:
-        return pretty_json(obj.result)
+        return json_pre(obj.result)
 
     @admin.display(description="content sent to the model")
     def content_sent(self, obj: ToolExecution) -> SafeString:
         return pre(obj.content)
 
-    @admin.display(description="error / traceback")
-    def error_text(self, obj: ToolExecution) -> SafeString:
-        return pre(obj.error)
-
 
 @admin.register(RunEvent)
-class RunEventAdmin(ReadOnlyAdminMixin, RunEventAdminBase):
+class RunEventAdmin(RunRecordAdminMixin, RunEventAdminBase):
     list_display = ("seq", "type", "run_link", "conversation", "created_at")
     list_filter = ("type",)
     list_select_related = ("conversation",)
@@ -510,10 +500,6 @@ class RunEventAdmin(ReadOnlyAdminMixin, RunEventAdminBase):
     fields = ("id", "conversation", "run", "seq", "type", "data_pretty", "created_at")
     readonly_fields = ("data_pretty",)
 
-    @admin.display(description="run", ordering="run_id")
-    def run_link(self, obj: RunEvent) -> SafeString:
-        return admin_link("chat_run_change", obj.run_id, short_id(obj.run_id))
-
     @admin.display(description="data")
     def data_pretty(self, obj: RunEvent) -> SafeString:
-        return pretty_json(obj.data)
+        return json_pre(obj.data)

@@ -16,7 +16,7 @@ import sys
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, overload
+from typing import Any, TypedDict, TypeVar, Unpack, overload
 
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
@@ -31,6 +31,7 @@ DEFAULT_TIMEOUT_S = 30.0
 
 __all__ = [
     "ToolDefinitionError",
+    "ToolOptions",
     "ToolRegistry",
     "ToolSpec",
     "load_tool_modules",
@@ -41,6 +42,25 @@ __all__ = [
 
 class ToolDefinitionError(TypeError):
     """A tool is misdefined; raised while its module is imported."""
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options of `@tool(...)` and `registry.register(...)`; each may be left out.
+
+    Left out, a tool is named after its function, described by its docstring's
+    first paragraph, times out after DEFAULT_TIMEOUT_S, is idempotent, returns
+    to the model, runs without approval and has no sensitive parameter (the
+    defaults are applied in `build_spec`, the one place that reads the options).
+    """
+
+    name: str | None
+    description: str | None
+    timeout: float
+    idempotent: bool
+    return_direct: bool
+    requires_approval: bool
+    # Parameter names whose values are masked wherever arguments are kept or shown.
+    sensitive: Iterable[str]
 
 
 @dataclass(frozen=True)
@@ -107,46 +127,15 @@ class ToolRegistry:
     def tool(self, func: F, /) -> F: ...
 
     @overload
-    def tool(
-        self,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        idempotent: bool = True,
-        return_direct: bool = False,
-        requires_approval: bool = False,
-        sensitive: Iterable[str] = (),
-    ) -> Callable[[F], F]: ...
+    def tool(self, /, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
 
     def tool(
-        self,
-        func: Callable[..., Any] | None = None,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        idempotent: bool = True,
-        return_direct: bool = False,
-        requires_approval: bool = False,
-        sensitive: Iterable[str] = (),
+        self, func: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
     ) -> Any:
         """Register the decorated function as a tool; usable bare or with options."""
 
         def decorate(fn: F) -> F:
-            self.register(
-                fn,
-                name=name,
-                description=description,
-                timeout=timeout,
-                idempotent=idempotent,
-                return_direct=return_direct,
-                requires_approval=requires_approval,
-                sensitive=sensitive,
-                _localns=_caller_locals(),
-            )
+            self.register(fn, _localns=_caller_locals(), **options)
             return fn
 
         if func is not None:
@@ -158,27 +147,11 @@ class ToolRegistry:
         self,
         func: Callable[..., Any],
         *,
-        name: str | None = None,
-        description: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        idempotent: bool = True,
-        return_direct: bool = False,
-        requires_approval: bool = False,
-        sensitive: Iterable[str] = (),
         _localns: Mapping[str, Any] | None = None,
+        **options: Unpack[ToolOptions],
     ) -> ToolSpec:
         """Register a function as a tool without the decorator syntax."""
-        spec = build_spec(
-            func,
-            name=name,
-            description=description,
-            timeout=timeout,
-            idempotent=idempotent,
-            return_direct=return_direct,
-            requires_approval=requires_approval,
-            sensitive=sensitive,
-            localns=_localns,
-        )
+        spec = build_spec(func, localns=_localns, **options)
         existing = self._specs.get(spec.name)
         if existing is not None:
             raise ToolDefinitionError(
@@ -255,18 +228,23 @@ def load_tool_modules(modules: Iterable[str]) -> None:
 def build_spec(
     func: Callable[..., Any],
     *,
-    name: str | None,
-    description: str | None,
-    timeout: float,
-    idempotent: bool,
-    return_direct: bool,
-    requires_approval: bool,
-    sensitive: Iterable[str],
     localns: Mapping[str, Any] | None = None,
+    **options: Unpack[ToolOptions],
 ) -> ToolSpec:
     """Check a function and its options and describe it as a tool."""
+    name = options.get("name")
     tool_name = name if name is not None else getattr(func, "__name__", repr(func))
     label = f"tool {tool_name!r} ({_where(func)})"
+    # A type checker catches a misspelled option; this catches it for everyone else.
+    unknown_options = sorted(set(options) - ToolOptions.__optional_keys__)
+    if unknown_options:
+        raise ToolDefinitionError(
+            f"{label}: unknown option(s) {', '.join(unknown_options)}; "
+            f"the options are {', '.join(ToolOptions.__annotations__)}."
+        )
+    description = options.get("description")
+    timeout = options.get("timeout", DEFAULT_TIMEOUT_S)
+    sensitive = options.get("sensitive", ())
     if not isinstance(tool_name, str) or not TOOL_NAME_RE.match(tool_name):
         raise ToolDefinitionError(
             f"Invalid name for {label}: names must match {TOOL_NAME_RE.pattern} "
@@ -332,13 +310,13 @@ def build_spec(
                 "model nothing; use a concrete type (str, int, a pydantic model...)."
             )
         _check_type(annotation, param.name, label)
-        options: dict[str, Any] = {"alias": param.name}
+        field_options: dict[str, Any] = {"alias": param.name}
         if param.name in arg_docs and not _annotated_description(annotation):
-            options["description"] = arg_docs[param.name]
+            field_options["description"] = arg_docs[param.name]
         if param.default is not param.empty:
-            options["default"] = param.default
+            field_options["default"] = param.default
         field = f"p{index}"
-        field_definitions[field] = (annotation, Field(**options))
+        field_definitions[field] = (annotation, Field(**field_options))
         fields[param.name] = field
 
     model_name = f"{_camel(tool_name)}Arguments"
@@ -373,9 +351,9 @@ def build_spec(
         context_param=context_param,
         context_by_keyword=context_by_keyword,
         timeout=float(timeout),
-        idempotent=idempotent,
-        return_direct=return_direct,
-        requires_approval=requires_approval,
+        idempotent=options.get("idempotent", True),
+        return_direct=options.get("return_direct", False),
+        requires_approval=options.get("requires_approval", False),
         sensitive=sensitive_names,
     )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from functools import wraps
@@ -14,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from chat.audit.formatting import pretty_json, shown_tool_calls
 from chat.audit.queries import (
     audit_run_get,
     audit_run_page,
@@ -40,11 +40,6 @@ def staff_required(view: View) -> View:
         return view(request, *args, **kwargs)
 
     return wrapper
-
-
-def pretty_json(value: Any) -> str:
-    """JSON indented for reading; the template escapes it."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
 @require_GET
@@ -81,10 +76,8 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
     executions: list[dict[str, Any]] = [
         {
             "row": execution,
-            "arguments": pretty_json(execution.arguments)
-            if execution.arguments is not None
-            else "",
-            "result": pretty_json(execution.result) if execution.result is not None else "",
+            "arguments": pretty_json(execution.arguments),
+            "result": pretty_json(execution.result),
         }
         for execution in run.tool_executions.all()
     ]
@@ -100,8 +93,7 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
                     "name": (call.get("function") or {}).get("name", ""),
                     "arguments": (call.get("function") or {}).get("arguments", ""),
                 }
-                for call in entry.message.tool_calls or []
-                if isinstance(call, dict)
+                for call in shown_tool_calls(entry.message)
             ],
         }
         for entry in timeline.entries

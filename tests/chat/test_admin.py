@@ -16,7 +16,7 @@ from chat.models import (
     RunEvent,
     ToolExecution,
 )
-from tests.chat.audit.test_queries import HOSTILE, audited_run
+from tests.chat.audit.test_queries import HOSTILE, SECRET, audited_run, call_with_a_secret
 from tests.factories import ConversationFactory, UserFactory
 from tools.models import Resource
 
@@ -197,3 +197,18 @@ def test_non_staff_users_cannot_open_the_admin(client: Client, run):
     response = client.get("/admin/chat/toolexecution/")
     assert response.status_code == 302
     assert response["Location"].startswith("/admin/login/")
+
+
+def test_sensitive_arguments_of_a_tool_call_are_masked_in_the_admin(
+    admin_client: Client, run, monkeypatch
+):
+    message = call_with_a_secret(run, monkeypatch)
+
+    html = admin_client.get(f"/admin/chat/message/{message.pk}/change/").content.decode()
+    assert SECRET not in html
+    assert "&quot;name&quot;: &quot;sign_in&quot;" in html
+    assert "\\&quot;password\\&quot;: \\&quot;***\\&quot;" in html
+    assert "ada@example.com" in html  # only the secret goes
+    listing = admin_client.get("/admin/chat/message/").content.decode()
+    assert SECRET not in listing
+    assert "(calls sign_in)" in listing

@@ -514,6 +514,48 @@ def test_sensitive_must_name_parameters(reg):
         reg.tool(sensitive=["secret"])(fine)
 
 
+def test_an_unknown_option_fails_naming_the_tool(reg):
+    def fine(ctx: ToolContext) -> None:
+        """Doc."""
+
+    with pytest.raises(ToolDefinitionError, match=r"'fine'.*unknown option\(s\) retries"):
+        reg.tool(retries=3)(fine)  # type: ignore[call-overload]
+    with pytest.raises(ToolDefinitionError, match=r"unknown option\(s\) retries"):
+        reg.register(fine, retries=3)  # type: ignore[call-arg]
+    assert len(reg) == 0
+
+
+def test_options_left_out_take_their_defaults_and_register_takes_the_same_options(reg):
+    def bare(ctx: ToolContext) -> None:
+        """Bare."""
+
+    def explicit(ctx: ToolContext, key: str) -> None:
+        """Doc."""
+
+    default = reg.register(bare)
+    assert (default.name, default.description, default.timeout) == ("bare", "Bare.", 30.0)
+    assert (default.idempotent, default.return_direct, default.requires_approval) == (
+        True,
+        False,
+        False,
+    )
+    assert default.sensitive == frozenset()
+
+    spec = reg.register(
+        explicit,
+        name="renamed",
+        description="Described.",
+        timeout=5,
+        idempotent=False,
+        return_direct=True,
+        requires_approval=True,
+        sensitive=["key"],
+    )
+    assert (spec.name, spec.description, spec.timeout) == ("renamed", "Described.", 5.0)
+    assert (spec.idempotent, spec.return_direct, spec.requires_approval) == (False, True, True)
+    assert spec.sensitive == frozenset({"key"})
+
+
 def test_local_types_resolve_under_postponed_annotations(reg):
     class Local(BaseModel):
         n: int

@@ -33,6 +33,8 @@ from chat.models import (
     ToolExecution,
 )
 from tests.factories import ConversationFactory, ResourceFactory, RunFactory, UserFactory
+from tools.context import ToolContext
+from tools.registry import ToolRegistry, registry
 
 pytestmark = pytest.mark.django_db
 
@@ -215,6 +217,40 @@ def audited_run(
             data={"run_id": str(run.pk)},
         )
     return run
+
+
+SECRET = "hunter2-do-not-show"
+
+
+def call_with_a_secret(run: Run, monkeypatch: pytest.MonkeyPatch) -> Message:
+    """An assistant message of the run calling `sign_in`, a tool whose `password` is sensitive.
+
+    The tool is put in the app's registry for this test only (monkeypatch takes it
+    out again), since the staff pages look tools up there.
+    """
+
+    def sign_in(ctx: ToolContext, username: str, password: str) -> dict:
+        """Sign in to a service."""
+        return {"success": True}
+
+    spec = ToolRegistry().register(sign_in, sensitive=["password"])
+    monkeypatch.setitem(registry._specs, spec.name, spec)
+    arguments = json.dumps({"username": "ada@example.com", "password": SECRET})
+    return Message.objects.create(
+        conversation=run.conversation,
+        run=run,
+        position=Message.objects.filter(conversation=run.conversation).count(),
+        role=Role.ASSISTANT,
+        content=None,
+        tool_calls=[
+            {
+                "id": "call_sign_in",
+                "type": "function",
+                "function": {"name": "sign_in", "arguments": arguments},
+            }
+        ],
+        finish_reason="tool_calls",
+    )
 
 
 @pytest.fixture
@@ -513,3 +549,16 @@ def test_the_run_page_summary_for_staff(staff_client: Client, run):
     assert f'href="/admin/chat/run/{run.pk}/change/"' in html
     assert "Groceries" in html
     assert "owner ada" in html
+
+
+def test_sensitive_arguments_of_a_tool_call_are_masked_on_the_run_page(
+    staff_client: Client, run, monkeypatch
+):
+    call_with_a_secret(run, monkeypatch)
+
+    html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+
+    assert SECRET not in html
+    calls = html.split("<code>sign_in</code>")[1].split("</li>")[0]
+    assert "&quot;password&quot;: &quot;***&quot;" in calls
+    assert "&quot;username&quot;: &quot;ada@example.com&quot;" in calls  # only the secret goes
