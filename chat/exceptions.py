@@ -41,26 +41,6 @@ class InvalidInput(ToolchatError):
     code = "invalid"
 
 
-class InvalidHistory(InvalidInput):
-    """A list of messages is not a valid OpenAI Chat Completions history."""
-
-    code = "invalid_history"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        index: int | None = None,
-        field: str | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> None:
-        merged = dict(details or {})
-        if index is not None:
-            merged["index"] = index
-        super().__init__(message, field=field, details=merged)
-        self.index = index
-
-
 class NotFound(ToolchatError):
     """No such object, or it belongs to someone else (both answer 404)."""
 

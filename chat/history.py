@@ -1,67 +1,38 @@
 """The OpenAI Chat Completions codec, and the guards that keep a history valid.
 
 Stored rows (chat.models.Message) become the exact message dicts of the OpenAI
-Chat Completions API, and OpenAI message dicts become rows. Whatever is stored,
-the history handed to a model obeys the API's pairing rule (DESIGN.md section
-3): every assistant `tool_calls` entry is answered by exactly one `tool`
-message with the same `tool_call_id`, right after the assistant message and
-before any other role; trimming old history never splits a call from its
-answers.
+Chat Completions API. Whatever is stored, the history handed to a model obeys
+the API's pairing rule (DESIGN.md section 3): every assistant `tool_calls`
+entry is answered by exactly one `tool` message with the same `tool_call_id`,
+right after the assistant message and before any other role; trimming old
+history never splits a call from its answers.
 
 The guards are pure functions over OpenAI dicts, so that every provider and
 every continuation policy gets them for free and the tests can exercise them
 without a database.
 
-The openai package's TypedDicts are the reference for what a valid message
-is. They are loaded lazily: importing the SDK costs about a second, and the
-hot path (building the history for a model call) never needs it.
+A call whose answer was never stored is answered with the executor's
+`interrupted` result, the same one a worker that died mid-call leaves.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 import logging
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
-from pydantic import ValidationError
-
-from chat.exceptions import InvalidHistory
-from chat.models import Conversation, Message, Role
-
-if TYPE_CHECKING:
-    from pydantic import TypeAdapter
+from chat.models import Message, Role
+from tools.executor import interrupted_result
 
 logger = logging.getLogger(__name__)
 
 OpenAIMessage = dict[str, Any]
 """One message in the shape of openai.types.chat.ChatCompletionMessageParam."""
 
-INTERRUPTED_TOOL_RESULT: Final[Mapping[str, Any]] = {
-    "success": False,
-    "error": "This tool call did not complete (interrupted).",
-    "status": "interrupted",
-}
-"""The result the model sees for a call whose answer was never stored."""
-
-INTERRUPTED_TOOL_CONTENT: Final = json.dumps(INTERRUPTED_TOOL_RESULT)
-
-# Builds the error for one message of an import, given the text after its label.
-_Fail = Callable[[str], InvalidHistory]
-
-# The roles toolchat stores. OpenAI also knows `developer` and the deprecated
-# `function`; an import refuses them instead of silently rewriting them.
-STORED_ROLES: Final = frozenset(Role.values)
 # Leading messages of these roles are instructions: trimming always keeps them.
 INSTRUCTION_ROLES: Final = frozenset({"system", "developer"})
-
-# Column limits of chat.models.Message, checked before the database sees them
-# (SQLite does not enforce a varchar length, PostgreSQL does).
-NAME_MAX_LENGTH: Final = 64
-TOOL_CALL_ID_MAX_LENGTH: Final = 128
 
 
 # --- Rows to OpenAI -------------------------------------------------------------------
@@ -204,11 +175,16 @@ def repair(messages: Sequence[Mapping[str, Any]]) -> list[OpenAIMessage]:
         answer_indexes = sorted(claimed.get(index, []))
         repaired.extend(history[answer] for answer in answer_indexes)
         answered = {history[answer].get("tool_call_id") for answer in answer_indexes}
+        names = {
+            str(call.get("id")): str((call.get("function") or {}).get("name") or "")
+            for call in message.get("tool_calls") or []
+        }
         for call_id in call_ids:
             if call_id not in answered:
                 logger.info("Filled the missing answer to tool_call_id %s (interrupted).", call_id)
+                result = interrupted_result(names.get(call_id, ""), tool_call_id=call_id)
                 repaired.append(
-                    {"role": "tool", "tool_call_id": call_id, "content": INTERRUPTED_TOOL_CONTENT}
+                    {"role": "tool", "tool_call_id": call_id, "content": result.content}
                 )
     return repaired
 
@@ -288,18 +264,6 @@ def message_chars(message: Mapping[str, Any]) -> int:
     return size
 
 
-def open_tool_calls(messages: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """The calls of a history that no tool message has answered yet: {tool_call_id: name}."""
-    pending: dict[str, str] = {}
-    for message in messages:
-        if message.get("role") == "tool":
-            pending.pop(str(message.get("tool_call_id")), None)
-            continue
-        for call in message.get("tool_calls") or []:
-            pending[str(call.get("id"))] = _call_name(call)
-    return pending
-
-
 def _normalized(message: Mapping[str, Any]) -> OpenAIMessage:
     """A shallow copy with assistant tool_calls as a list of distinct ids, or no key at all."""
     data = dict(message)
@@ -329,255 +293,3 @@ def _call_ids(message: Mapping[str, Any]) -> list[str]:
     if message.get("role") != "assistant":
         return []
     return [str(call.get("id")) for call in message.get("tool_calls") or []]
-
-
-def _call_name(call: Mapping[str, Any]) -> str:
-    kind = "custom" if call.get("type") == "custom" else "function"
-    return str((call.get(kind) or {}).get("name") or "")
-
-
-# --- Validation -----------------------------------------------------------------------
-
-
-@functools.cache
-def message_list_adapter(*, strict: bool = False) -> TypeAdapter[list[Any]]:
-    """The pydantic TypeAdapter of a list of openai ChatCompletionMessageParam.
-
-    Strict forbids keys the TypedDicts do not declare (what a model request
-    must satisfy); otherwise they are ignored, as the SDK itself does. The
-    union is discriminated by role so that errors name the right message type.
-    The adapter is cached and must stay alive: pydantic validates `Iterable`
-    fields lazily, through the adapter.
-    """
-    from typing import Annotated
-
-    from openai.types.chat import ChatCompletionMessageParam
-    from pydantic import ConfigDict, Field, TypeAdapter
-
-    item = Annotated[ChatCompletionMessageParam, Field(discriminator="role")]
-    config = ConfigDict(extra="forbid") if strict else None
-    return TypeAdapter(list[item], config=config)
-
-
-def validate_messages(messages: object, *, strict: bool = False) -> list[OpenAIMessage]:
-    """Validate OpenAI message dicts, nested lists included; raise InvalidHistory naming the index.
-
-    Returns the validated copies, with every lazily validated iterable made a
-    list. Without `strict`, undeclared keys are dropped from the copies.
-    """
-    if not isinstance(messages, list):
-        raise InvalidHistory("messages must be a list of message objects.", field="messages")
-    try:
-        validated: list[OpenAIMessage] = message_list_adapter(strict=strict).validate_python(
-            messages
-        )
-    except ValidationError as error:
-        errors = error.errors()
-        index = errors[0]["loc"][0] if errors and errors[0]["loc"] else None
-        if not isinstance(index, int):
-            raise InvalidHistory(f"messages: {_describe(errors)}", field="messages") from None
-        same = [e for e in errors if e["loc"] and e["loc"][0] == index]
-        role = messages[index].get("role") if isinstance(messages[index], Mapping) else None
-        tail = [list(e["loc"][1:]) for e in same]
-        for loc in tail:
-            # A discriminated union puts the tag (the role) first: it says nothing new.
-            if loc and loc[0] == role:
-                loc.pop(0)
-        relative = [{**e, "loc": tuple(loc)} for e, loc in zip(same, tail, strict=True)]
-        raise _invalid(index, role, _describe(relative)) from None
-
-    for index, message in enumerate(validated):
-        for key, value in list(message.items()):
-            if value is None or isinstance(value, str | int | float | bool | dict | list):
-                continue
-            try:
-                message[key] = list(value)
-            except ValidationError as error:
-                described = _describe([{**e, "loc": (key, *e["loc"])} for e in error.errors()])
-                raise _invalid(index, message.get("role"), described) from None
-    return validated
-
-
-def _invalid(index: int, role: object, text: str) -> InvalidHistory:
-    label = f"Message {index}" + (f" ({role})" if isinstance(role, str) else "")
-    return InvalidHistory(f"{label}: {text}", index=index, field="messages")
-
-
-def _describe(errors: Sequence[Mapping[str, Any]]) -> str:
-    """Pydantic errors as one readable line, without the noise of union members."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for error in errors:
-        member = next((s for s in error["loc"] if isinstance(s, str) and _is_label(s)), "")
-        groups.setdefault(member, []).append(error)
-    # A union member whose own `type` tag did not match is not what the caller
-    # meant; its complaints would only mislead.
-    plausible = [
-        group
-        for group in groups.values()
-        if not any(e["type"] == "literal_error" and e["loc"][-1:] == ("type",) for e in group)
-    ] or list(groups.values())
-    texts: list[str] = []
-    for error in plausible[0][:3]:
-        path = _path(error["loc"])
-        texts.append(f"{path}: {error['msg']}" if path else str(error["msg"]))
-    return "; ".join(dict.fromkeys(texts))
-
-
-def _is_label(segment: str) -> bool:
-    """Whether a loc segment names a union member (a type) rather than a key."""
-    return segment[:1].isupper() or "[" in segment or segment in {"str", "none", "list"}
-
-
-def _path(loc: Sequence[int | str]) -> str:
-    path = ""
-    for segment in loc:
-        if isinstance(segment, int):
-            path += f"[{segment}]"
-        elif not _is_label(segment):
-            path += f".{segment}" if path else segment
-    return path
-
-
-# --- OpenAI to rows (import) ----------------------------------------------------------
-
-
-def openai_to_rows(
-    messages: object,
-    *,
-    conversation: Conversation,
-    start_position: int = 0,
-    open_calls: Mapping[str, str] | None = None,
-) -> list[Message]:
-    """OpenAI message dicts as unsaved Message rows; raise InvalidHistory naming the bad index.
-
-    Text content-part lists are joined with newlines; other parts (images,
-    audio, files, refusals) are refused. Tool messages may carry our extension
-    keys `name` (default: the name in the call they answer) and `resource_id`.
-    Each tool message must answer a call that is still open at that point: one
-    made earlier in `messages`, or one of `open_calls` (calls already stored
-    without an answer). A call left unanswered is fine: it records an
-    interrupted run, and `repair` fills it in when the history is read.
-    """
-    if not isinstance(messages, list):
-        raise InvalidHistory("messages must be a list of message objects.", field="messages")
-    for index, raw in enumerate(messages):
-        _check_role(index, raw)
-    validated = validate_messages(messages)
-
-    pending = dict(open_calls or {})
-    rows: list[Message] = []
-    for index, (raw, message) in enumerate(zip(messages, validated, strict=True)):
-        role = message["role"]
-        fields: dict[str, Any] = {"role": role}
-        fail: _Fail = functools.partial(_invalid, index, role)
-
-        if role != "tool":
-            if raw.get("name"):
-                raise fail("'name' is stored only on tool messages.")
-            if raw.get("resource_id"):
-                raise fail("'resource_id' is stored only on tool messages.")
-
-        if role == "assistant":
-            for key in ("refusal", "audio", "function_call"):
-                if message.get(key):
-                    raise fail(f"'{key}' cannot be imported; put the text in 'content'.")
-            calls = _imported_calls(message.get("tool_calls") or [], fail)
-            content = message.get("content")
-            if content is None and not calls:
-                raise fail("an assistant message needs 'content' or 'tool_calls'.")
-            fields["content"] = None if content is None else _joined_text(content, fail)
-            if calls:
-                fields["tool_calls"] = calls
-                for call in calls:
-                    # A call made again reopens its id; repair pairs by the same rule.
-                    pending[call["id"]] = call["function"]["name"]
-        elif role == "tool":
-            call_id = message["tool_call_id"]
-            if not call_id or len(call_id) > TOOL_CALL_ID_MAX_LENGTH:
-                raise fail(f"tool_call_id must be 1 to {TOOL_CALL_ID_MAX_LENGTH} characters.")
-            if call_id not in pending:
-                raise fail(
-                    f"tool_call_id {call_id!r} answers no open call: no earlier assistant "
-                    "message made it, or it was already answered."
-                )
-            called_name = pending.pop(call_id)
-            name = raw.get("name") or called_name
-            if not isinstance(name, str) or not name or len(name) > NAME_MAX_LENGTH:
-                raise fail(f"name must be a string of 1 to {NAME_MAX_LENGTH} characters.")
-            if called_name and name != called_name:
-                raise fail(f"name {name!r} differs from the called function {called_name!r}.")
-            fields.update(
-                tool_call_id=call_id,
-                name=name,
-                content=_joined_text(message["content"], fail),
-                resource_id=_resource_id(raw.get("resource_id"), fail),
-            )
-        else:
-            fields["content"] = _joined_text(message["content"], fail)
-
-        rows.append(Message(conversation=conversation, position=start_position + index, **fields))
-    return rows
-
-
-def _check_role(index: int, raw: object) -> None:
-    if not isinstance(raw, Mapping):
-        raise InvalidHistory(
-            f"Message {index}: must be an object, not {type(raw).__name__}.",
-            index=index,
-            field="messages",
-        )
-    role = raw.get("role")
-    if role in STORED_ROLES:
-        return
-    if role == "developer":
-        text = "role 'developer' is not stored; send it as 'system'."
-    elif role == "function":
-        text = "the deprecated role 'function' is not stored; use 'tool' messages."
-    elif role is None:
-        text = "'role' is missing."
-    else:
-        text = f"unknown role {role!r}; expected one of {', '.join(sorted(STORED_ROLES))}."
-    raise InvalidHistory(f"Message {index}: {text}", index=index, field="messages")
-
-
-def _joined_text(content: Any, fail: _Fail) -> str:
-    if isinstance(content, str):
-        return content
-    texts: list[str] = []
-    for number, part in enumerate(content):
-        kind = part.get("type")
-        if kind != "text":
-            raise fail(f"content part {number} has type {kind!r}; only text parts are stored.")
-        texts.append(part["text"])
-    return "\n".join(texts)
-
-
-def _imported_calls(calls: list[Any], fail: _Fail) -> list[dict[str, Any]]:
-    imported: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for number, call in enumerate(calls):
-        if call.get("type") != "function":
-            raise fail(f"tool_calls[{number}] has type {call.get('type')!r}; only 'function'.")
-        call_id, name = call["id"], call["function"]["name"]
-        if not call_id or len(call_id) > TOOL_CALL_ID_MAX_LENGTH:
-            raise fail(
-                f"tool_calls[{number}].id must be 1 to {TOOL_CALL_ID_MAX_LENGTH} characters."
-            )
-        if call_id in seen:
-            raise fail(f"tool_calls[{number}].id {call_id!r} is repeated in this message.")
-        if not name or len(name) > NAME_MAX_LENGTH:
-            raise fail(
-                f"tool_calls[{number}].function.name must be 1 to {NAME_MAX_LENGTH} characters."
-            )
-        seen.add(call_id)
-        imported.append(tool_call_to_openai(call))
-    return imported
-
-
-def _resource_id(value: object, fail: _Fail) -> uuid.UUID | None:
-    if value is None or value == "":
-        return None
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        raise fail(f"resource_id {value!r} is not a UUID.") from None

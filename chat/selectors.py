@@ -125,9 +125,9 @@ def conversation_detail(
 def message_list_with_executions(*, conversation: Conversation) -> QuerySet[Message]:
     """The conversation's messages in order; tool messages annotated with `tool_execution_id`.
 
-    The audit row is found by its tool_call_id within this conversation (an
-    imported history may reuse an id that some other conversation's call has),
-    in the same query as the messages.
+    The audit row is found by its tool_call_id within this conversation (other
+    conversations may use the same id: some providers number calls per
+    response), in the same query as the messages.
     """
     execution = ToolExecution.objects.filter(
         tool_call_id=OuterRef("tool_call_id"), run__conversation_id=OuterRef("conversation_id")
@@ -164,6 +164,11 @@ def run_final_message(*, run: Run) -> Message | None:
     if run.status != RunStatus.COMPLETED:
         return None
     return Message.objects.filter(run_id=run.pk, role=Role.ASSISTANT).order_by("-position").first()
+
+
+def run_user_message(*, run: Run) -> Message | None:
+    """The user message that started a run, or None if it has none."""
+    return Message.objects.filter(run_id=run.pk, role=Role.USER).first()
 
 
 def run_event_list(*, run: Run, after: int = 0, limit: int = 500) -> list[RunEvent]:

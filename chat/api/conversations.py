@@ -250,8 +250,3 @@ class ConversationExportApi(APIView):
             f'attachment; filename="conversation-{conversation.pk}.jsonl"'
         )
         return response
-
-
-# --- Writes -----------------------------------------------------------------------------
-# These two belong in chat/services/conversations.py (STYLE.md rule 1); they are
-# here only because this change could not touch that module. Move them as they are.

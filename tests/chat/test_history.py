@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import ConfigDict, TypeAdapter
 
-from chat.exceptions import InvalidHistory
 from chat.history import (
-    INTERRUPTED_TOOL_CONTENT,
     build_model_history,
     message_chars,
     message_to_api,
@@ -22,14 +20,17 @@ from chat.history import (
     repair,
     tool_call_to_openai,
     trim,
-    validate_messages,
 )
 from chat.models import Message, Role
 from chat.selectors import history_for_model
 from tests.factories import ConversationFactory, MessageFactory, ResourceFactory, RunFactory
+from tools.executor import interrupted_result
 
 # The reference: the openai package's own message types. The strict variant
 # also refuses keys the TypedDicts do not declare (a request must not carry ours).
+# What the model is told of a call whose answer was never stored (the executor's result).
+INTERRUPTED_TOOL_CONTENT = interrupted_result("calculator").content
+
 OPENAI_MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
 OPENAI_MESSAGES_STRICT = TypeAdapter(
     list[ChatCompletionMessageParam], config=ConfigDict(extra="forbid")
@@ -176,18 +177,6 @@ def test_message_to_api_adds_our_fields():
         "usage": {"prompt_tokens": 100, "completion_tokens": 7},
         "finish_reason": "stop",
     }
-
-
-def test_validate_messages_checks_nested_lists_and_optionally_extra_keys():
-    tool = {**answer("a"), "name": "calculator"}
-    # Like the SDK, the lenient check drops keys it does not know...
-    assert validate_messages([asking(call("a")), tool]) == [asking(call("a")), answer("a")]
-    # ...the strict one, for what goes to a model, refuses them.
-    with pytest.raises(InvalidHistory, match=r"Message 1 \(tool\): name: Extra inputs"):
-        validate_messages([asking(call("a")), tool], strict=True)
-    # pydantic checks tool_calls lazily; validate_messages makes it check them.
-    with pytest.raises(InvalidHistory, match=r"tool_calls\[0\]\.id: Field required"):
-        validate_messages([{"role": "assistant", "tool_calls": [{"type": "function"}]}])
 
 
 # --- Guards, one at a time ------------------------------------------------------------

@@ -7,11 +7,11 @@ import uuid
 import pytest
 
 from chat.exceptions import ConversationNotFound
-from chat.history import INTERRUPTED_TOOL_CONTENT, message_to_api
-from chat.models import Conversation, Message, Role
-from chat.selectors import conversation_get, history_for_model, message_list
-from tests.chat.test_history import assert_pairing, assert_valid_openai
-from tests.factories import ConversationFactory
+from chat.history import message_to_api
+from chat.models import Conversation, Message, Role, RunStatus
+from chat.selectors import conversation_get, history_for_model, message_list, run_user_message
+from tests.chat.test_history import INTERRUPTED_TOOL_CONTENT, assert_pairing, assert_valid_openai
+from tests.factories import ConversationFactory, MessageFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -121,6 +121,18 @@ def test_conversation_get_returns_only_the_owners(user, other_user, conversation
     ]:
         with pytest.raises(ConversationNotFound):
             conversation_get(conversation_id=conversation_id, user=asker)
+
+
+def test_run_user_message_is_the_message_that_started_the_run(
+    conversation, django_assert_num_queries
+):
+    run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
+    MessageFactory(conversation=conversation, content="earlier, no run")
+    asked = MessageFactory(conversation=conversation, run=run, content="2+2?")
+    MessageFactory(conversation=conversation, run=run, role=Role.ASSISTANT, content="4")
+    with django_assert_num_queries(1):
+        assert run_user_message(run=run) == asked
+    assert run_user_message(run=RunFactory(conversation=conversation)) is None
 
 
 def _random_conversation(owner, seed, turns):

@@ -121,24 +121,28 @@ def test_every_mode_is_accepted(api, mode):
     assert api.post(URL, {"mode": mode}, format="json").json()["mode"] == mode
 
 
-@pytest.mark.parametrize(
-    ("payload", "field"),
-    [
-        ({"mode": "agentic"}, "mode"),
-        ({"mode": None}, "mode"),
-        ({"max_steps": 0}, "max_steps"),
-        ({"max_steps": 51}, "max_steps"),
-        ({"max_steps": "many"}, "max_steps"),
-        ({"max_steps": True}, "max_steps"),
-        ({"max_steps": 2.5}, "max_steps"),
-        ({"title": "x" * 201}, "title"),
-        ({"title": 12}, "title"),
-        ({"title": "nul\x00byte"}, "title"),
-        ({"model": "m" * 129}, "model"),
-        ({"system_prompt": ["a"]}, "system_prompt"),
-        ({"titel": "typo"}, "titel"),
-    ],
-)
+BAD_INPUT = [
+    ({"mode": "agentic"}, "mode"),
+    ({"mode": None}, "mode"),
+    ({"max_steps": 0}, "max_steps"),
+    ({"max_steps": 51}, "max_steps"),
+    ({"max_steps": "many"}, "max_steps"),
+    ({"max_steps": True}, "max_steps"),
+    ({"max_steps": 2.5}, "max_steps"),
+    ({"title": "x" * 201}, "title"),
+    ({"title": 12}, "title"),
+    ({"title": "nul\x00byte"}, "title"),
+    ({"model": "m" * 129}, "model"),
+    ({"system_prompt": ["a"]}, "system_prompt"),
+    ({"titel": "typo"}, "titel"),
+    # Not settings: no request may set them.
+    ({"owner": 1}, "owner"),
+    ({"id": "7c9e6679-7425-40de-944b-e07fc1f90ae7"}, "id"),
+    ({"created_at": "2020-01-01T00:00:00Z"}, "created_at"),
+]
+
+
+@pytest.mark.parametrize(("payload", "field"), BAD_INPUT)
 def test_bad_input_is_a_400_naming_the_field_and_stores_nothing(api, payload, field):
     response = api.post(URL, payload, format="json")
     assert response.status_code == 400, response.json()
@@ -251,6 +255,19 @@ def test_a_bad_patch_changes_nothing(api, conversation):
     assert response.json()["field"] == "max_steps"
     conversation.refresh_from_db()
     assert conversation.title != "New"
+
+
+@pytest.mark.parametrize(("payload", "field"), BAD_INPUT)
+def test_a_bad_patch_answers_what_create_answers(api, conversation, payload, field):
+    created = api.post(URL, payload, format="json")
+    before = api.get(detail(conversation.id)).json()
+
+    response = api.patch(detail(conversation.id), payload, format="json")
+
+    assert response.status_code == created.status_code == 400
+    assert response.json() == created.json()
+    assert response.json()["field"] == field
+    assert api.get(detail(conversation.id)).json() == before
 
 
 def test_patching_someone_elses_conversation_is_a_404_and_changes_nothing(api, other_user):

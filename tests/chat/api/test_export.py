@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from chat.history import validate_messages
 from chat.models import Message, Role, RunStatus
 from tests.assertions import assert_paired
 from tests.chat.api.conftest import MESSAGES, TOOLS, stored_turn
+from tests.chat.test_history import assert_valid_openai
 from tests.factories import RunFactory
 from tools.registry import registry
 
@@ -30,7 +30,7 @@ def assert_fine_tuning_line(line: dict) -> None:
     """A line OpenAI's fine-tuning takes: valid messages, paired calls, the tools they use."""
     assert set(line) <= {"messages", "tools"}
     MESSAGES.validate_python(line["messages"])
-    validate_messages(line["messages"], strict=True)  # no key the API does not know
+    assert_valid_openai(line["messages"])  # strict: no key the API does not know
     assert_paired(line["messages"])
     assert any(m["role"] == "assistant" for m in line["messages"])
     offered = {tool["function"]["name"] for tool in TOOLS.validate_python(line.get("tools", []))}
