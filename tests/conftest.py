@@ -94,9 +94,13 @@ def start_worker(celery_env):
     """Start real Celery workers; all are stopped at the end of the test."""
     workers: list[CeleryWorker] = []
 
-    def start(name: str = "w1") -> CeleryWorker:
+    def start(name: str = "w1", pool: str = "threads") -> CeleryWorker:
         worker = CeleryWorker(
-            env=celery_env["env"], log_path=celery_env["logs"] / f"{name}.log", name=name
+            env=celery_env["env"],
+            log_path=celery_env["logs"] / f"{name}.log",
+            name=name,
+            pool=pool,
+            concurrency=6 if pool == "threads" else 3,
         )
         workers.append(worker)
         return worker.start()

@@ -8,6 +8,7 @@ and server subprocesses) and `start_worker` (real Celery workers).
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -32,13 +33,26 @@ def wait_for_run(run: Any, timeout: float = 15.0) -> Any:
 
 
 class CeleryWorker:
-    """A real `celery worker` process (threads pool) against the test database and Redis."""
+    """A real `celery worker` process against the test database and Redis.
 
-    def __init__(self, *, env: dict[str, str], log_path, name: str, concurrency: int = 6) -> None:
+    `pool` is "threads" (what the benchmarks and most tests use) or "prefork"
+    (Celery's default, forked child processes).
+    """
+
+    def __init__(
+        self,
+        *,
+        env: dict[str, str],
+        log_path,
+        name: str,
+        concurrency: int = 6,
+        pool: str = "threads",
+    ) -> None:
         self.env = env
         self.log_path = log_path
         self.name = name
         self.concurrency = concurrency
+        self.pool = pool
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> CeleryWorker:
@@ -50,7 +64,7 @@ class CeleryWorker:
             "project",
             "worker",
             "-P",
-            "threads",
+            self.pool,
             "-c",
             str(self.concurrency),
             "-n",
@@ -62,8 +76,14 @@ class CeleryWorker:
             "--without-heartbeat",
         ]
         self._log = self.log_path.open("ab")
+        # Its own process group, so that a kill takes a prefork pool's children too.
         self.process = subprocess.Popen(
-            command, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT
+            command,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while "ready." not in self.log():
@@ -75,9 +95,9 @@ class CeleryWorker:
         return self
 
     def kill(self) -> None:
-        """SIGKILL: no warm shutdown, no acknowledgements, like a machine that died."""
+        """SIGKILL to the whole group: no warm shutdown, no acknowledgements, like a machine that died."""
         if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
+            os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
 
     def stop(self) -> None:

@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import connections
 from pydantic import ValidationError
@@ -42,7 +42,6 @@ ASYNC_CANCEL_GRACE_S = 0.5
 __all__ = [
     "ToolResult",
     "ToolStatus",
-    "aexecute_tool",
     "cancelled_result",
     "execute_tool",
     "interrupted_result",
@@ -81,20 +80,6 @@ class ToolResult:
     return_direct: bool = False
     tool_call_id: str = ""
     details: Any = field(default=None, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        """True when the tool ran and reported success."""
-        return self.status == ToolStatus.SUCCEEDED
-
-    @property
-    def message(self) -> str | None:
-        """The result's `message` field: the text a direct turn shows."""
-        if isinstance(self.result, dict):
-            message = self.result.get("message")
-            if isinstance(message, str) and message.strip():
-                return message
-        return None
 
     def execution_fields(self) -> dict[str, Any]:
         """The ToolExecution columns this result fills (status, result, content...)."""
@@ -143,19 +128,6 @@ def execute_tool(
         result = _failure(name, context, "internal_error", f"The call failed: {exc}", None)
     result.audit_arguments = audit_arguments
     return _finish(result, started)
-
-
-async def aexecute_tool(
-    *,
-    name: str,
-    arguments: str,
-    context: ToolContext,
-    registry: ToolRegistry | None = None,
-) -> ToolResult:
-    """execute_tool for async callers: the sink runs in Django's sync thread, as ORM code does."""
-    return await sync_to_async(execute_tool)(
-        name=name, arguments=arguments, context=context, registry=registry
-    )
 
 
 def rejected_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:

@@ -284,12 +284,9 @@ def _answer_store(
         logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
     with transaction.atomic():
         locked = run_lock(run, token)
-        message = Message.objects.create(
-            id=message_id,
-            conversation_id=run.conversation_id,
+        message = assistant_message_create(
             run=run,
-            position=next_position(run.conversation_id),
-            role=Role.ASSISTANT,
+            message_id=message_id,
             content=completion.content if (completion.content or calls) else "",
             tool_calls=calls or None,
             latency_ms=completion.latency_ms,
@@ -324,7 +321,23 @@ def _answer_store(
                 for call in calls
             ]
         )
-        event_publish(run=run, type="message.completed", data={"message": message_to_api(message)})
         for execution in executions:
             transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
     return bool(calls)
+
+
+def assistant_message_create(*, run: Run, message_id: uuid.UUID, **fields: Any) -> Message:
+    """Store an answer of the run at the next position and announce it (`message.completed`).
+
+    The caller holds the run's row lock, in the transaction that commits it.
+    """
+    message = Message.objects.create(
+        id=message_id,
+        conversation_id=run.conversation_id,
+        run=run,
+        position=next_position(run.conversation_id),
+        role=Role.ASSISTANT,
+        **fields,
+    )
+    event_publish(run=run, type="message.completed", data={"message": message_to_api(message)})
+    return message

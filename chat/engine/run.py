@@ -11,10 +11,9 @@ from django.db import transaction
 
 from chat.engine.continuation import Action, decide_after_tools, direct_reply
 from chat.engine.finish import run_complete, run_fail
-from chat.engine.lease import LeaseLost, next_position, run_claim, run_lock, run_recheck_later
-from chat.engine.model_step import StepOutcome, model_step
+from chat.engine.lease import LeaseLost, run_claim, run_lock, run_recheck_later
+from chat.engine.model_step import StepOutcome, assistant_message_create, model_step
 from chat.engine.tool_calls import run_park
-from chat.history import message_to_api
 from chat.live.events import event_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
@@ -124,13 +123,6 @@ def _direct_step(run: Run, token: uuid.UUID, last: Message) -> None:
     event_publish(run=run, type="message.delta", data={"message_id": str(message_id), "text": text})
     with transaction.atomic():
         run_lock(run, token)
-        message = Message.objects.create(
-            id=message_id,
-            conversation_id=run.conversation_id,
-            run=run,
-            position=next_position(run.conversation_id),
-            role=Role.ASSISTANT,
-            content=text,
-            finish_reason="direct",
+        assistant_message_create(
+            run=run, message_id=message_id, content=text, finish_reason="direct"
         )
-        event_publish(run=run, type="message.completed", data={"message": message_to_api(message)})

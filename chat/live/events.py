@@ -93,15 +93,3 @@ def _send(event: RunEvent) -> None:
     except Exception:
         # The event is stored; a client that missed it gets it on resume.
         logger.exception("could not send event %s #%s to the channel layer", event.type, event.seq)
-
-
-def event_list(
-    *, run: Run | None = None, conversation_id: Any = None, after: int = 0
-) -> list[RunEvent]:
-    """Stored events after `after`, in seq order, for one run or one conversation."""
-    queryset = RunEvent.objects.filter(seq__gt=after).order_by("seq")
-    if run is not None:
-        queryset = queryset.filter(run=run)
-    if conversation_id is not None:
-        queryset = queryset.filter(conversation_id=conversation_id)
-    return list(queryset)

@@ -7,6 +7,7 @@ database server they can reach.
 from __future__ import annotations
 
 import json
+import socket
 import time
 
 import pytest
@@ -69,10 +70,11 @@ def test_parallel_tool_calls_run_concurrently_and_the_run_continues_once(
     assert_valid_history(history_for_model(conversation=conversation))
 
 
+@pytest.mark.parametrize("pool", ["threads", "prefork"])
 def test_a_worker_killed_during_tools_resumes_without_repeating_finished_work(
-    llm_server, start_worker, celery_env, user
+    llm_server, start_worker, celery_env, user, pool
 ):
-    worker = start_worker("w1")
+    worker = start_worker("w1", pool=pool)
     conversation = ConversationFactory(owner=user)
     llm_server.push(
         tool_calls_reply(
@@ -92,8 +94,9 @@ def test_a_worker_killed_during_tools_resumes_without_repeating_finished_work(
         ),
         what="the quick call to finish while the slow ones run",
     )
+    main_pid = worker.process.pid
     worker.kill()
-    second = start_worker("w2")
+    second = start_worker("w2", pool=pool)
     try:
         run = wait_for_run(run, 40)
     except AssertionError:
@@ -106,6 +109,10 @@ def test_a_worker_killed_during_tools_resumes_without_repeating_finished_work(
     # Finished before the crash: never run again.
     assert lines.count("start quick") == 1
     assert (by_label["quick"].status, by_label["quick"].attempts) == (ExecutionStatus.SUCCEEDED, 1)
+    # The audit names the process that ran the call: under prefork a child, not the parent.
+    host, pid = by_label["quick"].worker.rsplit(":", 1)
+    assert host == socket.gethostname()
+    assert (int(pid) == main_pid) == (pool == "threads")
     # In flight and not idempotent: reported interrupted, not repeated.
     assert lines.count("start payment") == 1
     assert "end payment" not in lines
@@ -128,10 +135,11 @@ def test_a_worker_killed_during_tools_resumes_without_repeating_finished_work(
     assert_valid_history(history_for_model(conversation=conversation))
 
 
+@pytest.mark.parametrize("pool", ["threads", "prefork"])
 def test_a_worker_killed_during_a_model_call_is_taken_over(
-    llm_server, start_worker, celery_env, user
+    llm_server, start_worker, celery_env, user, pool
 ):
-    worker = start_worker("w1")
+    worker = start_worker("w1", pool=pool)
     conversation = ConversationFactory(owner=user)
     llm_server.push(
         text_reply("this answer streams very slowly " * 3, chunk_delay_s=0.4),
@@ -141,7 +149,7 @@ def test_a_worker_killed_during_a_model_call_is_taken_over(
     wait_until(lambda: len(llm_server.requests) == 1, what="the first model request")
     time.sleep(0.8)
     worker.kill()
-    start_worker("w2")
+    start_worker("w2", pool=pool)
     run = wait_for_run(run, 60)
 
     assert run.status == RunStatus.COMPLETED, run.error

@@ -9,8 +9,9 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
-from chat.live.events import conversation_group, event_envelope, event_list, event_publish
+from chat.live.events import conversation_group, event_envelope, event_publish
 from chat.models import RunEvent
+from chat.selectors import run_event_list
 from tests.factories import ConversationFactory, RunFactory
 
 
@@ -22,8 +23,8 @@ def test_events_are_numbered_per_conversation(conversation):
     event_publish(run=other_run, type="run.started")
     second = event_publish(run=run, type="message.delta", data={"text": "hi"})
     assert (first.seq, second.seq) == (1, 2)
-    assert [e.seq for e in event_list(run=run)] == [1, 2]
-    assert [e.seq for e in event_list(run=run, after=1)] == [2]
+    assert [e.seq for e in run_event_list(run=run)] == [1, 2]
+    assert [e.seq for e in run_event_list(run=run, after=1)] == [2]
     envelope = event_envelope(second)
     assert envelope["type"] == "message.delta"
     assert envelope["run_id"] == str(run.id)
