@@ -8,7 +8,11 @@ from chat.llm.base import ChatProvider
 
 
 def get_provider(name: str | None = None) -> ChatProvider:
-    """The provider chosen by LLM_PROVIDER (offline when no OPENAI_API_KEY is set)."""
+    """The provider chosen by LLM_PROVIDER (offline when no OPENAI_API_KEY is set).
+
+    Cheap to call for every model call: the openai provider takes the process's
+    cached SDK client for the current settings (`openai_provider.openai_client`).
+    """
     name = name or settings.LLM_PROVIDER
     if name == "openai":
         # Imported here so that the offline default never loads the SDK.

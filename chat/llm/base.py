@@ -102,11 +102,3 @@ class ChatProvider(Protocol):
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
         """Yield text deltas (and restarts), then exactly one `Done`; raise ProviderError."""
         ...
-
-
-def complete(provider: ChatProvider, request: ChatRequest) -> Completion:
-    """Run a streamed call to its end and return the completion (for callers that don't stream)."""
-    for event in provider.stream(request):
-        if isinstance(event, Done):
-            return event.completion
-    raise ProviderError(f"{provider.name}: the stream ended without a completion")

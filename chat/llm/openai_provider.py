@@ -1,23 +1,32 @@
 """The OpenAI-compatible provider: the only module that imports `openai`.
 
-The SDK's own retries are off (`max_retries=0`): this module retries, so that
-one count (LLM_MAX_RETRIES) bounds every attempt, a stream cut mid-answer is
-retried like a connection error, and Celery never multiplies the attempts (the
-turn engine does not retry a model call that failed here).
+The SDK does the HTTP work: one client (one connection pool) per process and
+settings, the retries of a failed request (LLM_MAX_RETRIES, with its backoff
+and the server's Retry-After), and the assembly of streamed tool-call deltas
+(`ChatCompletionStreamState`). This module adds what the SDK lacks: a stream
+cut mid-answer is asked again, after a `StreamRestart`, from the same budget
+of LLM_MAX_RETRIES + 1 requests, so that one count bounds every request of a
+call. Celery never multiplies it: the turn engine does not retry a model call
+that failed here.
 """
 
 from __future__ import annotations
 
-import email.utils
 import logging
-import math
-import random
+import os
+import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, cast
 
 import openai
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from openai.lib.streaming.chat import (
+    ChatCompletionStreamState,
+    ContentDeltaEvent,
+)
+from openai.types.chat import ChatCompletionMessageParam
 
 from chat.llm.base import (
     ChatRequest,
@@ -32,53 +41,60 @@ from chat.llm.base import (
 
 logger = logging.getLogger(__name__)
 
-RETRYABLE_STATUSES = frozenset({408, 409, 429})
-MAX_BACKOFF_S = 20.0
-MAX_RETRY_AFTER_S = 60.0
+# The settings that shape a client; a change to any of them (in tests) drops the cache.
+CLIENT_SETTINGS = frozenset(
+    {"OPENAI_API_KEY", "OPENAI_BASE_URL", "LLM_TIMEOUT_S", "LLM_MAX_RETRIES"}
+)
+CUT = "stream cut mid-answer"
+
+_ClientKey = tuple[int, str, str | None, float, int]
+_clients: dict[_ClientKey, openai.OpenAI] = {}
+_clients_lock = threading.Lock()
+
+
+def openai_client(
+    *, api_key: str, base_url: str | None, timeout_s: float, max_retries: int
+) -> openai.OpenAI:
+    """The client for these settings, made once per process: one connection pool for all calls."""
+    # The pid is part of the key: a client made before a fork (Celery prefork)
+    # holds the parent's sockets, which a child must not read from.
+    key = (os.getpid(), api_key, base_url, timeout_s, max_retries)
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = openai.OpenAI(
+                api_key=api_key or "not-needed",
+                base_url=base_url or None,
+                timeout=openai.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+                max_retries=max_retries,
+            )
+        return client
+
+
+def openai_clients_reset() -> None:
+    """Drop the cached clients; each closes its pool when its last call lets go of it."""
+    with _clients_lock:
+        _clients.clear()
+
+
+@receiver(setting_changed)
+def _client_settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in CLIENT_SETTINGS:
+        openai_clients_reset()
+
+
+def _after_fork_in_child() -> None:
+    # Another thread of the parent may have held the lock at the fork: the child's copy
+    # would then stay locked for ever.
+    global _clients_lock
+    _clients_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class StreamCut(Exception):
-    """The stream ended before the model said it was finished."""
-
-
-@dataclass
-class _Assembly:
-    """Tool-call deltas, gathered by index until the stream ends."""
-
-    content: list[str] = field(default_factory=list)
-    calls: dict[int, dict[str, str]] = field(default_factory=dict)
-    finish_reason: str = ""
-    model: str = ""
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    first_token_ms: int | None = None
-
-    def tool_calls(self) -> list[ToolCall]:
-        return [
-            ToolCall(id=call["id"], name=call["name"], arguments=call["arguments"])
-            for _, call in sorted(self.calls.items())
-        ]
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Read Retry-After (seconds or an HTTP date) or retry-after-ms; None if absent or unreadable."""
-    if not headers:
-        return None
-    seconds: float | None = None
-    try:
-        if value := headers.get("retry-after-ms"):
-            seconds = float(value) / 1000
-        elif value := headers.get("retry-after"):
-            try:
-                seconds = float(value)
-            except ValueError:
-                parsed = email.utils.parsedate_to_datetime(value)
-                seconds = parsed.timestamp() - time.time()
-    except (ValueError, TypeError, OverflowError):
-        return None  # a header we cannot read is as good as none: use our backoff
-    if seconds is None or not math.isfinite(seconds):
-        return None
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+    """The stream ended, or broke, before the model said it was finished."""
 
 
 class OpenAIProvider:
@@ -93,147 +109,163 @@ class OpenAIProvider:
         base_url: str | None = None,
         timeout_s: float = 60.0,
         max_retries: int = 3,
-        backoff_base_s: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.client = openai.OpenAI(
-            api_key=api_key or "not-needed",
-            base_url=base_url or None,
-            timeout=openai.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-            max_retries=0,
+        max_retries = max(0, max_retries)
+        self.client = openai_client(
+            api_key=api_key, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries
         )
-        self.max_attempts = max(1, max_retries + 1)
-        self.backoff_base_s = backoff_base_s
-        self.sleep = sleep
+        self.max_attempts = max_retries + 1
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
-        """Stream one completion, retrying transient failures up to the attempt cap."""
+        """Stream one completion; the SDK retries failed requests, this retries cut streams."""
         started = time.monotonic()
-        for attempt in range(1, self.max_attempts + 1):
+        attempts = 0
+        while True:
+            client = self.client
+            if attempts:  # a cut stream: what is left of the budget is the SDK's to retry with
+                client = client.with_options(max_retries=self.max_attempts - attempts - 1)
             try:
-                assembly = _Assembly()
-                for text in self._attempt(request, assembly, started):
-                    yield TextDelta(text)
-            except Exception as exc:
-                retryable, delay, reason, status = self._classify(exc)
-                if not retryable or attempt == self.max_attempts:
-                    message = self._describe(exc, reason, attempt)
-                    raise ProviderError(message, status=status, attempts=attempt) from exc
-                wait = delay if delay is not None else self._backoff(attempt)
-                logger.warning(
-                    "model call failed (attempt %d/%d): %s; retrying in %.2fs",
-                    attempt,
-                    self.max_attempts,
-                    reason,
-                    wait,
+                chunks = client.chat.completions.create(
+                    model=request.model,
+                    # The history codec (chat/history.py) writes messages in the API's shape.
+                    messages=cast("list[ChatCompletionMessageParam]", request.messages),
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    **_optional_arguments(request),
                 )
-                self.sleep(wait)
-                if assembly.content or assembly.calls:
-                    yield StreamRestart(attempt=attempt + 1, reason=reason)
+            except openai.OpenAIError as exc:
+                request_headers = exc.request.headers if isinstance(exc, openai.APIError) else {}
+                attempts += _requests_sent(request_headers)
+                raise _failed(exc, attempts) from exc
+            attempts += _requests_sent(chunks.response.request.headers)
+            state: ChatCompletionStreamState[object] = ChatCompletionStreamState()
+            first_token_ms: int | None = None
+            finish_reason = ""
+            try:
+                with chunks:
+                    for chunk in chunks:
+                        if chunk.object != "chat.completion.chunk":
+                            continue  # not a chunk (Azure's content-filter notes); as .stream() does
+                        if first_token_ms is None and any(
+                            c.delta.content or c.delta.tool_calls for c in chunk.choices
+                        ):
+                            first_token_ms = int((time.monotonic() - started) * 1000)
+                        for event in state.handle_chunk(chunk):
+                            if isinstance(event, ContentDeltaEvent) and event.delta:
+                                yield TextDelta(event.delta)
+                        finish_reason = _finish_reason(state) or finish_reason
+                if not finish_reason:
+                    raise StreamCut("the stream ended before the model finished its answer")
+            except Exception as exc:
+                cut = (
+                    str(exc)
+                    if isinstance(exc, StreamCut)
+                    else f"the stream broke mid-answer ({type(exc).__name__}: {exc})"
+                )
+                if attempts >= self.max_attempts:
+                    raise ProviderError(
+                        _failure_message(CUT, cut, attempts), attempts=attempts
+                    ) from exc
+                # Asked again at once: the server answered a moment ago, only the stream broke.
+                logger.warning(
+                    "model stream cut (attempt %d/%d): %s; asking again",
+                    attempts,
+                    self.max_attempts,
+                    cut,
+                )
+                if first_token_ms is not None:
+                    yield StreamRestart(attempt=attempts + 1, reason=CUT)
                 continue
             yield Done(
-                Completion(
-                    content="".join(assembly.content) or None,
-                    tool_calls=assembly.tool_calls(),
-                    finish_reason=assembly.finish_reason,
-                    model=assembly.model or request.model,
-                    prompt_tokens=assembly.prompt_tokens,
-                    completion_tokens=assembly.completion_tokens,
-                    first_token_ms=assembly.first_token_ms,
-                    latency_ms=int((time.monotonic() - started) * 1000),
-                    attempts=attempt,
-                )
+                _completion(state, request, finish_reason, first_token_ms, started, attempts)
             )
             return
 
-    def _attempt(self, request: ChatRequest, assembly: _Assembly, started: float) -> Iterator[str]:
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "messages": request.messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if request.tools:
-            kwargs["tools"] = request.tools
-            if request.tool_choice:
-                kwargs["tool_choice"] = request.tool_choice
-        if request.response_format:
-            kwargs["response_format"] = request.response_format
-        if request.max_tokens:
-            kwargs["max_completion_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
-        stream = self.client.chat.completions.create(**kwargs)
-        try:
-            yield from self._read(stream, assembly, started)
-        except openai.APIError:
-            raise
-        except Exception as exc:
-            # Whatever the transport raised once the answer had begun: the stream broke.
-            raise StreamCut(f"the stream broke mid-answer ({type(exc).__name__}: {exc})") from exc
-        finally:
-            stream.close()
-        if not assembly.finish_reason:
-            raise StreamCut("the stream ended before the model finished its answer")
 
-    def _read(self, stream: Any, assembly: _Assembly, started: float) -> Iterator[str]:
-        """Turn chunks into text deltas, gathering tool calls, usage and the finish reason."""
-        for chunk in stream:
-            assembly.model = chunk.model or assembly.model
-            if chunk.usage:
-                assembly.prompt_tokens = chunk.usage.prompt_tokens
-                assembly.completion_tokens = chunk.usage.completion_tokens
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta.content:
-                    self._first_token(assembly, started)
-                    assembly.content.append(delta.content)
-                    yield delta.content
-                for call_delta in delta.tool_calls or []:
-                    self._first_token(assembly, started)
-                    call = assembly.calls.setdefault(
-                        call_delta.index, {"id": "", "name": "", "arguments": ""}
-                    )
-                    if call_delta.id:
-                        call["id"] = call_delta.id
-                    if call_delta.function and call_delta.function.name:
-                        call["name"] += call_delta.function.name
-                    if call_delta.function and call_delta.function.arguments:
-                        call["arguments"] += call_delta.function.arguments
-                if choice.finish_reason:
-                    assembly.finish_reason = choice.finish_reason
+def _optional_arguments(request: ChatRequest) -> dict[str, Any]:
+    """The request's optional fields, each sent only when set (tool_choice only with tools)."""
+    arguments: dict[str, Any] = {}
+    if request.tools:
+        arguments["tools"] = request.tools
+        if request.tool_choice:
+            arguments["tool_choice"] = request.tool_choice
+    if request.response_format:
+        arguments["response_format"] = request.response_format
+    if request.max_tokens:
+        arguments["max_completion_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        arguments["temperature"] = request.temperature
+    return arguments
 
-    @staticmethod
-    def _first_token(assembly: _Assembly, started: float) -> None:
-        if assembly.first_token_ms is None:
-            assembly.first_token_ms = int((time.monotonic() - started) * 1000)
 
-    def _backoff(self, attempt: int) -> float:
-        base: float = min(MAX_BACKOFF_S, self.backoff_base_s * 2 ** (attempt - 1))
-        return base * (0.5 + random.random() / 2)
+def _requests_sent(request_headers: Mapping[str, str]) -> int:
+    """How many requests one SDK call sent: the SDK numbers its retries in a request header."""
+    try:
+        return int(request_headers.get("x-stainless-retry-count", "0")) + 1
+    except ValueError:
+        return 1
 
-    @staticmethod
-    def _classify(exc: BaseException) -> tuple[bool, float | None, str, int | None]:
-        """(retryable, server-requested delay, short reason, HTTP status)."""
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            retryable = status in RETRYABLE_STATUSES or status >= 500
-            delay = retry_after_seconds(exc.response.headers) if retryable else None
-            return retryable, delay, f"HTTP {status}", status
-        if isinstance(exc, openai.APITimeoutError):
-            return True, None, "timed out", None
-        if isinstance(exc, openai.APIConnectionError):
-            return True, None, "connection error", None
-        if isinstance(exc, StreamCut | openai.APIError):
-            return True, None, "stream cut mid-answer", None
-        return False, None, type(exc).__name__, None
 
-    @staticmethod
-    def _describe(exc: BaseException, reason: str, attempts: int) -> str:
-        detail = str(exc)
-        if isinstance(exc, openai.APIStatusError):
-            body = exc.body if isinstance(exc.body, dict) else {}
-            error = body.get("error", body) if isinstance(body, dict) else {}
-            detail = (error.get("message") if isinstance(error, dict) else None) or exc.message
-        tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
-        return f"The model call failed ({reason}) after {tries}: {detail}"
+def _failed(exc: openai.OpenAIError, attempts: int) -> ProviderError:
+    """The ProviderError for a request the SDK gave up on, with the server's own words."""
+    status: int | None = None
+    detail = str(exc)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        reason = f"HTTP {status}"
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error", body)
+        detail = (error.get("message") if isinstance(error, dict) else None) or exc.message
+    elif isinstance(exc, openai.APITimeoutError):
+        reason = "timed out"
+    elif isinstance(exc, openai.APIConnectionError):
+        reason = "connection error"
+    else:
+        reason = type(exc).__name__
+    return ProviderError(
+        _failure_message(reason, detail, attempts), status=status, attempts=attempts
+    )
+
+
+def _failure_message(reason: str, detail: str, attempts: int) -> str:
+    tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+    return f"The model call failed ({reason}) after {tries}: {detail}"
+
+
+def _finish_reason(state: ChatCompletionStreamState[object]) -> str:
+    choices = state.current_completion_snapshot.choices
+    # Typed as always set, but it is None in the snapshot until the finishing chunk.
+    reason: str | None = choices[0].finish_reason if choices else None
+    return reason or ""
+
+
+def _completion(
+    state: ChatCompletionStreamState[object],
+    request: ChatRequest,
+    finish_reason: str,
+    first_token_ms: int | None,
+    started: float,
+    attempts: int,
+) -> Completion:
+    """The assembled answer of a finished stream."""
+    snapshot = state.current_completion_snapshot
+    message = snapshot.choices[0].message
+    return Completion(
+        content=message.content or None,
+        tool_calls=[
+            # Fields a server left out are None in the snapshot; a ToolCall holds strings.
+            ToolCall(
+                id=call.id or "",
+                name=call.function.name or "",
+                arguments=call.function.arguments or "",
+            )
+            for call in message.tool_calls or []
+        ],
+        finish_reason=finish_reason,
+        model=snapshot.model or request.model,
+        prompt_tokens=snapshot.usage.prompt_tokens if snapshot.usage else None,
+        completion_tokens=snapshot.usage.completion_tokens if snapshot.usage else None,
+        first_token_ms=first_token_ms,
+        latency_ms=int((time.monotonic() - started) * 1000),
+        attempts=attempts,
+    )

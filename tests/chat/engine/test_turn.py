@@ -116,6 +116,22 @@ def test_two_pass_calls_tools_then_composes_without_tools(llm_server, user):
     assert_valid_history(history_for_model(conversation=conversation))
 
 
+def test_only_the_compose_call_is_bounded_and_tempered(llm_server, user, settings):
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "2+2"}')]), text_reply("It is 4.")
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is 2+2"))
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    first, compose = llm_server.requests
+    assert "tools" in first
+    assert "max_completion_tokens" not in first
+    assert "temperature" not in first
+    assert compose["max_completion_tokens"] == settings.LLM_COMPOSE_MAX_TOKENS == 600
+    assert compose["temperature"] == settings.LLM_COMPOSE_TEMPERATURE == 0.7
+
+
 def test_a_direct_answer_needs_one_call(llm_server, conversation):
     llm_server.push(text_reply("Hello!"))
     run = wait_for_run(run_start(conversation=conversation, content="hi"))

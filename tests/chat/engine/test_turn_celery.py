@@ -12,7 +12,15 @@ import time
 
 import pytest
 
-from chat.models import ExecutionStatus, Message, ModelCall, Role, RunStatus, ToolExecution
+from chat.models import (
+    ExecutionStatus,
+    Message,
+    ModelCall,
+    Role,
+    RunEvent,
+    RunStatus,
+    ToolExecution,
+)
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
 from tests.assertions import assert_valid_history
@@ -146,8 +154,10 @@ def test_a_worker_killed_during_a_model_call_is_taken_over(
         text_reply("The answer after the crash."),
     )
     run = run_start(conversation=conversation, content="hello")
-    wait_until(lambda: len(llm_server.requests) == 1, what="the first model request")
-    time.sleep(0.8)
+    wait_until(
+        lambda: RunEvent.objects.filter(run=run, type="message.delta").exists(),
+        what="the first answer to be streaming",
+    )
     worker.kill()
     start_worker("w2", pool=pool)
     run = wait_for_run(run, 60)

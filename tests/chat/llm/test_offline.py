@@ -9,7 +9,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
 from chat.llm import get_provider
-from chat.llm.base import ChatRequest, Done, TextDelta, complete
+from chat.llm.base import ChatRequest, Completion, Done, TextDelta
 from chat.llm.offline import OfflineProvider
 
 
@@ -53,6 +53,14 @@ TOOLS = [
         ["rows"],
     ),
 ]
+
+
+def complete(provider, request) -> Completion:
+    """Run a streamed call to its end and return the completion."""
+    events = list(provider.stream(request))
+    done = events[-1]
+    assert isinstance(done, Done)
+    return done.completion
 
 
 def ask(text, tools=TOOLS):

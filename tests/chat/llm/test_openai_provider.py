@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 
 import pytest
 
-from chat.llm.base import ChatRequest, Done, ProviderError, StreamRestart, TextDelta, complete
+from chat.llm import get_provider
+from chat.llm.base import ChatRequest, Completion, Done, ProviderError, StreamRestart, TextDelta
 from chat.llm.openai_provider import OpenAIProvider
 from tests.llm_server import ScriptedLLMServer, error_reply, text_reply, tool_calls_reply
 
@@ -23,6 +27,25 @@ TOOLS = [
 ]
 
 
+# The SDK's first backoff is 0.5s less up to 25% jitter: a wait of a second or
+# more is the server's Retry-After.
+FIRST_BACKOFF_MAX_S = 0.5
+
+
+def complete(provider, request) -> Completion:
+    """Run a streamed call to its end and return the completion."""
+    events = list(provider.stream(request))
+    done = events[-1]
+    assert isinstance(done, Done)
+    return done.completion
+
+
+def timed_complete(provider, request) -> tuple[Completion, float]:
+    started = time.monotonic()
+    completion = complete(provider, request)
+    return completion, time.monotonic() - started
+
+
 @pytest.fixture
 def server():
     server = ScriptedLLMServer().start()
@@ -31,15 +54,8 @@ def server():
 
 
 @pytest.fixture
-def sleeps():
-    return []
-
-
-@pytest.fixture
-def provider(server, sleeps):
-    return OpenAIProvider(
-        api_key="test", base_url=server.base_url, timeout_s=2, max_retries=3, sleep=sleeps.append
-    )
+def provider(server):
+    return OpenAIProvider(api_key="test", base_url=server.base_url, timeout_s=2, max_retries=3)
 
 
 def test_streams_text_word_by_word_with_usage(server, provider):
@@ -83,27 +99,28 @@ def test_assembles_parallel_tool_calls_from_deltas(server, provider):
     assert server.requests[0]["tool_choice"] == "auto"
 
 
-def test_429_is_retried_after_the_servers_retry_after(server, provider, sleeps):
-    server.push(error_reply(429, "slow down", headers={"Retry-After": "1.5"}), text_reply("ok"))
-    completion = complete(provider, ChatRequest(model="m", messages=USER))
+@pytest.mark.parametrize(
+    "headers", [{"Retry-After": "1.5"}, {"retry-after-ms": "1500"}], ids=["seconds", "ms"]
+)
+def test_429_is_retried_after_the_servers_retry_after(server, provider, headers):
+    server.push(error_reply(429, "slow down", headers=headers), text_reply("ok"))
+    completion, elapsed = timed_complete(provider, ChatRequest(model="m", messages=USER))
     assert completion.content == "ok"
     assert completion.attempts == 2
-    assert sleeps == [1.5]
+    assert 1.5 <= elapsed < 3
+    assert len(server.requests) == 2
 
 
-def test_500_twice_then_success(server, provider, sleeps):
+def test_500_twice_then_success(server, provider):
     server.push(error_reply(500), error_reply(503), text_reply("fine"))
     completion = complete(provider, ChatRequest(model="m", messages=USER))
     assert completion.content == "fine"
     assert completion.attempts == 3
-    assert len(sleeps) == 2
     assert len(server.requests) == 3
 
 
-def test_attempts_are_capped(server, sleeps):
-    provider = OpenAIProvider(
-        api_key="t", base_url=server.base_url, max_retries=2, sleep=sleeps.append
-    )
+def test_attempts_are_capped(server):
+    provider = OpenAIProvider(api_key="t", base_url=server.base_url, max_retries=2)
     server.push(*[error_reply(500, "boom") for _ in range(5)])
     with pytest.raises(ProviderError) as caught:
         complete(provider, ChatRequest(model="m", messages=USER))
@@ -114,13 +131,14 @@ def test_attempts_are_capped(server, sleeps):
     assert len(server.requests) == 3
 
 
-def test_client_errors_are_not_retried(server, provider, sleeps):
+def test_client_errors_are_not_retried(server, provider):
     server.push(error_reply(401, "bad key"))
     with pytest.raises(ProviderError) as caught:
         complete(provider, ChatRequest(model="m", messages=USER))
     assert caught.value.status == 401
+    assert caught.value.attempts == 1
     assert "bad key" in str(caught.value)
-    assert sleeps == []
+    assert "after 1 attempt:" in str(caught.value)
     assert len(server.requests) == 1
 
 
@@ -142,10 +160,8 @@ def test_invalid_history_is_refused_like_the_real_api(server, provider):
     assert "c1" in str(caught.value)
 
 
-def test_timeout_is_retried_then_reported(server, sleeps):
-    provider = OpenAIProvider(
-        api_key="t", base_url=server.base_url, timeout_s=0.3, max_retries=1, sleep=sleeps.append
-    )
+def test_timeout_is_retried_then_reported(server):
+    provider = OpenAIProvider(api_key="t", base_url=server.base_url, timeout_s=0.3, max_retries=1)
     server.push(text_reply("late", delay_s=1.0), text_reply("late", delay_s=1.0))
     with pytest.raises(ProviderError) as caught:
         complete(provider, ChatRequest(model="m", messages=USER))
@@ -169,26 +185,80 @@ def test_stream_cut_mid_answer_is_retried_with_a_restart(server, provider):
     assert done.completion.attempts == 2
 
 
+def test_a_stream_cut_every_time_fails_readably_within_the_budget(server):
+    provider = OpenAIProvider(api_key="t", base_url=server.base_url, max_retries=1)
+    server.push(*[text_reply("one two three", cut_after_chunks=2) for _ in range(3)])
+    events = []
+    with pytest.raises(ProviderError) as caught:
+        events.extend(provider.stream(ChatRequest(model="m", messages=USER)))
+    assert caught.value.attempts == 2
+    assert "stream cut mid-answer" in str(caught.value)
+    assert "after 2 attempts" in str(caught.value)
+    assert len(server.requests) == 2
+    assert [e.attempt for e in events if isinstance(e, StreamRestart)] == [2]
+
+
+def test_a_cut_stream_and_failed_requests_share_one_budget(server):
+    provider = OpenAIProvider(api_key="t", base_url=server.base_url, max_retries=2)
+    server.push(
+        error_reply(500, headers={"Retry-After": "0.01"}),
+        text_reply("cut short", cut_after_chunks=2),
+        error_reply(500, "still down"),
+        text_reply("never asked for"),
+    )
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER))
+    assert (caught.value.status, caught.value.attempts) == (500, 3)
+    assert "still down" in str(caught.value)
+    assert len(server.requests) == 3
+
+
 @pytest.mark.parametrize(
-    ("headers", "expected"),
-    [
-        ({"Retry-After": "2"}, 2.0),
-        ({"retry-after-ms": "1500"}, 1.5),
-        ({"Retry-After": "-5"}, 0.0),
-        ({"Retry-After": "nan"}, None),
-        ({"Retry-After": "not a date"}, None),
-        ({"Retry-After": "100000"}, 60.0),
-        ({}, None),
-    ],
+    "headers",
+    [{"Retry-After": "garbage"}, {"Retry-After": "-5"}, {"Retry-After": "nan"}, {}],
+    ids=["unreadable", "negative", "nan", "absent"],
 )
-def test_retry_after_is_read_defensively(headers, expected):
-    from chat.llm.openai_provider import retry_after_seconds
+def test_without_a_usable_retry_after_the_sdk_backs_off(server, provider, headers):
+    server.push(error_reply(503, headers=headers), text_reply("ok"))
+    completion, elapsed = timed_complete(provider, ChatRequest(model="m", messages=USER))
+    assert completion.content == "ok"
+    assert completion.attempts == 2
+    assert elapsed < FIRST_BACKOFF_MAX_S + 0.5
 
-    assert retry_after_seconds({k.lower(): v for k, v in headers.items()}) == expected
+
+def test_a_retry_after_beyond_two_minutes_is_not_waited_for(server, provider):
+    server.push(error_reply(429, "come back tomorrow", headers={"Retry-After": "100000"}))
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER))
+    assert (caught.value.status, caught.value.attempts) == (429, 1)
+    assert "come back tomorrow" in str(caught.value)
+    assert len(server.requests) == 1
 
 
-def test_an_unreadable_retry_after_falls_back_to_backoff(server, provider, sleeps):
-    server.push(error_reply(503, headers={"Retry-After": "garbage"}), text_reply("ok"))
-    assert complete(provider, ChatRequest(model="m", messages=USER)).content == "ok"
-    assert len(sleeps) == 1
-    assert 0 < sleeps[0] <= 0.5
+def test_the_client_is_made_once_per_process_and_settings(llm_server, settings):
+    client = get_provider().client
+    assert get_provider().client is client
+    in_thread = []
+    thread = threading.Thread(target=lambda: in_thread.append(get_provider().client))
+    thread.start()
+    thread.join()
+    assert in_thread == [client]
+    settings.LLM_TIMEOUT_S = 7
+    assert get_provider().client is not client
+
+
+def test_a_forked_child_makes_its_own_client(llm_server):
+    client = get_provider().client
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, then leave without pytest's teardown
+        try:
+            os.write(write_end, b"shared" if get_provider().client is client else b"own")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 16)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert answer == b"own"
+    assert get_provider().client is client
