@@ -13,6 +13,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from tools.fields import StorableCharField, StorableJSONField, StorableTextField
+
 
 class Mode(models.TextChoices):
     """How a run continues after its tools (chat/engine/continuation.py)."""
@@ -33,11 +35,11 @@ class Conversation(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
     )
-    title = models.CharField(max_length=200, blank=True)
+    title = StorableCharField(max_length=200, blank=True)
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.TWO_PASS)
     max_steps = models.PositiveSmallIntegerField(default=5)
-    model = models.CharField(max_length=128, blank=True, help_text="Overrides LLM_MODEL.")
-    system_prompt = models.TextField(blank=True)
+    model = StorableCharField(max_length=128, blank=True, help_text="Overrides LLM_MODEL.")
+    system_prompt = StorableTextField(blank=True)
     # The last RunEvent.seq handed out in this conversation: events are numbered
     # by bumping it under the row lock (chat/live/events.py).
     last_event_seq = models.BigIntegerField(default=0, editable=False)
@@ -80,18 +82,18 @@ class Message(models.Model):
     )
     position = models.PositiveIntegerField()
     role = models.CharField(max_length=16, choices=Role.choices)
-    content = models.TextField(null=True, blank=True)
-    tool_calls = models.JSONField(null=True, blank=True)
-    tool_call_id = models.CharField(max_length=128, null=True, blank=True, db_index=True)
-    name = models.CharField(max_length=64, null=True, blank=True)
+    content = StorableTextField(null=True, blank=True)
+    tool_calls = StorableJSONField(null=True, blank=True)
+    tool_call_id = StorableCharField(max_length=128, null=True, blank=True, db_index=True)
+    name = StorableCharField(max_length=64, null=True, blank=True)
     resource = models.ForeignKey(
         "tools.Resource", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
-    model = models.CharField(max_length=128, blank=True)
+    model = StorableCharField(max_length=128, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-    finish_reason = models.CharField(max_length=32, blank=True)
+    finish_reason = StorableCharField(max_length=32, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -162,7 +164,7 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
-    error = models.TextField(blank=True)
+    error = StorableTextField(blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Who is working on the run now: set by a claim (a compare-and-set), cleared
     # while the run waits for its tools. A worker that finds another lease on
@@ -211,7 +213,7 @@ class ModelCall(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_call_rows")
     step = models.PositiveSmallIntegerField()
     purpose = models.CharField(max_length=16, choices=ModelCallPurpose.choices)
-    model = models.CharField(max_length=128)
+    model = StorableCharField(max_length=128)
     provider = models.CharField(max_length=32)
     message_count = models.PositiveIntegerField(default=0)
     request_hash = models.CharField(max_length=64, blank=True)
@@ -220,8 +222,8 @@ class ModelCall(models.Model):
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     status = models.CharField(max_length=16, choices=CallStatus.choices, default=CallStatus.RUNNING)
-    error = models.TextField(blank=True)
-    finish_reason = models.CharField(max_length=32, blank=True)
+    error = StorableTextField(blank=True)
+    finish_reason = StorableCharField(max_length=32, blank=True)
     started_at = models.DateTimeField()
     first_token_ms = models.PositiveIntegerField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
@@ -271,10 +273,10 @@ class ToolExecution(models.Model):
         help_text="The assistant message whose tool_calls asked for this call.",
     )
     step = models.PositiveSmallIntegerField(default=0)
-    tool_call_id = models.CharField(max_length=128, unique=True)
-    name = models.CharField(max_length=64)
-    arguments = models.JSONField(null=True, blank=True, help_text="As received, when valid JSON.")
-    arguments_raw = models.TextField(
+    tool_call_id = StorableCharField(max_length=128, unique=True)
+    name = StorableCharField(max_length=64)
+    arguments = StorableJSONField(null=True, blank=True, help_text="As received, when valid JSON.")
+    arguments_raw = StorableTextField(
         blank=True, help_text="The exact string the model sent, kept when it was not valid JSON."
     )
     status = models.CharField(
@@ -284,12 +286,12 @@ class ToolExecution(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     decided_at = models.DateTimeField(null=True, blank=True)
-    decision_reason = models.TextField(blank=True)
-    result = models.JSONField(null=True, blank=True, help_text="The tool's raw result.")
-    content = models.TextField(null=True, blank=True, help_text="What the model was sent.")
+    decision_reason = StorableTextField(blank=True)
+    result = StorableJSONField(null=True, blank=True, help_text="The tool's raw result.")
+    content = StorableTextField(null=True, blank=True, help_text="What the model was sent.")
     result_chars = models.PositiveIntegerField(null=True, blank=True)
     truncated = models.BooleanField(default=False)
-    error = models.TextField(blank=True)
+    error = StorableTextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -323,7 +325,7 @@ class RunEvent(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.BigIntegerField()
     type = models.CharField(max_length=64)
-    data = models.JSONField(default=dict, blank=True)
+    data = StorableJSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -29,6 +29,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from tools.audit import audit_form, mask_arguments
 from tools.context import ToolContext, call_sink
+from tools.fields import storable_json
 from tools.registry import ToolRegistry, ToolSpec
 from tools.registry import registry as default_registry
 
@@ -383,6 +384,8 @@ def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: _Outcome) -> 
 
     try:
         raw = outcome.value if isinstance(outcome.value, str) else to_jsonable_python(outcome.value)
+        # What the audit keeps and what the model reads agree, and both can be stored.
+        raw = storable_json(raw)
         full = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, allow_nan=False)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         logger.warning("tool %s returned a value that is not JSON: %s", name, exc)

@@ -7,17 +7,19 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from tools.fields import StorableCharField, StorableJSONField
+
 
 class Resource(models.Model):
     """A record a tool made or read (a note, a dataset...), owned by one user."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    kind = models.CharField(max_length=64)
+    kind = StorableCharField(max_length=64)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="resources"
     )
-    title = models.CharField(max_length=255, blank=True)
-    data = models.JSONField(default=dict, blank=True)
+    title = StorableCharField(max_length=255, blank=True)
+    data = StorableJSONField(default=dict, blank=True)
     # A string reference, not an import: the audit row lives in `chat`, and
     # `tools` code never imports `chat`.
     created_by_execution = models.ForeignKey(

@@ -68,3 +68,9 @@ def final_word(ctx: ToolContext, text: str) -> dict[str, Any]:
         text: What to say.
     """
     return {"success": True, "message": text}
+
+
+@tool(timeout=5)
+def echo(ctx: ToolContext, text: str) -> dict[str, Any]:
+    """Say the text back, whatever it holds (NUL bytes, lone surrogates)."""
+    return {"echo": text, "message": f"You said: {text}"}

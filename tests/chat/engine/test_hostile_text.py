@@ -1,0 +1,56 @@
+"""Text no database column can hold (NUL, lone surrogates) from the model, a tool or a user.
+
+PostgreSQL refuses NUL in text and JSON; no UTF-8 encoder takes a lone
+surrogate. Whoever sends them, the run ends with an answer, the history stays
+valid, and every stored text says where a character was replaced (U+FFFD).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chat.models import ExecutionStatus, Message, Role, RunEvent, RunStatus, ToolExecution
+from chat.selectors import history_for_model
+from chat.services.runs import run_start
+from tests.assertions import assert_valid_history
+from tests.chat.engine.conftest import wait_for_run
+from tests.factories import ConversationFactory
+from tests.llm_server import text_reply, tool_calls_reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HOSTILE = "a\x00b\ud800c"
+CLEAN = "a\ufffdb\ufffdc"
+
+
+def test_nul_and_surrogates_from_the_model_and_a_tool_end_in_an_answer(llm_server, user):
+    conversation = ConversationFactory(owner=user)
+    llm_server.push(
+        tool_calls_reply(
+            [("echo", json.dumps({"text": HOSTILE}), "call_\x00\ud800")], content=f"Echo {HOSTILE}"
+        ),
+        text_reply(f"It said {HOSTILE}."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content=f"say {HOSTILE}"))
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ExecutionStatus.SUCCEEDED
+    assert execution.attempts == 1
+    assert execution.result == {"echo": CLEAN, "message": f"You said: {CLEAN}"}
+    assert "\x00" not in execution.tool_call_id
+    answer = Message.objects.filter(run=run, role=Role.ASSISTANT).order_by("-position").first()
+    assert answer.content == f"It said {CLEAN}."
+    user_message = Message.objects.get(run=run, role=Role.USER)
+    assert user_message.content == f"say {CLEAN}"
+    deltas = "".join(
+        e.data.get("text", "") for e in RunEvent.objects.filter(run=run, type="message.delta")
+    )
+    assert CLEAN in deltas
+    # The model was sent the cleaned text back, as a valid history.
+    compose = llm_server.requests[-1]["messages"]
+    tool_message = next(m for m in compose if m["role"] == "tool")
+    assert json.loads(tool_message["content"])["echo"] == CLEAN
+    assert_valid_history(history_for_model(conversation=conversation))

@@ -1,0 +1,74 @@
+"""Model fields that can store any text a model, a tool or a user sends.
+
+PostgreSQL refuses NUL in text and JSON columns, and no UTF-8 encoder takes a
+lone surrogate (JSON's "\\ud800" decodes to one). Either would fail the write
+(a DataError, a UnicodeEncodeError) and leave a run stuck or failed. These
+fields replace both with U+FFFD, on every path into the database (save,
+create, bulk_create and QuerySet.update), so the rule lives in one place for
+every writer. The replacement character says where something was dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db import models
+
+REPLACEMENT = "\ufffd"
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable_text(value: str) -> str:
+    """The text with NUL and surrogate code points replaced by U+FFFD."""
+    return _UNSTORABLE.sub(REPLACEMENT, value) if _UNSTORABLE.search(value) else value
+
+
+def storable_json(value: Any) -> Any:
+    """A JSON value with every string (keys too) made storable; unchanged objects are reused."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_text(str(k)): storable_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable_json(item) for item in value]
+    return value
+
+
+class _Storable:
+    """Cleans the value on its way to the database, and on the instance being saved."""
+
+    clean_value: Any = staticmethod(storable_text)
+
+    def get_prep_value(self, value: Any) -> Any:
+        value = super().get_prep_value(value)  # type: ignore[misc]
+        if value is None:
+            return None
+        return type(self).clean_value(value) if self._needs_cleaning(value) else value
+
+    def pre_save(self, model_instance: models.Model, add: bool) -> Any:
+        value = super().pre_save(model_instance, add)  # type: ignore[misc]
+        if value is not None and self._needs_cleaning(value):
+            value = type(self).clean_value(value)
+            setattr(model_instance, self.attname, value)  # type: ignore[attr-defined]
+        return value
+
+    def _needs_cleaning(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+
+class StorableTextField(_Storable, models.TextField):  # type: ignore[type-arg]
+    """A TextField that stores NUL and lone surrogates as U+FFFD."""
+
+
+class StorableCharField(_Storable, models.CharField):  # type: ignore[type-arg]
+    """A CharField that stores NUL and lone surrogates as U+FFFD."""
+
+
+class StorableJSONField(_Storable, models.JSONField):
+    """A JSONField whose strings (keys and values) store NUL and lone surrogates as U+FFFD."""
+
+    clean_value = staticmethod(storable_json)
+
+    def _needs_cleaning(self, value: Any) -> bool:
+        return True
