@@ -94,12 +94,15 @@ def start_worker(celery_env):
     """Start real Celery workers; all are stopped at the end of the test."""
     workers: list[CeleryWorker] = []
 
-    def start(name: str = "w1", pool: str = "threads") -> CeleryWorker:
+    def start(
+        name: str = "w1", pool: str | None = "threads", options: tuple[str, ...] = ()
+    ) -> CeleryWorker:
         worker = CeleryWorker(
             env=celery_env["env"],
             log_path=celery_env["logs"] / f"{name}.log",
             name=name,
             pool=pool,
+            options=options,
             concurrency=6 if pool == "threads" else 3,
         )
         workers.append(worker)

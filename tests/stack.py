@@ -35,8 +35,9 @@ def wait_for_run(run: Any, timeout: float = 15.0) -> Any:
 class CeleryWorker:
     """A real `celery worker` process against the test database and Redis.
 
-    `pool` is "threads" (what the benchmarks and most tests use) or "prefork"
-    (Celery's default, forked child processes).
+    `pool` is "threads" (what the benchmarks and most tests use), "prefork"
+    (forked child processes), or None: no -P and no -c, only `options` (the
+    ones docker-compose passes, say).
     """
 
     def __init__(
@@ -46,13 +47,15 @@ class CeleryWorker:
         log_path,
         name: str,
         concurrency: int = 6,
-        pool: str = "threads",
+        pool: str | None = "threads",
+        options: tuple[str, ...] = (),
     ) -> None:
         self.env = env
         self.log_path = log_path
         self.name = name
         self.concurrency = concurrency
         self.pool = pool
+        self.options = options
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> CeleryWorker:
@@ -63,10 +66,8 @@ class CeleryWorker:
             "-A",
             "project",
             "worker",
-            "-P",
-            self.pool,
-            "-c",
-            str(self.concurrency),
+            *(["-P", self.pool, "-c", str(self.concurrency)] if self.pool else []),
+            *self.options,
             "-n",
             f"{self.name}@%h",
             "-l",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from typing import Any
 
@@ -41,14 +42,17 @@ from chat.api.base import (
 )
 from chat.api.serializers import MessageSerializer, RunSerializer, message_data
 from chat.live.streams import run_event_stream, sse_response
-from chat.models import ACTIVE_RUN_STATUSES, Message, Role, Run
+from chat.models import ACTIVE_RUN_STATUSES, Run
 from chat.selectors import (
     conversation_get,
     message_list_with_executions,
     run_detail,
     run_final_message,
+    run_user_message,
 )
 from chat.services.runs import run_start
+
+logger = logging.getLogger(__name__)
 
 TAG = ["messages"]
 DEFAULT_WAIT_S = 120.0
@@ -194,24 +198,24 @@ class MessageCreateApi(AsyncApiView):
 
 async def _wait_for_end(run: Run, timeout: float) -> None:
     """Follow the run's events until its last one, or until `timeout` seconds have passed."""
-    from chat.live.streams import run_event_stream
-
-    with contextlib.suppress(TimeoutError):
+    try:
         async with asyncio.timeout(timeout):
             async with contextlib.aclosing(run_event_stream(run=run)) as events:  # type: ignore[type-var]
                 async for _event in events:
                     pass
+    except TimeoutError:
+        pass
+    except Exception:
+        # The wait is a convenience and the run goes on regardless: rather than a
+        # 500, answer the run as it stands (202 while it is still going).
+        logger.exception("waiting for the end of run %s failed", run.pk)
 
 
 def _answer(run: Run, user: User) -> tuple[dict[str, Any], bool]:
     """The run now, with the final answer if it has ended or else the user's message."""
     fresh = run_detail(run_id=run.pk, user=user)
     ended = fresh.status not in ACTIVE_RUN_STATUSES
-    message: Message | None
-    if ended:
-        message = run_final_message(run=fresh)
-    else:
-        message = Message.objects.filter(run_id=fresh.pk, role=Role.USER).first()
+    message = run_final_message(run=fresh) if ended else run_user_message(run=fresh)
     return {
         "run": RunSerializer(fresh).data,
         "message": message_data(message) if message is not None else None,

@@ -48,6 +48,13 @@ _open_sockets: defaultdict[int, int] = defaultdict(int)
 class ConversationConsumer(AsyncWebsocketConsumer):
     """One socket: one user watching one of their conversations."""
 
+    # No channel of the socket's own: nothing is ever sent to one, since
+    # event_stream subscribes for the socket (and outlives layer errors). A failed
+    # receive on a consumer's channel ends the whole application, which is how
+    # idle sockets died under redis-py 8's 5 s read timeout. An alias that
+    # CHANNEL_LAYERS does not name gives no layer (get_channel_layer returns None).
+    channel_layer_alias = "none: event_stream subscribes for the socket"
+
     conversation_id: Any
     user_id: int | None = None
     pump: asyncio.Task[None] | None = None
@@ -90,7 +97,19 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         else:
             self.starter = asyncio.create_task(self._start_after_grace(start))
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # `disconnect` runs only when the client or server closes the socket;
+            # when the application itself fails, this is the one way out left.
+            self._release()
+
     async def disconnect(self, code: int) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        """Stop the socket's tasks and give its slot back (once, whichever way it ends)."""
         for task in (self.pump, self.pinger, self.starter):
             if task is not None:
                 task.cancel()

@@ -14,6 +14,10 @@ is a cursor over the database that the channel layer only wakes up early:
 Nothing is yielded twice (seq only grows) and nothing is skipped (a gap is
 filled from the rows). The WebSocket consumer and the SSE endpoints both use
 `event_stream`.
+
+Because the database is the source of truth, a channel layer that fails (Redis
+gone, a read that timed out) never ends a stream: it reads the database every
+CATCH_UP_S instead, and tries the layer again LAYER_RETRY_S later.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,6 +45,11 @@ MAX_CATCH_UP_S = 8.0
 # Cursors beyond this are not seqs (and would overflow the database's bigint).
 MAX_SEQ = 2**62
 REPLAY_BATCH = 500
+# After the channel layer failed, how long a stream reads only the database
+# before it tries the layer again.
+LAYER_RETRY_S = 5.0
+
+logger = logging.getLogger(__name__)
 
 
 @database_sync_to_async
@@ -71,15 +81,29 @@ async def event_stream(
     ended before `after`).
     """
     after = min(max(after, 0), MAX_SEQ)
+    loop = asyncio.get_running_loop()
     layer = get_channel_layer()
-    channel = await layer.new_channel() if layer else None
     group = conversation_group(conversation_id)
-    if layer and channel:
-        await layer.group_add(group, channel)
+    channel: str | None = None
+    # Subscribed and not failed since; while False, the database is polled.
+    listening = False
+    retry_at = 0.0
     cursor = after
     idle_wait = CATCH_UP_S
     try:
         while True:
+            if layer is not None and not listening and loop.time() >= retry_at:
+                # (Re)subscribe before reading the database, so that nothing
+                # published between the two is missed.
+                try:
+                    if channel is None:
+                        channel = await layer.new_channel()
+                    await layer.group_add(group, channel)
+                    listening = True
+                    idle_wait = CATCH_UP_S
+                except Exception as exc:
+                    _layer_failed(conversation_id, exc)
+                    retry_at = loop.time() + LAYER_RETRY_S
             # Whether the run had ended is read before the events: the status and
             # the terminal event commit together, so if it had, the read below
             # holds that event (read after, the two could straddle the commit).
@@ -98,7 +122,7 @@ async def event_stream(
                 return  # its terminal event was at or before the cursor
             # Live: take events as they come while they follow on from the cursor.
             while True:
-                if layer is None or channel is None:
+                if layer is None or channel is None or not listening:
                     await asyncio.sleep(CATCH_UP_S)
                     break
                 try:
@@ -106,6 +130,13 @@ async def event_stream(
                 except TimeoutError:
                     # Quiet: look at the database, less often the longer it stays quiet.
                     idle_wait = min(idle_wait * 2, MAX_CATCH_UP_S)
+                    break
+                except Exception as exc:
+                    # Not builtin TimeoutError: redis' own errors (its read timeout
+                    # included) land here. The database carries on until it is back.
+                    _layer_failed(conversation_id, exc)
+                    listening = False
+                    retry_at = loop.time() + LAYER_RETRY_S
                     break
                 idle_wait = CATCH_UP_S
                 envelope = message.get("event") or {}
@@ -121,9 +152,20 @@ async def event_stream(
                 if until_run_ends and envelope["type"] in TERMINAL_EVENTS:
                     return
     finally:
-        if layer and channel:
+        if layer is not None and channel is not None:
             with contextlib.suppress(Exception):
                 await layer.group_discard(group, channel)
+
+
+def _layer_failed(conversation_id: Any, exc: Exception) -> None:
+    logger.warning(
+        "channel layer failed (%s: %s); conversation %s is read from the database, "
+        "the layer is tried again in %ss",
+        type(exc).__name__,
+        exc,
+        conversation_id,
+        LAYER_RETRY_S,
+    )
 
 
 def sse_format(envelope: dict[str, Any]) -> str:

@@ -220,11 +220,27 @@ if not DEBUG:
 
 REDIS_URL = env_str("REDIS_URL")
 
+# channels_redis waits for messages with a blocking pop (BZPOPMIN) of 5 s
+# (RedisChannelLayer.brpop_timeout), while redis-py 8 gives up on any read after
+# 5 s by default: the two race, and an idle receive died with redis' TimeoutError
+# (idle sockets dropped, ?wait=true answered 500). The layer's connections get a
+# read timeout well above the pop; a host dict's other keys are passed by
+# channels_redis to redis-py's ConnectionPool.from_url (options in the URL win).
+CHANNEL_LAYER_SOCKET_TIMEOUT_S = 15.0
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT_S,
+                        "socket_connect_timeout": 5.0,
+                    }
+                ]
+            },
         }
     }
 else:

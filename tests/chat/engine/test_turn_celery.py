@@ -7,10 +7,12 @@ database server they can reach.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 
 import pytest
+import yaml
 
 from chat.models import (
     ExecutionStatus,
@@ -27,6 +29,7 @@ from tests.assertions import assert_valid_history
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
 from tests.llm_server import text_reply, tool_calls_reply
+from tests.stack import ROOT
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -168,3 +171,38 @@ def test_a_worker_killed_during_a_model_call_is_taken_over(
     calls = list(ModelCall.objects.filter(run=run).order_by("started_at"))
     assert [c.status for c in calls] == ["failed", "succeeded"]
     assert "stopped" in calls[0].error
+
+
+def test_the_default_worker_keeps_other_users_turns_moving_while_models_are_slow(
+    llm_server, start_worker, celery_env, user
+):
+    worker = start_worker("w1", pool=None, options=compose_worker_options())
+    slow = [ConversationFactory(owner=user) for _ in range(3)]
+    llm_server.push(*[text_reply("slow answer", delay_s=8) for _ in slow])
+    slow_runs = [run_start(conversation=c, content="think hard") for c in slow]
+    wait_until(lambda: len(llm_server.requests) == len(slow), what="the slow model calls")
+
+    llm_server.push(text_reply("quick answer"))
+    started = time.monotonic()
+    quick = wait_for_run(run_start(conversation=ConversationFactory(owner=user), content="hi"), 20)
+    elapsed = time.monotonic() - started
+
+    assert quick.status == RunStatus.COMPLETED, quick.error
+    # Not behind the slow calls (8 s): the pool runs I/O-bound tasks side by side.
+    assert elapsed < 6, f"the quick turn waited {elapsed:.1f} s behind slow model calls"
+    assert all(r.status == RunStatus.RUNNING for r in map(refresh, slow_runs)), worker.log()[-3000:]
+
+
+def refresh(run):
+    run.refresh_from_db()
+    return run
+
+
+def compose_worker_options() -> tuple[str, ...]:
+    """The pool options of the worker that docker-compose runs, defaults filled in."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    command = compose["services"]["worker"]["command"]
+    options = command[command.index("worker") + 1 :]
+    pool = [o for o in options if o.startswith(("--pool", "--concurrency"))]
+    assert pool, f"docker-compose's worker names no pool: {command}"
+    return tuple(re.sub(r"\$\{\w+:-(\w+)\}", r"\1", option) for option in pool)

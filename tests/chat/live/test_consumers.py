@@ -271,3 +271,55 @@ async def test_a_late_resume_fills_what_came_before_the_live_events(user):
     assert [e["seq"] for e in missed] == [3, 4, 5]
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
+
+
+def open_sockets_of(user) -> int:
+    from chat.live.consumers import _open_sockets
+
+    return _open_sockets.get(user.pk, 0)
+
+
+async def test_a_socket_whose_layer_cannot_be_read_stays_open_and_delivers_from_the_database(
+    user, settings
+):
+    # Every read of the layer fails, as BZPOPMIN did under redis-py 8's 5 s read
+    # timeout: the socket must not die of it (nor leak its slot), and the events
+    # still come, from the database.
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "tests.chat.live.test_streams.LayerThatCannotReceive"}
+    }
+    conversation = await make(ConversationFactory, owner=user)
+    run = await make(RunFactory, conversation=conversation)
+    communicator, connected, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    assert connected
+    seqs = await publish(run, 3)
+    assert [e["seq"] for e in await receive_events(communicator, 3)] == seqs
+    assert open_sockets_of(user) == 1
+    await communicator.disconnect()
+    assert open_sockets_of(user) == 0
+
+
+async def test_a_socket_that_dies_of_an_error_gives_its_slot_back(user, settings, monkeypatch):
+    from chat.live.consumers import ConversationConsumer
+
+    async def crash(self, text_data=None, bytes_data=None):
+        raise RuntimeError("boom")
+
+    settings.TOOLCHAT_WS_MAX_SOCKETS_PER_USER = 1
+    conversation = await make(ConversationFactory, owner=user)
+    headers = await headers_for(user)
+    communicator, connected, _ = await connect(conversation.id, headers, "after=0")
+    assert connected
+    assert open_sockets_of(user) == 1
+    monkeypatch.setattr(ConversationConsumer, "receive", crash)
+    await communicator.send_to(text_data="{}")
+    with pytest.raises(RuntimeError, match="boom"):
+        await communicator.wait(timeout=5)  # the application ends with the error
+    monkeypatch.undo()
+    # `disconnect` never ran (the application itself failed), yet the slot is free.
+    assert open_sockets_of(user) == 0
+    again, connected, _ = await connect(conversation.id, headers, "after=0")
+    assert connected
+    await again.send_json_to({"type": "resume", "after": 0})
+    assert await again.receive_nothing(timeout=0.3)  # open, not refused with 4429
+    await again.disconnect()

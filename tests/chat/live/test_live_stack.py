@@ -175,3 +175,61 @@ def test_sse_with_last_event_id_resumes_to_the_identical_sequence(live, llm_serv
     assert first + rest == reference
     assert [e["seq"] for e in reference] == list(range(1, len(reference) + 1))
     assert reference[-1]["type"] == "run.completed"
+
+
+# channels_redis blocks on Redis (BZPOPMIN) for 5 s at a time; redis-py 8 gave up
+# on a read after 5 s, so an idle socket died within about 5 s. Three times that
+# shows the race is gone without the minute the issue's reproduction took.
+IDLE_S = 15.0
+
+
+def test_an_idle_socket_on_redis_stays_open_and_gets_a_later_run(live, llm_server):
+    from websockets.exceptions import ConnectionClosed
+
+    llm_server.push(text_reply("still here"))
+    with connect(live["url"] + "?after=0", additional_headers=live["headers"]) as socket:
+        try:
+            message = socket.recv(timeout=IDLE_S)
+        except TimeoutError:
+            message = None  # quiet, and still open
+        except ConnectionClosed as closed:
+            raise AssertionError(f"the idle socket was dropped: {closed!r}") from closed
+        assert message is None or json.loads(message) == {"type": "ping"}
+        socket.send(json.dumps({"type": "message", "content": "are you there"}))
+        events = read_until_done(socket, [])
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    text = "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
+    assert text == "still here"
+
+
+def test_wait_true_on_redis_answers_200_json_after_a_long_quiet_run(live, llm_server):
+    import urllib.error
+    import urllib.request
+
+    # A tool call that is quiet for 14 s: the stream behind ?wait=true backs off
+    # (1, 2, 4 s) and then waits on the layer for 8 s, past redis-py 8's 5 s read.
+    llm_server.push(
+        tool_calls_reply([("slow_step", '{"label": "long", "seconds": 14}')]),
+        text_reply("all done"),
+    )
+    base = live["server"].base_url
+    post = urllib.request.Request(
+        f"{base}/api/v1/conversations/{live['conversation'].id}/messages/?wait=true&timeout=60",
+        data=json.dumps({"content": "take your time"}).encode(),
+        headers={**live["headers"], "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(post, timeout=90) as response:
+            status, content_type, body = (
+                response.status,
+                response.headers["Content-Type"],
+                json.load(response),
+            )
+    except urllib.error.HTTPError as error:
+        detail = error.read().decode(errors="replace")[:300]
+        raise AssertionError(f"?wait=true answered {error.code}: {detail}") from error
+    assert status == 200
+    assert content_type.startswith("application/json")
+    assert body["run"]["status"] == "completed"
+    assert body["message"]["content"] == "all done"

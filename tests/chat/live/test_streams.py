@@ -1,0 +1,90 @@
+"""event_stream when the channel layer fails: the database still delivers every event.
+
+The layer only wakes a stream early; the stored events are the source of
+truth. So a layer that cannot be read (redis-py's read timeout, a Redis that
+is gone) may slow a stream down to polling, but never end or break it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import redis.exceptions
+from channels.db import database_sync_to_async
+
+from chat.live.events import event_publish
+from chat.live.layers import ThreadSafeInMemoryChannelLayer
+from chat.live.streams import event_stream
+from tests.factories import ConversationFactory, RunFactory
+from tests.plugins.services import free_port
+
+pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
+
+
+class LayerThatCannotReceive(ThreadSafeInMemoryChannelLayer):
+    """Sends work, every read fails: what redis-py 8's 5 s read timeout did to BZPOPMIN."""
+
+    async def receive(self, channel: str) -> Any:
+        raise redis.exceptions.TimeoutError("Timeout reading from 127.0.0.1:6379")
+
+
+def use_layer(settings, backend: str, **config: Any) -> None:
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": backend, "CONFIG": config}}
+
+
+@database_sync_to_async
+def make_run(user):
+    return RunFactory(conversation=ConversationFactory(owner=user))
+
+
+@database_sync_to_async
+def publish(run, type: str, data: dict[str, Any]) -> int:
+    return event_publish(run=run, type=type, data=data).seq
+
+
+async def produce(run, count: int) -> list[int]:
+    """Publish `count` progress events a little apart, then the run's end."""
+    seqs = []
+    for n in range(count):
+        seqs.append(await publish(run, "tool.progress", {"n": n}))
+        await asyncio.sleep(0.2)
+    seqs.append(await publish(run, "run.completed", {"message_id": None}))
+    return seqs
+
+
+async def follow(run) -> list[dict[str, Any]]:
+    """Every event of the run, as a stream that ends with the run delivers them."""
+    events = []
+    async with asyncio.timeout(20):
+        async for envelope in event_stream(
+            conversation_id=run.conversation_id, run_id=run.pk, until_run_ends=True
+        ):
+            events.append(envelope)
+    return events
+
+
+async def test_a_layer_that_cannot_be_read_still_gets_every_event_from_the_database(user, settings):
+    use_layer(settings, "tests.chat.live.test_streams.LayerThatCannotReceive")
+    run = await make_run(user)
+    producer = asyncio.create_task(produce(run, 5))
+    events = await follow(run)
+    seqs = await producer
+    assert [e["seq"] for e in events] == seqs == [1, 2, 3, 4, 5, 6]
+    assert [e["type"] for e in events] == ["tool.progress"] * 5 + ["run.completed"]
+
+
+async def test_a_redis_that_is_gone_still_gets_every_event_from_the_database(user, settings):
+    # A real channels_redis layer pointed at a port nothing listens on: like a
+    # Redis that was killed. Subscribing, publishing and reading all fail.
+    use_layer(
+        settings,
+        "channels_redis.core.RedisChannelLayer",
+        hosts=[{"address": f"redis://127.0.0.1:{free_port()}/0", "socket_connect_timeout": 1}],
+    )
+    run = await make_run(user)
+    producer = asyncio.create_task(produce(run, 3))
+    events = await follow(run)
+    seqs = await producer
+    assert [e["seq"] for e in events] == seqs == [1, 2, 3, 4]
