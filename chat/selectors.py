@@ -171,9 +171,33 @@ def run_user_message(*, run: Run) -> Message | None:
     return Message.objects.filter(run_id=run.pk, role=Role.USER).first()
 
 
+def stored_events(
+    *,
+    conversation_id: Any,
+    after: int = 0,
+    before: int | None = None,
+    run_id: Any | None = None,
+    limit: int | None = None,
+) -> list[RunEvent]:
+    """A conversation's stored events with after < seq (< before), oldest first.
+
+    The one reader of RunEvent: the events endpoint, the SSE and WebSocket
+    streams and their replays all read through here. With `run_id`, one run's.
+    """
+    events = RunEvent.objects.filter(conversation_id=conversation_id, seq__gt=after)
+    if before is not None:
+        events = events.filter(seq__lt=before)
+    if run_id is not None:
+        events = events.filter(run_id=run_id)
+    events = events.order_by("seq")
+    return list(events[:limit] if limit is not None else events)
+
+
 def run_event_list(*, run: Run, after: int = 0, limit: int = 500) -> list[RunEvent]:
     """The run's stored events with a seq above `after`, oldest first, at most `limit`."""
-    return list(RunEvent.objects.filter(run_id=run.pk, seq__gt=after).order_by("seq")[:limit])
+    return stored_events(
+        conversation_id=run.conversation_id, after=after, run_id=run.pk, limit=limit
+    )
 
 
 def tool_execution_list(

@@ -34,7 +34,8 @@ from channels.layers import get_channel_layer
 from django.http import StreamingHttpResponse
 
 from chat.live.events import conversation_group, event_envelope
-from chat.models import Conversation, Run, RunEvent, RunStatus
+from chat.models import Conversation, Run, RunStatus
+from chat.selectors import stored_events
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 ENDED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -53,13 +54,18 @@ logger = logging.getLogger(__name__)
 
 
 @database_sync_to_async
-def _stored_after(
-    conversation_id: Any, after: int, run_id: Any | None, limit: int
+def _stored(
+    conversation_id: Any,
+    after: int,
+    *,
+    before: int | None = None,
+    run_id: Any | None = None,
+    limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    queryset = RunEvent.objects.filter(conversation_id=conversation_id, seq__gt=after)
-    if run_id is not None:
-        queryset = queryset.filter(run_id=run_id)
-    return [event_envelope(event) for event in queryset.order_by("seq")[:limit]]
+    events = stored_events(
+        conversation_id=conversation_id, after=after, before=before, run_id=run_id, limit=limit
+    )
+    return [event_envelope(event) for event in events]
 
 
 @database_sync_to_async
@@ -110,7 +116,7 @@ async def event_stream(
             ended = until_run_ends and run_id is not None and await _run_ended(run_id)
             # Catch up from the database: the replay, or the filling of a gap.
             while True:
-                batch = await _stored_after(conversation_id, cursor, run_id, REPLAY_BATCH)
+                batch = await _stored(conversation_id, cursor, run_id=run_id, limit=REPLAY_BATCH)
                 for envelope in batch:
                     cursor = envelope["seq"]
                     yield envelope
@@ -237,10 +243,7 @@ def conversation_cursor(conversation_id: Any) -> int:
     return int(value or 0)
 
 
-@database_sync_to_async
-def stored_between(conversation_id: Any, after: int, before: int) -> list[dict[str, Any]]:
+async def stored_between(conversation_id: Any, after: int, before: int) -> list[dict[str, Any]]:
     """Stored events with after < seq < before, in order (a bounded replay)."""
-    queryset = RunEvent.objects.filter(
-        conversation_id=conversation_id, seq__gt=after, seq__lt=before
-    ).order_by("seq")
-    return [event_envelope(event) for event in queryset]
+    events: list[dict[str, Any]] = await _stored(conversation_id, after, before=before)
+    return events
