@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -17,9 +18,12 @@ from chat.api import docs
 from chat.api.base import EventStreamNegotiation, accepts_event_stream
 from chat.api.serializers import EventSerializer, RunSerializer
 from chat.live.events import event_envelope
+from chat.live.streams import MAX_SEQ, run_event_stream, sse_response
 from chat.models import RunStatus
 from chat.selectors import run_detail, run_event_list, run_get
 from chat.services.runs import run_cancel
+
+SEQ = re.compile(r"[0-9]{1,19}")
 
 TAG = ["runs"]
 RUN_ID = docs.path_id("run_id", "The run.")
@@ -53,7 +57,7 @@ class RunEventListApi(APIView):
 
     class QuerySerializer(serializers.Serializer[Any]):
         after = serializers.IntegerField(
-            default=0, min_value=0, help_text="Only events with a higher seq."
+            default=0, min_value=0, max_value=MAX_SEQ, help_text="Only events with a higher seq."
         )
         limit = serializers.IntegerField(
             default=500, min_value=1, max_value=1000, help_text="JSON only: at most this many."
@@ -112,13 +116,12 @@ class RunEventListApi(APIView):
         after: int = query.validated_data["after"]
         resume = request.headers.get("Last-Event-ID", "").strip()
         if resume:
-            if not resume.isdigit():
+            # ASCII digits only: str.isdigit() also takes "²" and "٣", which int() refuses.
+            if not SEQ.fullmatch(resume) or int(resume) > MAX_SEQ:
                 raise serializers.ValidationError({"Last-Event-ID": ["Must be an event's seq."]})
             after = max(after, int(resume))
         run = run_get(run_id=run_id, user=request.user)
         if accepts_event_stream(request):
-            from chat.live.streams import run_event_stream, sse_response
-
             return sse_response(run_event_stream(run=run, after=after))
         limit: int = query.validated_data["limit"]
         events = run_event_list(run=run, after=after, limit=limit)

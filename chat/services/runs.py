@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from django.conf import settings
@@ -32,7 +33,7 @@ def run_start(
     user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> Run:
     """Store the user's message and a queued run in one transaction; queue the run on commit."""
-    if not isinstance(content, str) or not content.strip():
+    if not isinstance(content, str) or not _visible(content):
         raise InvalidInput("The message is empty.", field="content")
     limit = settings.MAX_MESSAGE_CHARS
     if len(content) > limit:
@@ -70,6 +71,13 @@ def run_start(
             raise
         raise _busy(active) from None
     return run
+
+
+def _visible(text: str) -> bool:
+    """Whether the text shows anything: not only spaces, controls and invisible format marks."""
+    return any(
+        not char.isspace() and unicodedata.category(char) not in ("Cc", "Cf") for char in text
+    )
 
 
 def _busy(active: Run) -> Conflict:

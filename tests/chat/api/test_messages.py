@@ -156,6 +156,8 @@ def test_posting_while_a_run_is_active_is_a_409_naming_the_run(api, conversation
         ({}, "content"),
         ({"content": ""}, "content"),
         ({"content": "   \n"}, "content"),
+        # Invisible: zero-width space and joiner, a byte-order mark, a soft hyphen, NUL.
+        ({"content": "\u200b \u200d\ufeff\u00ad\x00"}, "content"),
         ({"content": None}, "content"),
         ({"content": 42}, "content"),
         ({"content": {"text": "hi"}}, "content"),

@@ -118,7 +118,13 @@ def test_only_this_runs_events(api, turn, events, conversation):
         ("after=x", None, "after"),
         ("limit=0", None, "limit"),
         ("limit=1001", None, "limit"),
+        ("after=99999999999999999999999", None, "after"),
         ("", "yesterday", "Last-Event-ID"),
+        # isdigit() says yes to these, int() says no.
+        ("", "\u00b2", "Last-Event-ID"),
+        ("", "1\u00b9", "Last-Event-ID"),
+        ("", "\u0663", "Last-Event-ID"),
+        ("", "99999999999999999999999", "Last-Event-ID"),
     ],
 )
 def test_bad_event_parameters_are_a_400(api, turn, query, header, field):
