@@ -15,17 +15,13 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from chat.models import (
-    CallStatus,
     Conversation,
-    ExecutionStatus,
     Message,
-    ModelCall,
     Role,
     Run,
     RunStatus,
-    ToolExecution,
 )
-from tests.factories import ConversationFactory, RunFactory
+from tests.factories import ConversationFactory, ModelCallFactory, RunFactory, ToolExecutionFactory
 
 MESSAGES = TypeAdapter(list[ChatCompletionMessageParam])
 TOOLS = TypeAdapter(list[ChatCompletionFunctionToolParam])
@@ -104,21 +100,13 @@ def stored_turn(
         finish_reason="tool_calls",
     )
     result = {"success": True, "expression": "12*7", "result": 84}
-    ToolExecution.objects.create(
+    ToolExecutionFactory(
         run=run,
         message=assistant,
-        step=1,
         tool_call_id=call_id,
-        name="calculator",
-        arguments={"expression": "12*7"},
-        status=ExecutionStatus.SUCCEEDED,
         result=result,
-        content=json.dumps(result),
-        result_chars=len(json.dumps(result)),
         started_at=now,
         finished_at=now,
-        duration_ms=3,
-        attempts=1,
     )
     Message.objects.create(
         conversation=conversation,
@@ -145,21 +133,13 @@ def stored_turn(
         (1, "tools", assistant, ["calculator", "get_current_time"]),
         (2, "compose", final, []),
     ):
-        ModelCall.objects.create(
+        ModelCallFactory(
             run=run,
             step=step,
             purpose=purpose,
-            model="test-model",
-            provider="openai",
-            message_count=2,
             tools_offered=offered,
             response_message=response,
-            status=CallStatus.SUCCEEDED,
             started_at=now + timedelta(milliseconds=step),
-            latency_ms=response.latency_ms,
-            prompt_tokens=response.prompt_tokens,
-            completion_tokens=response.completion_tokens,
-            attempts=1,
         )
     return run
 

@@ -32,7 +32,14 @@ from chat.models import (
     RunStatus,
     ToolExecution,
 )
-from tests.factories import ConversationFactory, ResourceFactory, RunFactory, UserFactory
+from tests.factories import (
+    ConversationFactory,
+    ModelCallFactory,
+    ResourceFactory,
+    RunFactory,
+    ToolExecutionFactory,
+    UserFactory,
+)
 from tools.context import ToolContext
 from tools.registry import ToolRegistry, registry
 
@@ -139,10 +146,9 @@ def audited_run(
     }
     for offset, key in enumerate(("notes", "calc", "note"), start=2):
         status_, result, content, truncated, error, duration = results[key]
-        execution = ToolExecution.objects.create(
+        execution = ToolExecutionFactory(
             run=run,
             message=assistant,
-            step=1,
             tool_call_id=ids[key],
             name=names[key],
             arguments=arguments[key],
@@ -153,9 +159,7 @@ def audited_run(
             truncated=truncated,
             error=error,
             started_at=now,
-            finished_at=now + timedelta(milliseconds=duration),
             duration_ms=duration,
-            attempts=1,
         )
         resource = None
         if key == "note":
@@ -188,23 +192,16 @@ def audited_run(
         (1, "tools", assistant, ["search_notes", "calculator", "record_note"], 118),
         (2, "compose", final, [], 64),
     ):
-        ModelCall.objects.create(
+        ModelCallFactory(
             run=run,
             step=step,
             purpose=purpose,
-            model="test-model",
-            provider="openai",
             message_count=2 if step == 1 else 6,
             request_hash=f"{n:064x}",
             tools_offered=offered,
             response_message=response,
-            status=CallStatus.SUCCEEDED,
             started_at=now + timedelta(milliseconds=step),
             first_token_ms=first_token,
-            latency_ms=response.latency_ms,
-            prompt_tokens=response.prompt_tokens,
-            completion_tokens=response.completion_tokens,
-            attempts=1,
         )
     conversation.last_event_seq += 2
     conversation.save(update_fields=["last_event_seq"])
