@@ -18,15 +18,21 @@
 from __future__ import annotations
 
 import inspect
+from base64 import b64decode
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any, ClassVar
+from urllib import parse
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponseBase
+from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.pagination import CursorPagination
+from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -122,14 +128,61 @@ class CursorPage(CursorPagination):
     max_page_size = 200
     ordering: Any = "-created_at"
 
-    def decode_cursor(self, request: Request) -> Any:
-        """DRF answers a bad cursor with 404; it is bad input, so 400 naming the parameter."""
+    model: Any = None  # the model being paged, set by paginate_queryset
+
+    def paginate_queryset(
+        self, queryset: Any, request: Request, view: APIView | None = None
+    ) -> list[Any] | None:
+        """DRF's paging; the model is kept, so that a cursor's position can be checked."""
+        self.model = queryset.model
+        page: list[Any] | None = super().paginate_queryset(queryset, request, view)
+        return page
+
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        """The `?cursor=`, or None; anything but a cursor this class wrote is a 400 naming it.
+
+        DRF answers a cursor it cannot decode with 404, and lets one that decodes
+        to nonsense (a position that is no date, an out-of-range number, a NUL)
+        through to the database query, where it is a 500. Every part is checked
+        here: the base64, the query string's keys, the offset, the direction, and
+        the position against the model field it is compared with.
+        """
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded is None:
+            return None
         try:
-            return super().decode_cursor(request)
-        except exceptions.NotFound:
+            querystring = b64decode(encoded.encode("ascii"), validate=True).decode("ascii")
+            tokens = parse.parse_qs(querystring, keep_blank_values=True, strict_parsing=True)
+            if set(tokens) - {"o", "r", "p"} or any(len(v) != 1 for v in tokens.values()):
+                raise ValueError("unknown or repeated cursor parts")
+            offset = int(tokens.get("o", ["0"])[0])
+            reverse = tokens.get("r", ["0"])[0]
+            position: Any = tokens.get("p", [None])[0]  # a str (the stubs say int)
+            if offset < 0 or reverse not in ("0", "1"):
+                raise ValueError("offset or direction out of range")
+            if position is not None:
+                self._check_position(position)
+        except (ValueError, TypeError, OverflowError, DjangoValidationError):
             raise exceptions.ValidationError(
                 {self.cursor_query_param: ["Invalid cursor."]}
             ) from None
+        if self.offset_cutoff:
+            offset = min(offset, self.offset_cutoff)
+        return Cursor(offset=offset, reverse=reverse == "1", position=position)
+
+    def _check_position(self, position: str) -> None:
+        """Raise unless `position` is a value of the ordering field the database can compare."""
+        if "\x00" in position:
+            raise ValueError("NUL in the position")
+        try:
+            field = self.model._meta.get_field(self.ordering[0].lstrip("-"))
+        except (AttributeError, FieldDoesNotExist):
+            return  # not a plain model field: nothing known to check against
+        value = field.clean(position, None)  # parses, and checks the database's integer range
+        if isinstance(value, datetime):
+            if timezone.is_naive(value):
+                raise ValueError("a position without a time zone")
+            value.astimezone(UTC)  # OverflowError near year 1 or 9999
 
 
 def paginate(

@@ -298,7 +298,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # A JSON API: JSON in (anything else is a 415), JSON out.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["chat.api.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     # Every error answers {"code", "message", "field"?, "details"?} (docs/api.md).
     "EXCEPTION_HANDLER": "chat.api.errors.exception_handler",

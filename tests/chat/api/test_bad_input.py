@@ -1,0 +1,163 @@
+"""Hostile input answers a 400 in the one error shape, never a 500.
+
+A JSON body nested deeper than Python's recursion limit, and crafted `?cursor=`
+values on the cursor-paged lists.
+"""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import quote
+
+import pytest
+
+from chat.models import Conversation, Message
+from tests.chat.api.conftest import stored_turn
+
+pytestmark = pytest.mark.django_db
+
+CONVERSATIONS = "/api/v1/conversations/"
+EXECUTIONS = "/api/v1/tool-executions/"
+DEPTH = 100_000
+
+
+def messages_url(conversation) -> str:
+    return f"{CONVERSATIONS}{conversation.id}/messages/"
+
+
+def deep_list(depth: int = DEPTH) -> str:
+    return "[" * depth + "]" * depth
+
+
+def deep_object(depth: int = DEPTH) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+# --- a deeply nested JSON body --------------------------------------------------------------
+
+DEEP_BODIES = {
+    "list": deep_list(),
+    "object": deep_object(),
+    "content": '{"content": ' + deep_list() + "}",
+    "title": '{"title": "t", "mode": ' + deep_object() + "}",
+}
+
+
+def assert_parse_error(response) -> None:
+    assert response.status_code == 400, response.content[:300]
+    body = response.json()
+    assert body["code"] == "parse_error"
+    assert body["message"]
+    assert set(body) <= {"code", "message", "field", "details"}
+
+
+@pytest.mark.parametrize("body", DEEP_BODIES.values(), ids=DEEP_BODIES.keys())
+def test_a_deeply_nested_body_creating_a_conversation_is_a_parse_error(api, body):
+    response = api.post(CONVERSATIONS, data=body, content_type="application/json")
+    assert_parse_error(response)
+    assert not Conversation.objects.exists()
+
+
+@pytest.mark.parametrize("body", DEEP_BODIES.values(), ids=DEEP_BODIES.keys())
+def test_a_deeply_nested_body_posting_a_message_is_a_parse_error(api, conversation, body):
+    response = api.post(messages_url(conversation), data=body, content_type="application/json")
+    assert_parse_error(response)
+    assert not Message.objects.exists()
+
+
+@pytest.mark.parametrize("depth", [50, 500, 900])
+def test_a_moderately_nested_content_is_a_plain_validation_error(api, conversation, depth):
+    # Deep, but within what the parser takes: the field is refused as not a string.
+    body = '{"content": ' + deep_list(depth) + "}"
+    response = api.post(messages_url(conversation), data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "content"
+
+
+def test_a_deeply_nested_body_changing_a_conversation_is_a_parse_error(api, conversation):
+    response = api.patch(
+        f"{CONVERSATIONS}{conversation.id}/", data=deep_list(), content_type="application/json"
+    )
+    assert_parse_error(response)
+
+
+# --- crafted cursors ------------------------------------------------------------------------
+
+
+def b64(text: str | bytes) -> str:
+    raw = text.encode("latin-1") if isinstance(text, str) else text
+    return quote(base64.b64encode(raw).decode("ascii"), safe="")
+
+
+BAD_CURSORS = {
+    "not-ascii": "%FF",
+    "short-base64": "AAAA",
+    "garbage": "garbage",
+    "base64-of-bytes": b64(b"\xff\xfe\x00\x01garbage\x80"),
+    "nul-position": b64("r=1&p=%00"),
+    "nul-in-position": b64("p=2024-01-01%00"),
+    "text-position": b64("p=not-a-date"),
+    "huge-position": b64("p=" + "9" * 40),
+    "negative-huge-position": b64("p=-" + "9" * 40),
+    "bad-date": b64("p=2024-13-45 99:99:99"),
+    "year-9999-west": b64("p=9999-12-31 23:59:59-12:00"),
+    "year-1-east": b64("p=0001-01-01 00:00:00+12:00"),
+    "naive-date": b64("p=2024-01-01 00:00:00"),
+    "empty-position": b64("p="),
+    "float-position": b64("p=1.5"),
+    "nan-position": b64("p=nan"),
+    "bad-offset": b64("o=-1"),
+    "bad-reverse": b64("r=x"),
+    "huge-reverse": b64("r=" + "9" * 5000),
+    "very-long": "A" * 100_000,
+    "very-long-base64": b64("p=" + "1" * 50_000),
+}
+
+
+def assert_bad_cursor(response) -> None:
+    assert response.status_code == 400, response.content[:300]
+    body = response.json()
+    assert body["code"] == "invalid"
+    assert body["field"] == "cursor"
+    assert body["message"].startswith("cursor: ")
+    assert body["details"] == {"errors": {"cursor": ["Invalid cursor."]}}
+
+
+@pytest.mark.parametrize("cursor", BAD_CURSORS.values(), ids=BAD_CURSORS.keys())
+def test_a_crafted_cursor_on_the_conversation_list_is_a_400(api, conversation, cursor):
+    assert_bad_cursor(api.get(f"{CONVERSATIONS}?cursor={cursor}"))
+
+
+@pytest.mark.parametrize("cursor", BAD_CURSORS.values(), ids=BAD_CURSORS.keys())
+def test_a_crafted_cursor_on_the_message_list_is_a_400(api, conversation, cursor):
+    stored_turn(conversation)
+    assert_bad_cursor(api.get(f"{messages_url(conversation)}?cursor={cursor}"))
+
+
+@pytest.mark.parametrize("cursor", BAD_CURSORS.values(), ids=BAD_CURSORS.keys())
+def test_a_crafted_cursor_on_the_execution_list_is_a_400(api, conversation, cursor):
+    stored_turn(conversation)
+    assert_bad_cursor(api.get(f"{EXECUTIONS}?cursor={cursor}"))
+
+
+@pytest.mark.parametrize(
+    ("url", "position"),
+    [
+        (CONVERSATIONS, "2024-01-01 00:00:00+00:00"),
+        (CONVERSATIONS, "2024-01-01T00:00:00Z"),
+        (EXECUTIONS, "2999-01-01 00:00:00.123456+02:00"),
+        ("messages", "2"),
+    ],
+)
+def test_a_well_formed_hand_made_cursor_still_pages(api, conversation, url, position):
+    stored_turn(conversation)
+    url = messages_url(conversation) if url == "messages" else url
+    response = api.get(f"{url}?cursor={b64('p=' + quote(position))}")
+    assert response.status_code == 200, response.content[:300]
+    assert "results" in response.json()
+
+
+def test_a_huge_offset_is_capped_as_drf_does(api, conversation):
+    response = api.get(f"{CONVERSATIONS}?cursor={b64('o=' + '9' * 40)}")
+    assert response.status_code == 200
+    assert response.json()["results"] == []
