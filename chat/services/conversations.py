@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import transaction
 
 from chat.exceptions import Conflict, ConversationNotFound, InvalidInput
@@ -22,6 +23,7 @@ def _settings_check(
     title: str | None = None,
     mode: str | None = None,
     max_steps: int | None = None,
+    system_prompt: str | None = None,
     model: str | None = None,
 ) -> None:
     """Refuse bad settings (None: not given) with InvalidInput naming the field at fault."""
@@ -41,6 +43,20 @@ def _settings_check(
         raise InvalidInput(f"title is longer than {TITLE_MAX_LENGTH} characters.", field="title")
     if model is not None and len(model) > MODEL_MAX_LENGTH:
         raise InvalidInput(f"model is longer than {MODEL_MAX_LENGTH} characters.", field="model")
+    if model and model not in settings.LLM_ALLOWED_MODELS:
+        raise InvalidInput(
+            f"model {model!r} is not offered here; choose one of "
+            f"{', '.join(settings.LLM_ALLOWED_MODELS)}, or leave it empty for the default.",
+            field="model",
+            details={"allowed": list(settings.LLM_ALLOWED_MODELS)},
+        )
+    limit = settings.MAX_SYSTEM_PROMPT_CHARS
+    if system_prompt is not None and len(system_prompt) > limit:
+        raise InvalidInput(
+            f"system_prompt is {len(system_prompt):,} characters long; the limit is {limit:,}.",
+            field="system_prompt",
+            details={"max_chars": limit, "chars": len(system_prompt)},
+        )
 
 
 def conversation_create(
@@ -53,7 +69,9 @@ def conversation_create(
     model: str = "",
 ) -> Conversation:
     """Create a conversation for `owner`; InvalidInput names the field at fault."""
-    _settings_check(title=title, mode=mode, max_steps=max_steps, model=model)
+    _settings_check(
+        title=title, mode=mode, max_steps=max_steps, system_prompt=system_prompt, model=model
+    )
     with transaction.atomic():
         return Conversation.objects.create(
             owner=owner,
@@ -81,7 +99,9 @@ def conversation_update(
     Everything is checked, as conversation_create checks it, before anything
     changes; only the fields whose value differs are written.
     """
-    _settings_check(title=title, mode=mode, max_steps=max_steps, model=model)
+    _settings_check(
+        title=title, mode=mode, max_steps=max_steps, system_prompt=system_prompt, model=model
+    )
     given: dict[str, Any] = {
         "title": title,
         "mode": mode,

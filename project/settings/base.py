@@ -339,6 +339,11 @@ if LLM_PROVIDER not in {"openai", "offline"}:
     raise ImproperlyConfigured(f"LLM_PROVIDER={LLM_PROVIDER!r}: use 'openai' or 'offline'.")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini" if LLM_PROVIDER == "openai" else "offline")
 LLM_COMPOSE_MODEL = env_str("LLM_COMPOSE_MODEL")
+# The models a conversation may choose (each costs money): the configured ones
+# unless the operator lists more.
+LLM_ALLOWED_MODELS = env_list(
+    "LLM_ALLOWED_MODELS", [name for name in (LLM_MODEL, LLM_COMPOSE_MODEL) if name]
+)
 # The composing call (the answer after the tools) is a short, natural reply:
 # it is capped and a little warmer than the tool-choosing call. 0 tokens or a
 # temperature of "none" sends none (for models that reject `temperature`).
@@ -364,6 +369,9 @@ TOOLCHAT_TOOL_MODULES = env_list(
 )
 TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 10_000)
 MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 32_000)
+# A conversation's system prompt is sent on every model call, outside the
+# history budget: bounded like a message.
+MAX_SYSTEM_PROMPT_CHARS = env_int("MAX_SYSTEM_PROMPT_CHARS", 8_000)
 # The history sent to a model is trimmed to these budgets (oldest turns first,
 # never splitting a tool call from its results, always keeping the system prompt).
 TOOLCHAT_HISTORY_MAX_MESSAGES = env_int("TOOLCHAT_HISTORY_MAX_MESSAGES", 400)

@@ -100,7 +100,8 @@ def test_create_with_defaults(api, user):
     assert body["active_run_id"] is None
 
 
-def test_create_with_every_field(api):
+def test_create_with_every_field(api, settings):
+    settings.LLM_ALLOWED_MODELS = ["offline", "gpt-4o-mini"]
     payload = {
         "title": "Kitchen maths",
         "mode": "loop",
@@ -152,6 +153,21 @@ def test_bad_input_is_a_400_naming_the_field_and_stores_nothing(api, payload, fi
     assert body["message"].startswith(f"{field}: ")
     assert field in body["details"]["errors"]
     assert not Conversation.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [({"model": "gpt-9-ultra"}, "model"), ({"system_prompt": "x" * 2_000_000}, "system_prompt")],
+)
+def test_costly_settings_are_bounded(api, conversation, payload, field):
+    # An unlisted model and a huge system prompt cost money on every call.
+    response = api.post(URL, payload, format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["field"] == field
+    patched = api.patch(f"{URL}{conversation.pk}/", payload, format="json")
+    assert patched.status_code == 400
+    assert patched.json()["field"] == field
+    assert Conversation.objects.count() == 1
 
 
 def test_malformed_json_is_a_400(api):

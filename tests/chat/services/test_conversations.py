@@ -25,7 +25,8 @@ def test_conversation_create_with_defaults(user):
     assert (conversation.title, conversation.system_prompt, conversation.model) == ("", "", "")
 
 
-def test_conversation_create_with_everything(user):
+def test_conversation_create_with_everything(user, settings):
+    settings.LLM_ALLOWED_MODELS = ["offline", "gpt-test"]
     conversation = conversation_create(
         owner=user,
         title="Groceries",
@@ -51,6 +52,9 @@ BAD_SETTINGS: list[tuple[dict[str, Any], str]] = [
     ({"max_steps": 2.5}, "max_steps"),
     ({"title": "x" * 201}, "title"),
     ({"model": "m" * 129}, "model"),
+    # Each model costs money: only the configured ones may be chosen.
+    ({"model": "gpt-9-ultra"}, "model"),
+    ({"system_prompt": "x" * 8_001}, "system_prompt"),
 ]
 
 
@@ -80,7 +84,8 @@ def test_conversation_update_changes_only_what_is_given(conversation):
     assert conversation.updated_at > before
 
 
-def test_conversation_update_can_set_every_setting(conversation):
+def test_conversation_update_can_set_every_setting(conversation, settings):
+    settings.LLM_ALLOWED_MODELS = ["offline", "gpt-test"]
     conversation_update(
         conversation=conversation,
         title="",
@@ -125,9 +130,10 @@ def test_conversation_update_refuses_what_create_refuses(user, conversation, fie
         conversation_create(owner=user, **fields)
     before = (conversation.title, conversation.mode, conversation.max_steps, conversation.model)
 
+    # A good field beside the bad one: nothing changes, not even it.
+    good = {"title": "Changed?"} if "system_prompt" in fields else {"system_prompt": "Changed?"}
     with pytest.raises(InvalidInput) as refused_at_update:
-        # A good field beside the bad one: nothing changes, not even it.
-        conversation_update(conversation=conversation, system_prompt="Changed?", **fields)
+        conversation_update(conversation=conversation, **good, **fields)
 
     assert refused_at_update.value.as_dict() == refused_at_create.value.as_dict()
     assert refused_at_update.value.field == field
