@@ -25,13 +25,23 @@ def storable_text(value: str) -> str:
 
 
 def storable_json(value: Any) -> Any:
-    """A JSON value with every string (keys too) made storable; unchanged objects are reused."""
+    """A JSON value with every string (keys too) made storable.
+
+    Values with nothing to replace come back as they are, not copied: this runs
+    on every JSON write (each run event), and almost nothing needs it.
+    """
     if isinstance(value, str):
         return storable_text(value)
     if isinstance(value, dict):
-        return {storable_text(str(k)): storable_json(v) for k, v in value.items()}
+        cleaned = {storable_text(str(k)): storable_json(v) for k, v in value.items()}
+        same = len(cleaned) == len(value) and all(
+            k is k2 and v is v2
+            for (k, v), (k2, v2) in zip(value.items(), cleaned.items(), strict=True)
+        )
+        return value if same else cleaned
     if isinstance(value, list | tuple):
-        return [storable_json(item) for item in value]
+        items = [storable_json(item) for item in value]
+        return value if all(a is b for a, b in zip(value, items, strict=True)) else items
     return value
 
 
