@@ -20,12 +20,12 @@ from openai.types.chat import ChatCompletionToolParam
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from tools.context import ToolContext
+from tools.docstrings import parse_args_section
 from tools.registry import (
     TOOL_NAME_RE,
     ToolDefinitionError,
     ToolRegistry,
     load_tool_modules,
-    parse_args_section,
     registry,
 )
 
