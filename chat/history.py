@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from chat.models import Message, Role
-from tools.executor import interrupted_result
+from tools.results import interrupted_result
 
 logger = logging.getLogger(__name__)
 

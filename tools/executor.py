@@ -11,14 +11,13 @@ message.
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import logging
 import queue
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -32,6 +31,15 @@ from tools.context import ToolContext, call_sink
 from tools.fields import storable_json
 from tools.registry import ToolRegistry, ToolSpec
 from tools.registry import registry as default_registry
+from tools.results import (
+    ToolResult,
+    ToolStatus,
+    _failure,
+    cancelled_result,
+    interrupted_result,
+    rejected_result,
+    truncate_content,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,56 +56,6 @@ __all__ = [
     "interrupted_result",
     "rejected_result",
 ]
-
-
-class ToolStatus(enum.StrEnum):
-    """How a call ended; the values are chat.models.ExecutionStatus values."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    REJECTED = "rejected"
-    INTERRUPTED = "interrupted"
-    CANCELLED = "cancelled"
-
-
-@dataclass
-class ToolResult:
-    """The outcome of one tool call: what the model is sent and what the audit keeps."""
-
-    name: str
-    status: str
-    content: str
-    result: Any = None
-    error: str = ""
-    error_type: str = ""
-    traceback: str = ""
-    duration_ms: int = 0
-    result_chars: int = 0
-    truncated: bool = False
-    audit_arguments: dict[str, Any] | None = None
-    arguments_raw: str = ""
-    resource_id: str | None = None
-    return_direct: bool = False
-    tool_call_id: str = ""
-    details: Any = field(default=None, repr=False)
-
-    def execution_fields(self) -> dict[str, Any]:
-        """The ToolExecution columns this result fills (status, result, content...)."""
-        error = self.error
-        if self.traceback:
-            error = f"{error}\n\n{self.traceback}" if error else self.traceback
-        return {
-            "status": str(self.status),
-            "arguments": self.audit_arguments,
-            "arguments_raw": self.arguments_raw,
-            "result": self.result,
-            "content": self.content,
-            "result_chars": self.result_chars,
-            "truncated": self.truncated,
-            "error": error,
-            "duration_ms": self.duration_ms,
-        }
 
 
 def execute_tool(
@@ -129,29 +87,6 @@ def execute_tool(
         result = _failure(name, context, "internal_error", f"The call failed: {exc}", None)
     result.audit_arguments = audit_arguments
     return _finish(result, started)
-
-
-def rejected_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
-    """The result of a call that was refused at approval: it never ran."""
-    error = f"The call to {name} was not approved, so it did not run."
-    if reason:
-        error = f"{error} Reason: {reason}"
-    return _ended_result(name, ToolStatus.REJECTED, error, reason, tool_call_id)
-
-
-def interrupted_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
-    """The result of a call whose worker stopped before it finished; it may have had effects."""
-    error = (
-        f"The call to {name} was interrupted before it finished; "
-        "it may or may not have taken effect."
-    )
-    return _ended_result(name, ToolStatus.INTERRUPTED, error, reason, tool_call_id)
-
-
-def cancelled_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
-    """The result of a call dropped because its run was cancelled."""
-    error = f"The call to {name} was cancelled with its run and did not complete."
-    return _ended_result(name, ToolStatus.CANCELLED, error, reason, tool_call_id)
 
 
 # --- Before the call ---------------------------------------------------------------------
@@ -432,54 +367,6 @@ def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: _Outcome) -> 
         return_direct=spec.return_direct and not reported_failure,
         tool_call_id=context.tool_call_id,
     )
-
-
-def truncate_content(text: str, limit: int) -> tuple[str, bool]:
-    """Cut text to at most `limit` characters, ending with a marker that says how much went."""
-    if len(text) <= limit:
-        return text, False
-    total = len(text)
-    keep = limit
-    # The marker's length depends on the number it shows; two rounds settle it.
-    for _ in range(3):
-        marker = f"\n...[truncated: {total - keep} of {total} characters cut]"
-        keep = max(0, limit - len(marker))
-    marker = f"\n...[truncated: {total - keep} of {total} characters cut]"
-    return text[:keep] + marker, True
-
-
-def _failure(
-    name: str,
-    context: ToolContext | None,
-    error_type: str,
-    error: str,
-    details: Any,
-    *,
-    status: ToolStatus = ToolStatus.FAILED,
-) -> ToolResult:
-    payload = {"success": False, "error": error, "details": details}
-    content = json.dumps(payload, ensure_ascii=False, default=str)
-    # `result` stays None: the tool returned nothing; `content` is the executor's.
-    return ToolResult(
-        name=name,
-        status=status,
-        content=content,
-        error=error,
-        error_type=error_type,
-        result_chars=len(content),
-        details=details,
-        resource_id=context.last_resource_id if context else None,
-        tool_call_id=context.tool_call_id if context else "",
-    )
-
-
-def _ended_result(
-    name: str, status: ToolStatus, error: str, reason: str, tool_call_id: str
-) -> ToolResult:
-    result = _failure(name, None, str(status), error, {"reason": reason} if reason else None)
-    result.status = status
-    result.tool_call_id = tool_call_id
-    return result
 
 
 def _finish(result: ToolResult, started: float) -> ToolResult:

@@ -18,7 +18,7 @@ from chat.engine.lease import run_lock
 from chat.engine.tool_calls import unfinished_calls_answer
 from chat.live.events import event_publish
 from chat.models import Message, Run, RunStatus, ToolExecution
-from tools.executor import ToolResult, interrupted_result
+from tools.results import ToolResult, interrupted_result
 
 
 def run_end_fields(run: Run, status: str) -> dict[str, Any]:

@@ -33,8 +33,9 @@ from chat.models import (
 )
 from tools.audit import arguments_for_audit
 from tools.context import ToolContext
-from tools.executor import ToolResult, execute_tool, interrupted_result
+from tools.executor import execute_tool
 from tools.registry import registry as tool_registry
+from tools.results import ToolResult, interrupted_result
 
 logger = logging.getLogger(__name__)
 

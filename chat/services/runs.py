@@ -23,7 +23,7 @@ from chat.models import (
     Run,
     RunStatus,
 )
-from tools.executor import cancelled_result
+from tools.results import cancelled_result
 
 
 def run_start(
