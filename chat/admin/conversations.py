@@ -1,0 +1,164 @@
+"""The admin for conversations (with their runs inline) and their messages."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.contrib import admin
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from chat.admin.base import ReadOnlyAdminMixin, json_pre, pre
+from chat.audit.formatting import shown_tool_calls
+from chat.models import Conversation, Message, Run
+
+if TYPE_CHECKING:
+    # django-stubs makes these generic; at runtime Django's classes are not subscriptable.
+    ConversationAdminBase = admin.ModelAdmin[Conversation]
+    MessageAdminBase = admin.ModelAdmin[Message]
+    RunInlineBase = admin.TabularInline[Run, Conversation]
+else:
+    ConversationAdminBase = MessageAdminBase = admin.ModelAdmin
+    RunInlineBase = admin.TabularInline
+
+SHORT_CONTENT_CHARS = 80
+
+
+def _count_per_conversation(model: type[Message] | type[Run]) -> Coalesce:
+    """A correlated COUNT per conversation: no join, so no row blow-up across the two counts."""
+    counted = (
+        model.objects.filter(conversation_id=OuterRef("pk"))
+        .order_by()
+        .values("conversation_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+# --- Conversations --------------------------------------------------------------------
+
+
+class RunInline(ReadOnlyAdminMixin, RunInlineBase):
+    model = Run
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = ("status", "mode", "steps", "model_calls", "latency_ms", "started_at", "finished_at")
+    readonly_fields = fields
+    ordering = ("-created_at",)
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ConversationAdminBase):
+    list_display = ("__str__", "owner", "mode", "message_count", "run_count", "updated_at")
+    list_filter = ("mode",)
+    list_select_related = ("owner",)
+    search_fields = ("title", "owner__username", "owner__email")
+    autocomplete_fields = ("owner",)
+    readonly_fields = ("id", "last_event_seq", "created_at", "updated_at")
+    fields = (
+        "id",
+        "owner",
+        "title",
+        "mode",
+        "max_steps",
+        "model",
+        "system_prompt",
+        "last_event_seq",
+        "created_at",
+        "updated_at",
+    )
+    inlines = (RunInline,)
+    date_hierarchy = "updated_at"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                message_count=_count_per_conversation(Message),
+                run_count=_count_per_conversation(Run),
+            )
+        )
+
+    @admin.display(description="messages", ordering="message_count")
+    def message_count(self, obj: Conversation) -> int:
+        return int(getattr(obj, "message_count", 0))
+
+    @admin.display(description="runs", ordering="run_count")
+    def run_count(self, obj: Conversation) -> int:
+        return int(getattr(obj, "run_count", 0))
+
+
+# --- Messages -------------------------------------------------------------------------
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
+    list_display = (
+        "position",
+        "role",
+        "short_content",
+        "name",
+        "tool_call_id",
+        "latency_ms",
+        "tokens",
+        "model",
+        "conversation",
+        "created_at",
+    )
+    list_display_links = ("position", "role")
+    list_filter = ("role", "model")
+    list_select_related = ("conversation",)
+    search_fields = ("content", "tool_call_id", "name", "conversation__title")
+    raw_id_fields = ("conversation", "run", "resource")
+    ordering = ("-created_at",)
+    fields = (
+        "id",
+        "conversation",
+        "run",
+        "position",
+        "role",
+        "content_text",
+        "tool_calls_pretty",
+        "tool_call_id",
+        "name",
+        "resource",
+        "latency_ms",
+        "model",
+        "prompt_tokens",
+        "completion_tokens",
+        "finish_reason",
+        "created_at",
+    )
+    readonly_fields = ("content_text", "tool_calls_pretty")
+
+    @admin.display(description="content")
+    def short_content(self, obj: Message) -> str:
+        if obj.content is None:
+            names = ", ".join(
+                str((call.get("function") or {}).get("name", ""))
+                for call in obj.tool_calls or []
+                if isinstance(call, dict)
+            )
+            return f"(calls {names})" if names else "—"
+        return Truncator(obj.content).chars(SHORT_CONTENT_CHARS)
+
+    @admin.display(description="tokens (in / out)")
+    def tokens(self, obj: Message) -> str:
+        if obj.prompt_tokens is None and obj.completion_tokens is None:
+            return "—"
+        return f"{obj.prompt_tokens or 0} / {obj.completion_tokens or 0}"
+
+    @admin.display(description="content")
+    def content_text(self, obj: Message) -> SafeString:
+        return pre(obj.content)
+
+    @admin.display(description="tool calls")
+    def tool_calls_pretty(self, obj: Message) -> SafeString:
+        # Masked like every other place that shows arguments: see tools/audit.py.
+        return json_pre(shown_tool_calls(obj) or None)
