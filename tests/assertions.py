@@ -1,8 +1,15 @@
-"""Assertions shared across the suite."""
+"""Assertions shared across the suite, and waiting for a state instead of sleeping."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import time
+from collections.abc import Callable
 from typing import Any
+
+# How often a wait looks again: short, since each look is one cheap query.
+POLL_S = 0.02
 
 
 def assert_paired(messages: list[dict[str, Any]]) -> None:
@@ -25,3 +32,31 @@ def assert_valid_history(messages: list[dict[str, Any]]) -> None:
 
     TypeAdapter(list[ChatCompletionMessageParam]).validate_python(messages)
     assert_paired(messages)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 15.0, what: str = "") -> None:
+    """Poll until `predicate()` is true; fail naming `what` if it is not within `timeout` s.
+
+    The timeout is a deadline for a stuck test, not a guess at how long the
+    thing takes: on a loaded machine the wait is longer, and the test still passes.
+    """
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        time.sleep(POLL_S)
+
+
+async def wait_until_async(
+    predicate: Callable[[], object], timeout: float = 15.0, what: str = ""
+) -> None:
+    """`wait_until` for async tests; `predicate` may be a coroutine function (a database check)."""
+    deadline = time.monotonic() + timeout
+    while not await _truth(predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        await asyncio.sleep(POLL_S)
+
+
+async def _truth(value: object) -> object:
+    return await value if inspect.isawaitable(value) else value

@@ -1,9 +1,13 @@
-"""factory_boy factories for toolchat's models."""
+"""factory_boy factories for toolchat's models, and `finished_run`: a whole run as the engine stores it."""
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import factory
 from django.contrib.auth import get_user_model
@@ -17,6 +21,8 @@ from chat.models import (
     ModelCall,
     Role,
     Run,
+    RunEvent,
+    RunStatus,
     ToolExecution,
 )
 from tools.models import Resource
@@ -114,3 +120,182 @@ class ModelCallFactory(factory.django.DjangoModelFactory):
     )
     response_message = None
     attempts = 1
+
+
+# --- A finished run -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """One tool call of a finished run: what the model asked, and how the call went.
+
+    `content` is what the model was sent (by default the result as JSON);
+    `resource_title`, when given, names a note the call made, which the tool
+    message then points at.
+    """
+
+    name: str = "calculator"
+    arguments: dict[str, Any] = field(default_factory=lambda: {"expression": "12*7"})
+    status: str = ExecutionStatus.SUCCEEDED
+    result: Any = field(
+        default_factory=lambda: {"success": True, "expression": "12*7", "result": 84}
+    )
+    content: str | None = None
+    truncated: bool = False
+    error: str = ""
+    duration_ms: int = 3
+    tool_call_id: str | None = None
+    resource_title: str | None = None
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One model call of a finished run, with the figures of the message it answered with."""
+
+    latency_ms: int
+    prompt_tokens: int
+    completion_tokens: int
+    tools_offered: list[str] = field(default_factory=list)
+    message_count: int = 2
+    first_token_ms: int | None = None
+
+
+_call_numbers = itertools.count(1)
+
+
+def finished_run(
+    conversation: Conversation,
+    *,
+    question: str = "What is 12*7?",
+    calls: Sequence[CallSpec] = (CallSpec(),),
+    answer: str = "12 times 7 is 84.",
+    status: str = RunStatus.COMPLETED,
+    latency_ms: int = 1000,
+    call_step: StepSpec = StepSpec(300, 40, 9, ["calculator", "get_current_time"]),
+    answer_step: StepSpec = StepSpec(200, 60, 8),
+    request_hash: str = "",
+    events: Sequence[str] = (),
+) -> Run:
+    """A finished two-pass run appended to `conversation`, stored as the engine stores one.
+
+    The user's question (the run's trigger message), the assistant message
+    asking for `calls`, one audit row and one tool message per call, the
+    answer, a model call row per step and, with `events`, those run events
+    numbered on from the conversation's last seq.
+    """
+    start = Message.objects.filter(conversation=conversation).count()
+    now = timezone.now()
+    run = RunFactory(
+        conversation=conversation,
+        status=status,
+        steps=1,
+        model_calls=2,
+        started_at=now,
+        finished_at=now + timedelta(milliseconds=latency_ms),
+        latency_ms=latency_ms,
+    )
+    run.trigger_message = Message.objects.create(
+        conversation=conversation, run=run, position=start, role=Role.USER, content=question
+    )
+    run.save(update_fields=["trigger_message"])
+    ids = [call.tool_call_id or f"call_{next(_call_numbers):06d}" for call in calls]
+    asking = _reply(
+        run,
+        start + 1,
+        call_step,
+        content=None,
+        tool_calls=[
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call_id, call in zip(ids, calls, strict=True)
+        ],
+        finish_reason="tool_calls",
+    )
+    for position, (call_id, call) in enumerate(zip(ids, calls, strict=True), start=start + 2):
+        _call_store(run, asking, position, call_id, call, started_at=now)
+    final = _reply(run, start + 2 + len(calls), answer_step, content=answer, finish_reason="stop")
+    for step, (purpose, spec, response) in enumerate(
+        (("tools", call_step, asking), ("compose", answer_step, final)), start=1
+    ):
+        ModelCallFactory(
+            run=run,
+            step=step,
+            purpose=purpose,
+            message_count=spec.message_count,
+            request_hash=request_hash,
+            tools_offered=spec.tools_offered,
+            response_message=response,
+            started_at=now + timedelta(milliseconds=step),
+            first_token_ms=spec.first_token_ms,
+        )
+    if events:
+        first = conversation.last_event_seq + 1
+        conversation.last_event_seq += len(events)
+        conversation.save(update_fields=["last_event_seq"])
+        for seq, type_ in enumerate(events, start=first):
+            RunEvent.objects.create(
+                conversation=conversation,
+                run=run,
+                seq=seq,
+                type=type_,
+                data={"run_id": str(run.pk)},
+            )
+    return run
+
+
+def _reply(run: Run, position: int, step: StepSpec, **fields: Any) -> Message:
+    """An assistant message of `run` with the figures of the model call that made it."""
+    return Message.objects.create(
+        conversation=run.conversation,
+        run=run,
+        position=position,
+        role=Role.ASSISTANT,
+        latency_ms=step.latency_ms,
+        model="test-model",
+        prompt_tokens=step.prompt_tokens,
+        completion_tokens=step.completion_tokens,
+        **fields,
+    )
+
+
+def _call_store(
+    run: Run, asking: Message, position: int, call_id: str, call: CallSpec, *, started_at: Any
+) -> None:
+    """A call's audit row, the resource it made (if any) and its tool message."""
+    content = call.content if call.content is not None else json.dumps(call.result)
+    execution = ToolExecutionFactory(
+        run=run,
+        message=asking,
+        tool_call_id=call_id,
+        name=call.name,
+        arguments=call.arguments,
+        status=call.status,
+        result=call.result,
+        content=content,
+        # The raw result's size: more than `content` holds when that was cut.
+        result_chars=len(json.dumps(call.result)) if call.result is not None else len(content),
+        truncated=call.truncated,
+        error=call.error,
+        started_at=started_at,
+        duration_ms=call.duration_ms,
+    )
+    resource = None
+    if call.resource_title is not None:
+        resource = ResourceFactory(
+            owner=run.conversation.owner,
+            title=call.resource_title,
+            created_by_execution=execution,
+        )
+    Message.objects.create(
+        conversation=run.conversation,
+        run=run,
+        position=position,
+        role=Role.TOOL,
+        tool_call_id=call_id,
+        name=call.name,
+        content=content,
+        resource=resource,
+    )

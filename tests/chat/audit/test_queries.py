@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from itertools import count
 
 import pytest
@@ -28,17 +27,16 @@ from chat.models import (
     ModelCall,
     Role,
     Run,
-    RunEvent,
     RunStatus,
     ToolExecution,
 )
 from tests.factories import (
+    CallSpec,
     ConversationFactory,
-    ModelCallFactory,
-    ResourceFactory,
     RunFactory,
-    ToolExecutionFactory,
+    StepSpec,
     UserFactory,
+    finished_run,
 )
 from tools.context import ToolContext
 from tools.registry import ToolRegistry, registry
@@ -67,153 +65,52 @@ def audited_run(
     calculator failed with a traceback; record_note succeeded with a result
     holding HTML, and made a resource.
     """
-    conversation = conversation or ConversationFactory()
     n = next(_numbers)
-    start = Message.objects.filter(conversation=conversation).count()
-    now = timezone.now()
-    run = RunFactory(
-        conversation=conversation,
-        status=status,
-        steps=1,
-        model_calls=2,
-        started_at=now,
-        finished_at=now + timedelta(milliseconds=latency_ms),
-        latency_ms=latency_ms,
-    )
-    user_message = Message.objects.create(
-        conversation=conversation,
-        run=run,
-        position=start,
-        role=Role.USER,
-        content="Find my notes, divide 1 by 0, and note it down.",
-    )
-    run.trigger_message = user_message
-    run.save(update_fields=["trigger_message"])
-    ids = {name: f"call_{name}_{n}" for name in ("notes", "calc", "note")}
-    arguments = {
-        "notes": {"query": "groceries", "limit": 10},
-        "calc": {"expression": "1/0"},
-        "note": {"title": "Division", "body": HOSTILE},
-    }
-    names = {"notes": "search_notes", "calc": "calculator", "note": "record_note"}
-    assistant = Message.objects.create(
-        conversation=conversation,
-        run=run,
-        position=start + 1,
-        role=Role.ASSISTANT,
-        content=None,
-        tool_calls=[
-            {
-                "id": ids[key],
-                "type": "function",
-                "function": {"name": names[key], "arguments": json.dumps(arguments[key])},
-            }
-            for key in ("notes", "calc", "note")
-        ],
-        latency_ms=451,
-        model="test-model",
-        prompt_tokens=120,
-        completion_tokens=37,
-        finish_reason="tool_calls",
-    )
     long_result = {"success": True, "notes": [f"note number {i}" for i in range(400)]}
     long_text = json.dumps(long_result)
-    results = {
-        "notes": (
-            ExecutionStatus.SUCCEEDED,
-            long_result,
-            long_text[:200] + "\n[truncated: 200 of " + str(len(long_text)) + " characters]",
-            True,
-            "",
-            17,
+    saved = {"success": True, "message": f"Saved {HOSTILE}"}
+    return finished_run(
+        conversation or ConversationFactory(),
+        question="Find my notes, divide 1 by 0, and note it down.",
+        calls=[
+            CallSpec(
+                "search_notes",
+                {"query": "groceries", "limit": 10},
+                result=long_result,
+                content=f"{long_text[:200]}\n[truncated: 200 of {len(long_text)} characters]",
+                truncated=True,
+                duration_ms=17,
+                tool_call_id=f"call_notes_{n}",
+            ),
+            CallSpec(
+                "calculator",
+                {"expression": "1/0"},
+                status=ExecutionStatus.FAILED,
+                result=None,
+                content=json.dumps({"success": False, "error": "division by zero"}),
+                error=TRACEBACK,
+                duration_ms=2,
+                tool_call_id=f"call_calc_{n}",
+            ),
+            CallSpec(
+                "record_note",
+                {"title": "Division", "body": HOSTILE},
+                result=saved,
+                duration_ms=5,
+                tool_call_id=f"call_note_{n}",
+                resource_title="Division",
+            ),
+        ],
+        answer="I found your notes and saved one; 1/0 has no answer.",
+        status=status,
+        latency_ms=latency_ms,
+        call_step=StepSpec(
+            451, 120, 37, ["search_notes", "calculator", "record_note"], first_token_ms=118
         ),
-        "calc": (
-            ExecutionStatus.FAILED,
-            None,
-            json.dumps({"success": False, "error": "division by zero"}),
-            False,
-            TRACEBACK,
-            2,
-        ),
-        "note": (
-            ExecutionStatus.SUCCEEDED,
-            {"success": True, "message": f"Saved {HOSTILE}"},
-            json.dumps({"success": True, "message": f"Saved {HOSTILE}"}),
-            False,
-            "",
-            5,
-        ),
-    }
-    for offset, key in enumerate(("notes", "calc", "note"), start=2):
-        status_, result, content, truncated, error, duration = results[key]
-        execution = ToolExecutionFactory(
-            run=run,
-            message=assistant,
-            tool_call_id=ids[key],
-            name=names[key],
-            arguments=arguments[key],
-            status=status_,
-            result=result,
-            content=content,
-            result_chars=len(json.dumps(result)) if result is not None else len(content),
-            truncated=truncated,
-            error=error,
-            started_at=now,
-            duration_ms=duration,
-        )
-        resource = None
-        if key == "note":
-            resource = ResourceFactory(
-                owner=conversation.owner, title="Division", created_by_execution=execution
-            )
-        Message.objects.create(
-            conversation=conversation,
-            run=run,
-            position=start + offset,
-            role=Role.TOOL,
-            tool_call_id=ids[key],
-            name=names[key],
-            content=content,
-            resource=resource,
-        )
-    final = Message.objects.create(
-        conversation=conversation,
-        run=run,
-        position=start + 5,
-        role=Role.ASSISTANT,
-        content="I found your notes and saved one; 1/0 has no answer.",
-        latency_ms=312,
-        model="test-model",
-        prompt_tokens=480,
-        completion_tokens=21,
-        finish_reason="stop",
+        answer_step=StepSpec(312, 480, 21, message_count=6, first_token_ms=64),
+        request_hash=f"{n:064x}",
+        events=["run.started", "run.completed"],
     )
-    for step, purpose, response, offered, first_token in (
-        (1, "tools", assistant, ["search_notes", "calculator", "record_note"], 118),
-        (2, "compose", final, [], 64),
-    ):
-        ModelCallFactory(
-            run=run,
-            step=step,
-            purpose=purpose,
-            message_count=2 if step == 1 else 6,
-            request_hash=f"{n:064x}",
-            tools_offered=offered,
-            response_message=response,
-            started_at=now + timedelta(milliseconds=step),
-            first_token_ms=first_token,
-        )
-    conversation.last_event_seq += 2
-    conversation.save(update_fields=["last_event_seq"])
-    for offset, type_ in enumerate(("run.started", "run.completed")):
-        RunEvent.objects.create(
-            conversation=conversation,
-            run=run,
-            seq=conversation.last_event_seq - 1 + offset,
-            type=type_,
-            data={"run_id": str(run.pk)},
-        )
-    return run
 
 
 SECRET = "hunter2-do-not-show"

@@ -8,8 +8,10 @@ model received, the stored messages, the audit rows and the event stream.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
+from django.db.models import F
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
@@ -20,13 +22,14 @@ from chat.models import (
     Mode,
     ModelCall,
     Role,
+    Run,
     RunEvent,
     RunStatus,
     ToolExecution,
 )
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
-from tests.assertions import assert_valid_history
+from tests.assertions import assert_valid_history, wait_until
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
@@ -409,19 +412,21 @@ def test_cancel_fills_unanswered_calls_and_stops_the_run(llm_server, conversatio
         tool_calls_reply([("slow_step", '{"label": "long", "seconds": 2}')]), text_reply("never")
     )
     run = run_start(conversation=conversation, content="take your time")
-    import time
-
-    deadline = time.monotonic() + 10
-    while not ToolExecution.objects.filter(run=run, status=ExecutionStatus.RUNNING).exists():
-        assert time.monotonic() < deadline, "the tool never started"
-        time.sleep(0.02)
+    wait_until(
+        ToolExecution.objects.filter(run=run, status=ExecutionStatus.RUNNING).exists,
+        what="the tool to start",
+    )
     run = run_cancel(run=run)
     assert run.status == RunStatus.CANCELLED
     execution = ToolExecution.objects.get(run=run)
     assert execution.status == ExecutionStatus.CANCELLED
     assert event_types(run)[-1] == "run.cancelled"
     assert_valid_history(history_for_model(conversation=conversation))
-    time.sleep(2.5)  # the tool finishes after the cancel
+    # The tool finishes after the cancel, and its result is stored on the audit row.
+    wait_until(
+        ToolExecution.objects.filter(pk=execution.pk, result__isnull=False).exists,
+        what="the cancelled tool's late result",
+    )
     execution.refresh_from_db()
     assert execution.status == ExecutionStatus.CANCELLED
     assert execution.result["label"] == "long"  # what it did is kept for the audit
@@ -443,19 +448,25 @@ def test_a_tool_call_with_an_empty_name_is_answered_not_stuck(llm_server, conver
 
 
 def test_a_slow_first_token_does_not_get_a_live_run_taken_over(llm_server, conversation, settings):
-    import threading
-
     from chat.engine.recovery import runs_recover
 
     settings.TOOLCHAT_RUN_STALE_S = 1.0
     settings.TOOLCHAT_HEARTBEAT_S = 0.2
-    llm_server.push(text_reply("Worth the wait.", delay_s=2.5))
+    llm_server.push(text_reply("Worth the wait.", delay_s=3))
     run = run_start(conversation=conversation, content="take your time")
-    recovered = []
-    sweep = threading.Timer(1.8, lambda: recovered.extend(runs_recover()))
-    sweep.start()
+    # Sweep once the model call has been silent for longer than the stale window,
+    # while the heartbeat still renews the lease: without it, the run would be taken.
+    stale = timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
+    wait_until(
+        Run.objects.filter(
+            pk=run.pk,
+            status=RunStatus.RUNNING,
+            heartbeat_at__gt=F("model_call_rows__started_at") + stale,
+        ).exists,
+        what="a heartbeat more than the stale window into the model call",
+    )
+    recovered = runs_recover()
     run = wait_for_run(run)
-    sweep.join()
     assert run.status == RunStatus.COMPLETED, run.error
     assert recovered == []
     assert len(llm_server.requests) == 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import time
 
 import pytest
 import yaml
@@ -25,7 +24,7 @@ from chat.models import (
 )
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
-from tests.assertions import assert_valid_history
+from tests.assertions import assert_valid_history, wait_until
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
 from tests.llm_server import text_reply, tool_calls_reply
@@ -36,15 +35,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
 def ledger_lines(celery_env):
     return celery_env["ledger"].read_text().split()
-
-
-def wait_until(predicate, timeout=15.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_parallel_tool_calls_run_concurrently_and_the_run_continues_once(
@@ -183,13 +173,11 @@ def test_the_default_worker_keeps_other_users_turns_moving_while_models_are_slow
     wait_until(lambda: len(llm_server.requests) == len(slow), what="the slow model calls")
 
     llm_server.push(text_reply("quick answer"))
-    started = time.monotonic()
     quick = wait_for_run(run_start(conversation=ConversationFactory(owner=user), content="hi"), 20)
-    elapsed = time.monotonic() - started
 
     assert quick.status == RunStatus.COMPLETED, quick.error
-    # Not behind the slow calls (8 s): the pool runs I/O-bound tasks side by side.
-    assert elapsed < 6, f"the quick turn waited {elapsed:.1f} s behind slow model calls"
+    # Not behind the slow calls: it ended while all three were still waiting on the
+    # model (8 s). The pool runs I/O-bound tasks side by side.
     assert all(r.status == RunStatus.RUNNING for r in map(refresh, slow_runs)), worker.log()[-3000:]
 
 

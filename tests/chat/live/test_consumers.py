@@ -256,13 +256,14 @@ async def test_the_server_pings(user, settings):
 
 
 async def test_a_late_resume_fills_what_came_before_the_live_events(user):
-    import asyncio
-
     conversation = await make(ConversationFactory, owner=user)
     run = await make(RunFactory, conversation=conversation)
     await publish(run, 5)
     communicator, _, _ = await connect(conversation.id, await headers_for(user))
-    await asyncio.sleep(0.5)  # past the grace period: the socket is live from seq 5
+    # The socket is live from seq 5, the cursor when it connected. No waiting out
+    # the grace period for a `resume` (RESUME_GRACE_S): whether the stream starts
+    # before these two are published or after, it starts at seq 5, so they are the
+    # socket's first events, and receiving them is what makes the resume late.
     await publish(run, 2, start=5)
     live = await receive_events(communicator, 2)
     await communicator.send_json_to({"type": "resume", "after": 2})

@@ -13,7 +13,8 @@ import pytest
 from rest_framework.authtoken.models import Token
 from websockets.sync.client import connect
 
-from chat.models import RunEvent
+from chat.models import Run, RunEvent, RunStatus
+from tests.assertions import wait_until
 from tests.factories import ConversationFactory
 from tests.llm_server import text_reply, tool_calls_reply
 from tests.plugins.servers import AsgiServer
@@ -91,7 +92,13 @@ def test_a_client_that_drops_and_resumes_sees_the_same_sequence(live, llm_server
             steady.send(json.dumps({"type": "message", "content": "what is 12*7"}))
             seen = read_until_done(flaky, [], stop_after=8)
         assert seen[-1]["type"] != "run.completed", "the run ended before the drop"
-        time.sleep(0.3)  # events go on while the client is away
+        # Events go on while the client is away: the resume has some to fill in.
+        wait_until(
+            RunEvent.objects.filter(
+                conversation=live["conversation"], seq__gt=seen[-1]["seq"]
+            ).exists,
+            what="an event while the client is away",
+        )
         with connect(live["url"], additional_headers=headers) as again:
             again.send(json.dumps({"type": "resume", "after": seen[-1]["seq"]}))
             resumed = read_until_done(again, list(seen))
@@ -105,7 +112,14 @@ def test_a_slow_client_still_gets_every_event(live, llm_server):
     with connect(live["url"] + "?after=0", additional_headers=live["headers"]) as socket:
         socket.send(json.dumps({"type": "message", "content": "what is 12*7"}))
         events = read_until_done(socket, [], stop_after=3)
-        time.sleep(4)  # not reading while the run goes on and ends
+        # Not reading while the run goes on and ends.
+        wait_until(
+            Run.objects.filter(
+                conversation=live["conversation"], status=RunStatus.COMPLETED
+            ).exists,
+            timeout=30,
+            what="the run to end while the client is not reading",
+        )
         events = read_until_done(socket, events)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     stored = RunEvent.objects.filter(conversation=live["conversation"]).count()

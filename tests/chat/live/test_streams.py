@@ -17,6 +17,7 @@ from channels.db import database_sync_to_async
 from chat.live.events import event_publish
 from chat.live.layers import ThreadSafeInMemoryChannelLayer
 from chat.live.streams import event_stream
+from tests.assertions import wait_until_async
 from tests.factories import ConversationFactory, RunFactory
 from tests.plugins.services import free_port
 
@@ -34,6 +35,13 @@ def use_layer(settings, backend: str, **config: Any) -> None:
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": backend, "CONFIG": config}}
 
 
+@pytest.fixture(autouse=True)
+def _quick_polls(monkeypatch):
+    # Without a layer, a stream reads the database every CATCH_UP_S, and `produce`
+    # waits for each event in turn: a shorter poll keeps these tests quick.
+    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 0.2)
+
+
 @database_sync_to_async
 def make_run(user):
     return RunFactory(conversation=ConversationFactory(owner=user))
@@ -44,19 +52,22 @@ def publish(run, type: str, data: dict[str, Any]) -> int:
     return event_publish(run=run, type=type, data=data).seq
 
 
-async def produce(run, count: int) -> list[int]:
-    """Publish `count` progress events a little apart, then the run's end."""
+async def produce(run, count: int, delivered: list[dict[str, Any]]) -> list[int]:
+    """Publish `count` progress events, each once the stream has delivered the last, then the end.
+
+    In step with the stream, so that it must deliver every event while the run
+    goes on, not all at once when it has ended.
+    """
     seqs = []
     for n in range(count):
         seqs.append(await publish(run, "tool.progress", {"n": n}))
-        await asyncio.sleep(0.2)
+        await wait_until_async(lambda n=n: len(delivered) > n, what=f"event {n} to be delivered")
     seqs.append(await publish(run, "run.completed", {"message_id": None}))
     return seqs
 
 
-async def follow(run) -> list[dict[str, Any]]:
-    """Every event of the run, as a stream that ends with the run delivers them."""
-    events = []
+async def follow(run, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every event of the run into `events`, as a stream that ends with the run delivers them."""
     async with asyncio.timeout(20):
         async for envelope in event_stream(
             conversation_id=run.conversation_id, run_id=run.pk, until_run_ends=True
@@ -68,8 +79,9 @@ async def follow(run) -> list[dict[str, Any]]:
 async def test_a_layer_that_cannot_be_read_still_gets_every_event_from_the_database(user, settings):
     use_layer(settings, "tests.chat.live.test_streams.LayerThatCannotReceive")
     run = await make_run(user)
-    producer = asyncio.create_task(produce(run, 5))
-    events = await follow(run)
+    events: list[dict[str, Any]] = []
+    producer = asyncio.create_task(produce(run, 5, events))
+    await follow(run, events)
     seqs = await producer
     assert [e["seq"] for e in events] == seqs == [1, 2, 3, 4, 5, 6]
     assert [e["type"] for e in events] == ["tool.progress"] * 5 + ["run.completed"]
@@ -84,7 +96,8 @@ async def test_a_redis_that_is_gone_still_gets_every_event_from_the_database(use
         hosts=[{"address": f"redis://127.0.0.1:{free_port()}/0", "socket_connect_timeout": 1}],
     )
     run = await make_run(user)
-    producer = asyncio.create_task(produce(run, 3))
-    events = await follow(run)
+    events: list[dict[str, Any]] = []
+    producer = asyncio.create_task(produce(run, 3, events))
+    await follow(run, events)
     seqs = await producer
     assert [e["seq"] for e in events] == seqs == [1, 2, 3, 4]
