@@ -7,11 +7,12 @@ PORT ?= 8000
 # pytest exits 5 when a pass selects no test; that is not a failure here.
 PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-.PHONY: run test lint typecheck pytest migrate clean help
+.PHONY: run test bench lint typecheck pytest migrate clean help
 
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
 	@echo "make test   lint, type-check and run the tests on SQLite and PostgreSQL"
+	@echo "make bench  toolchat beside the bare loop, one table (BENCH_ARGS=--quick, --concurrent)"
 
 $(VENV)/.python-ok:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "toolchat needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -48,6 +49,10 @@ pytest: $(VENV)/.installed-dev
 	TOOLCHAT_TEST_DB=postgres $(PYTEST)
 
 test: lint typecheck pytest
+
+# Needs the PostgreSQL and Redis server binaries; see bench/README.md.
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/compare.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis staticfiles

@@ -5,10 +5,14 @@ Posts N turns at once (default 20 conversations, one two-pass turn each,
 2 Celery workers (threads pool, --concurrency threads each) and a scripted
 model that waits `--delay` seconds (default 1.0) before the first token of
 each of its two calls. Compares the total wall time with the serial sum of
-the turns' latencies, and reports the per-turn latency distribution and the
-most model calls in flight at once (from the ModelCall rows).
+the turns' latencies and with one turn alone (the median of 3, after a
+warm-up), and reports the per-turn latency distribution, the turns that did
+not complete (errors), the most model calls in flight at once (from the
+ModelCall rows) and the most connections PostgreSQL had open at once
+(`pg_stat_activity`, read every 50 ms during the run).
 
     .venv/bin/python bench/concurrent_turns.py [--turns 20] [--delay 1.0] [--concurrency 10]
+    .venv/bin/python bench/concurrent_turns.py --turns 200 --delay 0.5   # DESIGN.md's budget
 
 Prints a table and writes bench/results/concurrent_turns.json.
 """
@@ -19,6 +23,7 @@ import argparse
 import http.client
 import json
 import platform
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -27,6 +32,42 @@ from urllib.parse import urlsplit
 
 from stack import BENCH_ENV, percentile, running_stack, text_reply, tool_calls_reply, write_results
 from turn_overhead import breakdown
+
+CONNECTIONS_SQL = (
+    "SELECT count(*) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
+class ConnectionWatch:
+    """Reads how many connections the database has (this one aside) every `interval` s."""
+
+    def __init__(self, url: str, interval: float = 0.05) -> None:
+        self.url = url
+        self.interval = interval
+        self.peak = 0
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            while not self._stop.is_set():
+                row = connection.execute(CONNECTIONS_SQL).fetchone()
+                count = int(row[0]) if row else 0
+                self.samples.append(count)
+                self.peak = max(self.peak, count)
+                self._stop.wait(self.interval)
+
+    def __enter__(self) -> ConnectionWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
 
 
 def main() -> None:
@@ -37,6 +78,12 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=1.0, help="model seconds to first token")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes")
     parser.add_argument("--concurrency", type=int, default=10, help="threads per worker")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="how long each POST waits for its run (?wait=true&timeout=), in seconds",
+    )
     parser.add_argument(
         "--db-pool",
         type=int,
@@ -61,6 +108,7 @@ def main() -> None:
         extra_env=extra_env,
     ) as stack:
         from django.contrib.auth import get_user_model
+        from django.db import connection
         from rest_framework.authtoken.models import Token
 
         from chat.models import Conversation, ModelCall, Run
@@ -69,10 +117,15 @@ def main() -> None:
         token = Token.objects.create(user=user)
         address = urlsplit(stack["http"])
         headers = {"Authorization": f"Token {token.key}", "Content-Type": "application/json"}
-        timeout = 30 + 4 * args.delay * args.turns
+        timeout = args.timeout
 
-        def post(conversation_id: str) -> tuple[float, dict[str, Any]]:
-            client = http.client.HTTPConnection(address.hostname, address.port, timeout=timeout)
+        def post(conversation_id: str) -> tuple[float, dict[str, Any] | None, str | None]:
+            """One turn: its latency, and its payload or why it did not complete."""
+            # A little longer than the server's wait, so that a turn still running
+            # when the wait ends comes back as the server's 202, not as a client timeout.
+            client = http.client.HTTPConnection(
+                address.hostname, address.port, timeout=timeout + 15
+            )
             path = (
                 f"/api/v1/conversations/{conversation_id}/messages/?wait=true&timeout={timeout:.0f}"
             )
@@ -81,27 +134,63 @@ def main() -> None:
                 client.request("POST", path, body=json.dumps({"content": "12*7?"}), headers=headers)
                 response = client.getresponse()
                 payload = json.loads(response.read())
+            except Exception as exc:
+                elapsed = time.perf_counter() - started
+                return elapsed, None, f"{conversation_id}: {type(exc).__name__}: {exc}"
             finally:
                 client.close()
             elapsed = time.perf_counter() - started
-            if response.status != 200 or payload["run"]["status"] != "completed":
-                raise RuntimeError(f"turn did not complete: {response.status} {payload}")
-            return elapsed, payload
+            if response.status != 200 or payload.get("run", {}).get("status") != "completed":
+                run = payload.get("run") or {}
+                return (
+                    elapsed,
+                    None,
+                    f"{conversation_id}: HTTP {response.status}, run {run.get('status')}: "
+                    f"{json.dumps(payload)[:300]}",
+                )
+            return elapsed, payload, None
 
-        # One untimed turn: imports and connections in the worker and the server.
-        solo, _ = post(str(Conversation.objects.create(owner=user, title="warm-up").id))
+        def alone() -> float:
+            conversation = Conversation.objects.create(owner=user, title="alone")
+            elapsed, _, error = post(str(conversation.id))
+            if error:
+                raise RuntimeError(f"a turn alone did not complete: {error}")
+            return elapsed
+
+        # One untimed turn (imports and connections in the worker and the server),
+        # then one turn alone, three times: the yardstick of the concurrent run.
+        warmup = alone()
+        solo = percentile([alone() for _ in range(3)], 0.5)
         conversations = [
             str(Conversation.objects.create(owner=user, title=f"bench {i}").id)
             for i in range(args.turns)
         ]
-        with ThreadPoolExecutor(max_workers=args.turns) as pool:
+        with (
+            ConnectionWatch(stack["env"]["DATABASE_URL"]) as connections,
+            ThreadPoolExecutor(max_workers=args.turns) as pool,
+        ):
             started = time.perf_counter()
             outcomes = list(pool.map(post, conversations))
             wall = time.perf_counter() - started
 
-        latencies = [elapsed for elapsed, _ in outcomes]
-        run_ids = [payload["run"]["id"] for _, payload in outcomes]
+        errors = [error for _, _, error in outcomes if error]
+        # What the database says about the turns that did not complete for the client.
+        for index, error in enumerate(errors):
+            conversation_id = error.split(":", 1)[0]
+            run = Run.objects.filter(conversation_id=conversation_id).first()
+            if run is not None:
+                errors[index] += (
+                    f" [stored run {run.status}, latency_ms {run.latency_ms}, "
+                    f"finished {run.finished_at and run.finished_at.isoformat()}]"
+                )
+        latencies = [elapsed for elapsed, payload, _ in outcomes if payload]
+        run_ids = [payload["run"]["id"] for _, payload, _ in outcomes if payload]
+        if not latencies:
+            raise RuntimeError(f"no turn completed; first error: {errors[0]}")
         runs = list(Run.objects.filter(pk__in=run_ids))
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW max_connections")
+            max_connections = int(cursor.fetchone()[0])
         calls = list(ModelCall.objects.filter(run__in=runs))
         # The most model calls in flight at once, from their recorded intervals.
         edges = []
@@ -120,6 +209,9 @@ def main() -> None:
                     segments.setdefault(step, []).append(value / 1000)
 
     serial = sum(latencies)
+    # A POST answered when its wait ran out although its run had ended long before:
+    # the waiting view missed the run's last event.
+    late = sum(1 for latency in latencies if latency >= args.timeout)
     floor = 2 * args.delay  # two model calls per turn
     print(
         f"{args.turns} concurrent two-pass turns, model {args.delay:g} s to first token per call, "
@@ -129,9 +221,15 @@ def main() -> None:
     print(f"{'measure':<44}{'value':>10}")
     table = [
         ("total wall time, all turns (s)", wall),
+        ("one turn alone, p50 of 3 (s)", solo),
+        ("wall / one turn alone", wall / solo),
+        ("turns that did not complete (errors)", len(errors)),
+        ("completed, but answered only at the wait timeout", late),
+        ("PostgreSQL connections, peak", connections.peak),
+        ("PostgreSQL max_connections", max_connections),
         ("serial sum of turn latencies (s)", serial),
         ("speed-up (serial sum / wall)", serial / wall),
-        ("one turn alone, untimed warm-up (s)", solo),
+        ("warm-up turn, untimed (s)", warmup),
         ("serial estimate, turns x one turn alone (s)", solo * args.turns),
         ("speed-up (serial estimate / wall)", solo * args.turns / wall),
         ("turn latency p50 (s)", percentile(latencies, 0.5)),
@@ -145,6 +243,8 @@ def main() -> None:
     ]
     for name, value in table:
         print(f"{name:<44}{value:>10.2f}")
+    for error in errors[:5]:
+        print(f"error: {error}")
     print("\nwhere a turn's time goes (from the database)")
     print(f"{'step':<48}{'p50 s':>9}{'p95 s':>9}{'max s':>9}")
     for step, values in segments.items():
@@ -160,6 +260,13 @@ def main() -> None:
             "db_pool": args.db_pool,
             "machine": platform.platform(),
             "wall_s": wall,
+            "one_turn_s": solo,
+            "errors": len(errors),
+            "answered_at_wait_timeout": late,
+            "wait_timeout_s": args.timeout,
+            "error_messages": errors[:20],
+            "postgres_connections_peak": connections.peak,
+            "postgres_max_connections": max_connections,
             "serial_sum_s": serial,
             "latencies_s": sorted(latencies),
             "summary": dict(table),

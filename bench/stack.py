@@ -42,6 +42,35 @@ def default_responder(answer_words: int = 20) -> Callable[[dict[str, Any]], Repl
     return respond
 
 
+STEPS_MARK = "steps="  # "steps=2 ..." in a user message: call the calculator twice
+
+
+def stepping_responder(answer_words: int = 20) -> Callable[[dict[str, Any]], Reply]:
+    """A model that calls the calculator N times while tools are offered, then answers.
+
+    N is 1, or what a `steps=N` at the start of the turn's user message says. The
+    tool messages after the last user message tell it how many calls it has made,
+    so the same model serves a two-pass turn (one call, then an answer without
+    tools) and a loop turn (N calls, then an answer with the tools still offered).
+    """
+    answer = " ".join(f"word{i}" for i in range(answer_words))
+
+    def respond(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        last_user = max(i for i, message in enumerate(messages) if message["role"] == "user")
+        content = messages[last_user]["content"]
+        wanted = 1
+        if isinstance(content, str) and content.startswith(STEPS_MARK):
+            wanted = int(content[len(STEPS_MARK) :].split(None, 1)[0])
+        made = sum(1 for message in messages[last_user:] if message["role"] == "tool")
+        if body.get("tools") and made < wanted:
+            expression = f"12*{7 + made}"
+            return tool_calls_reply([("calculator", json.dumps({"expression": expression}))])
+        return text_reply(answer)
+
+    return respond
+
+
 def _create_database(postgres: PostgresServer) -> None:
     import psycopg
 
