@@ -56,16 +56,26 @@ def history_for_model(
     max_messages: int | None = None,
     max_chars: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The messages to send to a model: valid OpenAI history, in one query (two with a budget).
+    """The messages to send to a model: valid OpenAI history, in one query (two with a budget)."""
+    return build_model_history(
+        history_rows(conversation=conversation, max_messages=max_messages),
+        system_prompt=conversation.system_prompt,
+        max_messages=max_messages,
+        max_chars=max_chars,
+    )
+
+
+def history_rows(*, conversation: Conversation, max_messages: int | None = None) -> list[Message]:
+    """The stored rows a model's history is built from, in order (`build_model_history`).
 
     With `max_messages`, only the newest rows that trimming could keep are
     read (twice the budget, from the first user message in that window), plus
     the leading system rows: the load stays flat however long the
     conversation grows, and the result is what trimming the whole history
-    would give.
+    would give. A run loop keeps these rows and appends what it stores, so it
+    reads the history once per run, not once per model call.
     """
     everything = Message.objects.filter(conversation_id=conversation.pk).only(*HISTORY_COLUMNS)
-    rows: list[Message] | None = None
     if max_messages is not None:
         window = max(2 * max_messages, 20)
         newest = list(everything.order_by("-position")[:window])
@@ -83,22 +93,14 @@ def history_for_model(
             ).order_by("position")
         )
         if len(newest) < window:
-            rows = newest  # that is the whole conversation
-        else:
-            start = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
-            if start is not None:
-                # Trimming cuts only where a user message begins a turn, so the
-                # rows before the window's first one would be cut anyway.
-                rows = leading + newest[start:]
-            # else: one turn longer than the window; read it all (below).
-    if rows is None:
-        rows = list(everything.order_by("position"))
-    return build_model_history(
-        rows,
-        system_prompt=conversation.system_prompt,
-        max_messages=max_messages,
-        max_chars=max_chars,
-    )
+            return newest  # that is the whole conversation
+        start = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
+        if start is not None:
+            # Trimming cuts only where a user message begins a turn, so the
+            # rows before the window's first one would be cut anyway.
+            return leading + newest[start:]
+        # else: one turn longer than the window; read it all (below).
+    return list(everything.order_by("position"))
 
 
 # --- The REST API's reads -------------------------------------------------------------

@@ -5,12 +5,17 @@ says what comes next:
 
 - no assistant message in the run yet: call the model with the tools;
 - the last assistant message has tool calls that are not all answered: the
-  tools are running (each as its own task); the last one to finish queues the
-  run again (a latch in the database: the count of unfinished executions,
-  read under the run's row lock);
+  tools are running. A single call runs in the run's own worker, which keeps
+  the lease; several run as tasks, and the last one to finish queues the run
+  again (a latch in the database: the count of unfinished executions, read
+  under the run's row lock);
 - all answered: the continuation policy chooses a model call with tools, a
   composing call without tools, or a direct reply;
 - the last assistant message has no tool calls: the run is complete.
+
+The worker holding a run keeps what it stored (the history, its last answer,
+its calls) in memory while it loops, and asks the database only when it takes
+a run over or is woken by its tools.
 
 A run is worked on by whoever holds its lease, taken with a compare-and-set
 and renewed by heartbeats. A redelivered task whose run has a live lease does
@@ -23,7 +28,7 @@ The modules, in the order a run meets them:
 
 - `dispatch`: hands a run step or a tool call to Celery, or to in-process threads;
 - `lease`: claiming a run, its heartbeat, the row locks every write takes;
-- `run`: the loop that asks the database what comes next and does it;
+- `run`: the loop that finds where a run stands and does what comes next;
 - `model_step`: one model call, streamed to live events, and its stored answer;
 - `tool_calls`: running one call, storing its result, the latch, parking;
 - `continuation`: the policies that choose what follows a step of tools;

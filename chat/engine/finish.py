@@ -14,9 +14,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.lease import run_lock
+from chat.engine.lease import run_write
 from chat.engine.tool_calls import unfinished_calls_answer
-from chat.live.events import event_publish
+from chat.live.events import event_publish, events_publish
 from chat.models import Message, Run, RunStatus, ToolExecution
 from tools.results import ToolResult, interrupted_result
 
@@ -50,22 +50,24 @@ def run_end(
     return unfinished
 
 
+def run_completed_event(run: Run, final: Message) -> tuple[str, dict[str, Any]]:
+    """The `run.completed` event of a run whose row now holds its end (`run_end_fields`)."""
+    return (
+        "run.completed",
+        {
+            "message_id": str(final.pk),
+            "latency_ms": run.latency_ms,
+            "model_calls": run.model_calls,
+            "steps": run.steps,
+        },
+    )
+
+
 def run_complete(run: Run, token: uuid.UUID, final: Message) -> None:
-    """Mark the run completed with `final` as its answer."""
+    """Mark the run completed with `final` as its answer (stored by an earlier transaction)."""
     with transaction.atomic():
-        run_lock(run, token)
-        fields = run_end_fields(run, RunStatus.COMPLETED)
-        Run.objects.filter(pk=run.pk).update(**fields)
-        event_publish(
-            run=run,
-            type="run.completed",
-            data={
-                "message_id": str(final.pk),
-                "latency_ms": fields["latency_ms"],
-                "model_calls": run.model_calls,
-                "steps": run.steps,
-            },
-        )
+        run_write(run, token, **run_end_fields(run, RunStatus.COMPLETED))
+        events_publish(run=run, events=[run_completed_event(run, final)])
 
 
 def run_fail(run: Run, token: uuid.UUID | None, error: str) -> None:

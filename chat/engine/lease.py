@@ -4,6 +4,11 @@ A claim is a compare-and-set on the run row; the holder renews `heartbeat_at`
 while it works, and anyone may take over a lease whose heartbeat went stale.
 Every write of a step happens under the run's row lock with the lease checked,
 so a worker that lost its lease (a cancel, a take-over) changes nothing.
+
+Lock order everywhere: run, then tool execution, then conversation; and every
+row lock is FOR NO KEY UPDATE (or an UPDATE of non-key columns), so that the
+foreign-key checks of inserts (a RunEvent or Message pointing at the run)
+never wait on it.
 """
 
 from __future__ import annotations
@@ -14,17 +19,18 @@ import socket
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import DateTimeField, Max, Q, Value
+from django.db.models import DateTimeField, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_run
-from chat.models import Conversation, Message, Run, RunStatus
+from chat.models import Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -42,25 +48,63 @@ class LeaseLost(Exception):
     """Another worker took the run over, or the run was cancelled: stop quietly."""
 
 
-def run_claim(*, run_id: Any) -> tuple[Run, uuid.UUID] | None:
+@dataclass(frozen=True)
+class Claim:
+    """A run taken by this worker: the row as claimed, the lease token, and whether it is new.
+
+    `first` is a claim of a run nobody worked on before: nothing of it is
+    stored yet beyond its user message, so there is nothing to look up or
+    repair before the first model call.
+    """
+
+    run: Run
+    token: uuid.UUID
+    first: bool
+
+
+def run_claim(*, run_id: Any) -> Claim | None:
     """Take the run's lease if it is free or stale; None when someone else holds it or it ended."""
     now = timezone.now()
-    stale = now - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
     token = uuid.uuid4()
-    claimed = (
-        Run.objects.filter(pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
-        .filter(Q(lease__isnull=True) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale))
-        .update(
-            status=RunStatus.RUNNING,
-            lease=token,
-            heartbeat_at=now,
-            started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())),
+    claim = {"status": RunStatus.RUNNING, "lease": token, "heartbeat_at": now}
+    # The common case first: a queued run nobody has started.
+    first = bool(
+        Run.objects.filter(pk=run_id, status=RunStatus.QUEUED, started_at__isnull=True).update(
+            started_at=now, **claim
         )
     )
-    if not claimed:
-        return None
-    run = Run.objects.select_related("conversation", "conversation__owner").get(pk=run_id)
-    return run, token
+    if not first:
+        stale = now - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
+        claimed = (
+            Run.objects.filter(pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+            .filter(
+                Q(lease__isnull=True) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
+            )
+            .update(
+                started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())),
+                **claim,
+            )
+        )
+        if not claimed:
+            return None
+    run = Run.objects.select_related("conversation", "conversation__owner", "trigger_message").get(
+        pk=run_id
+    )
+    return Claim(run, token, first)
+
+
+def run_write(run: Run, token: uuid.UUID, **fields: Any) -> None:
+    """Update the run's row if the lease is still ours, else raise LeaseLost.
+
+    Called first in a step's transaction: the UPDATE takes the run's row lock
+    (held to commit) and checks the lease in one statement.
+    """
+    fields.setdefault("heartbeat_at", timezone.now())
+    written = Run.objects.filter(pk=run.pk, lease=token, status=RunStatus.RUNNING).update(**fields)
+    if not written:
+        raise LeaseLost(str(run.pk))
+    for name, value in fields.items():
+        setattr(run, name, value)
 
 
 def run_recheck_later(*, run_id: Any) -> None:
@@ -142,19 +186,3 @@ def run_lock(run: Run, token: uuid.UUID | None) -> Run:
     if token is not None and (locked.lease != token or locked.status != RunStatus.RUNNING):
         raise LeaseLost(str(run.pk))
     return locked
-
-
-def next_position(conversation_id: Any) -> int:
-    """The next message position, under the conversation's row lock (held to commit).
-
-    Lock order everywhere: run, then tool execution, then conversation; and
-    every row lock is FOR NO KEY UPDATE, so that the foreign-key checks of
-    inserts (a RunEvent or Message pointing at the run) never wait on it. A late
-    tool result of an ended run and a new run's first message both take this
-    lock before inserting, so they never collide on a position.
-    """
-    Conversation.objects.select_for_update(no_key=True).filter(pk=conversation_id).values_list(
-        "pk"
-    ).first()
-    last = Message.objects.filter(conversation_id=conversation_id).aggregate(m=Max("position"))["m"]
-    return 0 if last is None else last + 1

@@ -1,8 +1,12 @@
 """One model call: the request, its stream to live events, and the stored answer.
 
-The answer is stored with its latency and usage in one transaction under the
-run's lease, together with the audit rows of the tool calls it asks for; the
-calls are queued on commit, and the run is parked until they have answered.
+A step costs two transactions. The first opens it: the ModelCall row and the
+`message.created` event (with `run.started` on a run's first step). The second
+stores the answer under the run's lease, with its latency and usage, the audit
+rows of the tool calls it asks for, and the step's events; an answer without
+tool calls ends the run in that same transaction. A single call is run by this
+worker next (`StepOutcome.CALLS`); several are queued on commit, one task
+each, and the run is parked until they have all answered.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -24,11 +29,11 @@ from django.utils import timezone
 
 from chat.engine.continuation import DECISION_FORMAT, decider_instruction, parse_decision
 from chat.engine.dispatch import dispatch_tool
-from chat.engine.finish import run_fail
-from chat.engine.lease import Heartbeat, LeaseLost, next_position, run_lock
-from chat.engine.tool_calls import execution_build
-from chat.history import message_to_api
-from chat.live.events import event_publish
+from chat.engine.finish import run_completed_event, run_end_fields, run_fail
+from chat.engine.lease import Heartbeat, LeaseLost, run_write
+from chat.engine.tool_calls import execution_build, execution_start, execution_started_event
+from chat.history import build_model_history, message_to_api
+from chat.live.events import event_publish, events_publish
 from chat.llm import get_provider
 from chat.llm.base import (
     ChatRequest,
@@ -46,9 +51,10 @@ from chat.models import (
     ModelCallPurpose,
     Role,
     Run,
+    RunStatus,
     ToolExecution,
 )
-from chat.selectors import history_for_model
+from chat.selectors import history_rows
 from tools.registry import TOOL_NAME_RE
 from tools.registry import registry as tool_registry
 
@@ -61,9 +67,19 @@ MAX_CALL_ID = 128
 class StepOutcome(enum.Enum):
     """What the run loop does after a model step."""
 
-    NEXT = "next"  # go on: ask the database what comes next
-    PARKED = "parked"  # the answer called tools; their latch resumes the run
+    ANSWERED = "answered"  # a final answer: the run is completed
+    CALLS = "calls"  # one tool call, for this worker to run now
+    PARKED = "parked"  # tool calls queued as tasks; their latch resumes the run
     FAILED = "failed"  # the run was marked failed
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """A model step's outcome, with the answer and the audit rows of its calls."""
+
+    outcome: StepOutcome
+    message: Message | None = None
+    executions: list[ToolExecution] = dataclasses.field(default_factory=list)
 
 
 class _DeltaBuffer:
@@ -88,6 +104,14 @@ class _DeltaBuffer:
             data={"message_id": self.message_id, "reset": True, "reason": reason, "text": ""},
         )
 
+    def take(self) -> list[tuple[str, dict[str, Any]]]:
+        """The text not yet published, as an event for the caller's batch (or none)."""
+        if not self.pending:
+            return []
+        text = "".join(self.pending)
+        self.pending.clear()
+        return [("message.delta", {"message_id": self.message_id, "text": text})]
+
     def flush(self) -> None:
         if self.pending:
             text = "".join(self.pending)
@@ -110,10 +134,20 @@ def _request_hash(request: ChatRequest) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _request_build(run: Run, *, purpose: str, model: str, instruction: str | None) -> ChatRequest:
+def history_load(run: Run) -> list[Message]:
+    """The rows of the run's conversation that its model calls' history is built from."""
+    return history_rows(
+        conversation=run.conversation, max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES
+    )
+
+
+def _request_build(
+    run: Run, rows: list[Message], *, purpose: str, model: str, instruction: str | None
+) -> ChatRequest:
     """The request of a step: the history, the step's instruction, and the tools it offers."""
-    messages = history_for_model(
-        conversation=run.conversation,
+    messages = build_model_history(
+        rows,
+        system_prompt=run.conversation.system_prompt,
         max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
         max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
     )
@@ -143,29 +177,35 @@ def model_step(
     *,
     purpose: str,
     model: str,
+    position: int,
+    rows: list[Message],
     instruction: str | None = None,
-) -> StepOutcome:
-    """One model call, streamed to the run's events and stored."""
-    request = _request_build(run, purpose=purpose, model=model, instruction=instruction)
+    opening: Sequence[tuple[str, dict[str, Any]]] = (),
+) -> Step:
+    """One model call, streamed to the run's events; its answer stored at `position`.
+
+    `rows` is the conversation's history (`history_load`), kept by the run
+    loop. `opening` are events to publish with this step's `message.created`
+    (the run's `run.started`, on its first step).
+    """
+    request = _request_build(run, rows, purpose=purpose, model=model, instruction=instruction)
     deciding = purpose == ModelCallPurpose.DECIDE
     provider = get_provider()
     message_id = uuid.uuid4()
-    model_call = ModelCall.objects.create(
-        run=run,
-        step=run.steps + 1,
-        purpose=purpose,
-        model=model,
-        provider=provider.name,
-        message_count=len(request.messages),
-        request_hash=_request_hash(request),
-        tools_offered=[tool["function"]["name"] for tool in request.tools or []],
-        started_at=timezone.now(),
-    )
-    event_publish(
-        run=run,
-        type="message.created",
-        data={"message_id": str(message_id), "role": "assistant", "purpose": purpose},
-    )
+    with transaction.atomic():
+        model_call = ModelCall.objects.create(
+            run=run,
+            step=run.steps + 1,
+            purpose=purpose,
+            model=model,
+            provider=provider.name,
+            message_count=len(request.messages),
+            request_hash=_request_hash(request),
+            tools_offered=[tool["function"]["name"] for tool in request.tools or []],
+            started_at=timezone.now(),
+        )
+        created = {"message_id": str(message_id), "role": "assistant", "purpose": purpose}
+        events_publish(run=run, events=[*opening, ("message.created", created)])
     buffer = _DeltaBuffer(run, message_id)
     completion: Completion | None = None
     try:
@@ -180,34 +220,43 @@ def model_step(
                 elif isinstance(event, Done):
                     completion = event.completion
             heartbeat.check()
-        buffer.flush()
     except ProviderError as exc:
         buffer.flush()
         ModelCall.objects.filter(pk=model_call.pk).update(
             status=CallStatus.FAILED, error=str(exc), attempts=exc.attempts
         )
         run_fail(run, token, str(exc))
-        return StepOutcome.FAILED
+        return Step(StepOutcome.FAILED)
     except LeaseLost:
+        buffer.flush()
         ModelCall.objects.filter(pk=model_call.pk).update(
             status=CallStatus.FAILED, error="Stopped: the run was cancelled or taken over."
         )
         raise
     except Exception as exc:
+        buffer.flush()
         ModelCall.objects.filter(pk=model_call.pk).update(
             status=CallStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
         )
         raise
     if completion is None:
+        buffer.flush()
         run_fail(run, token, f"The model ({provider.name}) ended its answer without finishing it.")
-        return StepOutcome.FAILED
+        return Step(StepOutcome.FAILED)
     if deciding:
         completion = _decision_completion(completion)
         if completion.content:
             buffer.add(completion.content)
-            buffer.flush()
-    parked = _answer_store(run, token, model_call, message_id, completion, purpose=purpose)
-    return StepOutcome.PARKED if parked else StepOutcome.NEXT
+    return _answer_store(
+        run,
+        token,
+        model_call,
+        message_id,
+        completion,
+        purpose=purpose,
+        position=position,
+        deltas=buffer.take(),
+    )
 
 
 def _decision_completion(completion: Completion) -> Completion:
@@ -273,8 +322,15 @@ def _answer_store(
     completion: Completion,
     *,
     purpose: str,
-) -> bool:
-    """Store the answer and its ModelCall; with tool calls, release the run to them (True)."""
+    position: int,
+    deltas: list[tuple[str, dict[str, Any]]],
+) -> Step:
+    """Store the answer, its ModelCall, its calls' audit rows and the step's events, at once.
+
+    Without tool calls the answer ends the run. One call is marked running by
+    this worker, which runs it next; several are queued on commit and the run
+    releases its lease to them.
+    """
     calls = (
         repaired_tool_calls(completion)
         if purpose in (ModelCallPurpose.TOOLS, ModelCallPurpose.DECIDE)
@@ -282,11 +338,20 @@ def _answer_store(
     )
     if completion.tool_calls and not calls:
         logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
+    inline = len(calls) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS
     with transaction.atomic():
-        locked = run_lock(run, token)
-        message = assistant_message_create(
+        fields: dict[str, Any] = {"model_calls": run.model_calls + 1}
+        if calls:
+            fields["steps"] = run.steps + 1
+            if not inline:
+                fields["lease"] = None
+        else:
+            fields.update(run_end_fields(run, RunStatus.COMPLETED))
+        run_write(run, token, **fields)
+        message, completed = assistant_message_create(
             run=run,
             message_id=message_id,
+            position=position,
             content=completion.content if (completion.content or calls) else "",
             tool_calls=calls or None,
             latency_ms=completion.latency_ms,
@@ -306,38 +371,38 @@ def _answer_store(
             attempts=completion.attempts,
             model=completion.model or model_call.model,
         )
-        locked.model_calls += 1
-        update = ["model_calls", "heartbeat_at"]
-        locked.heartbeat_at = timezone.now()
-        if calls:
-            locked.steps += 1
-            locked.lease = None
-            update += ["steps", "lease"]
-        locked.save(update_fields=update)
-        run.steps, run.model_calls = locked.steps, locked.model_calls
-        executions = ToolExecution.objects.bulk_create(
-            [
-                execution_build(run=run, message=message, call=call, step=locked.steps)
-                for call in calls
-            ]
-        )
-        for execution in executions:
-            transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
-    return bool(calls)
+        executions = [
+            execution_build(run=run, message=message, call=call, step=run.steps) for call in calls
+        ]
+        events = [*deltas, completed]
+        if inline:
+            execution_start(executions[0])
+            events.append(execution_started_event(executions[0]))
+        ToolExecution.objects.bulk_create(executions)
+        if not calls:
+            events.append(run_completed_event(run, message))
+        elif not inline:
+            for execution in executions:
+                transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
+        events_publish(run=run, events=events)
+    if not calls:
+        return Step(StepOutcome.ANSWERED, message)
+    return Step(StepOutcome.CALLS if inline else StepOutcome.PARKED, message, executions)
 
 
-def assistant_message_create(*, run: Run, message_id: uuid.UUID, **fields: Any) -> Message:
-    """Store an answer of the run at the next position and announce it (`message.completed`).
+def assistant_message_create(
+    *, run: Run, message_id: uuid.UUID, position: int, **fields: Any
+) -> tuple[Message, tuple[str, dict[str, Any]]]:
+    """An answer of the run at `position`, and its `message.completed` event to publish.
 
-    The caller holds the run's row lock, in the transaction that commits it.
+    The caller holds the run's lease and row lock, in the transaction that commits it.
     """
     message = Message.objects.create(
         id=message_id,
         conversation_id=run.conversation_id,
         run=run,
-        position=next_position(run.conversation_id),
+        position=position,
         role=Role.ASSISTANT,
         **fields,
     )
-    event_publish(run=run, type="message.completed", data={"message": message_to_api(message)})
-    return message
+    return message, ("message.completed", {"message": message_to_api(message)})

@@ -1,4 +1,4 @@
-"""The run loop: claim the run, ask the database what comes next, do it, until it parks or ends."""
+"""The run loop: claim the run, find where it stands, do the next thing, until it parks or ends."""
 
 from __future__ import annotations
 
@@ -8,13 +8,19 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 
 from chat.engine.continuation import Action, decide_after_tools, direct_reply
-from chat.engine.finish import run_complete, run_fail
-from chat.engine.lease import LeaseLost, run_claim, run_lock, run_recheck_later
-from chat.engine.model_step import StepOutcome, assistant_message_create, model_step
-from chat.engine.tool_calls import run_park
-from chat.live.events import event_publish
+from chat.engine.finish import run_complete, run_completed_event, run_end_fields, run_fail
+from chat.engine.lease import LeaseLost, run_claim, run_recheck_later, run_write
+from chat.engine.model_step import (
+    StepOutcome,
+    assistant_message_create,
+    history_load,
+    model_step,
+)
+from chat.engine.tool_calls import run_park, tool_call_run
+from chat.live.events import event_publish, events_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     CallStatus,
@@ -25,30 +31,36 @@ from chat.models import (
     Role,
     Run,
     RunEvent,
+    RunStatus,
     ToolExecution,
 )
 from tools.registry import registry as tool_registry
 
 logger = logging.getLogger(__name__)
 
+_PURPOSES = {
+    Action.CALL_WITH_TOOLS: ModelCallPurpose.TOOLS,
+    Action.DECIDE: ModelCallPurpose.DECIDE,
+    Action.COMPOSE: ModelCallPurpose.COMPOSE,
+}
+
 
 def run_advance(*, run_id: Any) -> None:
     """Do whatever the run needs next, as the database says; safe to call twice."""
-    claimed = run_claim(run_id=run_id)
-    if claimed is None:
+    claim = run_claim(run_id=run_id)
+    if claim is None:
         run_recheck_later(run_id=run_id)
         return
-    run, token = claimed
+    run, token = claim.run, claim.token
     try:
-        # Holding the lease, no other model call of this run is in flight: one
-        # still marked running belonged to a worker that died.
-        ModelCall.objects.filter(run=run, status=CallStatus.RUNNING).update(
-            status=CallStatus.FAILED,
-            error="The worker making this call stopped before it finished.",
-        )
-        if not RunEvent.objects.filter(run=run, type="run.started").exists():
-            event_publish(run=run, type="run.started", data={"mode": run.mode})
-        _advance(run, token)
+        if claim.first:
+            # Nothing stored yet but the user's message: the first model call
+            # comes next, and announces the run's start with its own.
+            position = _first_position(run)
+            opening = [("run.started", {"mode": run.mode})]
+            _advance(run, token, last=None, executions=[], position=position, opening=opening)
+            return
+        _resume(run, token)
     except LeaseLost:
         logger.info("run %s: lease lost (cancelled or taken over); stopping", run.pk)
     except Exception as exc:
@@ -56,28 +68,77 @@ def run_advance(*, run_id: Any) -> None:
         run_fail(run, token, f"Internal error while processing the run ({type(exc).__name__}).")
 
 
-def _advance(run: Run, token: uuid.UUID) -> None:
+def _first_position(run: Run) -> int:
+    """Where the run's first answer goes: after its user message."""
+    if run.trigger_message is not None:
+        return run.trigger_message.position + 1
+    last = Message.objects.filter(conversation_id=run.conversation_id).aggregate(m=Max("position"))
+    return 0 if last["m"] is None else last["m"] + 1
+
+
+def _resume(run: Run, token: uuid.UUID) -> None:
+    """Take over a run someone worked on before: repair what they left, then go on."""
+    # Holding the lease, no other model call of this run is in flight: one
+    # still marked running belonged to a worker that died.
+    ModelCall.objects.filter(run=run, status=CallStatus.RUNNING).update(
+        status=CallStatus.FAILED,
+        error="The worker making this call stopped before it finished.",
+    )
+    if not RunEvent.objects.filter(run=run, type="run.started").exists():
+        event_publish(run=run, type="run.started", data={"mode": run.mode})
+    last = (
+        Message.objects.filter(run=run, role=Role.ASSISTANT)
+        .order_by("-position")
+        .only("id", "position", "tool_calls", "content", "run_id")
+        .first()
+    )
+    if last is None:
+        _advance(run, token, last=None, executions=[], position=_first_position(run))
+        return
+    if not last.tool_calls:
+        run_complete(run, token, last)
+        return
+    executions = list(ToolExecution.objects.filter(message=last))
+    _advance(run, token, last=last, executions=executions, position=_after(last))
+
+
+def _after(message: Message) -> int:
+    """The position after an assistant message and the answers to its calls."""
+    return message.position + len(message.tool_calls or []) + 1
+
+
+def _advance(
+    run: Run,
+    token: uuid.UUID,
+    *,
+    last: Message | None,
+    executions: list[ToolExecution],
+    position: int,
+    opening: list[tuple[str, dict[str, Any]]] | None = None,
+) -> None:
+    """The loop: `last` is the run's newest answer (None before the first), with its calls."""
     conversation = run.conversation
     model = conversation.model or settings.LLM_MODEL
+    rows: list[Message] | None = None  # the history, read once, then kept up to date
     while True:
-        last = (
-            Message.objects.filter(run=run, role=Role.ASSISTANT)
-            .order_by("-position")
-            .only("id", "tool_calls", "content")
-            .first()
-        )
         if last is None:
             first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
-            outcome = model_step(run, token, purpose=first, model=model)
-        elif not last.tool_calls:
-            run_complete(run, token, last)
-            return
+            rows = history_load(run)
+            step = model_step(
+                run,
+                token,
+                purpose=first,
+                model=model,
+                position=position,
+                rows=rows,
+                opening=opening or (),
+            )
         else:
-            executions = list(ToolExecution.objects.filter(message=last))
             unfinished = [e for e in executions if e.status not in FINISHED_EXECUTION_STATUSES]
             if unfinished:
                 if run_park(run, token, unfinished):
                     return
+                executions = list(ToolExecution.objects.filter(message=last))
                 continue
             specs = [tool_registry.get(e.name) for e in executions]
             decision = decide_after_tools(
@@ -88,25 +149,29 @@ def _advance(run: Run, token: uuid.UUID) -> None:
                 model=model,
             )
             if decision.action == Action.DIRECT:
-                _direct_step(run, token, last)
-                continue
-            purpose = {
-                Action.CALL_WITH_TOOLS: ModelCallPurpose.TOOLS,
-                Action.DECIDE: ModelCallPurpose.DECIDE,
-                Action.COMPOSE: ModelCallPurpose.COMPOSE,
-            }[decision.action]
-            outcome = model_step(
+                _direct_step(run, token, last, position=position)
+                return
+            if rows is None:
+                rows = history_load(run)
+            step = model_step(
                 run,
                 token,
-                purpose=purpose,
+                purpose=_PURPOSES[decision.action],
                 model=decision.model or model,
                 instruction=decision.instruction,
+                position=position,
+                rows=rows,
             )
-        if outcome != StepOutcome.NEXT:
-            return
+        if step.outcome != StepOutcome.CALLS:
+            return  # answered (the run is completed), parked on its calls, or failed
+        assert step.message is not None
+        rows.append(step.message)
+        for execution in step.executions:
+            rows.append(tool_call_run(run, token, execution))
+        last, executions, position = step.message, step.executions, _after(step.message)
 
 
-def _direct_step(run: Run, token: uuid.UUID, last: Message) -> None:
+def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) -> None:
     """End the turn with the tools' own messages: no further model call."""
     order = {call["id"]: index for index, call in enumerate(last.tool_calls or [])}
     answers = sorted(
@@ -115,14 +180,24 @@ def _direct_step(run: Run, token: uuid.UUID, last: Message) -> None:
     )
     text = direct_reply([answer.content or "" for answer in answers])
     message_id = uuid.uuid4()
-    event_publish(
-        run=run,
-        type="message.created",
-        data={"message_id": str(message_id), "role": "assistant", "purpose": "direct"},
-    )
-    event_publish(run=run, type="message.delta", data={"message_id": str(message_id), "text": text})
     with transaction.atomic():
-        run_lock(run, token)
-        assistant_message_create(
-            run=run, message_id=message_id, content=text, finish_reason="direct"
+        run_write(run, token, **run_end_fields(run, RunStatus.COMPLETED))
+        message, completed = assistant_message_create(
+            run=run,
+            message_id=message_id,
+            position=position,
+            content=text,
+            finish_reason="direct",
+        )
+        events_publish(
+            run=run,
+            events=[
+                (
+                    "message.created",
+                    {"message_id": str(message_id), "role": "assistant", "purpose": "direct"},
+                ),
+                ("message.delta", {"message_id": str(message_id), "text": text}),
+                completed,
+                run_completed_event(run, message),
+            ],
         )

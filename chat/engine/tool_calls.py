@@ -1,15 +1,23 @@
 """Tool calls: their audit rows, running one call, storing its result, and the step's latch.
 
-The calls of one step run concurrently, each as its own task. Each result is
-stored as it completes (audit row, tool message, event), and the last one to
-finish releases the latch: it queues the run again. While its tools work the
-run holds no lease ("parked"), so no worker waits on them.
+A step's single call is run by the run's own worker, right after the answer
+that asked for it is stored (`tool_call_run`): its row is marked running in
+that transaction, so a worker that dies mid-call leaves the same trace as a
+tool task that dies. Several calls run concurrently, each as its own task;
+each result is stored as it completes (audit row, tool message, event), and
+the last one to finish releases the latch: it queues the run again. While
+those tools work the run holds no lease ("parked"), so no worker waits on them.
+
+The answer to a call goes right after the assistant message that asked for
+it, in the order of its calls (`tool_message_position`), whenever it arrives:
+the history stays valid with no lock on the conversation.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -18,9 +26,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_run, dispatch_tool
-from chat.engine.lease import next_position, run_lock, worker_name
+from chat.engine.lease import Heartbeat, LeaseLost, run_write, worker_name
 from chat.history import message_to_api
-from chat.live.events import event_publish
+from chat.live.events import event_publish, events_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     ExecutionStatus,
@@ -73,20 +81,40 @@ def execution_event(execution: ToolExecution, **fields: Any) -> dict[str, Any]:
     }
 
 
+def tool_message_position(execution: ToolExecution) -> int:
+    """Where the answer to a call goes: right after its assistant message, in call order."""
+    ids = [call.get("id") for call in execution.message.tool_calls or []]
+    return execution.message.position + 1 + ids.index(execution.tool_call_id)
+
+
 def tool_message_create(
     *, run: Run, execution: ToolExecution, content: str, resource_id: Any = None
 ) -> Message:
-    """The `tool` message that answers a call, at the conversation's next position."""
+    """The `tool` message that answers a call (`execution.message` loaded)."""
     return Message.objects.create(
         conversation_id=run.conversation_id,
         run=run,
-        position=next_position(run.conversation_id),
+        position=tool_message_position(execution),
         role=Role.TOOL,
         tool_call_id=execution.tool_call_id,
         name=execution.name,
         content=content,
         resource_id=resource_id,
     )
+
+
+def execution_start(execution: ToolExecution) -> None:
+    """Mark the (in-memory) row as started by this worker; the caller saves it."""
+    execution.status = ExecutionStatus.RUNNING
+    execution.started_at = timezone.now()
+    execution.attempts += 1
+    execution.worker = worker_name()
+
+
+def execution_started_event(execution: ToolExecution) -> tuple[str, dict[str, Any]]:
+    """The `tool_call.started` event of a started row (its arguments are masked already)."""
+    data = execution_event(execution, arguments=execution.arguments, attempt=execution.attempts)
+    return ("tool_call.started", data)
 
 
 def run_park(run: Run, token: Any, unfinished: list[ToolExecution]) -> bool:
@@ -106,15 +134,16 @@ def run_park(run: Run, token: Any, unfinished: list[ToolExecution]) -> bool:
         ):
             redo.append(execution.pk)
     with transaction.atomic():
-        run_lock(run, token)
+        run_write(run, token, lease=None, heartbeat_at=now)
         still = (
             ToolExecution.objects.filter(pk__in=[e.pk for e in unfinished])
             .exclude(status__in=FINISHED_EXECUTION_STATUSES)
             .exists()
         )
         if not still:
+            transaction.set_rollback(True)  # keep the lease: the caller goes on
+            run.lease = token
             return False
-        Run.objects.filter(pk=run.pk).update(lease=None, heartbeat_at=now)
         for execution_id in redo:
             transaction.on_commit(functools.partial(dispatch_tool, execution_id))
     return True
@@ -134,7 +163,7 @@ def tool_call_execute(*, execution_id: Any) -> None:
         run = execution.run
         if execution.status in FINISHED_EXECUTION_STATUSES:
             # A redelivery after the result was stored: make sure the run moved on.
-            _latch_release(run, execution.message_id)
+            events_publish(run=run, events=_latch_release(run, execution.message_id))
             return
         if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
             return
@@ -156,18 +185,9 @@ def tool_call_execute(*, execution_id: Any) -> None:
                 return
             interrupted = spec is None or not spec.idempotent
         if not interrupted:
-            execution.status = ExecutionStatus.RUNNING
-            execution.started_at = timezone.now()
-            execution.attempts += 1
-            execution.worker = worker_name()
+            execution_start(execution)
             execution.save(update_fields=["status", "started_at", "attempts", "worker"])
-            event_publish(
-                run=run,
-                type="tool_call.started",
-                data=execution_event(
-                    execution, arguments=execution.arguments, attempt=execution.attempts
-                ),
-            )
+            events_publish(run=run, events=[execution_started_event(execution)])
     if interrupted:
         logger.warning(
             "tool call %s (%s) was in flight when its worker died; not repeating it",
@@ -179,6 +199,12 @@ def tool_call_execute(*, execution_id: Any) -> None:
             result=interrupted_result(execution.name, tool_call_id=execution.tool_call_id),
         )
         return
+    result = _execute(run, execution)
+    tool_result_store(execution_id=execution.pk, result=result)
+
+
+def _execute(run: Run, execution: ToolExecution) -> ToolResult:
+    """Run the tool of a started call with its context (`execution.message` loaded)."""
     raw_arguments = next(
         (
             call["function"]["arguments"]
@@ -196,8 +222,40 @@ def tool_call_execute(*, execution_id: Any) -> None:
         sink=_event_sink(run),
         tool_name=execution.name,
     )
-    result = execute_tool(name=execution.name, arguments=raw_arguments, context=context)
-    tool_result_store(execution_id=execution.pk, result=result)
+    return execute_tool(name=execution.name, arguments=raw_arguments, context=context)
+
+
+def tool_call_run(run: Run, token: uuid.UUID, execution: ToolExecution) -> Message:
+    """Run a step's one call in the run's own worker, which keeps the lease, and store it.
+
+    The call is the step's only one, so its result ends the step (`tools.ended`)
+    in the same transaction. Returns the tool message. Raises LeaseLost when the run was cancelled or
+    taken over meanwhile: what the tool did is kept for the audit only.
+    """
+    with Heartbeat(run, token):
+        result = _execute(run, execution)
+    with transaction.atomic():
+        stored = _result_write(execution, result)
+        if stored:
+            message = tool_message_create(
+                run=run,
+                execution=execution,
+                content=result.content,
+                resource_id=result.resource_id,
+            )
+            events_publish(
+                run=run,
+                events=[
+                    _completed_event(execution, result, message),
+                    ("tools.ended", {"message_id": str(execution.message_id)}),
+                ],
+            )
+        else:
+            _late_result_keep(execution, result)
+    if not stored:
+        raise LeaseLost(str(run.pk))
+    execution.status = result.status
+    return message
 
 
 def _event_sink(run: Run) -> Callable[[str, dict[str, Any]], None]:
@@ -207,42 +265,67 @@ def _event_sink(run: Run) -> Callable[[str, dict[str, Any]], None]:
     return sink
 
 
+def _result_write(execution: ToolExecution, result: ToolResult) -> bool:
+    """Fill the audit row of a call that is still running; False if it ended meanwhile."""
+    fields = result.execution_fields()
+    if fields["arguments"] is None:
+        fields["arguments"] = execution.arguments
+    fields["arguments_raw"] = fields["arguments_raw"] or execution.arguments_raw
+    return bool(
+        ToolExecution.objects.filter(pk=execution.pk)
+        .exclude(status__in=FINISHED_EXECUTION_STATUSES)
+        .update(finished_at=timezone.now(), **fields)
+    )
+
+
+def _late_result_keep(execution: ToolExecution, result: ToolResult) -> None:
+    """A call answered already (its run was cancelled while it ran): keep what it did, only."""
+    rows = ToolExecution.objects.filter(pk=execution.pk)
+    error = rows.values_list("error", flat=True).first() or ""
+    rows.update(
+        result=result.result,
+        result_chars=result.result_chars,
+        truncated=result.truncated,
+        duration_ms=result.duration_ms,
+        error=f"{error}; the tool finished after the run ended".strip("; "),
+    )
+
+
+def _completed_event(
+    execution: ToolExecution, result: ToolResult, message: Message
+) -> tuple[str, dict[str, Any]]:
+    data = execution_event(
+        execution,
+        status=result.status,
+        duration_ms=result.duration_ms,
+        truncated=result.truncated,
+        message=message_to_api(message),
+    )
+    return ("tool_call.completed", data)
+
+
 def tool_result_store(*, execution_id: Any, result: ToolResult) -> None:
-    """Store a tool call's result (audit row + tool message); the last one moves the run on."""
+    """Store a queued call's result (audit row + tool message); the last one moves the run on."""
     with transaction.atomic():
-        execution = ToolExecution.objects.select_related("run").get(pk=execution_id)
-        run = Run.objects.select_for_update(no_key=True).get(pk=execution.run_id)
-        execution = ToolExecution.objects.select_for_update(no_key=True).get(pk=execution_id)
-        fields = result.execution_fields()
-        if execution.status in FINISHED_EXECUTION_STATUSES:
-            # Cancelled while it ran: keep what it did for the audit, change nothing else.
-            ToolExecution.objects.filter(pk=execution.pk).update(
-                result=result.result,
-                result_chars=result.result_chars,
-                truncated=result.truncated,
-                duration_ms=result.duration_ms,
-                error=f"{execution.error}; the tool finished after the run ended".strip("; "),
-            )
+        # The run's row lock makes the latch exact: of the step's parallel calls,
+        # exactly one sees that none is left unfinished.
+        run = Run.objects.select_for_update(no_key=True).get(
+            pk=ToolExecution.objects.filter(pk=execution_id).values("run_id")[:1]
+        )
+        execution = (
+            ToolExecution.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("message")
+            .get(pk=execution_id)
+        )
+        if not _result_write(execution, result):
+            _late_result_keep(execution, result)
             return
-        if fields["arguments"] is None:
-            fields["arguments"] = execution.arguments
-        fields["arguments_raw"] = fields["arguments_raw"] or execution.arguments_raw
-        ToolExecution.objects.filter(pk=execution.pk).update(finished_at=timezone.now(), **fields)
         message = tool_message_create(
             run=run, execution=execution, content=result.content, resource_id=result.resource_id
         )
-        event_publish(
-            run=run,
-            type="tool_call.completed",
-            data=execution_event(
-                execution,
-                status=result.status,
-                duration_ms=result.duration_ms,
-                truncated=result.truncated,
-                message=message_to_api(message),
-            ),
-        )
-        _latch_release(run, execution.message_id)
+        events = [_completed_event(execution, result, message)]
+        events += _latch_release(run, execution.message_id)
+        events_publish(run=run, events=events)
 
 
 def unfinished_calls_answer(run: Run, result_for: Callable[..., ToolResult]) -> list[ToolExecution]:
@@ -252,7 +335,8 @@ def unfinished_calls_answer(run: Run, result_for: Callable[..., ToolResult]) -> 
     adds to its audit row (see tool_result_store).
     """
     unfinished = list(
-        ToolExecution.objects.select_for_update(no_key=True)
+        ToolExecution.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("message")
         .filter(run=run)
         .exclude(status__in=FINISHED_EXECUTION_STATUSES)
         .order_by("created_at")
@@ -267,17 +351,22 @@ def unfinished_calls_answer(run: Run, result_for: Callable[..., ToolResult]) -> 
     return unfinished
 
 
-def _latch_release(run: Run, assistant_message_id: Any) -> None:
-    """When no call of the step is unfinished, end the step and queue the run's next move."""
+def _latch_release(run: Run, assistant_message_id: Any) -> list[tuple[str, dict[str, Any]]]:
+    """When no call of the step is unfinished, end the step and queue the run's next move.
+
+    Returns the step's `tools.ended` event for the caller to publish (none if
+    the step is not over, or its end was published already).
+    """
     remaining = (
         ToolExecution.objects.filter(message_id=assistant_message_id)
         .exclude(status__in=FINISHED_EXECUTION_STATUSES)
         .count()
     )
     if remaining or run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-        return
-    if not RunEvent.objects.filter(
+        return []
+    transaction.on_commit(lambda: dispatch_run(run.pk))
+    if RunEvent.objects.filter(
         run=run, type="tools.ended", data__message_id=str(assistant_message_id)
     ).exists():
-        event_publish(run=run, type="tools.ended", data={"message_id": str(assistant_message_id)})
-    transaction.on_commit(lambda: dispatch_run(run.pk))
+        return []
+    return [("tools.ended", {"message_id": str(assistant_message_id)})]

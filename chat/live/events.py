@@ -1,18 +1,21 @@
 """Run events: stored first, numbered per conversation, sent to live clients after commit.
 
-`event_publish` is the one place that publishes. The database row is the
+`events_publish` is the one place that publishes. The database row is the
 truth: the channel layer may drop a message (a slow socket, a reconnect), so a
 client that resumes with the last `seq` it saw reads the rest from RunEvent.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
+from django.utils import timezone
 
 from chat.models import Run, RunEvent
 
@@ -53,14 +56,17 @@ def event_envelope(event: RunEvent) -> dict[str, Any]:
     }
 
 
-def _next_seq(conversation_id: Any) -> int:
-    # One statement bumps and reads the counter under the row lock, so concurrent
-    # publishers (parallel tools on several workers) never share a number.
+def _reserve_seqs(conversation_id: Any, count: int) -> int:
+    """Take the conversation's next `count` seqs; return the last one.
+
+    One statement bumps and reads the counter under the row lock, so concurrent
+    publishers (parallel tools on several workers) never share a number.
+    """
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE chat_conversation SET last_event_seq = last_event_seq + 1 "
+            "UPDATE chat_conversation SET last_event_seq = last_event_seq + %s "
             "WHERE id = %s RETURNING last_event_seq",
-            [conversation_id.hex if connection.vendor == "sqlite" else conversation_id],
+            [count, conversation_id.hex if connection.vendor == "sqlite" else conversation_id],
         )
         row = cursor.fetchone()
     if row is None:
@@ -68,28 +74,104 @@ def _next_seq(conversation_id: Any) -> int:
     return int(row[0])
 
 
-def event_publish(*, run: Run, type: str, data: dict[str, Any] | None = None) -> RunEvent:
-    """Store the event with the conversation's next seq; send it to live clients on commit."""
-    if type not in EVENT_TYPES:
-        raise ValueError(f"unknown event type {type!r}")
-    with transaction.atomic():
-        seq = _next_seq(run.conversation_id)
-        event = RunEvent.objects.create(
-            conversation_id=run.conversation_id, run=run, seq=seq, type=type, data=data or {}
+def events_publish(*, run: Run, events: Sequence[tuple[str, dict[str, Any]]]) -> list[RunEvent]:
+    """Store events with the conversation's next seqs, in order; send them to live clients on commit.
+
+    One statement on PostgreSQL, two elsewhere, however many events: inside
+    the caller's transaction when there is one, so that a step's rows and its
+    events commit together.
+    """
+    for type, _ in events:
+        if type not in EVENT_TYPES:
+            raise ValueError(f"unknown event type {type!r}")
+    if not events:
+        return []
+    if connection.vendor == "postgresql":
+        stored = _insert_numbered(run, events)
+    else:
+        with transaction.atomic(savepoint=False):
+            last = _reserve_seqs(run.conversation_id, len(events))
+            stored = RunEvent.objects.bulk_create(
+                [
+                    RunEvent(
+                        conversation_id=run.conversation_id,
+                        run=run,
+                        seq=last - len(events) + index,
+                        type=type,
+                        data=data,
+                    )
+                    for index, (type, data) in enumerate(events, start=1)
+                ]
+            )
+    transaction.on_commit(lambda: _send(stored))
+    return stored
+
+
+# The counter's bump and the rows' insert in one statement: atomic by itself,
+# so a batch of events needs neither a transaction nor a second round trip.
+_INSERT_NUMBERED = """
+WITH counter AS (
+    UPDATE chat_conversation SET last_event_seq = last_event_seq + %(count)s
+    WHERE id = %(conversation)s RETURNING last_event_seq
+)
+INSERT INTO chat_runevent (conversation_id, run_id, seq, type, data, created_at)
+SELECT %(conversation)s, %(run)s, counter.last_event_seq - %(count)s + batch.n,
+       batch.type, batch.data::jsonb, %(now)s
+FROM counter, unnest(%(types)s::text[], %(datas)s::text[]) WITH ORDINALITY AS batch(type, data, n)
+RETURNING id, seq
+"""
+
+
+def _insert_numbered(run: Run, events: Sequence[tuple[str, dict[str, Any]]]) -> list[RunEvent]:
+    field = RunEvent._meta.get_field("data")
+    datas = [field.get_prep_value(data) for _, data in events]  # NUL and surrogates cleaned
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INSERT_NUMBERED,
+            {
+                "count": len(events),
+                "conversation": run.conversation_id,
+                "run": run.pk,
+                "now": now,
+                "types": [type for type, _ in events],
+                "datas": [json.dumps(data, cls=field.encoder) for data in datas],
+            },
         )
-        transaction.on_commit(lambda: _send(event))
-    return event
+        numbered = sorted(cursor.fetchall(), key=lambda row: row[1])
+    if len(numbered) != len(events):
+        raise Run.DoesNotExist(f"conversation {run.conversation_id} is gone")
+    return [
+        RunEvent(
+            id=row_id,
+            conversation_id=run.conversation_id,
+            run=run,
+            seq=seq,
+            type=type,
+            data=data,
+            created_at=now,
+        )
+        for (row_id, seq), (type, _), data in zip(numbered, events, datas, strict=True)
+    ]
 
 
-def _send(event: RunEvent) -> None:
+def event_publish(*, run: Run, type: str, data: dict[str, Any] | None = None) -> RunEvent:
+    """Store one event with the conversation's next seq; send it to live clients on commit."""
+    return events_publish(run=run, events=[(type, data or {})])[0]
+
+
+def _send(events: list[RunEvent]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    try:
-        async_to_sync(layer.group_send)(
-            conversation_group(event.conversation_id),
-            {"type": "run.event", "event": event_envelope(event)},
-        )
-    except Exception:
-        # The event is stored; a client that missed it gets it on resume.
-        logger.exception("could not send event %s #%s to the channel layer", event.type, event.seq)
+    for event in events:
+        try:
+            async_to_sync(layer.group_send)(
+                conversation_group(event.conversation_id),
+                {"type": "run.event", "event": event_envelope(event)},
+            )
+        except Exception:
+            # The event is stored; a client that missed it gets it on resume.
+            logger.exception(
+                "could not send event %s #%s to the channel layer", event.type, event.seq
+            )

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import unicodedata
+import uuid
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import OuterRef, Subquery
 
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import run_end
@@ -44,22 +45,40 @@ def run_start(
         )
     try:
         with transaction.atomic():
-            # The conversation row lock orders concurrent posts to one conversation.
-            locked = Conversation.objects.select_for_update(no_key=True).get(pk=conversation.pk)
-            active = Run.objects.filter(conversation=locked, status__in=ACTIVE_RUN_STATUSES).first()
-            if active is not None:
-                raise _busy(active)
-            last = Message.objects.filter(conversation=locked).aggregate(m=Max("position"))["m"]
-            run = Run.objects.create(conversation=locked, mode=locked.mode)
-            message = Message.objects.create(
+            # The conversation row lock orders concurrent posts to one conversation;
+            # the same statement finds an active run and the last position.
+            locked = (
+                Conversation.objects.select_for_update(no_key=True, of=("self",))
+                .annotate(
+                    active_run_id=Subquery(
+                        Run.objects.filter(
+                            conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
+                        ).values("pk")[:1]
+                    ),
+                    last_position=Subquery(
+                        Message.objects.filter(conversation_id=OuterRef("pk"))
+                        .order_by("-position")
+                        .values("position")[:1]
+                    ),
+                )
+                .get(pk=conversation.pk)
+            )
+            if locked.active_run_id is not None:
+                raise _busy(Run.objects.get(pk=locked.active_run_id))
+            # Each row names the other: the ids are chosen first, and the foreign
+            # keys are checked at commit.
+            message_id = uuid.uuid4()
+            run = Run.objects.create(
+                conversation=locked, mode=locked.mode, trigger_message_id=message_id
+            )
+            Message.objects.create(
+                id=message_id,
                 conversation=locked,
                 run=run,
-                position=0 if last is None else last + 1,
+                position=0 if locked.last_position is None else locked.last_position + 1,
                 role=Role.USER,
                 content=content,
             )
-            run.trigger_message = message
-            run.save(update_fields=["trigger_message"])
             locked.save(update_fields=["updated_at"])
             transaction.on_commit(lambda: dispatch_run(run.pk))
     except IntegrityError:

@@ -282,6 +282,10 @@ TOOLCHAT_RECOVER_S = env_float("TOOLCHAT_RECOVER_S", 30.0)
 TOOLCHAT_TOOL_GRACE_S = env_float("TOOLCHAT_TOOL_GRACE_S", 30.0)
 # message.delta events are coalesced to at most one per this many seconds.
 TOOLCHAT_DELTA_INTERVAL_S = env_float("TOOLCHAT_DELTA_INTERVAL_S", 0.05)
+# A step that asks for one tool call runs it in the run's own worker, with no
+# round trip through the queue; several calls of one step always run as tasks,
+# concurrently. Off: every call is a task (docs/turn-engine.md).
+TOOLCHAT_INLINE_TOOL_CALLS = env_bool("TOOLCHAT_INLINE_TOOL_CALLS", default=True)
 
 # WebSocket limits: open sockets per user (per process), the largest message a
 # client may send, and the interval of the server's pings.

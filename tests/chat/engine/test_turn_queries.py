@@ -40,6 +40,9 @@ def conversation_with_history(owner, turns):
 
 def queries_of_a_two_pass_run(llm_server, settings, conversation, capture_on_commit):
     settings.TOOLCHAT_TASKS_EAGER = True
+    # Deltas coalesce into the answer's own transaction unless the stream lasts
+    # longer than the interval; a fixed count needs that not to depend on timing.
+    settings.TOOLCHAT_DELTA_INTERVAL_S = 60
     llm_server.push(tool_calls_reply([("calculator", '{"expression": "2+2"}')]), text_reply("4"))
     with CaptureQueriesContext(connection) as queries, capture_on_commit(execute=True):
         run = run_start(conversation=conversation, content="what is 2+2")
@@ -62,5 +65,8 @@ def test_run_queries_are_the_same_for_10_and_1000_messages(
     )
     print(f"queries of a two-pass run: {short} (10 messages), {long} (1,000 messages)")
     assert short == long
-    # And the whole turn stays small: claims, two model calls, one tool, events.
-    assert long < 120
+    # And the whole turn stays small: the POST's transaction, the claim, one read
+    # of the history, and a transaction for each model call's start, its answer
+    # and the tool's result. PostgreSQL numbers a batch of events in the same
+    # statement that stores it; SQLite needs a second one per batch.
+    assert long <= (37 if connection.vendor == "postgresql" else 42)
