@@ -29,7 +29,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from tools.audit import audit_form, mask_arguments
 from tools.context import ToolContext, call_sink
 from tools.fields import storable_json
-from tools.registry import ToolRegistry, ToolSpec
+from tools.registry import ToolRegistry
 from tools.registry import registry as default_registry
 from tools.results import (
     ToolResult,
@@ -40,6 +40,7 @@ from tools.results import (
     rejected_result,
     truncate_content,
 )
+from tools.spec import ToolSpec
 
 logger = logging.getLogger(__name__)
 

@@ -1,37 +1,32 @@
-"""`@tool` and the registry: a Python function becomes a tool the model can call.
+"""`@tool` and the registry: the app's tools by name, and the modules that define them.
 
-The parameters' JSON Schema comes from the type hints through pydantic, the
-description from the docstring, and every mistake in a definition is a
-`ToolDefinitionError` raised while the module is imported, naming the tool.
+A decorated function is checked and described by `build_spec` (tools/spec.py)
+while its module is imported; a mistake is a `ToolDefinitionError` naming the
+tool.
 """
 
 from __future__ import annotations
 
-import copy
 import importlib
-import inspect
-import math
-import re
 import sys
-import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, TypedDict, TypeVar, Unpack, overload
+from typing import Any, TypeVar, Unpack, overload
 
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
-from pydantic.fields import FieldInfo
 
-from tools.context import ToolContext
-from tools.docstrings import first_paragraph, parse_args_section
-from tools.schema import clean_schema
+from tools.spec import (
+    TOOL_NAME_RE,
+    ToolDefinitionError,
+    ToolOptions,
+    ToolSpec,
+    build_spec,
+    where_defined,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-DEFAULT_TIMEOUT_S = 30.0
-
 __all__ = [
+    "TOOL_NAME_RE",
     "ToolDefinitionError",
     "ToolOptions",
     "ToolRegistry",
@@ -40,83 +35,6 @@ __all__ = [
     "registry",
     "tool",
 ]
-
-
-class ToolDefinitionError(TypeError):
-    """A tool is misdefined; raised while its module is imported."""
-
-
-class ToolOptions(TypedDict, total=False):
-    """The options of `@tool(...)` and `registry.register(...)`; each may be left out.
-
-    Left out, a tool is named after its function, described by its docstring's
-    first paragraph, times out after DEFAULT_TIMEOUT_S, is idempotent, returns
-    to the model, runs without approval and has no sensitive parameter (the
-    defaults are applied in `build_spec`, the one place that reads the options).
-    """
-
-    name: str | None
-    description: str | None
-    timeout: float
-    idempotent: bool
-    return_direct: bool
-    requires_approval: bool
-    # Parameter names whose values are masked wherever arguments are kept or shown.
-    sensitive: Iterable[str]
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """Everything known about one registered tool."""
-
-    name: str
-    description: str
-    func: Callable[..., Any]
-    is_async: bool
-    parameters: dict[str, Any]
-    arguments_model: type[BaseModel]
-    # Parameter name -> the field of `arguments_model` that holds it. Fields have
-    # neutral names and the parameter name as alias, so that a parameter may be
-    # called `json`, `schema` or `model_name` without clashing with BaseModel.
-    fields: Mapping[str, str]
-    context_param: str
-    context_by_keyword: bool
-    timeout: float
-    idempotent: bool
-    return_direct: bool
-    requires_approval: bool
-    sensitive: frozenset[str]
-
-    @property
-    def param_names(self) -> list[str]:
-        """The tool's parameters as the model names them, in signature order."""
-        return list(self.fields)
-
-    def openai_tool(self) -> dict[str, Any]:
-        """This tool as one entry of the OpenAI `tools` request parameter."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": copy.deepcopy(self.parameters),
-            },
-        }
-
-    def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate decoded arguments and return the keyword arguments for the function.
-
-        Raises pydantic's ValidationError with one entry per bad field.
-        """
-        instance = self.arguments_model.model_validate(arguments)
-        # Not model_dump(): a nested model must reach the tool as the model itself.
-        return {param: getattr(instance, field) for param, field in self.fields.items()}
-
-    def bind(self, context: ToolContext, kwargs: Mapping[str, Any]) -> Any:
-        """Call the function with the context and validated arguments (a coroutine if async)."""
-        if self.context_by_keyword:
-            return self.func(**{self.context_param: context}, **kwargs)
-        return self.func(context, **kwargs)
 
 
 class ToolRegistry:
@@ -157,8 +75,8 @@ class ToolRegistry:
         existing = self._specs.get(spec.name)
         if existing is not None:
             raise ToolDefinitionError(
-                f"Tool {spec.name!r} is defined twice: in {_where(existing.func)} "
-                f"and in {_where(func)}. Tool names must be unique; pass name=... to rename one."
+                f"Tool {spec.name!r} is defined twice: in {where_defined(existing.func)} "
+                f"and in {where_defined(func)}. Tool names must be unique; pass name=... to rename one."
             )
         self._specs[spec.name] = spec
         return spec
@@ -224,208 +142,6 @@ def load_tool_modules(modules: Iterable[str]) -> None:
             ) from exc
 
 
-# --- Building a spec ------------------------------------------------------------------
-
-
-def build_spec(
-    func: Callable[..., Any],
-    *,
-    localns: Mapping[str, Any] | None = None,
-    **options: Unpack[ToolOptions],
-) -> ToolSpec:
-    """Check a function and its options and describe it as a tool."""
-    name = options.get("name")
-    tool_name = name if name is not None else getattr(func, "__name__", repr(func))
-    label = f"tool {tool_name!r} ({_where(func)})"
-    # A type checker catches a misspelled option; this catches it for everyone else.
-    unknown_options = sorted(set(options) - ToolOptions.__optional_keys__)
-    if unknown_options:
-        raise ToolDefinitionError(
-            f"{label}: unknown option(s) {', '.join(unknown_options)}; "
-            f"the options are {', '.join(ToolOptions.__annotations__)}."
-        )
-    description = options.get("description")
-    timeout = options.get("timeout", DEFAULT_TIMEOUT_S)
-    sensitive = options.get("sensitive", ())
-    if not isinstance(tool_name, str) or not TOOL_NAME_RE.match(tool_name):
-        raise ToolDefinitionError(
-            f"Invalid name for {label}: names must match {TOOL_NAME_RE.pattern} "
-            "(letters, digits, _ and -, at most 64 characters)."
-        )
-    if not inspect.isfunction(func):
-        raise ToolDefinitionError(f"{label} must be a plain function (def or async def).")
-    if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
-        raise ToolDefinitionError(f"{label} is a generator; a tool returns its result.")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise ToolDefinitionError(f"{label}: timeout must be a number of seconds.")
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise ToolDefinitionError(f"{label}: timeout must be a positive number of seconds.")
-
-    hints = _type_hints(func, label, localns)
-    params = list(inspect.signature(func).parameters.values())
-    context_param, context_by_keyword = _context_parameter(params, hints, label)
-
-    doc = inspect.getdoc(func) or ""
-    arg_docs = parse_args_section(doc)
-    param_names = [p.name for p in params[1:]]
-    stale = sorted(set(arg_docs) - set(param_names) - {context_param})
-    if stale:
-        raise ToolDefinitionError(
-            f"The docstring of {label} documents {', '.join(stale)} in its Args: section, "
-            "which is not a parameter."
-        )
-    tool_description = (description if description is not None else first_paragraph(doc)).strip()
-    if not tool_description:
-        raise ToolDefinitionError(
-            f"{label} has no description: give it a docstring or pass description=..."
-        )
-
-    sensitive_names = frozenset((sensitive,) if isinstance(sensitive, str) else sensitive)
-    unknown_sensitive = sorted(sensitive_names - set(param_names))
-    if unknown_sensitive:
-        raise ToolDefinitionError(
-            f"{label}: sensitive= names {', '.join(unknown_sensitive)}, which is not a parameter."
-        )
-
-    field_definitions: dict[str, Any] = {}
-    fields: dict[str, str] = {}
-    for index, param in enumerate(params[1:]):
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ToolDefinitionError(
-                f"{label}: *{param.name} / **{param.name} are not supported; "
-                "the model needs a named, typed parameter for each argument."
-            )
-        if param.kind is param.POSITIONAL_ONLY:
-            raise ToolDefinitionError(
-                f"{label}: parameter {param.name!r} is positional-only; "
-                "tools are called with keyword arguments."
-            )
-        if param.name not in hints:
-            raise ToolDefinitionError(
-                f"{label}: parameter {param.name!r} has no type hint; "
-                "the JSON Schema is made from the type hints."
-            )
-        annotation = hints[param.name]
-        if annotation in (Any, object):
-            raise ToolDefinitionError(
-                f"{label}: parameter {param.name!r} is typed {_type_name(annotation)}, which tells the "
-                "model nothing; use a concrete type (str, int, a pydantic model...)."
-            )
-        _check_type(annotation, param.name, label)
-        field_options: dict[str, Any] = {"alias": param.name}
-        if param.name in arg_docs and not _annotated_description(annotation):
-            field_options["description"] = arg_docs[param.name]
-        if param.default is not param.empty:
-            field_options["default"] = param.default
-        field = f"p{index}"
-        field_definitions[field] = (annotation, Field(**field_options))
-        fields[param.name] = field
-
-    model_name = f"{_camel(tool_name)}Arguments"
-    try:
-        arguments_model = create_model(
-            model_name,
-            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
-            **field_definitions,
-        )
-        raw_schema = arguments_model.model_json_schema(by_alias=True)
-    except Exception as exc:
-        raise ToolDefinitionError(
-            f"{label} has a parameter type pydantic cannot turn into a JSON Schema: {exc}"
-        ) from exc
-
-    parameters = clean_schema(raw_schema)
-    for param_name, prop in parameters["properties"].items():
-        if not _has_type_information(prop):
-            raise ToolDefinitionError(
-                f"{label}: parameter {param_name!r} has a type with no JSON Schema type "
-                f"({prop!r}); use a concrete type."
-            )
-
-    return ToolSpec(
-        name=tool_name,
-        description=tool_description,
-        func=func,
-        is_async=inspect.iscoroutinefunction(func),
-        parameters=parameters,
-        arguments_model=arguments_model,
-        fields=fields,
-        context_param=context_param,
-        context_by_keyword=context_by_keyword,
-        timeout=float(timeout),
-        idempotent=options.get("idempotent", True),
-        return_direct=options.get("return_direct", False),
-        requires_approval=options.get("requires_approval", False),
-        sensitive=sensitive_names,
-    )
-
-
-def _type_hints(
-    func: Callable[..., Any], label: str, localns: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(
-            func, localns=dict(localns) if localns else None, include_extras=True
-        )
-    except Exception as exc:
-        raise ToolDefinitionError(
-            f"Could not resolve the type hints of {label}: {exc}. "
-            "Types named in hints must be importable at runtime, not only under TYPE_CHECKING."
-        ) from exc
-
-
-def _context_parameter(
-    params: list[inspect.Parameter], hints: Mapping[str, Any], label: str
-) -> tuple[str, bool]:
-    if not params:
-        raise ToolDefinitionError(
-            f"{label} takes no parameters; its first parameter must be a ToolContext "
-            "(def my_tool(ctx: ToolContext, ...))."
-        )
-    first = params[0]
-    hint = hints.get(first.name)
-    if typing.get_origin(hint) is typing.Annotated:
-        hint = typing.get_args(hint)[0]
-    if not (isinstance(hint, type) and issubclass(hint, ToolContext)):
-        raise ToolDefinitionError(
-            f"The first parameter of {label}, {first.name!r}, must be annotated ToolContext "
-            f"(found {hint!r})."
-        )
-    if first.kind in (first.VAR_POSITIONAL, first.VAR_KEYWORD):
-        raise ToolDefinitionError(f"{label}: the ToolContext parameter must be a named parameter.")
-    return first.name, first.kind is first.KEYWORD_ONLY
-
-
-def _check_type(annotation: Any, param: str, label: str) -> None:
-    try:
-        TypeAdapter(annotation).json_schema()
-    except Exception as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ToolDefinitionError(
-            f"{label}: parameter {param!r} has type {_type_name(annotation)}, which pydantic "
-            f"cannot turn into a JSON Schema ({reason})"
-        ) from exc
-
-
-def _type_name(annotation: Any) -> str:
-    if isinstance(annotation, type):
-        return annotation.__qualname__
-    return repr(annotation).replace("typing.", "")
-
-
-def _annotated_description(annotation: Any) -> bool:
-    if typing.get_origin(annotation) is not typing.Annotated:
-        return False
-    return any(
-        isinstance(meta, FieldInfo) and meta.description for meta in typing.get_args(annotation)
-    )
-
-
-def _has_type_information(schema: Mapping[str, Any]) -> bool:
-    keys = {"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"}
-    return bool(keys & set(schema))
-
-
 def _caller_locals() -> dict[str, Any] | None:
     # Tools defined inside a function (tests, factories) name types that only the
     # defining frame can resolve; pydantic looks there for the same reason. Frame 2
@@ -438,13 +154,3 @@ def _caller_locals() -> dict[str, Any] | None:
     if frame.f_code.co_name == "<module>":
         return None
     return dict(frame.f_locals)
-
-
-def _where(func: Callable[..., Any]) -> str:
-    module = getattr(func, "__module__", "?")
-    qualname = getattr(func, "__qualname__", getattr(func, "__name__", "?"))
-    return f"{module}.{qualname}"
-
-
-def _camel(name: str) -> str:
-    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[_-]+", name) if part)

@@ -14,8 +14,8 @@ from chat.api import docs
 from chat.api.base import CursorPage, page_serializer, paginate
 from chat.api.serializers import ToolExecutionSerializer
 from chat.selectors import tool_execution_list
-from tools.registry import ToolSpec
 from tools.registry import registry as tool_registry
+from tools.spec import ToolSpec
 
 TAG = ["tools"]
 

@@ -55,8 +55,8 @@ from chat.models import (
     ToolExecution,
 )
 from chat.selectors import history_rows
-from tools.registry import TOOL_NAME_RE
 from tools.registry import registry as tool_registry
+from tools.spec import TOOL_NAME_RE
 
 logger = logging.getLogger(__name__)
 
