@@ -29,7 +29,9 @@ The modules, in the order a run meets them:
 - `dispatch`: hands a run step or a tool call to Celery, or to in-process threads;
 - `lease`: claiming a run, its heartbeat, the row locks every write takes;
 - `run`: the loop that finds where a run stands and does what comes next;
+- `request`: what a model call sends (the history, the step's instruction and tools);
 - `model_step`: one model call, streamed to live events, and its stored answer;
+- `answer`: what a model answered, made storable (a decision as a call, calls repaired);
 - `tool_calls`: running one call, storing its result, the latch, parking;
 - `continuation`: the policies that choose what follows a step of tools;
 - `finish`: ending a run (completed, failed, cancelled) with every call answered;

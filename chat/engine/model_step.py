@@ -14,10 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-import hashlib
-import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import Sequence
@@ -27,22 +24,21 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.continuation import DECISION_FORMAT, decider_instruction, parse_decision
+from chat.engine.answer import decision_completion, repaired_tool_calls
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import run_completed_event, run_end_fields, run_fail
 from chat.engine.lease import Heartbeat, LeaseLost, run_write
+from chat.engine.request import request_build, request_hash
 from chat.engine.tool_calls import execution_build, execution_start, execution_started_event
-from chat.history import build_model_history, message_to_api
+from chat.history import message_to_api
 from chat.live.events import event_publish, events_publish
 from chat.llm import get_provider
 from chat.llm.base import (
-    ChatRequest,
     Completion,
     Done,
     ProviderError,
     StreamRestart,
     TextDelta,
-    ToolCall,
 )
 from chat.models import (
     CallStatus,
@@ -54,14 +50,8 @@ from chat.models import (
     RunStatus,
     ToolExecution,
 )
-from chat.selectors import history_rows
-from tools.registry import registry as tool_registry
-from tools.spec import TOOL_NAME_RE
 
 logger = logging.getLogger(__name__)
-
-# Longer ids are models misbehaving; the column holds 128 characters.
-MAX_CALL_ID = 128
 
 
 class StepOutcome(enum.Enum):
@@ -124,53 +114,6 @@ class _DeltaBuffer:
         self.flushed_at = time.monotonic()
 
 
-def _request_hash(request: ChatRequest) -> str:
-    payload = {
-        "model": request.model,
-        "messages": request.messages,
-        "tools": request.tools,
-        "tool_choice": request.tool_choice,
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-def history_load(run: Run) -> list[Message]:
-    """The rows of the run's conversation that its model calls' history is built from."""
-    return history_rows(
-        conversation=run.conversation, max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES
-    )
-
-
-def _request_build(
-    run: Run, rows: list[Message], *, purpose: str, model: str, instruction: str | None
-) -> ChatRequest:
-    """The request of a step: the history, the step's instruction, and the tools it offers."""
-    messages = build_model_history(
-        rows,
-        system_prompt=run.conversation.system_prompt,
-        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
-        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
-    )
-    deciding = purpose == ModelCallPurpose.DECIDE
-    if deciding:
-        # No native tool calling: the tools are described in a system message and
-        # the answer is a JSON decision (chat/engine/continuation.py).
-        instruction = decider_instruction(tool_registry.openai_tools())
-    if instruction:
-        messages.append({"role": "system", "content": instruction})
-    offered = tool_registry.openai_tools() if purpose == ModelCallPurpose.TOOLS else None
-    composing = purpose == ModelCallPurpose.COMPOSE
-    return ChatRequest(
-        model=model,
-        messages=messages,
-        tools=offered or None,
-        tool_choice="auto" if offered else None,
-        response_format=DECISION_FORMAT if deciding else None,
-        max_tokens=settings.LLM_COMPOSE_MAX_TOKENS if composing else None,
-        temperature=settings.LLM_COMPOSE_TEMPERATURE if composing else None,
-    )
-
-
 def model_step(
     run: Run,
     token: uuid.UUID,
@@ -184,11 +127,11 @@ def model_step(
 ) -> Step:
     """One model call, streamed to the run's events; its answer stored at `position`.
 
-    `rows` is the conversation's history (`history_load`), kept by the run
+    `rows` is the conversation's history (`chat.engine.request.history_load`), kept by the run
     loop. `opening` are events to publish with this step's `message.created`
     (the run's `run.started`, on its first step).
     """
-    request = _request_build(run, rows, purpose=purpose, model=model, instruction=instruction)
+    request = request_build(run, rows, purpose=purpose, model=model, instruction=instruction)
     deciding = purpose == ModelCallPurpose.DECIDE
     provider = get_provider()
     message_id = uuid.uuid4()
@@ -200,7 +143,7 @@ def model_step(
             model=model,
             provider=provider.name,
             message_count=len(request.messages),
-            request_hash=_request_hash(request),
+            request_hash=request_hash(request),
             tools_offered=[tool["function"]["name"] for tool in request.tools or []],
             started_at=timezone.now(),
         )
@@ -244,7 +187,7 @@ def model_step(
         run_fail(run, token, f"The model ({provider.name}) ended its answer without finishing it.")
         return Step(StepOutcome.FAILED)
     if deciding:
-        completion = _decision_completion(completion)
+        completion = decision_completion(completion)
         if completion.content:
             buffer.add(completion.content)
     return _answer_store(
@@ -257,61 +200,6 @@ def model_step(
         position=position,
         deltas=buffer.take(),
     )
-
-
-def _decision_completion(completion: Completion) -> Completion:
-    """Turn a decider's JSON into what a tool-calling model would have answered."""
-    decision = parse_decision(completion.content)
-    if decision.next_tool:
-        call = ToolCall(
-            id=f"call_{uuid.uuid4().hex[:24]}",
-            name=decision.next_tool,
-            arguments=json.dumps(decision.arguments),
-        )
-        return dataclasses.replace(completion, content=None, tool_calls=[call])
-    text = decision.final_output or "I could not decide how to answer that."
-    return dataclasses.replace(completion, content=text, tool_calls=[])
-
-
-def repaired_tool_calls(completion: Completion) -> list[dict[str, Any]]:
-    """The answer's calls in OpenAI shape, with usable names and present, unique ids.
-
-    Models do send calls without an id, with an id another call already has
-    (numbered per response, "call_0"), with an id too long to store, or with
-    an empty or invalid function name. Each is repaired here and logged, so
-    that the call is stored, answered, and sent back to the model validly.
-    """
-    calls = []
-    seen: set[str] = set()
-    taken = set(
-        ToolExecution.objects.filter(
-            tool_call_id__in=[c.id for c in completion.tool_calls if c.id]
-        ).values_list("tool_call_id", flat=True)
-    )
-    for call in completion.tool_calls:
-        call_id = call.id
-        if not call_id or len(call_id) > MAX_CALL_ID or call_id in seen or call_id in taken:
-            new_id = f"call_{uuid.uuid4().hex[:24]}"
-            problem = (
-                "no"
-                if not call_id
-                else ("a too long" if len(call_id) > MAX_CALL_ID else "a duplicate")
-            )
-            logger.warning(
-                "tool call %s had %s id %r; assigned %s", call.name, problem, call_id[:200], new_id
-            )
-            call_id = new_id
-        seen.add(call_id)
-        name = call.name
-        if not TOOL_NAME_RE.match(name):
-            # The executor answers that no such tool exists; the name must still be
-            # one the API accepts when this history is sent back.
-            name = re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64] or "unnamed_tool"
-            logger.warning(
-                "tool call %s had the invalid name %r; stored as %r", call_id, call.name[:200], name
-            )
-        calls.append(dataclasses.replace(call, id=call_id, name=name).to_openai())
-    return calls
 
 
 def _answer_store(

@@ -13,12 +13,8 @@ from django.db.models import Max
 from chat.engine.continuation import Action, decide_after_tools, direct_reply
 from chat.engine.finish import run_complete, run_completed_event, run_end_fields, run_fail
 from chat.engine.lease import LeaseLost, run_claim, run_recheck_later, run_write
-from chat.engine.model_step import (
-    StepOutcome,
-    assistant_message_create,
-    history_load,
-    model_step,
-)
+from chat.engine.model_step import StepOutcome, assistant_message_create, model_step
+from chat.engine.request import history_load
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.live.events import event_publish, events_publish
 from chat.models import (

@@ -1,0 +1,63 @@
+"""What a model step sends: the history, the step's instruction and tools, and its hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from django.conf import settings
+
+from chat.engine.continuation import DECISION_FORMAT, decider_instruction
+from chat.history import build_model_history
+from chat.llm.base import ChatRequest
+from chat.models import Message, ModelCallPurpose, Run
+from chat.selectors import history_rows
+from tools.registry import registry as tool_registry
+
+
+def request_hash(request: ChatRequest) -> str:
+    """A hash of exactly what the model is sent: the audit's proof of the request."""
+    payload = {
+        "model": request.model,
+        "messages": request.messages,
+        "tools": request.tools,
+        "tool_choice": request.tool_choice,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def history_load(run: Run) -> list[Message]:
+    """The rows of the run's conversation that its model calls' history is built from."""
+    return history_rows(
+        conversation=run.conversation, max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES
+    )
+
+
+def request_build(
+    run: Run, rows: list[Message], *, purpose: str, model: str, instruction: str | None
+) -> ChatRequest:
+    """The request of a step: the history, the step's instruction, and the tools it offers."""
+    messages = build_model_history(
+        rows,
+        system_prompt=run.conversation.system_prompt,
+        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
+        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
+    )
+    deciding = purpose == ModelCallPurpose.DECIDE
+    if deciding:
+        # No native tool calling: the tools are described in a system message and
+        # the answer is a JSON decision (chat/engine/continuation.py).
+        instruction = decider_instruction(tool_registry.openai_tools())
+    if instruction:
+        messages.append({"role": "system", "content": instruction})
+    offered = tool_registry.openai_tools() if purpose == ModelCallPurpose.TOOLS else None
+    composing = purpose == ModelCallPurpose.COMPOSE
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        tools=offered or None,
+        tool_choice="auto" if offered else None,
+        response_format=DECISION_FORMAT if deciding else None,
+        max_tokens=settings.LLM_COMPOSE_MAX_TOKENS if composing else None,
+        temperature=settings.LLM_COMPOSE_TEMPERATURE if composing else None,
+    )
