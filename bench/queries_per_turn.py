@@ -8,7 +8,7 @@ private PostgreSQL and the zero-latency scripted model through the openai
 provider. Counts the SQL queries of the turn (`CaptureQueriesContext`) and
 times it. The query count should not depend on the history's length.
 
-    .venv/bin/python bench/queries_per_turn.py [--lengths 0,10,100,1000,5000] [--repeat 3]
+    .venv/bin/python bench/queries_per_turn.py [--lengths 0,10,100,1000,5000] [--repeat 3] [--dump]
 
 Prints a table and writes bench/results/queries_per_turn.json.
 """
@@ -74,10 +74,14 @@ def main() -> None:
     )
     parser.add_argument("--lengths", default="0,10,100,1000,5000", help="prior messages")
     parser.add_argument("--repeat", type=int, default=3, help="turns per length (fresh history)")
+    parser.add_argument(
+        "--dump", action="store_true", help="print every query of the last turn, in order"
+    )
     args = parser.parse_args()
     lengths = [int(value) for value in args.lengths.split(",")]
 
     rows: list[dict[str, Any]] = []
+    last_turn: list[str] = []
     with running_database() as database:
         from django.conf import settings
         from django.contrib.auth import get_user_model
@@ -115,6 +119,7 @@ def main() -> None:
                 if run.status != RunStatus.COMPLETED or run.model_calls != 2:
                     raise RuntimeError(f"turn did not complete: {run.status} {run.error}")
                 counts.append(len(queries))
+                last_turn = [query["sql"] for query in queries.captured_queries]
                 kinds = Counter(kind_of(query["sql"]) for query in queries.captured_queries)
                 sent.append(len(database["llm"].requests[0]["messages"]))
                 events.append(RunEvent.objects.filter(run=run).count())
@@ -133,6 +138,11 @@ def main() -> None:
                 }
             )
 
+    if args.dump:
+        print(f"The last turn's {len(last_turn)} queries, in order:")
+        for number, sql in enumerate(last_turn, 1):
+            print(f"{number:>3}  {' '.join(sql.split())[:300]}")
+        print()
     print("SQL queries of a two-pass turn (1 tool call) by history length, PostgreSQL, inline")
     print(
         f"{'history':>8}{'turns':>7}{'queries':>9}{'select':>8}{'insert':>8}{'update':>8}"
@@ -150,10 +160,8 @@ def main() -> None:
         )
     print("queries: distinct counts seen over the turns; events: RunEvent rows of the turn,")
     print("deltas: of which message.delta (coalesced by time, TOOLCHAT_DELTA_INTERVAL_S, so a")
-    print("slower stream can store one more: 4 queries each); sent: messages in the first model")
-    print(
-        "request (history trimmed to TOOLCHAT_HISTORY_MAX_MESSAGES=400; rows loaded in 2 queries)"
-    )
+    print("slower stream can store one more: 1 query each); sent: messages in the first model")
+    print("request (history trimmed to TOOLCHAT_HISTORY_MAX_MESSAGES=400; rows loaded in 1 query)")
     path = write_results(
         "queries_per_turn",
         {"repeat": args.repeat, "machine": platform.platform(), "lengths": rows},

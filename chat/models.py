@@ -201,7 +201,8 @@ class ModelCallPurpose(models.TextChoices):
 
 
 class CallStatus(models.TextChoices):
-    RUNNING = "running", "Running"
+    """How a model call ended; a call is stored once, when it has (chat/engine/model_step.py)."""
+
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
 
@@ -221,7 +222,7 @@ class ModelCall(models.Model):
     response_message = models.ForeignKey(
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    status = models.CharField(max_length=16, choices=CallStatus.choices, default=CallStatus.RUNNING)
+    status = models.CharField(max_length=16, choices=CallStatus.choices)
     error = StorableTextField(blank=True)
     finish_reason = StorableCharField(max_length=32, blank=True)
     started_at = models.DateTimeField()

@@ -10,7 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import F, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import F, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from chat.exceptions import ConversationNotFound, RunNotFound
 from chat.history import build_model_history, message_to_openai, repair
@@ -56,7 +56,7 @@ def history_for_model(
     max_messages: int | None = None,
     max_chars: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The messages to send to a model: valid OpenAI history, in one query (two with a budget)."""
+    """The messages to send to a model: valid OpenAI history, in one query."""
     return build_model_history(
         history_rows(conversation=conversation, max_messages=max_messages),
         system_prompt=conversation.system_prompt,
@@ -78,27 +78,39 @@ def history_rows(*, conversation: Conversation, max_messages: int | None = None)
     everything = Message.objects.filter(conversation_id=conversation.pk).only(*HISTORY_COLUMNS)
     if max_messages is not None:
         window = max(2 * max_messages, 20)
-        newest = list(everything.order_by("-position")[:window])
-        newest.reverse()
-        # Always read, so that the count of queries does not depend on the length.
-        leading = list(
-            everything.filter(
-                role=Role.SYSTEM,
-                position__lt=Subquery(
-                    Message.objects.filter(conversation_id=conversation.pk)
-                    .exclude(role=Role.SYSTEM)
-                    .order_by("position")
-                    .values("position")[:1]
-                ),
-            ).order_by("position")
+        # One query: the newest `window` rows (from the position of the
+        # window-th newest; NULL when there are fewer, and then every row),
+        # and the system rows that lead the conversation.
+        window_start = Subquery(
+            Message.objects.filter(conversation_id=conversation.pk)
+            .order_by("-position")
+            .values("position")[window - 1 : window]
         )
-        if len(newest) < window:
-            return newest  # that is the whole conversation
-        start = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
-        if start is not None:
+        first_turn = Subquery(
+            Message.objects.filter(conversation_id=conversation.pk)
+            .exclude(role=Role.SYSTEM)
+            .order_by("position")
+            .values("position")[:1]
+        )
+        rows: list[Message] = list(
+            everything.annotate(window_start=window_start)
+            .filter(
+                Q(window_start__isnull=True)
+                | Q(position__gte=F("window_start"))
+                | Q(role=Role.SYSTEM, position__lt=first_turn)
+            )
+            .order_by("position")
+        )
+        start = getattr(rows[0], "window_start", None) if rows else None
+        if start is None:
+            return rows  # fewer rows than the window: that is the whole conversation
+        leading = [row for row in rows if row.position < start]
+        newest = rows[len(leading) :]
+        turn = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
+        if turn is not None:
             # Trimming cuts only where a user message begins a turn, so the
             # rows before the window's first one would be cut anyway.
-            return leading + newest[start:]
+            return leading + newest[turn:]
         # else: one turn longer than the window; read it all (below).
     return list(everything.order_by("position"))
 

@@ -7,11 +7,11 @@ import json
 import logging
 import re
 import uuid
+from collections.abc import Set
 from typing import Any
 
 from chat.engine.continuation import parse_decision
 from chat.llm.base import Completion, ToolCall
-from chat.models import ToolExecution
 from tools.spec import TOOL_NAME_RE
 
 logger = logging.getLogger(__name__)
@@ -34,21 +34,19 @@ def decision_completion(completion: Completion) -> Completion:
     return dataclasses.replace(completion, content=text, tool_calls=[])
 
 
-def repaired_tool_calls(completion: Completion) -> list[dict[str, Any]]:
+def repaired_tool_calls(
+    completion: Completion, *, taken: Set[str] = frozenset()
+) -> list[dict[str, Any]]:
     """The answer's calls in OpenAI shape, with usable names and present, unique ids.
 
     Models do send calls without an id, with an id another call already has
-    (numbered per response, "call_0"), with an id too long to store, or with
-    an empty or invalid function name. Each is repaired here and logged, so
-    that the call is stored, answered, and sent back to the model validly.
+    (numbered per response, "call_0"; `taken` holds those stored before), with
+    an id too long to store, or with an empty or invalid function name. Each is
+    repaired here and logged, so that the call is stored, answered, and sent
+    back to the model validly.
     """
     calls = []
     seen: set[str] = set()
-    taken = set(
-        ToolExecution.objects.filter(
-            tool_call_id__in=[c.id for c in completion.tool_calls if c.id]
-        ).values_list("tool_call_id", flat=True)
-    )
     for call in completion.tool_calls:
         call_id = call.id
         if not call_id or len(call_id) > MAX_CALL_ID or call_id in seen or call_id in taken:

@@ -1,12 +1,17 @@
 """One model call: the request, its stream to live events, and the stored answer.
 
-A step costs two transactions. The first opens it: the ModelCall row and the
-`message.created` event (with `run.started` on a run's first step). The second
-stores the answer under the run's lease, with its latency and usage, the audit
-rows of the tool calls it asks for, and the step's events; an answer without
-tool calls ends the run in that same transaction. A single call is run by this
-worker next (`StepOutcome.CALLS`); several are queued on commit, one task
-each, and the run is parked until they have all answered.
+A step is announced before its call by its `message.created` event (`StepOpening`):
+alone in one statement, with `run.started` on a run's first step, or in the
+transaction of the tool result that precedes it. The first text delta is
+published at once; later ones are coalesced. The answer is stored in one
+transaction under the run's lease: the message, its ModelCall row (written
+once, with the answer's id as its own), the audit rows of the tool calls it
+asks for, and the step's events; an answer without tool calls ends the run in
+that same transaction. A single call is run by this worker next
+(`StepOutcome.CALLS`); several are queued on commit, one task each, and the
+run is parked until they have all answered. A call that fails is recorded as
+failed; one whose worker died leaves only its announcement, from which the
+worker that takes the run over records it (`interrupted_call_record`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chat.engine.answer import decision_completion, repaired_tool_calls
@@ -47,6 +52,7 @@ from chat.models import (
     ModelCallPurpose,
     Role,
     Run,
+    RunEvent,
     RunStatus,
     ToolExecution,
 )
@@ -72,14 +78,40 @@ class Step:
     executions: list[ToolExecution] = dataclasses.field(default_factory=list)
 
 
+@dataclasses.dataclass(frozen=True)
+class StepOpening:
+    """A model step about to start: the id its answer (and its ModelCall) will have."""
+
+    purpose: str
+    model: str
+    step: int
+    message_id: uuid.UUID = dataclasses.field(default_factory=uuid.uuid4)
+
+    def event(self) -> tuple[str, dict[str, Any]]:
+        """Its `message.created` event, which also lets a takeover record a call that died."""
+        data = {
+            "message_id": str(self.message_id),
+            "role": "assistant",
+            "purpose": self.purpose,
+            "step": self.step,
+            "model": self.model,
+        }
+        return ("message.created", data)
+
+
+def step_open(run: Run, *, purpose: str, model: str) -> StepOpening:
+    """The opening of the run's next model step (nothing is stored until it is published)."""
+    return StepOpening(purpose=purpose, model=model, step=run.steps + 1)
+
+
 class _DeltaBuffer:
-    """Coalesces text deltas into one `message.delta` event per interval."""
+    """Publishes the first text delta at once, then one `message.delta` event per interval."""
 
     def __init__(self, run: Run, message_id: uuid.UUID) -> None:
         self.run = run
         self.message_id = str(message_id)
         self.pending: list[str] = []
-        self.flushed_at = time.monotonic()
+        self.flushed_at = -float("inf")  # the first token is worth a statement of its own
 
     def add(self, text: str) -> None:
         self.pending.append(text)
@@ -117,39 +149,40 @@ class _DeltaBuffer:
 def model_step(
     run: Run,
     token: uuid.UUID,
+    opening: StepOpening,
     *,
-    purpose: str,
-    model: str,
     position: int,
     rows: list[Message],
     instruction: str | None = None,
-    opening: Sequence[tuple[str, dict[str, Any]]] = (),
+    announce: Sequence[tuple[str, dict[str, Any]]] | None = (),
 ) -> Step:
     """One model call, streamed to the run's events; its answer stored at `position`.
 
-    `rows` is the conversation's history (`chat.engine.request.history_load`), kept by the run
-    loop. `opening` are events to publish with this step's `message.created`
-    (the run's `run.started`, on its first step).
+    `rows` is the conversation's history (`chat.engine.request.history_load`),
+    kept by the run loop. The step's `message.created` is published first,
+    after the events in `announce` (the run's `run.started`, on its first
+    step); `announce=None` when the caller published it already.
     """
-    request = request_build(run, rows, purpose=purpose, model=model, instruction=instruction)
-    deciding = purpose == ModelCallPurpose.DECIDE
+    request = request_build(
+        run, rows, purpose=opening.purpose, model=opening.model, instruction=instruction
+    )
+    deciding = opening.purpose == ModelCallPurpose.DECIDE
     provider = get_provider()
-    message_id = uuid.uuid4()
-    with transaction.atomic():
-        model_call = ModelCall.objects.create(
-            run=run,
-            step=run.steps + 1,
-            purpose=purpose,
-            model=model,
-            provider=provider.name,
-            message_count=len(request.messages),
-            request_hash=request_hash(request),
-            tools_offered=[tool["function"]["name"] for tool in request.tools or []],
-            started_at=timezone.now(),
-        )
-        created = {"message_id": str(message_id), "role": "assistant", "purpose": purpose}
-        events_publish(run=run, events=[*opening, ("message.created", created)])
-    buffer = _DeltaBuffer(run, message_id)
+    if announce is not None:
+        events_publish(run=run, events=[*announce, opening.event()])
+    model_call = ModelCall(
+        id=opening.message_id,
+        run=run,
+        step=opening.step,
+        purpose=opening.purpose,
+        model=opening.model,
+        provider=provider.name,
+        message_count=len(request.messages),
+        request_hash=request_hash(request),
+        tools_offered=[tool["function"]["name"] for tool in request.tools or []],
+        started_at=timezone.now(),
+    )
+    buffer = _DeltaBuffer(run, opening.message_id)
     completion: Completion | None = None
     try:
         with Heartbeat(run, token) as heartbeat:
@@ -165,51 +198,79 @@ def model_step(
             heartbeat.check()
     except ProviderError as exc:
         buffer.flush()
-        ModelCall.objects.filter(pk=model_call.pk).update(
-            status=CallStatus.FAILED, error=str(exc), attempts=exc.attempts
-        )
+        _failed_call_record(model_call, str(exc), attempts=exc.attempts)
         run_fail(run, token, str(exc))
         return Step(StepOutcome.FAILED)
     except LeaseLost:
         buffer.flush()
-        ModelCall.objects.filter(pk=model_call.pk).update(
-            status=CallStatus.FAILED, error="Stopped: the run was cancelled or taken over."
-        )
+        _failed_call_record(model_call, "Stopped: the run was cancelled or taken over.")
         raise
     except Exception as exc:
         buffer.flush()
-        ModelCall.objects.filter(pk=model_call.pk).update(
-            status=CallStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
-        )
+        _failed_call_record(model_call, f"{type(exc).__name__}: {exc}")
         raise
     if completion is None:
         buffer.flush()
-        run_fail(run, token, f"The model ({provider.name}) ended its answer without finishing it.")
+        error = f"The model ({provider.name}) ended its answer without finishing it."
+        _failed_call_record(model_call, error)
+        run_fail(run, token, error)
         return Step(StepOutcome.FAILED)
     if deciding:
         completion = decision_completion(completion)
         if completion.content:
             buffer.add(completion.content)
     return _answer_store(
-        run,
-        token,
-        model_call,
-        message_id,
-        completion,
-        purpose=purpose,
-        position=position,
-        deltas=buffer.take(),
+        run, token, model_call, completion, position=position, deltas=buffer.take()
     )
+
+
+def _failed_call_record(model_call: ModelCall, error: str, *, attempts: int = 0) -> None:
+    """Store a call that failed (unless a takeover recorded it first)."""
+    model_call.status = CallStatus.FAILED
+    model_call.error = error
+    model_call.attempts = attempts
+    ModelCall.objects.bulk_create([model_call], ignore_conflicts=True)
+
+
+def interrupted_call_record(run: Run) -> None:
+    """Record the run's last announced model call if its worker died before storing it.
+
+    Only one model call of a run is in flight at a time, under the lease, and
+    each is stored with its answer or its failure: an announcement (the last
+    `message.created`) with no ModelCall of its id is a call whose worker died.
+    """
+    announced = (
+        RunEvent.objects.filter(run=run, type="message.created")
+        .order_by("-seq")
+        .values_list("data", "created_at")
+        .first()
+    )
+    if announced is None:
+        return
+    data, created_at = announced
+    if data.get("purpose") not in ModelCallPurpose.values or "step" not in data:
+        return  # a direct reply, or an announcement from before calls were recorded this way
+    message_id = uuid.UUID(data["message_id"])
+    if ModelCall.objects.filter(pk=message_id).exists():
+        return
+    model_call = ModelCall(
+        id=message_id,
+        run=run,
+        step=data["step"],
+        purpose=data["purpose"],
+        model=data.get("model", ""),
+        provider=get_provider().name,
+        started_at=created_at,
+    )
+    _failed_call_record(model_call, "The worker making this call stopped before it finished.")
 
 
 def _answer_store(
     run: Run,
     token: uuid.UUID,
     model_call: ModelCall,
-    message_id: uuid.UUID,
     completion: Completion,
     *,
-    purpose: str,
     position: int,
     deltas: list[tuple[str, dict[str, Any]]],
 ) -> Step:
@@ -217,62 +278,111 @@ def _answer_store(
 
     Without tool calls the answer ends the run. One call is marked running by
     this worker, which runs it next; several are queued on commit and the run
-    releases its lease to them.
+    releases its lease to them. A call id another conversation stored already
+    is found by the insert itself (it is unique), and the step is stored again
+    with fresh ids for those.
     """
+    taken: set[str] = set()
+    while True:
+        try:
+            return _answer_write(
+                run, token, model_call, completion, position=position, deltas=deltas, taken=taken
+            )
+        except IntegrityError:
+            ids = [call.id for call in completion.tool_calls if call.id]
+            reused = set(
+                ToolExecution.objects.filter(tool_call_id__in=ids).values_list(
+                    "tool_call_id", flat=True
+                )
+            )
+            if not reused - taken:
+                raise
+            taken |= reused
+
+
+# What `_answer_write` may change on the run (run_write sets them on the object).
+_RUN_WRITTEN = (
+    "model_calls",
+    "steps",
+    "lease",
+    "status",
+    "finished_at",
+    "latency_ms",
+    "heartbeat_at",
+)
+
+
+def _answer_write(
+    run: Run,
+    token: uuid.UUID,
+    model_call: ModelCall,
+    completion: Completion,
+    *,
+    position: int,
+    deltas: list[tuple[str, dict[str, Any]]],
+    taken: set[str],
+) -> Step:
+    purpose = model_call.purpose
     calls = (
-        repaired_tool_calls(completion)
+        repaired_tool_calls(completion, taken=taken)
         if purpose in (ModelCallPurpose.TOOLS, ModelCallPurpose.DECIDE)
         else []
     )
     if completion.tool_calls and not calls:
         logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
     inline = len(calls) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS
-    with transaction.atomic():
-        fields: dict[str, Any] = {"model_calls": run.model_calls + 1}
-        if calls:
-            fields["steps"] = run.steps + 1
-            if not inline:
-                fields["lease"] = None
-        else:
-            fields.update(run_end_fields(run, RunStatus.COMPLETED))
-        run_write(run, token, **fields)
-        message, completed = assistant_message_create(
-            run=run,
-            message_id=message_id,
-            position=position,
-            content=completion.content if (completion.content or calls) else "",
-            tool_calls=calls or None,
-            latency_ms=completion.latency_ms,
-            model=completion.model,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            finish_reason=completion.finish_reason,
-        )
-        ModelCall.objects.filter(pk=model_call.pk).update(
-            status=CallStatus.SUCCEEDED,
-            response_message=message,
-            finish_reason=completion.finish_reason,
-            first_token_ms=completion.first_token_ms,
-            latency_ms=completion.latency_ms,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            attempts=completion.attempts,
-            model=completion.model or model_call.model,
-        )
-        executions = [
-            execution_build(run=run, message=message, call=call, step=run.steps) for call in calls
-        ]
-        events = [*deltas, completed]
-        if inline:
-            execution_start(executions[0])
-            events.append(execution_started_event(executions[0]))
-        ToolExecution.objects.bulk_create(executions)
-        if not calls:
-            events.append(run_completed_event(run, message))
-        elif not inline:
-            for execution in executions:
-                transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
-        events_publish(run=run, events=events)
+    before = {name: getattr(run, name) for name in _RUN_WRITTEN}
+    try:
+        with transaction.atomic():
+            fields: dict[str, Any] = {"model_calls": run.model_calls + 1}
+            if calls:
+                fields["steps"] = run.steps + 1
+                if not inline:
+                    fields["lease"] = None
+            else:
+                fields.update(run_end_fields(run, RunStatus.COMPLETED))
+            run_write(run, token, **fields)
+            message, completed = assistant_message_create(
+                run=run,
+                message_id=model_call.pk,
+                position=position,
+                content=completion.content if (completion.content or calls) else "",
+                tool_calls=calls or None,
+                latency_ms=completion.latency_ms,
+                model=completion.model,
+                prompt_tokens=completion.prompt_tokens,
+                completion_tokens=completion.completion_tokens,
+                finish_reason=completion.finish_reason,
+            )
+            model_call.status = CallStatus.SUCCEEDED
+            model_call.response_message = message
+            model_call.finish_reason = completion.finish_reason
+            model_call.first_token_ms = completion.first_token_ms
+            model_call.latency_ms = completion.latency_ms
+            model_call.prompt_tokens = completion.prompt_tokens
+            model_call.completion_tokens = completion.completion_tokens
+            model_call.attempts = completion.attempts
+            model_call.model = completion.model or model_call.model
+            model_call.save(force_insert=True)
+            executions = [
+                execution_build(run=run, message=message, call=call, step=run.steps)
+                for call in calls
+            ]
+            events = [*deltas, completed]
+            if inline:
+                execution_start(executions[0])
+                events.append(execution_started_event(executions[0]))
+            ToolExecution.objects.bulk_create(executions)
+            if not calls:
+                events.append(run_completed_event(run, message))
+            elif not inline:
+                for execution in executions:
+                    transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
+            events_publish(run=run, events=events)
+    except IntegrityError:
+        for name, value in before.items():  # undo the rolled-back write on the object too
+            setattr(run, name, value)
+        raise
     if not calls:
         return Step(StepOutcome.ANSWERED, message)
     return Step(StepOutcome.CALLS if inline else StepOutcome.PARKED, message, executions)

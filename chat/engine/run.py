@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Any
@@ -10,19 +11,24 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 
-from chat.engine.continuation import Action, decide_after_tools, direct_reply
+from chat.engine.continuation import Action, Decision, decide_after_tools, direct_reply
 from chat.engine.finish import run_complete, run_completed_event, run_end_fields, run_fail
 from chat.engine.lease import LeaseLost, run_claim, run_recheck_later, run_write
-from chat.engine.model_step import StepOutcome, assistant_message_create, model_step
+from chat.engine.model_step import (
+    StepOpening,
+    StepOutcome,
+    assistant_message_create,
+    interrupted_call_record,
+    model_step,
+    step_open,
+)
 from chat.engine.request import history_load
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
-    CallStatus,
     Message,
     Mode,
-    ModelCall,
     ModelCallPurpose,
     Role,
     Run,
@@ -53,8 +59,8 @@ def run_advance(*, run_id: Any) -> None:
             # Nothing stored yet but the user's message: the first model call
             # comes next, and announces the run's start with its own.
             position = _first_position(run)
-            opening = [("run.started", {"mode": run.mode})]
-            _advance(run, token, last=None, executions=[], position=position, opening=opening)
+            started = [("run.started", {"mode": run.mode})]
+            _advance(run, token, last=None, executions=[], position=position, announce=started)
             return
         _resume(run, token)
     except LeaseLost:
@@ -75,11 +81,8 @@ def _first_position(run: Run) -> int:
 def _resume(run: Run, token: uuid.UUID) -> None:
     """Take over a run someone worked on before: repair what they left, then go on."""
     # Holding the lease, no other model call of this run is in flight: one
-    # still marked running belonged to a worker that died.
-    ModelCall.objects.filter(run=run, status=CallStatus.RUNNING).update(
-        status=CallStatus.FAILED,
-        error="The worker making this call stopped before it finished.",
-    )
+    # announced but not stored belonged to a worker that died.
+    interrupted_call_record(run)
     if not RunEvent.objects.filter(run=run, type="run.started").exists():
         event_publish(run=run, type="run.started", data={"mode": run.mode})
     last = (
@@ -103,6 +106,31 @@ def _after(message: Message) -> int:
     return message.position + len(message.tool_calls or []) + 1
 
 
+@dataclasses.dataclass(frozen=True)
+class _Next:
+    """What follows a step's tool calls: the decision, and the model step it opens (if any)."""
+
+    decision: Decision
+    opening: StepOpening | None  # None for a direct reply
+    announced: bool = False  # its message.created went out with the last tool result
+
+
+def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
+    """Decide what follows the calls of `executions`; it does not depend on their results."""
+    specs = [tool_registry.get(e.name) for e in executions]
+    decision = decide_after_tools(
+        mode=run.mode,
+        steps_done=run.steps,
+        max_steps=run.conversation.max_steps,
+        return_direct=any(spec is not None and spec.return_direct for spec in specs),
+        model=model,
+    )
+    if decision.action == Action.DIRECT:
+        return _Next(decision, None)
+    purpose = _PURPOSES[decision.action]
+    return _Next(decision, step_open(run, purpose=purpose, model=decision.model or model))
+
+
 def _advance(
     run: Run,
     token: uuid.UUID,
@@ -110,41 +138,30 @@ def _advance(
     last: Message | None,
     executions: list[ToolExecution],
     position: int,
-    opening: list[tuple[str, dict[str, Any]]] | None = None,
+    announce: list[tuple[str, dict[str, Any]]] | None = None,
 ) -> None:
     """The loop: `last` is the run's newest answer (None before the first), with its calls."""
-    conversation = run.conversation
-    model = conversation.model or settings.LLM_MODEL
+    model = run.conversation.model or settings.LLM_MODEL
     rows: list[Message] | None = None  # the history, read once, then kept up to date
+    following: _Next | None = None  # decided before the last call ran, when this worker ran it
     while True:
         if last is None:
             first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
             rows = history_load(run)
+            opening = step_open(run, purpose=first, model=model)
             step = model_step(
-                run,
-                token,
-                purpose=first,
-                model=model,
-                position=position,
-                rows=rows,
-                opening=opening or (),
+                run, token, opening, position=position, rows=rows, announce=announce or ()
             )
         else:
-            unfinished = [e for e in executions if e.status not in FINISHED_EXECUTION_STATUSES]
-            if unfinished:
-                if run_park(run, token, unfinished):
-                    return
-                executions = list(ToolExecution.objects.filter(message=last))
-                continue
-            specs = [tool_registry.get(e.name) for e in executions]
-            decision = decide_after_tools(
-                mode=run.mode,
-                steps_done=run.steps,
-                max_steps=conversation.max_steps,
-                return_direct=any(spec is not None and spec.return_direct for spec in specs),
-                model=model,
-            )
-            if decision.action == Action.DIRECT:
+            if following is None:
+                unfinished = [e for e in executions if e.status not in FINISHED_EXECUTION_STATUSES]
+                if unfinished:
+                    if run_park(run, token, unfinished):
+                        return
+                    executions = list(ToolExecution.objects.filter(message=last))
+                    continue
+                following = _next_step(run, model, executions)
+            if following.opening is None:
                 _direct_step(run, token, last, position=position)
                 return
             if rows is None:
@@ -152,18 +169,23 @@ def _advance(
             step = model_step(
                 run,
                 token,
-                purpose=_PURPOSES[decision.action],
-                model=decision.model or model,
-                instruction=decision.instruction,
+                following.opening,
+                instruction=following.decision.instruction,
                 position=position,
                 rows=rows,
+                announce=None if following.announced else (),
             )
         if step.outcome != StepOutcome.CALLS:
             return  # answered (the run is completed), parked on its calls, or failed
         assert step.message is not None
         rows.append(step.message)
+        # The next step is known before the call runs, so its message.created goes
+        # out with the call's result, in the same transaction.
+        following = _next_step(run, model, step.executions)
+        ahead = [following.opening.event()] if following.opening is not None else []
         for execution in step.executions:
-            rows.append(tool_call_run(run, token, execution))
+            rows.append(tool_call_run(run, token, execution, announce=ahead))
+        following = dataclasses.replace(following, announced=bool(ahead))
         last, executions, position = step.message, step.executions, _after(step.message)
 
 

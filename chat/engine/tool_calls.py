@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -225,12 +225,20 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
     return execute_tool(name=execution.name, arguments=raw_arguments, context=context)
 
 
-def tool_call_run(run: Run, token: uuid.UUID, execution: ToolExecution) -> Message:
+def tool_call_run(
+    run: Run,
+    token: uuid.UUID,
+    execution: ToolExecution,
+    *,
+    announce: Sequence[tuple[str, dict[str, Any]]] = (),
+) -> Message:
     """Run a step's one call in the run's own worker, which keeps the lease, and store it.
 
     The call is the step's only one, so its result ends the step (`tools.ended`)
-    in the same transaction. Returns the tool message. Raises LeaseLost when the run was cancelled or
-    taken over meanwhile: what the tool did is kept for the audit only.
+    in the same transaction, with the events of `announce` (the next step's
+    `message.created`). Returns the tool message. Raises LeaseLost when the run
+    was cancelled or taken over meanwhile: what the tool did is kept for the
+    audit only.
     """
     with Heartbeat(run, token):
         result = _execute(run, execution)
@@ -248,6 +256,7 @@ def tool_call_run(run: Run, token: uuid.UUID, execution: ToolExecution) -> Messa
                 events=[
                     _completed_event(execution, result, message),
                     ("tools.ended", {"message_id": str(execution.message_id)}),
+                    *announce,
                 ],
             )
         else:

@@ -336,6 +336,60 @@ def test_a_tool_call_without_an_id_gets_one(llm_server, conversation, caplog):
     assert "assigned" in caplog.text
 
 
+@pytest.mark.parametrize("ids", [["call_0"], ["call_0", "call_1"]], ids=["one call", "two calls"])
+def test_call_ids_a_model_numbers_per_answer_are_made_unique_across_conversations(
+    llm_server, conversation, other_user, ids, caplog
+):
+    # Some models number their calls per answer: "call_0" in every turn of every
+    # conversation. The ids are unique in the audit, so a reused one is renamed.
+    elsewhere = ConversationFactory(owner=other_user)
+    answers = [str(2 * (n + 1)) for n in range(len(ids))]
+    calls = [("calculator", f'{{"expression": "{n + 1}*2"}}', i) for n, i in enumerate(ids)]
+    for target in (elsewhere, conversation, conversation):
+        llm_server.push(tool_calls_reply(calls), text_reply(" and ".join(answers)))
+        run = wait_for_run(run_start(conversation=target, content="double 1 and 2"))
+        assert run.status == RunStatus.COMPLETED, run.error
+
+    owners = ToolExecution.objects.filter(tool_call_id__in=ids).values_list(
+        "run__conversation", flat=True
+    )
+    assert list(owners) == [elsewhere.pk] * len(ids)  # the first use keeps its ids
+    rows = stored(conversation)
+    assistants = [m for m in rows if m.role == Role.ASSISTANT and m.tool_calls]
+    assert len(assistants) == 2
+    seen = set()
+    for assistant in assistants:
+        call_ids = [call["id"] for call in assistant.tool_calls]
+        assert not set(call_ids) & set(ids)
+        assert not set(call_ids) & seen
+        seen |= set(call_ids)
+        answered = [m for m in rows if m.role == Role.TOOL and m.tool_call_id in call_ids]
+        assert sorted(m.tool_call_id for m in answered) == sorted(call_ids)
+        assert [json.loads(m.content)["result"] for m in answered] == [2, 4][: len(ids)]
+    assert_valid_history(history_for_model(conversation=conversation))
+    assert "a duplicate id" in caplog.text
+    # Each compose call was sent a valid history, the renamed ids with their answers.
+    assert llm_server.rejected == []
+
+
+def test_the_first_words_of_an_answer_are_published_at_once(llm_server, conversation, settings):
+    settings.TOOLCHAT_DELTA_INTERVAL_S = 60  # later words wait for the interval (or the end)
+    llm_server.push(text_reply("First words, then a long pause.", chunk_delay_s=1.0))
+    run = run_start(conversation=conversation, content="say something slowly")
+    wait_until(
+        RunEvent.objects.filter(run=run, type="message.delta").exists,
+        what="the first delta",
+    )
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING  # the answer is still streaming
+    first = RunEvent.objects.get(run=run, type="message.delta")
+    assert first.data["text"].strip() == "First"
+    run = wait_for_run(run)
+    deltas = RunEvent.objects.filter(run=run, type="message.delta").order_by("seq")
+    assert "".join(d.data["text"] for d in deltas) == "First words, then a long pause."
+    assert deltas.count() == 2  # the first word alone, the rest with the answer
+
+
 def test_the_compose_model_writes_the_final_answer(llm_server, conversation, settings):
     settings.LLM_COMPOSE_MODEL = "cheap-model"
     llm_server.push(tool_calls_reply([("calculator", '{"expression": "2*3"}')]), text_reply("6"))
@@ -461,7 +515,7 @@ def test_a_slow_first_token_does_not_get_a_live_run_taken_over(llm_server, conve
         Run.objects.filter(
             pk=run.pk,
             status=RunStatus.RUNNING,
-            heartbeat_at__gt=F("model_call_rows__started_at") + stale,
+            heartbeat_at__gt=F("started_at") + stale,  # the call began as the run did
         ).exists,
         what="a heartbeat more than the stale window into the model call",
     )
