@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import DateTimeField, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -42,6 +42,21 @@ def worker_name() -> str:
     after import, and each must record its own pid, not its parent's.
     """
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def connection_release() -> None:
+    """Give this thread's database connection back to the pool before a long wait.
+
+    A run waits on its model and its tools for far longer than it talks to the
+    database; holding a connection through those waits would make the number
+    of runs in flight the number of connections. With PostgreSQL's pool the
+    connection goes back (outside a transaction only) and the next query takes
+    one again; a SQLite connection is a file handle and stays.
+    """
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.in_atomic_block or not connection.settings_dict["OPTIONS"].get("pool"):
+        return
+    connection.close()
 
 
 class LeaseLost(Exception):
@@ -174,6 +189,7 @@ class Heartbeat:
                 if not alive and not self._stop.is_set():
                     self.lost = True
                     return
+                connection_release()  # a beat a second must not keep a connection
         except Exception:
             logger.exception("heartbeat of run %s failed", self.run_id)
         finally:

@@ -32,7 +32,7 @@ from django.utils import timezone
 from chat.engine.answer import decision_completion, repaired_tool_calls
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import run_completed_event, run_end_fields, run_fail
-from chat.engine.lease import Heartbeat, LeaseLost, run_write
+from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write
 from chat.engine.request import request_build, request_hash
 from chat.engine.tool_calls import execution_build, execution_start, execution_started_event
 from chat.history import message_to_api
@@ -184,6 +184,7 @@ def model_step(
     )
     buffer = _DeltaBuffer(run, opening.message_id)
     completion: Completion | None = None
+    connection_release()
     try:
         with Heartbeat(run, token) as heartbeat:
             for event in provider.stream(request):

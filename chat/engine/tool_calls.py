@@ -26,7 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_run, dispatch_tool
-from chat.engine.lease import Heartbeat, LeaseLost, run_write, worker_name
+from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write, worker_name
 from chat.history import message_to_api
 from chat.live.events import event_publish, events_publish
 from chat.models import (
@@ -222,6 +222,7 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         sink=_event_sink(run),
         tool_name=execution.name,
     )
+    connection_release()  # a tool that needs the database takes a connection again
     return execute_tool(name=execution.name, arguments=raw_arguments, context=context)
 
 

@@ -372,6 +372,31 @@ def test_call_ids_a_model_numbers_per_answer_are_made_unique_across_conversation
     assert llm_server.rejected == []
 
 
+@pytest.mark.postgres
+def test_runs_waiting_on_their_model_hold_no_database_connection(llm_server, user, settings):
+    from django.db import connection
+
+    settings.TOOLCHAT_HEARTBEAT_S = 0.2  # beats (each a query) while the models think
+    llm_server.push(*[text_reply("Done thinking.", delay_s=4) for _ in range(4)])
+    runs = [run_start(conversation=ConversationFactory(owner=user), content="hi") for _ in range(4)]
+    wait_until(lambda: len(llm_server.requests) == 4, what="four model calls in flight")
+    wait_until(
+        lambda: all(
+            Run.objects.filter(pk=run.pk, heartbeat_at__gt=F("started_at") + timedelta(seconds=0.5))
+            for run in runs
+        ),
+        what="every run's heartbeat to beat during its model call",
+    )
+    # Four runs in flight, each with a heartbeat: the connections taken from the
+    # pool are this test's own, however the samples fall between beats.
+    in_use = []
+    for _ in range(10):
+        stats = connection.pool.get_stats()
+        in_use.append(stats["pool_size"] - stats["pool_available"])
+    assert min(in_use) <= 1, in_use
+    assert all(wait_for_run(run).status == RunStatus.COMPLETED for run in runs)
+
+
 def test_the_first_words_of_an_answer_are_published_at_once(llm_server, conversation, settings):
     settings.TOOLCHAT_DELTA_INTERVAL_S = 60  # later words wait for the interval (or the end)
     llm_server.push(text_reply("First words, then a long pause.", chunk_delay_s=1.0))
