@@ -12,8 +12,6 @@ The last two wait on the event loop (an async view), never in a thread.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 from typing import Any
@@ -41,7 +39,7 @@ from chat.api.base import (
     paginate,
 )
 from chat.api.serializers import MessageSerializer, RunSerializer, message_data
-from chat.live.streams import run_event_stream, sse_response
+from chat.live.streams import run_end_wait, run_event_stream, sse_response
 from chat.models import ACTIVE_RUN_STATUSES, Run
 from chat.selectors import (
     conversation_get,
@@ -197,14 +195,9 @@ class MessageCreateApi(AsyncApiView):
 
 
 async def _wait_for_end(run: Run, timeout: float) -> None:
-    """Follow the run's events until its last one, or until `timeout` seconds have passed."""
+    """Wait for the run's end, or until `timeout` seconds have passed."""
     try:
-        async with asyncio.timeout(timeout):
-            async with contextlib.aclosing(run_event_stream(run=run)) as events:  # type: ignore[type-var]
-                async for _event in events:
-                    pass
-    except TimeoutError:
-        pass
+        await run_end_wait(run=run, timeout=timeout)
     except Exception:
         # The wait is a convenience and the run goes on regardless: rather than a
         # 500, answer the run as it stands (202 while it is still going).

@@ -49,6 +49,8 @@ REPLAY_BATCH = 500
 # After the channel layer failed, how long a stream reads only the database
 # before it tries the layer again.
 LAYER_RETRY_S = 5.0
+# What a closing stream sends its own channel to end its pending receive.
+STREAM_CLOSED = "toolchat.stream.closed"
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +98,9 @@ async def event_stream(
     retry_at = 0.0
     cursor = after
     idle_wait = CATCH_UP_S
+    # One receive at a time, kept across quiet spells rather than cancelled at
+    # each timeout (see _unsubscribe).
+    receiving: asyncio.Future[Any] | None = None
     try:
         while True:
             if layer is not None and not listening and loop.time() >= retry_at:
@@ -131,19 +136,25 @@ async def event_stream(
                 if layer is None or channel is None or not listening:
                     await asyncio.sleep(CATCH_UP_S)
                     break
-                try:
-                    message = await asyncio.wait_for(layer.receive(channel), idle_wait)
-                except TimeoutError:
+                if receiving is None:
+                    receiving = asyncio.ensure_future(layer.receive(channel))
+                done, _ = await asyncio.wait({receiving}, timeout=idle_wait)
+                if not done:
                     # Quiet: look at the database, less often the longer it stays quiet.
                     idle_wait = min(idle_wait * 2, MAX_CATCH_UP_S)
                     break
+                try:
+                    message = receiving.result()
                 except Exception as exc:
-                    # Not builtin TimeoutError: redis' own errors (its read timeout
-                    # included) land here. The database carries on until it is back.
+                    # Redis' own errors (its read timeout included) land here. The
+                    # database carries on until the layer is back.
                     _layer_failed(conversation_id, exc)
                     listening = False
                     retry_at = loop.time() + LAYER_RETRY_S
                     break
+                finally:
+                    if receiving.done():
+                        receiving = None
                 idle_wait = CATCH_UP_S
                 envelope = message.get("event") or {}
                 seq = envelope.get("seq", 0)
@@ -158,9 +169,92 @@ async def event_stream(
                 if until_run_ends and envelope["type"] in TERMINAL_EVENTS:
                     return
     finally:
-        if layer is not None and channel is not None:
-            with contextlib.suppress(Exception):
-                await layer.group_discard(group, channel)
+        await _unsubscribe(layer, group, channel, receiving)
+
+
+async def _unsubscribe(
+    layer: Any, group: str, channel: str | None, receiving: asyncio.Future[Any] | None
+) -> None:
+    """Leave the group; a receive still waiting is woken by a message, not cancelled.
+
+    Under load, cancelling a channels_redis receive that is blocked on Redis
+    was seen to take more than a minute to finish (the cancellation is
+    absorbed and the blocking pop goes on), and the stream's caller waited for
+    it. A message to the stream's own channel ends the receive the normal way;
+    nothing waits for it.
+    """
+    if receiving is not None and not receiving.done():
+        receiving.add_done_callback(_receive_dropped)
+        try:
+            await layer.send(channel, {"type": STREAM_CLOSED})
+        except Exception:
+            receiving.cancel()
+    if layer is not None and channel is not None:
+        with contextlib.suppress(Exception):
+            await layer.group_discard(group, channel)
+
+
+def _receive_dropped(receiving: asyncio.Future[Any]) -> None:
+    if not receiving.cancelled():
+        receiving.exception()  # retrieved, so that asyncio does not log it
+
+
+async def run_end_wait(*, run: Run, timeout: float) -> bool:
+    """Wait until the run has ended (True) or `timeout` seconds have passed (False).
+
+    For `POST .../messages/?wait=true`, which needs the end and not the events:
+    the layer wakes it when one of the run's terminal events goes out, and the
+    database decides, read at the start, on such a wake-up, and after every
+    quiet spell (CATCH_UP_S, doubling up to MAX_CATCH_UP_S), so a dropped
+    message or a failed layer costs seconds, never the whole wait.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    layer = get_channel_layer()
+    group = conversation_group(run.conversation_id)
+    channel: str | None = None
+    listening = False
+    receiving: asyncio.Future[Any] | None = None
+    idle_wait = CATCH_UP_S
+    try:
+        if layer is not None:
+            try:
+                channel = await layer.new_channel()
+                await layer.group_add(group, channel)
+                listening = True
+            except Exception as exc:
+                _layer_failed(run.conversation_id, exc)
+        while True:
+            if await _run_ended(run.pk):
+                return True
+            check_at = min(loop.time() + idle_wait, deadline)
+            idle_wait = min(idle_wait * 2, MAX_CATCH_UP_S)
+            while loop.time() < check_at:
+                if not listening or channel is None:
+                    await asyncio.sleep(check_at - loop.time())
+                    break
+                if receiving is None:
+                    receiving = asyncio.ensure_future(layer.receive(channel))
+                done, _ = await asyncio.wait({receiving}, timeout=check_at - loop.time())
+                if not done:
+                    break
+                try:
+                    envelope = receiving.result().get("event") or {}
+                except Exception as exc:
+                    _layer_failed(run.conversation_id, exc)
+                    listening = False  # the database alone, until the wait ends
+                    break
+                finally:
+                    receiving = None
+                if envelope.get("type") in TERMINAL_EVENTS and envelope.get("run_id") == str(
+                    run.pk
+                ):
+                    idle_wait = CATCH_UP_S
+                    break
+            if loop.time() >= deadline:
+                return bool(await _run_ended(run.pk))
+    finally:
+        await _unsubscribe(layer, group, channel, receiving)
 
 
 def _layer_failed(conversation_id: Any, exc: Exception) -> None:

@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 
 from chat.live.events import event_publish
 from chat.live.layers import ThreadSafeInMemoryChannelLayer
-from chat.live.streams import event_stream
+from chat.live.streams import event_stream, run_end_wait
 from tests.assertions import wait_until_async
 from tests.factories import ConversationFactory, RunFactory
 from tests.plugins.services import free_port
@@ -29,6 +29,19 @@ class LayerThatCannotReceive(ThreadSafeInMemoryChannelLayer):
 
     async def receive(self, channel: str) -> Any:
         raise redis.exceptions.TimeoutError("Timeout reading from 127.0.0.1:6379")
+
+
+class LayerWhoseReceiveOutlivesCancel(ThreadSafeInMemoryChannelLayer):
+    """A receive that, cancelled, goes on until a message comes: what channels_redis was
+    seen doing under load (a cancelled blocking pop took over a minute to end)."""
+
+    async def receive(self, channel: str) -> Any:
+        try:
+            return await super().receive(channel)
+        except asyncio.CancelledError:
+            pass  # absorbed: the pop goes on, for half a minute (the tests wait 10 s)
+        async with asyncio.timeout(30):
+            return await super().receive(channel)
 
 
 def use_layer(settings, backend: str, **config: Any) -> None:
@@ -101,3 +114,42 @@ async def test_a_redis_that_is_gone_still_gets_every_event_from_the_database(use
     await follow(run, events)
     seqs = await producer
     assert [e["seq"] for e in events] == seqs == [1, 2, 3, 4]
+
+
+@database_sync_to_async
+def end_without_event(run) -> None:
+    """The run ends, and its terminal event never reaches the layer (a dropped message)."""
+    from chat.models import Run, RunStatus
+
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
+
+
+async def test_a_wait_whose_end_event_was_dropped_ends_from_the_database_without_hanging(
+    user, settings
+):
+    use_layer(settings, "tests.chat.live.test_streams.LayerWhoseReceiveOutlivesCancel")
+    run = await make_run(user)
+    waiting = asyncio.create_task(run_end_wait(run=run, timeout=30))
+    await publish(run, "tool.progress", {"n": 0})  # the wait is receiving
+    await end_without_event(run)
+    # The wait sees the end at its next look at the database, and returns: it
+    # does not wait for a receive that would only end with a message.
+    await asyncio.wait({waiting}, timeout=10)
+    assert waiting.done(), "the wait did not return"
+    assert waiting.result() is True
+
+
+async def test_a_stream_closed_while_receiving_does_not_wait_for_the_receive(user, settings):
+    use_layer(settings, "tests.chat.live.test_streams.LayerWhoseReceiveOutlivesCancel")
+    run = await make_run(user)
+    events: list[dict[str, Any]] = []
+    stream = event_stream(conversation_id=run.conversation_id, run_id=run.pk)
+    await publish(run, "tool.progress", {"n": 0})
+    events.append(await anext(stream))
+    reading = asyncio.ensure_future(anext(stream))  # now waiting on the layer
+    await asyncio.sleep(0)
+    reading.cancel()  # the client went away
+    await asyncio.wait({reading}, timeout=10)
+    assert reading.done(), "closing the stream waited on its receive"
+    assert reading.cancelled()
+    assert [e["type"] for e in events] == ["tool.progress"]
