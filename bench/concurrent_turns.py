@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import platform
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -37,6 +39,40 @@ CONNECTIONS_SQL = (
     "SELECT count(*) FROM pg_stat_activity "
     "WHERE datname = current_database() AND pid <> pg_backend_pid()"
 )
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process and its children so far."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def cpu_seconds(pids: dict[str, int | None]) -> dict[str, float]:
+    """CPU seconds used so far: the machine, the web server, the workers, this process."""
+    values = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, _steal = (int(v) for v in values[:8])
+    machine = (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+    web = _process_cpu(pids["web"]) if pids.get("web") else 0.0
+    workers = sum(_process_cpu(pid) for name, pid in pids.items() if name != "web" and pid)
+    own = os.times()
+    bench = own.user + own.system
+    return {
+        "machine": machine,
+        "web": web,
+        "workers": workers,
+        "bench": bench,
+        "rest": machine - web - workers - bench,
+    }
 
 
 class ConnectionWatch:
@@ -169,9 +205,13 @@ def main() -> None:
             ConnectionWatch(stack["env"]["DATABASE_URL"]) as connections,
             ThreadPoolExecutor(max_workers=args.turns) as pool,
         ):
+            cpu_before = cpu_seconds(stack["pids"])
             started = time.perf_counter()
             outcomes = list(pool.map(post, conversations))
             wall = time.perf_counter() - started
+            cpu_used = {
+                name: after - cpu_before[name] for name, after in cpu_seconds(stack["pids"]).items()
+            }
 
         errors = [error for _, _, error in outcomes if error]
         # What the database says about the turns that did not complete for the client.
@@ -240,6 +280,15 @@ def main() -> None:
         ("model call latency p50 (s)", percentile(model_s, 0.5)),
         ("run latency_ms p50 (s)", percentile([r.latency_ms / 1000 for r in runs], 0.5)),
         ("model calls in flight at once, peak", peak),
+        ("CPU of the machine, both cores (s)", cpu_used["machine"]),
+        ("  of which the web server (s)", cpu_used["web"]),
+        ("  of which the Celery workers (s)", cpu_used["workers"]),
+        ("  of which this process: model server, clients (s)", cpu_used["bench"]),
+        ("  of which the rest: PostgreSQL, Redis, kernel (s)", cpu_used["rest"]),
+        (
+            "CPU ms per turn, toolchat's processes",
+            1000 * (cpu_used["web"] + cpu_used["workers"]) / args.turns,
+        ),
     ]
     for name, value in table:
         print(f"{name:<44}{value:>10.2f}")

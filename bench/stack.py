@@ -149,6 +149,14 @@ def running_stack(
         server.start()
         processes.append(server)
         yield {
+            # For reading their memory and CPU: the web server's and each worker's pid.
+            "pids": {
+                "web": server.process.pid if server.process else None,
+                **{
+                    f"worker{index}": worker.process.pid if worker.process else None
+                    for index, worker in enumerate(processes[:-1])
+                },
+            },
             "http": server.base_url,
             "ws": server.base_url.replace("http", "ws", 1),
             "llm": llm,

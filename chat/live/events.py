@@ -12,11 +12,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 from django.utils import timezone
 
+from chat.live.sender import layer_send
 from chat.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
@@ -164,14 +164,13 @@ def _send(events: list[RunEvent]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    for event in events:
-        try:
-            async_to_sync(layer.group_send)(
+    layer_send(
+        layer,
+        [
+            (
                 conversation_group(event.conversation_id),
                 {"type": "run.event", "event": event_envelope(event)},
             )
-        except Exception:
-            # The event is stored; a client that missed it gets it on resume.
-            logger.exception(
-                "could not send event %s #%s to the channel layer", event.type, event.seq
-            )
+            for event in events
+        ],
+    )

@@ -1,0 +1,91 @@
+"""Sending stored events to the channel layer: one event loop per process, batches in order.
+
+`async_to_sync(layer.group_send)` from a worker thread makes a new event loop
+for every call, and channels_redis makes a new connection pool (a TCP
+connection and its handshake) for every loop: under 200 concurrent turns a
+tenth of a worker's CPU went there. Here one daemon thread per process runs
+one loop that keeps one pool, and a queue feeds it the committed batches in
+commit order. The caller does not wait: the events are stored already, and a
+client that misses one (Redis down, the process exiting) reads it from the
+database on its next catch-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# Batches waiting to be sent, at most; beyond it (Redis down for long) they are
+# dropped from the live path, never from the database.
+MAX_PENDING = 10_000
+
+Batch = tuple[Any, list[tuple[str, dict[str, Any]]]]  # (layer, [(group, message), ...])
+
+
+class _Sender:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue[Batch] | None = None
+
+    def submit(self, layer: Any, messages: list[tuple[str, dict[str, Any]]]) -> None:
+        loop, queue = self._running()
+        loop.call_soon_threadsafe(self._enqueue, queue, (layer, messages))
+
+    def _running(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue[Batch]]:
+        with self._lock:
+            # A forked child (Celery's prefork pool) has the parent's objects but
+            # not its thread: it starts its own.
+            if self._pid != os.getpid() or self._loop is None or self._queue is None:
+                self._loop, self._queue = self._start()
+                self._pid = os.getpid()
+            return self._loop, self._queue
+
+    def _start(self) -> tuple[asyncio.AbstractEventLoop, asyncio.Queue[Batch]]:
+        loop = asyncio.new_event_loop()
+        queue: asyncio.Queue[Batch] = asyncio.Queue(MAX_PENDING)
+        thread = threading.Thread(
+            target=loop.run_until_complete,
+            args=(self._drain(queue),),
+            name="toolchat-events",
+            daemon=True,
+        )
+        thread.start()
+        return loop, queue
+
+    @staticmethod
+    def _enqueue(queue: asyncio.Queue[Batch], batch: Batch) -> None:
+        try:
+            queue.put_nowait(batch)
+        except asyncio.QueueFull:
+            logger.warning("channel layer backlog full; live clients read these events later")
+
+    @staticmethod
+    async def _drain(queue: asyncio.Queue[Batch]) -> None:
+        while True:
+            layer, messages = await queue.get()
+            for group, message in messages:
+                try:
+                    await layer.group_send(group, message)
+                except Exception:
+                    # The event is stored; a client that missed it gets it on resume.
+                    event = message.get("event", {})
+                    logger.exception(
+                        "could not send event %s #%s to the channel layer",
+                        event.get("type"),
+                        event.get("seq"),
+                    )
+
+
+_sender = _Sender()
+
+
+def layer_send(layer: Any, messages: list[tuple[str, dict[str, Any]]]) -> None:
+    """Queue `(group, message)` pairs for the layer; returns at once, sends in order."""
+    _sender.submit(layer, messages)
