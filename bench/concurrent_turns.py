@@ -11,7 +11,7 @@ not complete (errors), the most model calls in flight at once (from the
 ModelCall rows) and the most connections PostgreSQL had open at once
 (`pg_stat_activity`, read every 50 ms during the run).
 
-    .venv/bin/python bench/concurrent_turns.py [--turns 20] [--delay 1.0] [--concurrency 10]
+    .venv/bin/python bench/concurrent_turns.py [--turns 20] [--delay 1.0] [--concurrency 50]
     .venv/bin/python bench/concurrent_turns.py --turns 200 --delay 0.5   # DESIGN.md's budget
 
 Prints a table and writes bench/results/concurrent_turns.json.
@@ -113,7 +113,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20, help="conversations, one turn each")
     parser.add_argument("--delay", type=float, default=1.0, help="model seconds to first token")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes")
-    parser.add_argument("--concurrency", type=int, default=10, help="threads per worker")
+    parser.add_argument(
+        "--concurrency", type=int, default=50, help="threads per worker (docker-compose's default)"
+    )
     parser.add_argument(
         "--timeout",
         type=float,
@@ -256,7 +258,7 @@ def main() -> None:
     print(
         f"{args.turns} concurrent two-pass turns, model {args.delay:g} s to first token per call, "
         f"{args.workers} Celery workers x {args.concurrency} threads, "
-        f"DB pool {args.db_pool or 'default (10)'} per process"
+        f"DB pool {args.db_pool or 'default (20)'} per process"
     )
     print(f"{'measure':<44}{'value':>10}")
     table = [

@@ -70,7 +70,7 @@ def main() -> None:
     )
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=4, help="turns posted at once")
-    parser.add_argument("--concurrency", type=int, default=10, help="threads of the worker")
+    parser.add_argument("--concurrency", type=int, default=50, help="threads of the worker")
     args = parser.parse_args()
 
     with running_stack(

@@ -152,8 +152,8 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
     DATABASES["default"]["OPTIONS"] = {
         "pool": {
             "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
-            # Each task thread may hold two connections at once (its own, and its
-            # run's heartbeat): keep this at least twice the threads per process.
+            # A task thread holds a connection only while it queries (it gives it
+            # back before waiting on a model or a tool): threads may outnumber it.
             "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20),
             "timeout": 10,
         }

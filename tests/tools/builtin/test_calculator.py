@@ -85,7 +85,9 @@ def test_refusals_are_quick_and_clear(make_context, expression, error):
     started = time.monotonic()
     result = calc(make_context, expression)
     elapsed = time.monotonic() - started
-    assert elapsed < 0.5, elapsed
+    # A refusal is found before any work (9**9**9 would run for minutes): a
+    # deadline that catches that, not a guess at how fast a loaded machine is.
+    assert elapsed < 5, elapsed
     assert result.status == "failed"
     body = json.loads(result.content)
     assert body["success"] is False

@@ -16,7 +16,9 @@ def test_a_thousand_rows_with_ordered_progress(make_context, events):
     )
     elapsed = time.monotonic() - started
     assert result.status == "succeeded"
-    assert 0.9 <= elapsed < 3, elapsed
+    # About a second per 1,000 rows by design (it sleeps); the upper bound only
+    # catches a tool that never stops, whatever the machine's load.
+    assert 0.9 <= elapsed < 30, elapsed
 
     percents = [e["percent"] for e in events.of_type("tool.progress")]
     assert percents[0] == 0
