@@ -55,6 +55,10 @@ class RunNotFound(NotFound):
     """No such run, or it is in someone else's conversation (both answer 404)."""
 
 
+class ToolExecutionNotFound(NotFound):
+    """No such tool call, or it is in someone else's conversation (both answer 404)."""
+
+
 class Conflict(ToolchatError):
     """The request clashes with the current state, e.g. a run is still active (an HTTP 409)."""
 

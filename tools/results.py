@@ -73,9 +73,8 @@ class ToolResult:
 
 def rejected_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
     """The result of a call that was refused at approval: it never ran."""
-    error = f"The call to {name} was not approved, so it did not run."
-    if reason:
-        error = f"{error} Reason: {reason}"
+    error = f"The call to {name} was rejected by the user: {reason or 'no reason given'}."
+    error = f"{error} It did not run."
     return _ended_result(name, ToolStatus.REJECTED, error, reason, tool_call_id)
 
 

@@ -176,6 +176,31 @@ TOOL_EXECUTION = {
     "attempts": 1,
 }
 
+APPROVAL_EXECUTION = {
+    **TOOL_EXECUTION,
+    "name": "delete_notes",
+    "arguments": {"note_ids": ["3f2a…", "9b1c…"]},
+    "approved_by_id": 1,
+    "decided_at": "2025-05-01T09:33:10.000000Z",
+    "decision_reason": "Go ahead.",
+    "result": None,
+    "content": "",
+    "result_chars": 0,
+    "started_at": None,
+    "finished_at": None,
+    "duration_ms": None,
+    "attempts": 0,
+}
+
+REJECTED_EXECUTION = {
+    **APPROVAL_EXECUTION,
+    "status": "rejected",
+    "decision_reason": "Not this one.",
+    "content": '{"success": false, "error": "The call to delete_notes was rejected by the user: '
+    'Not this one. It did not run."}',
+    "finished_at": "2025-05-01T09:33:10.010000Z",
+}
+
 RUN = {
     "id": RUN_ID,
     "conversation_id": CONVERSATION_ID,

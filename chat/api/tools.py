@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -11,9 +12,16 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.api import docs
-from chat.api.base import CursorPage, page_serializer, paginate
+from chat.api.base import (
+    CursorPage,
+    StrictInputSerializer,
+    TextField,
+    page_serializer,
+    paginate,
+)
 from chat.api.serializers import ToolExecutionSerializer
 from chat.selectors import tool_execution_list
+from chat.services.approvals import MAX_REASON_CHARS, tool_call_decide
 from tools.registry import registry as tool_registry
 from tools.spec import ToolSpec
 
@@ -144,3 +152,90 @@ class ToolExecutionListApi(APIView):
             self,
             lambda page: ToolExecutionSerializer(page, many=True).data,
         )
+
+
+EXECUTION_ID = docs.path_id("execution_id", "The tool execution (its audit row's id).")
+
+
+class _DecisionApi(APIView):
+    """Approve or reject a tool call that waits for a decision (the run's owner only)."""
+
+    approve: bool
+
+    class InputSerializer(StrictInputSerializer):
+        reason = TextField(
+            required=False,
+            allow_blank=True,
+            max_length=MAX_REASON_CHARS,
+            default="",
+            help_text="Why; a rejection's reason is what the model reads.",
+        )
+
+    def post(self, request: Request, execution_id: uuid.UUID) -> Response:
+        """Decide, and answer the call's audit row as it now is."""
+        body = self.InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        execution = tool_call_decide(
+            execution_id=execution_id,
+            user=request.user,
+            approve=self.approve,
+            reason=body.validated_data["reason"],
+        )
+        fresh = tool_execution_list(user=request.user).get(pk=execution.pk)
+        return Response(ToolExecutionSerializer(fresh).data)
+
+
+_DECISION_DOC = (
+    "For a call of a tool that requires approval, while its run is `awaiting_approval`. "
+    "Another user's call is a 404; a call that does not wait (decided already, or its run "
+    "ended) is a 409 whose `details` hold the decision made."
+)
+
+
+class ToolExecutionApproveApi(_DecisionApi):
+    """Approve a waiting call: it runs, and the run goes on."""
+
+    approve = True
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="tool_executions_approve",
+        summary="Approve a tool call",
+        description=f"The call runs as a task, and the run goes on. {_DECISION_DOC}",
+        parameters=[EXECUTION_ID],
+        request=_DecisionApi.InputSerializer,
+        responses={200: ToolExecutionSerializer, **docs.errors(400, 403, 404, 409)},
+        examples=[
+            docs.example("Approve", {"reason": "Go ahead."}, request=True),
+            docs.example("Approved", {**docs.APPROVAL_EXECUTION, "status": "pending"}),
+        ],
+    )
+    def post(self, request: Request, execution_id: uuid.UUID) -> Response:
+        """Approve it."""
+        return super().post(request, execution_id)
+
+
+class ToolExecutionRejectApi(_DecisionApi):
+    """Reject a waiting call: it never runs; the model is told, with the reason."""
+
+    approve = False
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="tool_executions_reject",
+        summary="Reject a tool call",
+        description=(
+            "The call never runs; the model reads 'rejected by the user: <reason>' as its "
+            f"result and the run goes on to an answer. {_DECISION_DOC}"
+        ),
+        parameters=[EXECUTION_ID],
+        request=_DecisionApi.InputSerializer,
+        responses={200: ToolExecutionSerializer, **docs.errors(400, 403, 404, 409)},
+        examples=[
+            docs.example("Reject", {"reason": "Not this one."}, request=True),
+            docs.example("Rejected", docs.REJECTED_EXECUTION),
+        ],
+    )
+    def post(self, request: Request, execution_id: uuid.UUID) -> Response:
+        """Reject it."""
+        return super().post(request, execution_id)

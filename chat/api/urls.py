@@ -47,6 +47,16 @@ urlpatterns = [
     path("runs/<uuid:run_id>/cancel/", runs.RunCancelApi.as_view(), name="run-cancel"),
     path("tools/", tools.ToolListApi.as_view(), name="tools"),
     path("tool-executions/", tools.ToolExecutionListApi.as_view(), name="tool-executions"),
+    path(
+        "tool-executions/<uuid:execution_id>/approve/",
+        tools.ToolExecutionApproveApi.as_view(),
+        name="tool-execution-approve",
+    ),
+    path(
+        "tool-executions/<uuid:execution_id>/reject/",
+        tools.ToolExecutionRejectApi.as_view(),
+        name="tool-execution-reject",
+    ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     # Anything else under /api/v1/, a malformed id included, is a JSON 404.

@@ -34,7 +34,13 @@ from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import run_completed_event, run_end_fields, run_fail
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write
 from chat.engine.request import request_build, request_hash
-from chat.engine.tool_calls import execution_build, execution_start, execution_started_event
+from chat.engine.tool_calls import (
+    approval_requested_event,
+    approval_required,
+    execution_build,
+    execution_start,
+    execution_started_event,
+)
 from chat.history import message_to_api
 from chat.live.events import event_publish, events_publish
 from chat.llm import get_provider
@@ -47,6 +53,7 @@ from chat.llm.base import (
 )
 from chat.models import (
     CallStatus,
+    ExecutionStatus,
     Message,
     ModelCall,
     ModelCallPurpose,
@@ -331,7 +338,8 @@ def _answer_write(
     )
     if completion.tool_calls and not calls:
         logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
-    inline = len(calls) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS
+    held = [call for call in calls if approval_required(call["function"]["name"])]
+    inline = len(calls) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS and not held
     before = {name: getattr(run, name) for name in _RUN_WRITTEN}
     try:
         with transaction.atomic():
@@ -340,6 +348,9 @@ def _answer_write(
                 fields["steps"] = run.steps + 1
                 if not inline:
                     fields["lease"] = None
+                if held:
+                    # Nobody holds a run that waits for a person: a decision moves it on.
+                    fields["status"] = RunStatus.AWAITING_APPROVAL
             else:
                 fields.update(run_end_fields(run, RunStatus.COMPLETED))
             run_write(run, token, **fields)
@@ -373,12 +384,17 @@ def _answer_write(
             if inline:
                 execution_start(executions[0])
                 events.append(execution_started_event(executions[0]))
+            for execution in executions:
+                if approval_required(execution.name):
+                    execution.status = ExecutionStatus.AWAITING_APPROVAL
+                    events.append(approval_requested_event(execution))
             ToolExecution.objects.bulk_create(executions)
             if not calls:
                 events.append(run_completed_event(run, message))
             elif not inline:
                 for execution in executions:
-                    transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
+                    if execution.status == ExecutionStatus.PENDING:
+                        transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
             events_publish(run=run, events=events)
     except IntegrityError:
         for name, value in before.items():  # undo the rolled-back write on the object too

@@ -47,7 +47,8 @@ def runs_recover() -> list[Any]:
         lost_calls: set[Any] = set()
         for execution in unfinished:
             waiting.add(execution.run_id)
-            started = execution.started_at or execution.created_at
+            # Queued when it was stored, or when a person approved it.
+            started = execution.started_at or execution.decided_at or execution.created_at
             limit = (
                 tool_deadline(execution) if execution.started_at else settings.TOOLCHAT_RUN_STALE_S
             )

@@ -43,9 +43,12 @@ from tools.audit import arguments_for_audit
 from tools.context import ToolContext
 from tools.executor import execute_tool
 from tools.registry import registry as tool_registry
-from tools.results import ToolResult, interrupted_result
+from tools.results import ToolResult, interrupted_result, rejected_result
 
 logger = logging.getLogger(__name__)
+
+# A run whose calls may run: the ones that need no approval run while others wait.
+_WORKING_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 
 
 def tool_deadline(execution: ToolExecution) -> float:
@@ -117,6 +120,60 @@ def execution_started_event(execution: ToolExecution) -> tuple[str, dict[str, An
     return ("tool_call.started", data)
 
 
+def approval_required(name: str) -> bool:
+    """Whether a call of the tool `name` waits for a person's decision before it runs."""
+    spec = tool_registry.get(name)
+    return spec is not None and spec.requires_approval
+
+
+def approval_requested_event(execution: ToolExecution) -> tuple[str, dict[str, Any]]:
+    """The `tool_call.approval_requested` event: what the call will do, arguments masked."""
+    arguments = execution.arguments if execution.arguments is not None else {}
+    shown = (
+        ", ".join(f"{key}={value!r}" for key, value in arguments.items())
+        if isinstance(arguments, dict)
+        else repr(arguments)
+    )
+    data = execution_event(
+        execution, arguments=arguments, description=f"{execution.name}({shown})"[:500]
+    )
+    return ("tool_call.approval_requested", data)
+
+
+def approval_store(
+    run: Run, execution: ToolExecution, *, user: Any, approve: bool, reason: str
+) -> None:
+    """Store a person's decision on a waiting call (both rows locked by the caller).
+
+    Approved, the call is queued like any other; rejected, it is answered with
+    the rejection, which the model reads. When no call of the run waits any
+    more, the run is working again, and the step's latch moves it on once every
+    call has its answer.
+    """
+    now = timezone.now()
+    execution.approved_by = user
+    execution.decided_at = now
+    execution.decision_reason = reason
+    decided = execution_event(execution, approved=approve, reason=reason)
+    events: list[tuple[str, dict[str, Any]]] = [("tool_call.approval_decided", decided)]
+    if approve:
+        execution.status = ExecutionStatus.PENDING
+        execution.save(update_fields=["status", "approved_by", "decided_at", "decision_reason"])
+        transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
+    else:
+        execution.save(update_fields=["approved_by", "decided_at", "decision_reason"])
+        result = rejected_result(execution.name, reason, tool_call_id=execution.tool_call_id)
+        _result_write(execution, result)
+        message = tool_message_create(run=run, execution=execution, content=result.content)
+        events.append(_completed_event(execution, result, message))
+    waiting = ToolExecution.objects.filter(run=run, status=ExecutionStatus.AWAITING_APPROVAL)
+    if run.status == RunStatus.AWAITING_APPROVAL and not waiting.exists():
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=now)
+        run.status = RunStatus.RUNNING
+    events += _latch_release(run, execution.message_id)
+    events_publish(run=run, events=events)
+
+
 def run_park(run: Run, token: Any, unfinished: list[ToolExecution]) -> bool:
     """Release the run while its tools work, and (re)dispatch the calls nobody is running.
 
@@ -165,8 +222,10 @@ def tool_call_execute(*, execution_id: Any) -> None:
             # A redelivery after the result was stored: make sure the run moved on.
             events_publish(run=run, events=_latch_release(run, execution.message_id))
             return
-        if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+        if run.status not in _WORKING_STATUSES:
             return
+        if execution.status == ExecutionStatus.AWAITING_APPROVAL:
+            return  # a decision dispatches it again
         spec = tool_registry.get(execution.name)
         interrupted = False
         if execution.status == ExecutionStatus.RUNNING and execution.started_at is not None:

@@ -28,6 +28,7 @@ EVENT_TYPES = frozenset(
         "message.delta",
         "tool_call.started",
         "tool_call.approval_requested",
+        "tool_call.approval_decided",
         "tool.progress",
         "tool.event",
         "tool_call.completed",

@@ -513,7 +513,7 @@ def test_tool_threads_close_their_database_connections(reg, make_context, monkey
 @pytest.mark.parametrize(
     ("helper", "status", "words"),
     [
-        (rejected_result, "rejected", "not approved"),
+        (rejected_result, "rejected", "rejected by the user"),
         (interrupted_result, "interrupted", "interrupted"),
         (cancelled_result, "cancelled", "cancelled"),
     ],

@@ -59,6 +59,8 @@ def test_every_operation_of_design_section_7_is_described(schema):
         ("/api/v1/runs/{run_id}/cancel/", "post"),
         ("/api/v1/tools/", "get"),
         ("/api/v1/tool-executions/", "get"),
+        ("/api/v1/tool-executions/{execution_id}/approve/", "post"),
+        ("/api/v1/tool-executions/{execution_id}/reject/", "post"),
     }
 
 

@@ -74,3 +74,14 @@ def final_word(ctx: ToolContext, text: str) -> dict[str, Any]:
 def echo(ctx: ToolContext, text: str) -> dict[str, Any]:
     """Say the text back, whatever it holds (NUL bytes, lone surrogates)."""
     return {"echo": text, "message": f"You said: {text}"}
+
+
+@tool(timeout=5, requires_approval=True)
+def launch_rocket(ctx: ToolContext, target: str) -> dict[str, Any]:
+    """Launch a rocket at a target (a test tool that must not run without approval).
+
+    Args:
+        target: Where to.
+    """
+    _ledger(f"launched {target}")
+    return {"success": True, "message": f"Launched at {target}."}

@@ -1,0 +1,64 @@
+"""Approving or rejecting a tool call that waits for a person (`requires_approval`)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from chat.engine.tool_calls import approval_store
+from chat.exceptions import Conflict, InvalidInput, ToolExecutionNotFound
+from chat.models import ExecutionStatus, Run, ToolExecution
+
+MAX_REASON_CHARS = 2000
+
+
+def tool_call_decide(
+    *,
+    execution_id: uuid.UUID | str,
+    user: AbstractBaseUser | AnonymousUser,
+    approve: bool,
+    reason: str = "",
+) -> ToolExecution:
+    """Decide a waiting call of the user's own run, once; the run goes on from there.
+
+    ToolExecutionNotFound for a missing call or someone else's; Conflict, with
+    the decision already made, for a call that does not wait (any more).
+    """
+    if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
+        raise InvalidInput(f"The reason is at most {MAX_REASON_CHARS} characters.", field="reason")
+    with transaction.atomic():
+        # Lock order: the run, then the call (chat/engine/lease.py).
+        try:
+            run = Run.objects.select_for_update(no_key=True).get(
+                pk=ToolExecution.objects.filter(
+                    pk=execution_id, run__conversation__owner_id=user.pk
+                ).values("run_id")[:1]
+            )
+        except (Run.DoesNotExist, ValidationError, ValueError):
+            raise ToolExecutionNotFound("Tool execution not found.") from None
+        execution = (
+            ToolExecution.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("message")
+            .get(pk=execution_id)
+        )
+        if execution.status != ExecutionStatus.AWAITING_APPROVAL:
+            raise Conflict(
+                "This tool call is not waiting for a decision.", details=_decision(execution)
+            )
+        approval_store(run, execution, user=user, approve=approve, reason=reason.strip())
+    return execution
+
+
+def _decision(execution: ToolExecution) -> dict[str, Any]:
+    """What was decided about a call (for the 409 of a second decision)."""
+    return {
+        "execution_id": str(execution.pk),
+        "status": execution.status,
+        "decided_at": execution.decided_at.isoformat() if execution.decided_at else None,
+        "decided_by": execution.approved_by_id,
+        "reason": execution.decision_reason,
+    }

@@ -1,0 +1,169 @@
+"""Tools that require approval wait for a person's decision, and only then run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chat.models import ExecutionStatus, Message, Role, RunEvent, RunStatus, ToolExecution
+from chat.selectors import history_for_model
+from chat.services.runs import run_start
+from tests.assertions import assert_valid_history, wait_until
+from tests.chat.engine.conftest import wait_for_run
+from tests.llm_server import text_reply, tool_calls_reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def awaiting(run):
+    wait_until(
+        lambda: type(run).objects.get(pk=run.pk).status == RunStatus.AWAITING_APPROVAL,
+        what="the run to wait for approval",
+    )
+    run.refresh_from_db()
+    return run
+
+
+def test_a_tool_that_requires_approval_does_not_run_without_a_decision(
+    llm_server, conversation, tmp_path, monkeypatch
+):
+    ledger = tmp_path / "ledger.txt"
+    monkeypatch.setenv("TOOLCHAT_TEST_LEDGER", str(ledger))
+    llm_server.push(tool_calls_reply([("launch_rocket", '{"target": "the moon"}')]))
+    run = awaiting(run_start(conversation=conversation, content="launch it"))
+
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ExecutionStatus.AWAITING_APPROVAL
+    assert not ledger.exists() or ledger.read_text() == ""  # it did not run
+    assert len(llm_server.requests) == 1  # and the model was not called again
+    requested = RunEvent.objects.get(run=run, type="tool_call.approval_requested")
+    assert requested.data["execution_id"] == str(execution.pk)
+    assert requested.data["name"] == "launch_rocket"
+    assert requested.data["arguments"] == {"target": "the moon"}
+    # The history stays valid while it waits: the call is answered as pending.
+    assert_valid_history(history_for_model(conversation=conversation))
+    assert run.lease is None  # nothing holds the run while a person decides
+
+
+def launched(ledger) -> list[str]:
+    return ledger.read_text().splitlines() if ledger.exists() else []
+
+
+@pytest.fixture
+def ledger(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.txt"
+    monkeypatch.setenv("TOOLCHAT_TEST_LEDGER", str(path))
+    return path
+
+
+def test_an_approved_call_runs_once_and_the_turn_ends_with_an_answer(
+    llm_server, conversation, user, ledger
+):
+    from chat.services.approvals import tool_call_decide
+
+    llm_server.push(
+        tool_calls_reply([("launch_rocket", '{"target": "the moon"}')]),
+        text_reply("The rocket is on its way to the moon."),
+    )
+    run = awaiting(run_start(conversation=conversation, content="launch it"))
+    execution = ToolExecution.objects.get(run=run)
+    tool_call_decide(execution_id=execution.pk, user=user, approve=True, reason="go")
+
+    run = wait_for_run(run)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert launched(ledger) == ["launched the moon"]
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.SUCCEEDED
+    assert (execution.approved_by, execution.decision_reason) == (user, "go")
+    assert execution.decided_at is not None
+    assert Message.objects.filter(run=run, role=Role.ASSISTANT).last().content == (
+        "The rocket is on its way to the moon."
+    )
+    assert_valid_history(history_for_model(conversation=conversation))
+    decided = RunEvent.objects.get(run=run, type="tool_call.approval_decided")
+    assert decided.data["approved"] is True
+
+
+def test_a_rejected_call_never_runs_and_the_model_reads_why(llm_server, conversation, user, ledger):
+    from chat.services.approvals import tool_call_decide
+
+    llm_server.push(
+        tool_calls_reply([("launch_rocket", '{"target": "the moon"}')]),
+        text_reply("Understood, no launch."),
+    )
+    run = awaiting(run_start(conversation=conversation, content="launch it"))
+    execution = ToolExecution.objects.get(run=run)
+    tool_call_decide(execution_id=execution.pk, user=user, approve=False, reason="too far")
+
+    run = wait_for_run(run)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert launched(ledger) == []
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.REJECTED
+    tool_message = next(m for m in llm_server.requests[1]["messages"] if m["role"] == "tool")
+    assert "rejected by the user: too far" in json.loads(tool_message["content"])["error"]
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_in_a_mixed_step_the_free_call_runs_while_the_other_waits(
+    llm_server, conversation, user, ledger
+):
+    from chat.services.approvals import tool_call_decide
+
+    llm_server.push(
+        tool_calls_reply(
+            [("calculator", '{"expression": "6*7"}'), ("launch_rocket", '{"target": "mars"}')]
+        ),
+        text_reply("42, and launched."),
+    )
+    run = awaiting(run_start(conversation=conversation, content="compute and launch"))
+    wait_until(
+        ToolExecution.objects.filter(
+            run=run, name="calculator", status=ExecutionStatus.SUCCEEDED
+        ).exists,
+        what="the calculator to run while the launch waits",
+    )
+    run.refresh_from_db()
+    assert run.status == RunStatus.AWAITING_APPROVAL
+    assert len(llm_server.requests) == 1
+    held = ToolExecution.objects.get(run=run, name="launch_rocket")
+    tool_call_decide(execution_id=held.pk, user=user, approve=True)
+    run = wait_for_run(run)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert launched(ledger) == ["launched mars"]
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_a_call_is_decided_once_and_only_by_its_owner(llm_server, conversation, user, other_user):
+    from chat.exceptions import Conflict, ToolExecutionNotFound
+    from chat.services.approvals import tool_call_decide
+
+    llm_server.push(
+        tool_calls_reply([("launch_rocket", '{"target": "venus"}')]), text_reply("No launch.")
+    )
+    run = awaiting(run_start(conversation=conversation, content="launch it"))
+    execution = ToolExecution.objects.get(run=run)
+    with pytest.raises(ToolExecutionNotFound):
+        tool_call_decide(execution_id=execution.pk, user=other_user, approve=True)
+    with pytest.raises(ToolExecutionNotFound):
+        tool_call_decide(execution_id="not-a-uuid", user=user, approve=True)
+    tool_call_decide(execution_id=execution.pk, user=user, approve=False, reason="no")
+    with pytest.raises(Conflict) as second:
+        tool_call_decide(execution_id=execution.pk, user=user, approve=True)
+    assert second.value.details["status"] == ExecutionStatus.REJECTED
+    assert second.value.details["reason"] == "no"
+    assert wait_for_run(run).status == RunStatus.COMPLETED
+
+
+def test_cancelling_a_waiting_run_answers_its_waiting_call(llm_server, conversation, ledger):
+    from chat.services.runs import run_cancel
+
+    llm_server.push(tool_calls_reply([("launch_rocket", '{"target": "pluto"}')]))
+    run = awaiting(run_start(conversation=conversation, content="launch it"))
+    run_cancel(run=run)
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+    assert ToolExecution.objects.get(run=run).status == ExecutionStatus.CANCELLED
+    assert launched(ledger) == []
+    assert_valid_history(history_for_model(conversation=conversation))
