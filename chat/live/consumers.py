@@ -7,7 +7,9 @@ client that resumes with the last seq it saw gets everything after it, in
 order, exactly once.
 
 Client messages: {"type": "resume", "after": SEQ}, {"type": "message",
-"content": ...}, {"type": "cancel", "run_id": ...}. Server messages: event
+"content": ...}, {"type": "cancel", "run_id": ...}, and {"type": "approve" or
+"reject", "execution_id": ..., "reason": ...} for a tool call of this
+conversation that waits for a decision. Server messages: event
 envelopes ({"seq", "type", "run_id", "ts", "data"}), plus {"type": "ping"},
 {"type": "ack", ...} and {"type": "error", "code", "message"}, which carry no
 seq because they are not run events.
@@ -30,6 +32,7 @@ from django.conf import settings
 from chat.exceptions import ToolchatError
 from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
 from chat.selectors import conversation_get
+from chat.services.approvals import tool_call_decide
 from chat.services.runs import run_cancel_by_id, run_start
 
 logger = logging.getLogger(__name__)
@@ -147,10 +150,14 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._post(message.get("content"))
         elif kind == "cancel":
             await self._cancel(message.get("run_id"))
+        elif kind in ("approve", "reject"):
+            await self._decide(
+                message.get("execution_id"), approve=kind == "approve", reason=message.get("reason")
+            )
         else:
             await self._error(
                 "unknown_type",
-                f"Unknown message type {kind!r}; use resume, message or cancel.",
+                f"Unknown message type {kind!r}; use resume, message, cancel, approve or reject.",
             )
 
     # --- client requests ------------------------------------------------------------
@@ -207,6 +214,29 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
             return
         await self._send({"type": "ack", "action": "cancel", "run_id": str(run.pk)})
+
+    async def _decide(self, execution_id: Any, *, approve: bool, reason: Any) -> None:
+        if not isinstance(execution_id, str):
+            await self._error(
+                "invalid_execution_id",
+                "`execution_id` must be a tool execution id string.",
+                field="execution_id",
+            )
+            return
+        if reason is None:
+            reason = ""
+        if not isinstance(reason, str):
+            await self._error("invalid_reason", "`reason` must be a string.", field="reason")
+            return
+        try:
+            execution = await _tool_call_decide(
+                self.conversation_id, execution_id, self.scope["user"], approve, reason
+            )
+        except ToolchatError as exc:
+            await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
+            return
+        action = "approve" if approve else "reject"
+        await self._send({"type": "ack", "action": action, "execution_id": str(execution.pk)})
 
     # --- delivery --------------------------------------------------------------------
 
@@ -273,3 +303,16 @@ def _run_start(conversation: Any, content: str, user: Any) -> Any:
 @database_sync_to_async
 def _run_cancel(conversation_id: Any, run_id: str) -> Any:
     return run_cancel_by_id(conversation_id=conversation_id, run_id=run_id)
+
+
+@database_sync_to_async
+def _tool_call_decide(
+    conversation_id: Any, execution_id: str, user: Any, approve: bool, reason: str
+) -> Any:
+    return tool_call_decide(
+        execution_id=execution_id,
+        user=user,
+        approve=approve,
+        reason=reason,
+        conversation_id=conversation_id,
+    )

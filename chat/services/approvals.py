@@ -22,22 +22,25 @@ def tool_call_decide(
     user: AbstractBaseUser | AnonymousUser,
     approve: bool,
     reason: str = "",
+    conversation_id: uuid.UUID | str | None = None,
 ) -> ToolExecution:
     """Decide a waiting call of the user's own run, once; the run goes on from there.
 
-    ToolExecutionNotFound for a missing call or someone else's; Conflict, with
-    the decision already made, for a call that does not wait (any more).
+    ToolExecutionNotFound for a missing call or someone else's (or, with
+    `conversation_id`, one of another conversation); Conflict, with the
+    decision already made, for a call that does not wait (any more).
     """
     if not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS:
         raise InvalidInput(f"The reason is at most {MAX_REASON_CHARS} characters.", field="reason")
     with transaction.atomic():
         # Lock order: the run, then the call (chat/engine/lease.py).
         try:
-            run = Run.objects.select_for_update(no_key=True).get(
-                pk=ToolExecution.objects.filter(
-                    pk=execution_id, run__conversation__owner_id=user.pk
-                ).values("run_id")[:1]
+            owned = ToolExecution.objects.filter(
+                pk=execution_id, run__conversation__owner_id=user.pk
             )
+            if conversation_id is not None:
+                owned = owned.filter(run__conversation_id=conversation_id)
+            run = Run.objects.select_for_update(no_key=True).get(pk=owned.values("run_id")[:1])
         except (Run.DoesNotExist, ValidationError, ValueError):
             raise ToolExecutionNotFound("Tool execution not found.") from None
         execution = (

@@ -177,6 +177,10 @@ async def test_without_resume_the_socket_carries_events_from_now_on(user):
         ('{"type": "message", "content": "   "}', "invalid"),
         ('{"type": "cancel", "run_id": "00000000-0000-0000-0000-000000000000"}', "not_found"),
         ('{"type": "cancel", "run_id": "nope"}', "not_found"),
+        ('{"type": "approve"}', "invalid_execution_id"),
+        ('{"type": "reject", "execution_id": 7}', "invalid_execution_id"),
+        ('{"type": "approve", "execution_id": "nope"}', "not_found"),
+        ('{"type": "reject", "execution_id": "x", "reason": ["no"]}', "invalid_reason"),
     ],
 )
 async def test_malformed_client_messages_get_an_error_and_the_socket_lives_on(user, payload, code):
@@ -229,6 +233,83 @@ async def test_cancel_over_the_socket(user):
     assert types == {"ack", "run.cancelled"}
     status = await database_sync_to_async(lambda: Run.objects.get(pk=run.pk).status)()
     assert status == RunStatus.CANCELLED
+    await communicator.disconnect()
+
+
+def waiting_call(conversation):
+    """A run paused on a call that needs approval, as the engine leaves it."""
+    from chat.models import ExecutionStatus, Role
+    from tests.factories import MessageFactory, ToolExecutionFactory
+
+    run = RunFactory(conversation=conversation, status=RunStatus.AWAITING_APPROVAL)
+    call_id = f"call_waiting_{run.pk.hex[:12]}"
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "launch_rocket", "arguments": '{"target": "mars"}'},
+    }
+    message = MessageFactory(
+        conversation=conversation, run=run, role=Role.ASSISTANT, content="", tool_calls=[call]
+    )
+    return ToolExecutionFactory(
+        run=run,
+        message=message,
+        tool_call_id=call_id,
+        name="launch_rocket",
+        arguments={"target": "mars"},
+        status=ExecutionStatus.AWAITING_APPROVAL,
+        result=None,
+        content="",
+        started_at=None,
+        finished_at=None,
+        duration_ms=None,
+        attempts=0,
+    )
+
+
+async def test_a_waiting_call_is_rejected_over_the_socket_once(user):
+    from chat.models import ExecutionStatus, ToolExecution
+
+    conversation = await make(ConversationFactory, owner=user)
+    execution = await database_sync_to_async(waiting_call)(conversation)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    decision = {"type": "reject", "execution_id": str(execution.pk), "reason": "not mars"}
+    await communicator.send_json_to(decision)
+    seen = []
+    while not any(m.get("type") == "ack" for m in seen) or "tool_call.completed" not in {
+        m.get("type") for m in seen
+    }:
+        seen.append(json.loads(await communicator.receive_from(timeout=5)))
+    decided = next(m for m in seen if m["type"] == "tool_call.approval_decided")
+    assert (decided["data"]["approved"], decided["data"]["reason"]) == (False, "not mars")
+    row = await database_sync_to_async(lambda: ToolExecution.objects.get(pk=execution.pk))()
+    assert row.status == ExecutionStatus.REJECTED
+    # A second decision is refused, with the first one.
+    await communicator.send_json_to({**decision, "type": "approve"})
+    while (reply := json.loads(await communicator.receive_from(timeout=5)))["type"] != "error":
+        pass
+    assert (reply["code"], reply["details"]["status"]) == ("conflict", "rejected")
+    await communicator.disconnect()
+
+
+async def test_a_call_of_another_conversation_is_not_found_over_the_socket(user, other_user):
+    from chat.models import ExecutionStatus, ToolExecution
+
+    elsewhere = await make(ConversationFactory, owner=other_user)
+    foreign = await database_sync_to_async(waiting_call)(elsewhere)
+    mine = await make(ConversationFactory, owner=user)
+    own_elsewhere = await database_sync_to_async(waiting_call)(
+        await make(ConversationFactory, owner=user)
+    )
+    communicator, _, _ = await connect(mine.id, await headers_for(user), "after=0")
+    for execution in (foreign, own_elsewhere):
+        await communicator.send_json_to({"type": "approve", "execution_id": str(execution.pk)})
+        reply = json.loads(await communicator.receive_from(timeout=5))
+        assert (reply["type"], reply["code"]) == ("error", "not_found")
+        status = await database_sync_to_async(
+            lambda e=execution: ToolExecution.objects.get(pk=e.pk).status
+        )()
+        assert status == ExecutionStatus.AWAITING_APPROVAL
     await communicator.disconnect()
 
 
