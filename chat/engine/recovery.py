@@ -1,4 +1,5 @@
-"""Finding lost runs (their worker died, or their task never left) and queuing them again."""
+"""The sweep: lost runs (their worker died, or their task never left) queued again, and
+approvals nobody gave in time turned into rejections."""
 
 from __future__ import annotations
 
@@ -9,26 +10,61 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_run
-from chat.engine.tool_calls import tool_deadline
-from chat.models import FINISHED_EXECUTION_STATUSES, Run, RunStatus, ToolExecution
+from chat.engine.tool_calls import approval_store, tool_deadline
+from chat.models import (
+    FINISHED_EXECUTION_STATUSES,
+    ExecutionStatus,
+    Run,
+    RunStatus,
+    ToolExecution,
+)
 
 logger = logging.getLogger(__name__)
+
+
+def approvals_expire() -> list[Any]:
+    """Reject, with the reason "expired", every call that waited for a decision too long.
+
+    TOOL_APPROVAL_TIMEOUT_S after the call was stored; the model reads the
+    rejection and the run goes on to an answer. Returns the calls' ids.
+    """
+    cutoff = timezone.now() - timedelta(seconds=settings.TOOL_APPROVAL_TIMEOUT_S)
+    expired = list(
+        ToolExecution.objects.filter(
+            status=ExecutionStatus.AWAITING_APPROVAL, created_at__lt=cutoff
+        ).values_list("pk", "run_id")
+    )
+    for execution_id, run_id in expired:
+        with transaction.atomic():
+            run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
+            execution = (
+                ToolExecution.objects.select_for_update(of=("self",), no_key=True)
+                .select_related("message")
+                .get(pk=execution_id)
+            )
+            if execution.status != ExecutionStatus.AWAITING_APPROVAL:
+                continue  # decided meanwhile
+            approval_store(run, execution, user=None, approve=False, reason="expired")
+        logger.info("tool call %s waited too long for approval; rejected", execution_id)
+    return [execution_id for execution_id, _ in expired]
 
 
 def runs_recover() -> list[Any]:
     """Queue every active run that nobody has shown a sign of life for; return their ids.
 
-    A run is lost when its task vanished: a worker (or, without Redis, the web
+    Expired approvals are rejected first (`approvals_expire`). A run is lost
+    when its task vanished: a worker (or, without Redis, the web
     process) died, or a queued run's task was never sent. Queuing it again is
     safe: `run_advance` takes over only a free or stale lease and resumes from
     the database. Celery beat runs this every TOOLCHAT_RECOVER_S; without
     Redis, the web process does (`start_in_process_recovery`).
     """
+    approvals_expire()
     now = timezone.now()
     cutoff = now - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
     candidates = list(

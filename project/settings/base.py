@@ -280,6 +280,8 @@ TOOLCHAT_RECOVER_S = env_float("TOOLCHAT_RECOVER_S", 30.0)
 # A tool call still marked running this long after its own timeout is presumed
 # dead with its worker: it is run again if idempotent, else reported interrupted.
 TOOLCHAT_TOOL_GRACE_S = env_float("TOOLCHAT_TOOL_GRACE_S", 30.0)
+# A call that waits for its owner's approval longer than this is rejected ("expired").
+TOOL_APPROVAL_TIMEOUT_S = env_float("TOOL_APPROVAL_TIMEOUT_S", 3600.0)
 # message.delta events are coalesced to at most one per this many seconds.
 TOOLCHAT_DELTA_INTERVAL_S = env_float("TOOLCHAT_DELTA_INTERVAL_S", 0.05)
 # A step that asks for one tool call runs it in the run's own worker, with no

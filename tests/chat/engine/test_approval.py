@@ -167,3 +167,27 @@ def test_cancelling_a_waiting_run_answers_its_waiting_call(llm_server, conversat
     assert ToolExecution.objects.get(run=run).status == ExecutionStatus.CANCELLED
     assert launched(ledger) == []
     assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_an_approval_nobody_gives_in_time_expires_as_a_rejection(
+    llm_server, conversation, settings, ledger
+):
+    from chat.engine.recovery import approvals_expire
+
+    settings.TOOL_APPROVAL_TIMEOUT_S = 0.3
+    llm_server.push(
+        tool_calls_reply([("launch_rocket", '{"target": "saturn"}')]),
+        text_reply("Nobody confirmed, so nothing was launched."),
+    )
+    run = awaiting(run_start(conversation=conversation, content="launch it"))
+    # The sweep (runs_recover, every TOOLCHAT_RECOVER_S) expires it once it is old enough.
+    wait_until(approvals_expire, what="the approval to expire")
+
+    run = wait_for_run(run)
+    assert run.status == RunStatus.COMPLETED, run.error
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ExecutionStatus.REJECTED
+    assert (execution.decision_reason, execution.approved_by) == ("expired", None)
+    assert launched(ledger) == []
+    tool_message = next(m for m in llm_server.requests[1]["messages"] if m["role"] == "tool")
+    assert "rejected by the user: expired" in json.loads(tool_message["content"])["error"]
