@@ -229,6 +229,30 @@ class Resources:
         self._context._touch(resource.pk)
         return resource
 
+    def delete(self, resource_ids: Sequence[uuid.UUID | str], *, kind: str) -> list[Resource]:
+        """Delete the user's Resources of a kind with these ids; returns those deleted.
+
+        Ids that are not the user's (or not resources at all) are left out of
+        the answer, as `get` does: ids reveal nothing. The tool messages that
+        linked to a deleted resource keep their text; the link is cleared.
+        """
+        from tools.models import Resource
+
+        self._context.raise_if_cancelled()
+        keys = []
+        for resource_id in resource_ids:
+            try:
+                keys.append(
+                    resource_id
+                    if isinstance(resource_id, uuid.UUID)
+                    else uuid.UUID(str(resource_id))
+                )
+            except ValueError:
+                continue
+        found = list(Resource.objects.filter(pk__in=keys, owner_id=self._owner_id(), kind=kind))
+        Resource.objects.filter(pk__in=[resource.pk for resource in found]).delete()
+        return found
+
     def search(
         self,
         kind: str,

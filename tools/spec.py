@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import logging
 import math
 import re
 import typing
@@ -24,6 +25,8 @@ from pydantic.fields import FieldInfo
 from tools.context import ToolContext
 from tools.docstrings import first_paragraph, parse_args_section
 from tools.schema import clean_schema
+
+logger = logging.getLogger(__name__)
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 DEFAULT_TIMEOUT_S = 30.0
@@ -47,7 +50,12 @@ class ToolOptions(TypedDict, total=False):
     timeout: float
     idempotent: bool
     return_direct: bool
-    requires_approval: bool
+    # True, or a function of a call's arguments that says whether this call needs
+    # its owner's approval before it runs (e.g. only when it deletes several notes).
+    requires_approval: bool | Callable[[Mapping[str, Any]], bool]
+    # What a call will do, in one line, from its arguments (sensitive ones masked):
+    # what a person approving it reads. Default: the name and the arguments.
+    describe: Callable[[Mapping[str, Any]], str]
     # Parameter names whose values are masked wherever arguments are kept or shown.
     sensitive: Iterable[str]
 
@@ -71,8 +79,41 @@ class ToolSpec:
     timeout: float
     idempotent: bool
     return_direct: bool
-    requires_approval: bool
+    requires_approval: bool  # may a call of it need approval (always, or by `approval_rule`)
+    approval_rule: Callable[[Mapping[str, Any]], bool] | None
+    describe: Callable[[Mapping[str, Any]], str] | None
     sensitive: frozenset[str]
+
+    def needs_approval(self, arguments: Any) -> bool:
+        """Whether this call (its decoded arguments) waits for its owner's approval.
+
+        A rule that fails, or arguments that are not a JSON object, ask for it:
+        the cautious answer.
+        """
+        if not self.requires_approval:
+            return False
+        if self.approval_rule is None:
+            return True
+        if not isinstance(arguments, Mapping):
+            return True
+        try:
+            return bool(self.approval_rule(arguments))
+        except Exception:
+            logger.warning("the approval rule of %s failed; asking for approval", self.name)
+            return True
+
+    def describe_call(self, arguments: Any) -> str:
+        """One line saying what a call will do (from its masked arguments)."""
+        if self.describe is not None and isinstance(arguments, Mapping):
+            try:
+                return " ".join(str(self.describe(arguments)).split())[:500]
+            except Exception:
+                logger.warning("the describe hook of %s failed", self.name)
+        if isinstance(arguments, Mapping):
+            shown = ", ".join(f"{key}={value!r}" for key, value in arguments.items())
+        else:
+            shown = repr(arguments)
+        return f"{self.name}({shown})"[:500]
 
     @property
     def param_names(self) -> list[str]:
@@ -139,6 +180,14 @@ def build_spec(
         raise ToolDefinitionError(f"{label}: timeout must be a number of seconds.")
     if not (math.isfinite(timeout) and timeout > 0):
         raise ToolDefinitionError(f"{label}: timeout must be a positive number of seconds.")
+    approval = options.get("requires_approval", False)
+    if not isinstance(approval, bool) and not callable(approval):
+        raise ToolDefinitionError(
+            f"{label}: requires_approval must be True, False or a function of the arguments."
+        )
+    describe = options.get("describe")
+    if describe is not None and not callable(describe):
+        raise ToolDefinitionError(f"{label}: describe must be a function of the arguments.")
 
     hints = _type_hints(func, label, localns)
     params = list(inspect.signature(func).parameters.values())
@@ -234,7 +283,9 @@ def build_spec(
         timeout=float(timeout),
         idempotent=options.get("idempotent", True),
         return_direct=options.get("return_direct", False),
-        requires_approval=options.get("requires_approval", False),
+        requires_approval=bool(approval),
+        approval_rule=approval if callable(approval) else None,
+        describe=describe,
         sensitive=sensitive_names,
     )
 

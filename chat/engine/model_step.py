@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import json
 import logging
 import time
 import uuid
@@ -338,7 +339,11 @@ def _answer_write(
     )
     if completion.tool_calls and not calls:
         logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
-    held = [call for call in calls if approval_required(call["function"]["name"])]
+    held = [
+        call
+        for call in calls
+        if approval_required(call["function"]["name"], _decoded(call["function"]["arguments"]))
+    ]
     inline = len(calls) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS and not held
     before = {name: getattr(run, name) for name in _RUN_WRITTEN}
     try:
@@ -384,8 +389,8 @@ def _answer_write(
             if inline:
                 execution_start(executions[0])
                 events.append(execution_started_event(executions[0]))
-            for execution in executions:
-                if approval_required(execution.name):
+            for execution, call in zip(executions, calls, strict=True):
+                if call in held:
                     execution.status = ExecutionStatus.AWAITING_APPROVAL
                     events.append(approval_requested_event(execution))
             ToolExecution.objects.bulk_create(executions)
@@ -403,6 +408,14 @@ def _answer_write(
     if not calls:
         return Step(StepOutcome.ANSWERED, message)
     return Step(StepOutcome.CALLS if inline else StepOutcome.PARKED, message, executions)
+
+
+def _decoded(arguments: str) -> Any:
+    """A call's arguments as JSON, or None when they are not valid JSON."""
+    try:
+        return json.loads(arguments)
+    except (TypeError, ValueError):
+        return None
 
 
 def assistant_message_create(

@@ -120,23 +120,18 @@ def execution_started_event(execution: ToolExecution) -> tuple[str, dict[str, An
     return ("tool_call.started", data)
 
 
-def approval_required(name: str) -> bool:
-    """Whether a call of the tool `name` waits for a person's decision before it runs."""
+def approval_required(name: str, arguments: Any) -> bool:
+    """Whether this call of the tool `name` waits for a person's decision before it runs."""
     spec = tool_registry.get(name)
-    return spec is not None and spec.requires_approval
+    return spec is not None and spec.needs_approval(arguments)
 
 
 def approval_requested_event(execution: ToolExecution) -> tuple[str, dict[str, Any]]:
     """The `tool_call.approval_requested` event: what the call will do, arguments masked."""
     arguments = execution.arguments if execution.arguments is not None else {}
-    shown = (
-        ", ".join(f"{key}={value!r}" for key, value in arguments.items())
-        if isinstance(arguments, dict)
-        else repr(arguments)
-    )
-    data = execution_event(
-        execution, arguments=arguments, description=f"{execution.name}({shown})"[:500]
-    )
+    spec = tool_registry.get(execution.name)
+    description = spec.describe_call(arguments) if spec else execution.name
+    data = execution_event(execution, arguments=arguments, description=description)
     return ("tool_call.approval_requested", data)
 
 

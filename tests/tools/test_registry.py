@@ -649,3 +649,29 @@ def test_load_tool_modules_tells_a_missing_module_from_a_missing_import(module_d
     with pytest.raises(ImproperlyConfigured, match="failed to import") as info:
         load_tool_modules(["toolchat_test_needs"])
     assert "toolchat_no_such_dependency" in str(info.value)
+
+
+def test_an_approval_rule_or_describe_hook_that_is_not_a_function_is_refused():
+    from tools.spec import ToolDefinitionError, build_spec
+
+    def launch(ctx: ToolContext, target: str) -> dict:
+        """Launch."""
+        return {}
+
+    with pytest.raises(ToolDefinitionError, match="requires_approval"):
+        build_spec(launch, requires_approval="yes")  # type: ignore[arg-type]
+    with pytest.raises(ToolDefinitionError, match="describe"):
+        build_spec(launch, requires_approval=True, describe="Launches.")  # type: ignore[arg-type]
+
+
+def test_an_approval_rule_that_fails_asks_for_approval_and_a_failing_describe_falls_back():
+    from tools.spec import build_spec
+
+    def launch(ctx: ToolContext, target: str) -> dict:
+        """Launch."""
+        return {}
+
+    spec = build_spec(launch, requires_approval=lambda args: 1 / 0, describe=lambda args: 1 / 0)
+    assert spec.needs_approval({"target": "mars"}) is True
+    assert spec.describe_call({"target": "mars"}) == "launch(target='mars')"
+    assert build_spec(launch).needs_approval({"target": "mars"}) is False

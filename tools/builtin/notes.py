@@ -1,4 +1,4 @@
-"""record_note and search_notes: the user's notes, kept as Resources of kind "note"."""
+"""record_note, search_notes and delete_notes: the user's notes, Resources of kind "note"."""
 
 from __future__ import annotations
 
@@ -82,6 +82,41 @@ def search_notes(
         noun = "note" if total == 1 else "notes"
         result["message"] = f"Found {total} {noun} {what}{listed}."
     return result
+
+
+def _several(arguments: Any) -> bool:
+    """delete_notes asks before deleting more than one note (one at a time it does not)."""
+    note_ids = arguments.get("note_ids")
+    return not (isinstance(note_ids, list) and len(note_ids) == 1)
+
+
+def _deleting(arguments: Any) -> str:
+    count = len(arguments.get("note_ids") or [])
+    return f"Delete {count} note{'s' if count != 1 else ''} for good."
+
+
+@tool(timeout=20, idempotent=True, requires_approval=_several, describe=_deleting)
+def delete_notes(
+    ctx: ToolContext,
+    note_ids: Annotated[list[str], Field(min_length=1, max_length=MAX_RESULTS)],
+) -> dict[str, Any]:
+    """Delete some of the user's notes by id (from search_notes); more than one needs approval.
+
+    Args:
+        note_ids: The ids of the notes to delete (1-50).
+    """
+    deleted = ctx.resources.delete(note_ids, kind=NOTE)
+    titles = [note.title for note in deleted]
+    missing = len(set(note_ids)) - len(deleted)
+    message = f"Deleted {len(deleted)} note{'s' if len(deleted) != 1 else ''}"
+    message += f": {', '.join(titles)}." if titles else "."
+    if missing:
+        message += f" {missing} of the ids matched no note of yours."
+    return {
+        "success": bool(deleted),
+        "data": {"deleted": [{"id": str(note.pk), "title": note.title} for note in deleted]},
+        "message": message,
+    }
 
 
 def _note(note: Resource, *, preview: bool) -> dict[str, Any]:

@@ -191,3 +191,32 @@ def test_an_approval_nobody_gives_in_time_expires_as_a_rejection(
     assert launched(ledger) == []
     tool_message = next(m for m in llm_server.requests[1]["messages"] if m["role"] == "tool")
     assert "rejected by the user: expired" in json.loads(tool_message["content"])["error"]
+
+
+def test_a_rule_of_the_arguments_decides_which_calls_wait(llm_server, conversation, user):
+    from chat.services.approvals import tool_call_decide
+    from tests.factories import ResourceFactory
+    from tools.models import Resource
+
+    notes = [ResourceFactory(owner=user, kind="note", title=f"note {n}") for n in range(3)]
+    one = json.dumps({"note_ids": [str(notes[0].pk)]})
+    two = json.dumps({"note_ids": [str(notes[1].pk), str(notes[2].pk)]})
+    llm_server.push(
+        tool_calls_reply([("delete_notes", one)]),
+        text_reply("Deleted one."),
+        tool_calls_reply([("delete_notes", two)]),
+        text_reply("Deleted two."),
+    )
+    # One note: deleted at once.
+    run = wait_for_run(run_start(conversation=conversation, content="delete note 0"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert Resource.objects.count() == 2
+    # Two notes: the call waits, says what it will do, and deletes once approved.
+    run = awaiting(run_start(conversation=conversation, content="delete the other two"))
+    requested = RunEvent.objects.get(run=run, type="tool_call.approval_requested")
+    assert requested.data["description"] == "Delete 2 notes for good."
+    assert Resource.objects.count() == 2
+    execution = ToolExecution.objects.get(run=run)
+    tool_call_decide(execution_id=execution.pk, user=user, approve=True)
+    assert wait_for_run(run).status == RunStatus.COMPLETED
+    assert not Resource.objects.exists()

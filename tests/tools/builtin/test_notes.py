@@ -93,3 +93,29 @@ def test_search_limit_is_validated(make_context, user):
     result = call(make_context, user, "search_notes", query="x", limit=500)
     assert result.status == "failed"
     assert "limit" in json.loads(result.content)["error"]
+
+
+def test_delete_notes_deletes_only_the_users_own_notes(make_context, user, other_user):
+    mine = [ResourceFactory(owner=user, kind="note", title=f"mine {n}") for n in range(2)]
+    theirs = ResourceFactory(owner=other_user, kind="note", title="theirs")
+    ids = [str(note.pk) for note in mine] + [str(theirs.pk), "not-an-id"]
+
+    result = call(make_context, user, "delete_notes", note_ids=ids)
+
+    assert result.status == "succeeded", result.content
+    assert sorted(d["title"] for d in result.result["data"]["deleted"]) == ["mine 0", "mine 1"]
+    assert "2 of the ids matched no note of yours" in result.result["message"]
+    assert list(Resource.objects.values_list("title", flat=True)) == ["theirs"]
+
+
+def test_delete_notes_asks_for_approval_only_for_more_than_one_note():
+    from tools.registry import registry
+
+    spec = registry.get("delete_notes")
+    assert spec.requires_approval  # the tool list says it may ask
+    assert spec.needs_approval({"note_ids": ["a"]}) is False
+    assert spec.needs_approval({"note_ids": ["a", "b"]}) is True
+    # Arguments it cannot read get the cautious answer.
+    assert spec.needs_approval({"note_ids": "a"}) is True
+    assert spec.needs_approval(None) is True
+    assert spec.describe_call({"note_ids": ["a", "b", "c"]}) == "Delete 3 notes for good."
