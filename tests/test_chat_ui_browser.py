@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from chat.models import Conversation, Role, RunStatus
-from tests.factories import ConversationFactory, MessageFactory, RunFactory, UserFactory
+from tests.factories import (
+    ConversationFactory,
+    MessageFactory,
+    ResourceFactory,
+    RunFactory,
+    UserFactory,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -181,3 +187,70 @@ def test_the_page_works_at_375_px(asgi_server: str, page: Page, screenshots_dir:
     expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     page.screenshot(path=screenshots_dir / "chat-mobile.png")
+
+
+@pytest.fixture
+def scripted_server(llm_server, asgi_server_session, transactional_db):
+    """A second uvicorn like the session's, whose model is the scripted server."""
+    from tests.plugins.servers import AsgiServer
+
+    folder = asgi_server_session.log_path.parent
+    env = {
+        **asgi_server_session.env,
+        "LLM_PROVIDER": "openai",
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": llm_server.base_url,
+        "LLM_MODEL": "test-model",
+    }
+    server = AsgiServer(env=env, log_path=folder / "uvicorn-scripted.log")
+    server.start()
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
+
+
+def test_a_call_that_needs_approval_shows_buttons_that_survive_a_reload_and_go_on(
+    scripted_server: str, llm_server, page: Page, screenshots_dir: Path
+):
+    from tests.llm_server import text_reply, tool_calls_reply
+    from tools.models import Resource
+
+    log_in(page, scripted_server)
+    from django.contrib.auth import get_user_model
+
+    owner = get_user_model().objects.get(username="ada")
+    notes = [ResourceFactory(owner=owner, kind="note", title=f"old note {n}") for n in range(2)]
+    ids = json.dumps({"note_ids": [str(note.pk) for note in notes]})
+    llm_server.push(tool_calls_reply([("delete_notes", ids)]), text_reply("Both notes are gone."))
+    new_conversation(page)
+
+    ask(page, "delete my two old notes")
+    card = page.locator(".tool-card")
+    expect(card.locator(".tool-status")).to_have_text("awaiting approval")
+    expect(card.locator(".tool-approval-text")).to_have_text("Delete 2 notes for good.")
+    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    page.screenshot(path=screenshots_dir / "chat-approval.png")
+    assert Resource.objects.count() == 2  # nothing deleted without a decision
+
+    # After a reload the call still waits, with its buttons.
+    page.reload()
+    card = page.locator(".tool-card")
+    expect(card.get_by_role("button", name="Reject")).to_be_visible()
+    # A second tab sees the same; approving in one clears the other, live.
+    other = page.context.new_page()
+    other.goto(page.url)
+    expect(other.locator(".tool-card").get_by_role("button", name="Approve")).to_be_visible()
+
+    card.get_by_label("Reason (optional)").fill("yes, both")
+    card.get_by_role("button", name="Approve").click()
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text(
+        "Both notes are gone."
+    )
+    expect(card.locator(".tool-status")).to_have_text("succeeded")
+    expect(card.locator(".tool-approval")).to_have_count(0)
+    expect(other.locator(".tool-card .tool-approval")).to_have_count(0)
+    expect(other.locator(".msg-assistant .bubble:visible").last).to_contain_text(
+        "Both notes are gone."
+    )
+    assert not Resource.objects.exists()

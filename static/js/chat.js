@@ -346,6 +346,9 @@
       if (!card) return;
       var execution = byCallId[callId];
       card.setStatus(execution.status);
+      if (execution.status === "awaiting_approval") {
+        card.setApproval(execution.id, execution.name + "(" + argumentsSummary(execution.arguments) + ")");
+      }
       card.setDuration(execution.duration_ms);
       if (execution.truncated) card.setTruncated();
     });
@@ -490,9 +493,64 @@
     progress.appendChild(progressText);
     wrap.appendChild(progress);
 
+    var approval = null;
     var card = {
       node: wrap,
       status: "pending",
+      // A call that waits for the user: what it will do, an optional reason, and
+      // Approve / Reject. The decision goes to the REST API; every tab hears of it
+      // through tool_call.approval_decided.
+      setApproval: function (executionId, description) {
+        if (approval || !executionId) return;
+        approval = h("div", "tool-approval");
+        approval.setAttribute("role", "group");
+        approval.setAttribute("aria-label", "Approve this tool call?");
+        approval.appendChild(h("p", "tool-approval-text", description || nameNode.textContent));
+        var reason = h("input", "tool-approval-reason");
+        reason.type = "text";
+        reason.maxLength = 2000;
+        reason.placeholder = "Reason (optional)";
+        reason.setAttribute("aria-label", "Reason (optional)");
+        var approve = h("button", "button-primary button-small", "Approve");
+        approve.type = "button";
+        var reject = h("button", "button-danger button-small", "Reject");
+        reject.type = "button";
+        var row = h("div", "tool-approval-actions");
+        row.appendChild(reason);
+        row.appendChild(approve);
+        row.appendChild(reject);
+        approval.appendChild(row);
+        function decide(action) {
+          approve.disabled = true;
+          reject.disabled = true;
+          api("POST", "/tool-executions/" + encodeURIComponent(executionId) + "/" + action + "/", {
+            reason: reason.value,
+          })
+            .then(function () {
+              card.clearApproval();
+            })
+            .catch(function (error) {
+              if (error.status === 409) {
+                card.clearApproval(); // decided elsewhere (another tab, expiry, a cancel)
+                return;
+              }
+              approve.disabled = false;
+              reject.disabled = false;
+              showError(error.message);
+            });
+        }
+        approve.addEventListener("click", function () {
+          decide("approve");
+        });
+        reject.addEventListener("click", function () {
+          decide("reject");
+        });
+        wrap.appendChild(approval);
+      },
+      clearApproval: function () {
+        if (approval) approval.remove();
+        approval = null;
+      },
       setName: function (value) {
         if (value) nameNode.textContent = value;
       },
@@ -588,7 +646,16 @@
         break;
       case "tool_call.approval_requested":
         card = state.cards[data.tool_call_id] || createCard(data.tool_call_id, data.name, null);
+        if (data.arguments !== undefined) card.setArguments(data.arguments);
         card.setStatus("awaiting_approval");
+        card.setApproval(data.execution_id, data.description);
+        break;
+      case "tool_call.approval_decided":
+        card = state.cards[data.tool_call_id];
+        if (card) {
+          card.clearApproval();
+          if (data.approved) card.setStatus("pending");
+        }
         break;
       case "tool.progress":
         card = state.cards[data.tool_call_id] || createCard(data.tool_call_id, data.name, null);
