@@ -317,6 +317,22 @@ class ToolExecution(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.tool_call_id}, {self.status})"
 
+    @property
+    def approval_wait_ms(self) -> int | None:
+        """How long the call waited for its decision (None if it needed none, or waits)."""
+        if self.decided_at is None or self.created_at is None:
+            return None
+        return max(0, int((self.decided_at - self.created_at).total_seconds() * 1000))
+
+    @property
+    def decision(self) -> str:
+        """What was decided, in words: "approved", "rejected", "expired" or ""."""
+        if self.decided_at is None:
+            return ""
+        if self.status == ExecutionStatus.REJECTED:
+            return "expired" if self.approved_by_id is None else "rejected"
+        return "approved"
+
 
 class RunEvent(models.Model):
     """One live event of a run, numbered per conversation so that clients can resume."""

@@ -259,10 +259,23 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
             },
         ),
         ("Error", {"fields": ("error_text",)}),
-        ("Approval", {"fields": ("approved_by", "decided_at", "decision_reason")}),
+        (
+            "Approval",
+            {
+                "fields": (
+                    "decision",
+                    "approved_by",
+                    "decided_at",
+                    "approval_wait",
+                    "decision_reason",
+                )
+            },
+        ),
         ("Timing", {"fields": ("created_at", "started_at", "finished_at", "duration_ms")}),
     )
     readonly_fields = (
+        "decision",
+        "approval_wait",
         "arguments_pretty",
         "arguments_raw_text",
         "result_pretty",
@@ -285,6 +298,15 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
     @admin.display(description="content sent to the model")
     def content_sent(self, obj: ToolExecution) -> SafeString:
         return pre(obj.content)
+
+    @admin.display(description="decision")
+    def decision(self, obj: ToolExecution) -> str:
+        return obj.decision or ("awaiting" if obj.status == "awaiting_approval" else "—")
+
+    @admin.display(description="waited for the decision")
+    def approval_wait(self, obj: ToolExecution) -> str:
+        wait = obj.approval_wait_ms
+        return "—" if wait is None else f"{wait:,} ms"
 
 
 @admin.register(RunEvent)

@@ -220,3 +220,25 @@ def test_a_rule_of_the_arguments_decides_which_calls_wait(llm_server, conversati
     tool_call_decide(execution_id=execution.pk, user=user, approve=True)
     assert wait_for_run(run).status == RunStatus.COMPLETED
     assert not Resource.objects.exists()
+
+
+def test_the_audit_page_and_the_admin_say_who_decided_and_how_long_the_call_waited(
+    llm_server, conversation, user, admin_client
+):
+    from chat.services.approvals import tool_call_decide
+
+    llm_server.push(
+        tool_calls_reply([("launch_rocket", '{"target": "io"}')]), text_reply("Not launched.")
+    )
+    run = awaiting(run_start(conversation=conversation, content="launch it"))
+    execution = ToolExecution.objects.get(run=run)
+    tool_call_decide(execution_id=execution.pk, user=user, approve=False, reason="not io")
+    wait_for_run(run)
+    execution.refresh_from_db()
+
+    audit = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert f"rejected by {user.get_username()} after {execution.approval_wait_ms} ms" in audit
+    assert "Decision: not io" in audit
+    admin = admin_client.get(f"/admin/chat/toolexecution/{execution.pk}/change/").content.decode()
+    assert "rejected" in admin
+    assert f"{execution.approval_wait_ms:,} ms" in admin
