@@ -194,3 +194,53 @@ def compose_worker_options() -> tuple[str, ...]:
     pool = [o for o in options if o.startswith(("--pool", "--concurrency"))]
     assert pool, f"docker-compose's worker names no pool: {command}"
     return tuple(re.sub(r"\$\{\w+:-(\w+)\}", r"\1", option) for option in pool)
+
+
+def test_a_run_waiting_for_approval_survives_every_process_dying(
+    llm_server, start_worker, celery_env, user
+):
+    import http.client
+
+    from rest_framework.authtoken.models import Token
+
+    from tests.plugins.servers import AsgiServer
+
+    def serve(name: str) -> AsgiServer:
+        server = AsgiServer(env=celery_env["env"], log_path=celery_env["logs"] / f"{name}.log")
+        server.start()
+        return server
+
+    worker, server = start_worker("w1"), serve("web1")
+    token = Token.objects.create(user=user)
+    conversation = ConversationFactory(owner=user)
+    llm_server.push(
+        tool_calls_reply([("launch_rocket", '{"target": "europa"}')]),
+        text_reply("Launched after all."),
+    )
+    run = run_start(conversation=conversation, content="launch it")
+    wait_until(
+        lambda: type(run).objects.get(pk=run.pk).status == RunStatus.AWAITING_APPROVAL,
+        what="the run to wait for approval",
+    )
+    # Every process dies without a goodbye: the worker and the web server.
+    worker.kill()
+    server.process.kill()
+    server.process.wait()
+    worker, server = start_worker("w2"), serve("web2")
+    try:
+        execution = ToolExecution.objects.get(run=run)
+        client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        client.request(
+            "POST",
+            f"/api/v1/tool-executions/{execution.pk}/approve/",
+            body=json.dumps({"reason": "after the crash"}),
+            headers={"Authorization": f"Token {token.key}", "Content-Type": "application/json"},
+        )
+        response = client.getresponse()
+        assert response.status == 200, response.read()
+        run = wait_for_run(run, 60)
+        assert run.status == RunStatus.COMPLETED, run.error
+        assert celery_env["ledger"].read_text().splitlines() == ["launched europa"]  # once
+        assert_valid_history(history_for_model(conversation=conversation))
+    finally:
+        server.stop()
