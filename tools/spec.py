@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from tools.context import ToolContext
@@ -87,14 +87,20 @@ class ToolSpec:
     def needs_approval(self, arguments: Any) -> bool:
         """Whether this call (its decoded arguments) waits for its owner's approval.
 
-        A rule that fails, or arguments that are not a JSON object, ask for it:
-        the cautious answer.
+        A call whose arguments the tool would refuse (not a JSON object, or not
+        valid for its parameters) needs none: the executor answers it with the
+        error and the tool never runs. For a valid call, a rule that fails asks
+        for approval: the cautious answer.
         """
         if not self.requires_approval:
             return False
-        if self.approval_rule is None:
-            return True
         if not isinstance(arguments, Mapping):
+            return False
+        try:
+            self.validate_arguments(arguments)
+        except ValidationError:
+            return False
+        if self.approval_rule is None:
             return True
         try:
             return bool(self.approval_rule(arguments))

@@ -115,7 +115,8 @@ def test_delete_notes_asks_for_approval_only_for_more_than_one_note():
     assert spec.requires_approval  # the tool list says it may ask
     assert spec.needs_approval({"note_ids": ["a"]}) is False
     assert spec.needs_approval({"note_ids": ["a", "b"]}) is True
-    # Arguments it cannot read get the cautious answer.
-    assert spec.needs_approval({"note_ids": "a"}) is True
-    assert spec.needs_approval(None) is True
+    # A call the tool would refuse never runs, so there is nothing to approve.
+    assert spec.needs_approval({"note_ids": "a"}) is False
+    assert spec.needs_approval({}) is False
+    assert spec.needs_approval(None) is False
     assert spec.describe_call({"note_ids": ["a", "b", "c"]}) == "Delete 3 notes for good."
