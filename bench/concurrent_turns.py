@@ -32,7 +32,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from stack import BENCH_ENV, percentile, running_stack, text_reply, tool_calls_reply, write_results
+from stack import (
+    BENCH_ENV,
+    percentile,
+    process_tree,
+    running_stack,
+    text_reply,
+    tool_calls_reply,
+    write_results,
+)
 from turn_overhead import breakdown
 
 CONNECTIONS_SQL = (
@@ -44,16 +52,12 @@ CONNECTIONS_SQL = (
 def _process_cpu(pid: int) -> float:
     """User + system CPU seconds of a process and its children so far."""
     total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for member in process_tree(pid):
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(entry.name) == pid or int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / tick
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 

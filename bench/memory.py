@@ -26,37 +26,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from stack import BENCH_ENV, running_stack, write_results
+from stack import BENCH_ENV, process_tree, running_stack, write_results
 from turn_overhead import responder
 
 
 def rss_mib(pid: int) -> float:
     """The resident size of a process and its children, in MiB."""
     total = 0
-    for candidate in [pid, *children(pid)]:
+    for member in process_tree(pid):
         try:
-            status = Path(f"/proc/{candidate}/status").read_text()
+            status = Path(f"/proc/{member}/status").read_text()
         except OSError:
             continue
         for line in status.splitlines():
             if line.startswith("VmRSS:"):
                 total += int(line.split()[1])
     return total / 1024
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(entry.name))
-            found.extend(children(int(entry.name)))
-    return found
 
 
 def checkpoints(turns: int) -> list[int]:

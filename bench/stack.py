@@ -210,6 +210,25 @@ def running_database(
             postgres.stop()
 
 
+def process_tree(pid: int) -> list[int]:
+    """A process and all its descendants (a prefork worker's children), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(parents.get(current, []))
+    return tree
+
+
 def percentile(values: list[float], fraction: float) -> float:
     """The value below which `fraction` of the sorted values fall (nearest rank)."""
     ordered = sorted(values)
