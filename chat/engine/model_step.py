@@ -21,7 +21,6 @@ import enum
 import functools
 import json
 import logging
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -31,19 +30,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chat.engine.answer import decision_completion, repaired_tool_calls
+from chat.engine.approvals import approval_requested_event, approval_required
+from chat.engine.deltas import DeltaBuffer
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import run_completed_event, run_end_fields, run_fail
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write
 from chat.engine.request import request_build, request_hash
-from chat.engine.tool_calls import (
-    approval_requested_event,
-    approval_required,
-    execution_build,
-    execution_start,
-    execution_started_event,
-)
+from chat.engine.tool_calls import execution_build, execution_start, execution_started_event
 from chat.history import message_to_api
-from chat.live.events import event_publish, events_publish
+from chat.live.events import events_publish
 from chat.llm import get_provider
 from chat.llm.base import (
     Completion,
@@ -112,48 +107,6 @@ def step_open(run: Run, *, purpose: str, model: str) -> StepOpening:
     return StepOpening(purpose=purpose, model=model, step=run.steps + 1)
 
 
-class _DeltaBuffer:
-    """Publishes the first text delta at once, then one `message.delta` event per interval."""
-
-    def __init__(self, run: Run, message_id: uuid.UUID) -> None:
-        self.run = run
-        self.message_id = str(message_id)
-        self.pending: list[str] = []
-        self.flushed_at = -float("inf")  # the first token is worth a statement of its own
-
-    def add(self, text: str) -> None:
-        self.pending.append(text)
-        if time.monotonic() - self.flushed_at >= settings.TOOLCHAT_DELTA_INTERVAL_S:
-            self.flush()
-
-    def reset(self, reason: str) -> None:
-        self.pending.clear()
-        event_publish(
-            run=self.run,
-            type="message.delta",
-            data={"message_id": self.message_id, "reset": True, "reason": reason, "text": ""},
-        )
-
-    def take(self) -> list[tuple[str, dict[str, Any]]]:
-        """The text not yet published, as an event for the caller's batch (or none)."""
-        if not self.pending:
-            return []
-        text = "".join(self.pending)
-        self.pending.clear()
-        return [("message.delta", {"message_id": self.message_id, "text": text})]
-
-    def flush(self) -> None:
-        if self.pending:
-            text = "".join(self.pending)
-            self.pending.clear()
-            event_publish(
-                run=self.run,
-                type="message.delta",
-                data={"message_id": self.message_id, "text": text},
-            )
-        self.flushed_at = time.monotonic()
-
-
 def model_step(
     run: Run,
     token: uuid.UUID,
@@ -190,7 +143,7 @@ def model_step(
         tools_offered=[tool["function"]["name"] for tool in request.tools or []],
         started_at=timezone.now(),
     )
-    buffer = _DeltaBuffer(run, opening.message_id)
+    buffer = DeltaBuffer(run, opening.message_id)
     completion: Completion | None = None
     connection_release()
     try:

@@ -10,48 +10,21 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
 
+from chat.engine.approvals import approvals_expire
 from chat.engine.dispatch import dispatch_run
-from chat.engine.tool_calls import approval_store, tool_deadline
+from chat.engine.tool_calls import tool_deadline
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
-    ExecutionStatus,
     Run,
     RunStatus,
     ToolExecution,
 )
 
 logger = logging.getLogger(__name__)
-
-
-def approvals_expire() -> list[Any]:
-    """Reject, with the reason "expired", every call that waited for a decision too long.
-
-    TOOL_APPROVAL_TIMEOUT_S after the call was stored; the model reads the
-    rejection and the run goes on to an answer. Returns the calls' ids.
-    """
-    cutoff = timezone.now() - timedelta(seconds=settings.TOOL_APPROVAL_TIMEOUT_S)
-    expired = list(
-        ToolExecution.objects.filter(
-            status=ExecutionStatus.AWAITING_APPROVAL, created_at__lt=cutoff
-        ).values_list("pk", "run_id")
-    )
-    for execution_id, run_id in expired:
-        with transaction.atomic():
-            run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
-            execution = (
-                ToolExecution.objects.select_for_update(of=("self",), no_key=True)
-                .select_related("message")
-                .get(pk=execution_id)
-            )
-            if execution.status != ExecutionStatus.AWAITING_APPROVAL:
-                continue  # decided meanwhile
-            approval_store(run, execution, user=None, approve=False, reason="expired")
-        logger.info("tool call %s waited too long for approval; rejected", execution_id)
-    return [execution_id for execution_id, _ in expired]
 
 
 def runs_recover() -> list[Any]:

@@ -43,7 +43,7 @@ from tools.audit import arguments_for_audit
 from tools.context import ToolContext
 from tools.executor import execute_tool
 from tools.registry import registry as tool_registry
-from tools.results import ToolResult, interrupted_result, rejected_result
+from tools.results import ToolResult, interrupted_result
 
 logger = logging.getLogger(__name__)
 
@@ -120,55 +120,6 @@ def execution_started_event(execution: ToolExecution) -> tuple[str, dict[str, An
     return ("tool_call.started", data)
 
 
-def approval_required(name: str, arguments: Any) -> bool:
-    """Whether this call of the tool `name` waits for a person's decision before it runs."""
-    spec = tool_registry.get(name)
-    return spec is not None and spec.needs_approval(arguments)
-
-
-def approval_requested_event(execution: ToolExecution) -> tuple[str, dict[str, Any]]:
-    """The `tool_call.approval_requested` event: what the call will do, arguments masked."""
-    arguments = execution.arguments if execution.arguments is not None else {}
-    spec = tool_registry.get(execution.name)
-    description = spec.describe_call(arguments) if spec else execution.name
-    data = execution_event(execution, arguments=arguments, description=description)
-    return ("tool_call.approval_requested", data)
-
-
-def approval_store(
-    run: Run, execution: ToolExecution, *, user: Any, approve: bool, reason: str
-) -> None:
-    """Store a person's decision on a waiting call (both rows locked by the caller).
-
-    Approved, the call is queued like any other; rejected, it is answered with
-    the rejection, which the model reads. When no call of the run waits any
-    more, the run is working again, and the step's latch moves it on once every
-    call has its answer.
-    """
-    now = timezone.now()
-    execution.approved_by = user
-    execution.decided_at = now
-    execution.decision_reason = reason
-    decided = execution_event(execution, approved=approve, reason=reason)
-    events: list[tuple[str, dict[str, Any]]] = [("tool_call.approval_decided", decided)]
-    if approve:
-        execution.status = ExecutionStatus.PENDING
-        execution.save(update_fields=["status", "approved_by", "decided_at", "decision_reason"])
-        transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
-    else:
-        execution.save(update_fields=["approved_by", "decided_at", "decision_reason"])
-        result = rejected_result(execution.name, reason, tool_call_id=execution.tool_call_id)
-        _result_write(execution, result)
-        message = tool_message_create(run=run, execution=execution, content=result.content)
-        events.append(_completed_event(execution, result, message))
-    waiting = ToolExecution.objects.filter(run=run, status=ExecutionStatus.AWAITING_APPROVAL)
-    if run.status == RunStatus.AWAITING_APPROVAL and not waiting.exists():
-        Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=now)
-        run.status = RunStatus.RUNNING
-    events += _latch_release(run, execution.message_id)
-    events_publish(run=run, events=events)
-
-
 def run_park(run: Run, token: Any, unfinished: list[ToolExecution]) -> bool:
     """Release the run while its tools work, and (re)dispatch the calls nobody is running.
 
@@ -215,7 +166,7 @@ def tool_call_execute(*, execution_id: Any) -> None:
         run = execution.run
         if execution.status in FINISHED_EXECUTION_STATUSES:
             # A redelivery after the result was stored: make sure the run moved on.
-            events_publish(run=run, events=_latch_release(run, execution.message_id))
+            events_publish(run=run, events=latch_release(run, execution.message_id))
             return
         if run.status not in _WORKING_STATUSES:
             return
@@ -298,7 +249,7 @@ def tool_call_run(
     with Heartbeat(run, token):
         result = _execute(run, execution)
     with transaction.atomic():
-        stored = _result_write(execution, result)
+        stored = result_write(execution, result)
         if stored:
             message = tool_message_create(
                 run=run,
@@ -309,7 +260,7 @@ def tool_call_run(
             events_publish(
                 run=run,
                 events=[
-                    _completed_event(execution, result, message),
+                    completed_event(execution, result, message),
                     ("tools.ended", {"message_id": str(execution.message_id)}),
                     *announce,
                 ],
@@ -329,7 +280,7 @@ def _event_sink(run: Run) -> Callable[[str, dict[str, Any]], None]:
     return sink
 
 
-def _result_write(execution: ToolExecution, result: ToolResult) -> bool:
+def result_write(execution: ToolExecution, result: ToolResult) -> bool:
     """Fill the audit row of a call that is still running; False if it ended meanwhile."""
     fields = result.execution_fields()
     if fields["arguments"] is None:
@@ -355,7 +306,7 @@ def _late_result_keep(execution: ToolExecution, result: ToolResult) -> None:
     )
 
 
-def _completed_event(
+def completed_event(
     execution: ToolExecution, result: ToolResult, message: Message
 ) -> tuple[str, dict[str, Any]]:
     data = execution_event(
@@ -381,14 +332,14 @@ def tool_result_store(*, execution_id: Any, result: ToolResult) -> None:
             .select_related("message")
             .get(pk=execution_id)
         )
-        if not _result_write(execution, result):
+        if not result_write(execution, result):
             _late_result_keep(execution, result)
             return
         message = tool_message_create(
             run=run, execution=execution, content=result.content, resource_id=result.resource_id
         )
-        events = [_completed_event(execution, result, message)]
-        events += _latch_release(run, execution.message_id)
+        events = [completed_event(execution, result, message)]
+        events += latch_release(run, execution.message_id)
         events_publish(run=run, events=events)
 
 
@@ -415,7 +366,7 @@ def unfinished_calls_answer(run: Run, result_for: Callable[..., ToolResult]) -> 
     return unfinished
 
 
-def _latch_release(run: Run, assistant_message_id: Any) -> list[tuple[str, dict[str, Any]]]:
+def latch_release(run: Run, assistant_message_id: Any) -> list[tuple[str, dict[str, Any]]]:
     """When no call of the step is unfinished, end the step and queue the run's next move.
 
     Returns the step's `tools.ended` event for the caller to publish (none if

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from chat.engine.tool_calls import approval_store
+from chat.engine.approvals import approval_store
 from chat.exceptions import Conflict, InvalidInput, ToolExecutionNotFound
 from chat.models import ExecutionStatus, Run, ToolExecution
 

@@ -172,7 +172,7 @@ def test_cancelling_a_waiting_run_answers_its_waiting_call(llm_server, conversat
 def test_an_approval_nobody_gives_in_time_expires_as_a_rejection(
     llm_server, conversation, settings, ledger
 ):
-    from chat.engine.recovery import approvals_expire
+    from chat.engine.approvals import approvals_expire
 
     settings.TOOL_APPROVAL_TIMEOUT_S = 0.3
     llm_server.push(

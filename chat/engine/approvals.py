@@ -1,0 +1,111 @@
+"""Approvals: which calls wait for a person, what they are asked, and the decision stored.
+
+A call of a tool with `requires_approval` (always, or by a rule of its
+arguments) is stored `awaiting_approval` with its step, and its run waits as
+`awaiting_approval`, holding no worker, thread or connection. The owner's
+decision (chat/services/approvals.py), or the sweep's expiry, is stored here:
+approved, the call is queued like any other; rejected, it is answered with the
+rejection. The step's latch then moves the run on as for any result.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from chat.engine.dispatch import dispatch_tool
+from chat.engine.tool_calls import (
+    completed_event,
+    execution_event,
+    latch_release,
+    result_write,
+    tool_message_create,
+)
+from chat.live.events import events_publish
+from chat.models import ExecutionStatus, Run, RunStatus, ToolExecution
+from tools.registry import registry as tool_registry
+from tools.results import rejected_result
+
+logger = logging.getLogger(__name__)
+
+
+def approval_required(name: str, arguments: Any) -> bool:
+    """Whether this call of the tool `name` waits for a person's decision before it runs."""
+    spec = tool_registry.get(name)
+    return spec is not None and spec.needs_approval(arguments)
+
+
+def approval_requested_event(execution: ToolExecution) -> tuple[str, dict[str, Any]]:
+    """The `tool_call.approval_requested` event: what the call will do, arguments masked."""
+    arguments = execution.arguments if execution.arguments is not None else {}
+    spec = tool_registry.get(execution.name)
+    description = spec.describe_call(arguments) if spec else execution.name
+    data = execution_event(execution, arguments=arguments, description=description)
+    return ("tool_call.approval_requested", data)
+
+
+def approval_store(
+    run: Run, execution: ToolExecution, *, user: Any, approve: bool, reason: str
+) -> None:
+    """Store a person's decision on a waiting call (both rows locked by the caller).
+
+    Approved, the call is queued like any other; rejected, it is answered with
+    the rejection, which the model reads. When no call of the run waits any
+    more, the run is working again, and the step's latch moves it on once every
+    call has its answer.
+    """
+    now = timezone.now()
+    execution.approved_by = user
+    execution.decided_at = now
+    execution.decision_reason = reason
+    decided = execution_event(execution, approved=approve, reason=reason)
+    events: list[tuple[str, dict[str, Any]]] = [("tool_call.approval_decided", decided)]
+    if approve:
+        execution.status = ExecutionStatus.PENDING
+        execution.save(update_fields=["status", "approved_by", "decided_at", "decision_reason"])
+        transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
+    else:
+        execution.save(update_fields=["approved_by", "decided_at", "decision_reason"])
+        result = rejected_result(execution.name, reason, tool_call_id=execution.tool_call_id)
+        result_write(execution, result)
+        message = tool_message_create(run=run, execution=execution, content=result.content)
+        events.append(completed_event(execution, result, message))
+    waiting = ToolExecution.objects.filter(run=run, status=ExecutionStatus.AWAITING_APPROVAL)
+    if run.status == RunStatus.AWAITING_APPROVAL and not waiting.exists():
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=now)
+        run.status = RunStatus.RUNNING
+    events += latch_release(run, execution.message_id)
+    events_publish(run=run, events=events)
+
+
+def approvals_expire() -> list[Any]:
+    """Reject, with the reason "expired", every call that waited for a decision too long.
+
+    TOOL_APPROVAL_TIMEOUT_S after the call was stored; the model reads the
+    rejection and the run goes on to an answer. Returns the calls' ids.
+    """
+    cutoff = timezone.now() - timedelta(seconds=settings.TOOL_APPROVAL_TIMEOUT_S)
+    expired = list(
+        ToolExecution.objects.filter(
+            status=ExecutionStatus.AWAITING_APPROVAL, created_at__lt=cutoff
+        ).values_list("pk", "run_id")
+    )
+    for execution_id, run_id in expired:
+        with transaction.atomic():
+            run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
+            execution = (
+                ToolExecution.objects.select_for_update(of=("self",), no_key=True)
+                .select_related("message")
+                .get(pk=execution_id)
+            )
+            if execution.status != ExecutionStatus.AWAITING_APPROVAL:
+                continue  # decided meanwhile
+            approval_store(run, execution, user=None, approve=False, reason="expired")
+        logger.info("tool call %s waited too long for approval; rejected", execution_id)
+    return [execution_id for execution_id, _ in expired]

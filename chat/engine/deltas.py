@@ -1,0 +1,54 @@
+"""A model step's text, as live events: the first words at once, then one event per interval."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+
+from chat.live.events import event_publish
+from chat.models import Run
+
+
+class DeltaBuffer:
+    """Publishes the first text delta at once, then one `message.delta` event per interval."""
+
+    def __init__(self, run: Run, message_id: uuid.UUID) -> None:
+        self.run = run
+        self.message_id = str(message_id)
+        self.pending: list[str] = []
+        self.flushed_at = -float("inf")  # the first token is worth a statement of its own
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        if time.monotonic() - self.flushed_at >= settings.TOOLCHAT_DELTA_INTERVAL_S:
+            self.flush()
+
+    def reset(self, reason: str) -> None:
+        self.pending.clear()
+        event_publish(
+            run=self.run,
+            type="message.delta",
+            data={"message_id": self.message_id, "reset": True, "reason": reason, "text": ""},
+        )
+
+    def take(self) -> list[tuple[str, dict[str, Any]]]:
+        """The text not yet published, as an event for the caller's batch (or none)."""
+        if not self.pending:
+            return []
+        text = "".join(self.pending)
+        self.pending.clear()
+        return [("message.delta", {"message_id": self.message_id, "text": text})]
+
+    def flush(self) -> None:
+        if self.pending:
+            text = "".join(self.pending)
+            self.pending.clear()
+            event_publish(
+                run=self.run,
+                type="message.delta",
+                data={"message_id": self.message_id, "text": text},
+            )
+        self.flushed_at = time.monotonic()
