@@ -11,8 +11,9 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from chat.live.events import event_publish
-from chat.models import Run, RunStatus
+from chat.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from project.asgi import application
+from tests.assertions import wait_until_async
 from tests.factories import ConversationFactory, RunFactory, UserFactory
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -290,6 +291,12 @@ async def test_a_waiting_call_is_rejected_over_the_socket_once(user):
         pass
     assert (reply["code"], reply["details"]["status"]) == ("conflict", "rejected")
     await communicator.disconnect()
+    # The run went on after the rejection (in this process): let it end before the
+    # test's data goes.
+    ended = database_sync_to_async(
+        lambda: not Run.objects.filter(pk=execution.run_id, status__in=ACTIVE_RUN_STATUSES).exists()
+    )
+    await wait_until_async(ended, what="the run to end after the rejection")
 
 
 async def test_a_call_of_another_conversation_is_not_found_over_the_socket(user, other_user):
