@@ -59,6 +59,12 @@ class ToolExecutionNotFound(NotFound):
     """No such tool call, or it is in someone else's conversation (both answer 404)."""
 
 
+class RateLimited(ToolchatError):
+    """Too many requests of this kind; `details["retry_after"]` says when to try again."""
+
+    code = "throttled"
+
+
 class Conflict(ToolchatError):
     """The request clashes with the current state, e.g. a run is still active (an HTTP 409)."""
 

@@ -27,12 +27,13 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
-from chat.exceptions import Conflict, InvalidInput, NotFound, ToolchatError
+from chat.exceptions import Conflict, InvalidInput, NotFound, RateLimited, ToolchatError
 
 DOMAIN_STATUS: list[tuple[type[ToolchatError], int]] = [
     (InvalidInput, status.HTTP_400_BAD_REQUEST),
     (NotFound, status.HTTP_404_NOT_FOUND),
     (Conflict, status.HTTP_409_CONFLICT),
+    (RateLimited, status.HTTP_429_TOO_MANY_REQUESTS),
 ]
 
 

@@ -7,7 +7,8 @@ client that resumes with the last seq it saw gets everything after it, in
 order, exactly once.
 
 Client messages: {"type": "resume", "after": SEQ}, {"type": "message",
-"content": ...}, {"type": "cancel", "run_id": ...}, and {"type": "approve" or
+"content": ...} (counted against the same per-user message rate as the REST
+API), {"type": "cancel", "run_id": ...}, and {"type": "approve" or
 "reject", "execution_id": ..., "reason": ...} for a tool call of this
 conversation that waits for a decision. Server messages: event
 envelopes ({"seq", "type", "run_id", "ts", "data"}), plus {"type": "ping"},
@@ -21,15 +22,18 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from rest_framework.throttling import ScopedRateThrottle
 
-from chat.exceptions import ToolchatError
+from chat.exceptions import RateLimited, ToolchatError
 from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
 from chat.selectors import conversation_get
 from chat.services.approvals import tool_call_decide
@@ -297,6 +301,15 @@ def _conversation_get(conversation_id: Any, user: Any) -> Any:
 
 @database_sync_to_async
 def _run_start(conversation: Any, content: str, user: Any) -> Any:
+    # The REST API's own throttle, same scope and cache key: one budget per user,
+    # however the messages arrive.
+    throttle = ScopedRateThrottle()
+    view = SimpleNamespace(throttle_scope="messages")
+    if not throttle.allow_request(SimpleNamespace(user=user, META={}), view):  # type: ignore[arg-type]
+        wait = max(1, math.ceil(throttle.wait() or 1))
+        raise RateLimited(
+            f"Too many messages; try again in {wait} seconds.", details={"retry_after": wait}
+        )
     return run_start(conversation=conversation, content=content, user=user)
 
 

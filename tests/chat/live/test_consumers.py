@@ -412,3 +412,45 @@ async def test_a_socket_that_dies_of_an_error_gives_its_slot_back(user, settings
     await again.send_json_to({"type": "resume", "after": 0})
     assert await again.receive_nothing(timeout=0.3)  # open, not refused with 4429
     await again.disconnect()
+
+
+async def test_posting_over_the_socket_counts_against_the_same_rate_limit_as_rest(
+    user, settings, monkeypatch
+):
+    from django.core.cache import cache
+    from rest_framework.test import APIClient
+    from rest_framework.throttling import ScopedRateThrottle
+
+    settings.LLM_PROVIDER = "offline"
+    monkeypatch.setattr(ScopedRateThrottle, "THROTTLE_RATES", {"messages": "3/min"})
+    await database_sync_to_async(cache.clear)()
+    rest_conversation = await make(ConversationFactory, owner=user)
+
+    def post_over_rest() -> int:
+        client = APIClient()
+        client.force_authenticate(user)
+        url = f"/api/v1/conversations/{rest_conversation.id}/messages/?wait=true"
+        return client.post(url, {"content": "what is 1+1"}, format="json").status_code
+
+    assert await database_sync_to_async(post_over_rest)() == 200  # one of three used
+    acks, throttled = 0, []
+    for _ in range(3):
+        conversation = await make(ConversationFactory, owner=user)
+        communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+        await communicator.send_json_to({"type": "message", "content": "what is 2+2"})
+        while True:
+            reply = json.loads(await communicator.receive_from(timeout=5))
+            if reply["type"] == "ack":
+                acks += 1
+                while reply.get("type") != "run.completed":  # let the run end
+                    reply = json.loads(await communicator.receive_from(timeout=10))
+                break
+            if reply["type"] == "error":
+                throttled.append(reply)
+                break
+        await communicator.disconnect()
+    assert acks == 2
+    assert [(r["code"], 0 < r["details"]["retry_after"] <= 60) for r in throttled] == [
+        ("throttled", True)
+    ]
+    await database_sync_to_async(cache.clear)()
