@@ -70,6 +70,7 @@ class StepOutcome(enum.Enum):
     CALLS = "calls"  # one tool call, for this worker to run now
     PARKED = "parked"  # tool calls queued as tasks; their latch resumes the run
     FAILED = "failed"  # the run was marked failed
+    EMPTY = "empty"  # no text and no calls: nothing stored but the call, for the loop to retry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,6 +293,16 @@ def _answer_write(
     )
     if completion.tool_calls and not calls:
         logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
+    if not calls and not (completion.content or "").strip():
+        # A final answer must say something: the call is recorded as failed and
+        # the run loop asks again (or falls back to the tools' own messages).
+        logger.warning("run %s: the model answered with no text", run.pk)
+        run_write(run, token, model_calls=run.model_calls + 1)
+        _completion_fill(model_call, completion)
+        _failed_call_record(
+            model_call, "The model answered with no text.", attempts=completion.attempts
+        )
+        return Step(StepOutcome.EMPTY)
     held = [
         call
         for call in calls
@@ -326,13 +337,7 @@ def _answer_write(
             )
             model_call.status = CallStatus.SUCCEEDED
             model_call.response_message = message
-            model_call.finish_reason = completion.finish_reason
-            model_call.first_token_ms = completion.first_token_ms
-            model_call.latency_ms = completion.latency_ms
-            model_call.prompt_tokens = completion.prompt_tokens
-            model_call.completion_tokens = completion.completion_tokens
-            model_call.attempts = completion.attempts
-            model_call.model = completion.model or model_call.model
+            _completion_fill(model_call, completion)
             model_call.save(force_insert=True)
             executions = [
                 execution_build(run=run, message=message, call=call, step=run.steps)
@@ -361,6 +366,17 @@ def _answer_write(
     if not calls:
         return Step(StepOutcome.ANSWERED, message)
     return Step(StepOutcome.CALLS if inline else StepOutcome.PARKED, message, executions)
+
+
+def _completion_fill(model_call: ModelCall, completion: Completion) -> None:
+    """Copy a finished call's figures onto its (unsaved) row."""
+    model_call.finish_reason = completion.finish_reason
+    model_call.first_token_ms = completion.first_token_ms
+    model_call.latency_ms = completion.latency_ms
+    model_call.prompt_tokens = completion.prompt_tokens
+    model_call.completion_tokens = completion.completion_tokens
+    model_call.attempts = completion.attempts
+    model_call.model = completion.model or model_call.model
 
 
 def _decoded(arguments: str) -> Any:

@@ -144,14 +144,17 @@ def _advance(
     model = run.conversation.model or settings.LLM_MODEL
     rows: list[Message] | None = None  # the history, read once, then kept up to date
     following: _Next | None = None  # decided before the last call ran, when this worker ran it
+    empty = 0  # answers with no text in a row (one is asked again)
     while True:
         if last is None:
             first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
-            rows = history_load(run)
+            if rows is None:
+                rows = history_load(run)
             opening = step_open(run, purpose=first, model=model)
             step = model_step(
                 run, token, opening, position=position, rows=rows, announce=announce or ()
             )
+            announce = None
         else:
             if following is None:
                 unfinished = [e for e in executions if e.status not in FINISHED_EXECUTION_STATUSES]
@@ -175,6 +178,20 @@ def _advance(
                 rows=rows,
                 announce=None if following.announced else (),
             )
+        if step.outcome == StepOutcome.EMPTY:
+            empty += 1
+            if empty == 1:
+                if following is not None and following.opening is not None:
+                    opening = following.opening
+                    again = step_open(run, purpose=opening.purpose, model=opening.model)
+                    following = dataclasses.replace(following, opening=again, announced=False)
+                continue  # ask once more
+            if last is not None:
+                _direct_step(run, token, last, position=position)  # the tools' own messages
+            else:
+                run_fail(run, token, "The model answered with no text, twice. Try again.")
+            return
+        empty = 0
         if step.outcome != StepOutcome.CALLS:
             return  # answered (the run is completed), parked on its calls, or failed
         assert step.message is not None

@@ -550,3 +550,45 @@ def test_a_slow_first_token_does_not_get_a_live_run_taken_over(llm_server, conve
     assert recovered == []
     assert len(llm_server.requests) == 1
     assert ModelCall.objects.filter(run=run).count() == 1
+
+
+def test_an_empty_answer_is_asked_again_once(llm_server, conversation):
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "12*7"}')]),
+        text_reply(""),
+        text_reply("12 times 7 is 84."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "12 times 7 is 84."
+    calls = list(ModelCall.objects.filter(run=run).order_by("started_at"))
+    assert [(c.purpose, c.status) for c in calls] == [
+        ("tools", "succeeded"),
+        ("compose", "failed"),
+        ("compose", "succeeded"),
+    ]
+    assert calls[1].error == "The model answered with no text."
+    assert run.model_calls == 3
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_two_empty_answers_fall_back_to_what_the_tools_said(llm_server, conversation):
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "12*7"}')]),
+        text_reply(""),
+        text_reply("   "),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    final = stored(conversation)[-1]
+    assert final.role == Role.ASSISTANT
+    assert "84" in final.content  # the calculator's own message, never an empty answer
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_two_empty_answers_without_tools_fail_the_run_with_a_reason(llm_server, conversation):
+    llm_server.push(text_reply(""), text_reply(""))
+    run = wait_for_run(run_start(conversation=conversation, content="hello?"))
+    assert run.status == RunStatus.FAILED
+    assert "no text" in run.error
+    assert not Message.objects.filter(run=run, role=Role.ASSISTANT).exists()
