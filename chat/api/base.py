@@ -31,12 +31,13 @@ from django.http import HttpRequest, HttpResponseBase
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers
-from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from chat.api.negotiation import AuthFirstNegotiation
 
 EVENT_STREAM = "text/event-stream"
 
@@ -220,7 +221,7 @@ def accepts_event_stream(request: Request | HttpRequest) -> bool:
     return any(part.split(";")[0].strip() == EVENT_STREAM for part in accept.split(","))
 
 
-class EventStreamNegotiation(DefaultContentNegotiation):
+class EventStreamNegotiation(AuthFirstNegotiation):
     """Pick JSON for a client that accepts only text/event-stream: the view streams, errors are JSON."""
 
     def select_renderer(
@@ -234,6 +235,19 @@ class EventStreamNegotiation(DefaultContentNegotiation):
             request, list(renderers), format_suffix
         )
         return chosen
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer, nothing else (DRF would take "5" and 5.0 for 5)."""
+
+    default_error_messages = {"not_an_integer": "Must be an integer."}
+
+    def to_internal_value(self, data: Any) -> int:
+        """The integer, or a validation error."""
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("not_an_integer")
+        value: int = super().to_internal_value(data)
+        return value
 
 
 class TextField(serializers.CharField):

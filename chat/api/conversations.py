@@ -16,7 +16,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.api import docs
-from chat.api.base import CursorPage, StrictInputSerializer, TextField, page_serializer, paginate
+from chat.api.base import (
+    CursorPage,
+    StrictInputSerializer,
+    StrictIntegerField,
+    TextField,
+    page_serializer,
+    paginate,
+)
 from chat.api.serializers import ConversationSerializer
 from chat.models import MAX_STEPS_LIMIT, Conversation, Mode
 from chat.selectors import (
@@ -81,7 +88,7 @@ class ConversationCreateApi(APIView):
             required=False,
             help_text="What follows the tools: two_pass (default), loop, direct or llm.",
         )
-        max_steps = serializers.IntegerField(
+        max_steps = StrictIntegerField(
             required=False,
             min_value=1,
             max_value=MAX_STEPS_LIMIT,

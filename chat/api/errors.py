@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
@@ -43,6 +45,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         set_rollback()
         code = next((c for kind, c in DOMAIN_STATUS if isinstance(exc, kind)), 400)
         return Response(exc.as_dict(), status=code)
+    if isinstance(exc, RequestDataTooBig):
+        set_rollback()
+        too_large: dict[str, Any] = {
+            "code": "too_large",
+            "message": f"The request body is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes.",
+        }
+        return Response(too_large, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -303,6 +303,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # 401 before 406: an anonymous client hears that it must sign in first.
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "chat.api.negotiation.AuthFirstNegotiation",
     # A JSON API: JSON in (anything else is a 415), JSON out.
     "DEFAULT_PARSER_CLASSES": ["chat.api.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],

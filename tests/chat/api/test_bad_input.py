@@ -161,3 +161,32 @@ def test_a_huge_offset_is_capped_as_drf_does(api, conversation):
     response = api.get(f"{CONVERSATIONS}?cursor={b64('o=' + '9' * 40)}")
     assert response.status_code == 200
     assert response.json()["results"] == []
+
+
+@pytest.mark.parametrize("value", ["5", 5.5, True, None])
+def test_max_steps_of_another_type_than_an_integer_is_a_400(api, value):
+    response = api.post("/api/v1/conversations/", {"max_steps": value}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == "max_steps"
+    assert not Conversation.objects.exists()
+
+
+def test_an_anonymous_event_stream_request_is_a_401_not_a_406(conversation):
+    from rest_framework.test import APIClient
+
+    for path in (messages_url(conversation), "/api/v1/conversations/"):
+        response = APIClient().get(path, HTTP_ACCEPT="text/event-stream")
+        assert response.status_code == 401, (path, response.content)
+        assert response.json()["code"] == "not_authenticated"
+
+
+def test_a_body_over_the_upload_limit_is_a_json_413(api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    body = '{"title": "' + "x" * 5000 + '"}'
+    response = api.generic("POST", "/api/v1/conversations/", body, content_type="application/json")
+
+    assert response.status_code == 413
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["code"] == "too_large"
+    assert not Conversation.objects.exists()
