@@ -10,8 +10,9 @@ Two ways in:
   sent must still be allowed.
 
 Sockets that fail the origin check are refused at the handshake (HTTP 403);
-unauthenticated ones reach the consumer with an anonymous user, which closes
-them with code 4401.
+unauthenticated ones (a wrong token, an expired session, or no credentials at
+all, with or without an Origin) reach the consumer with an anonymous user,
+which closes them with code 4401.
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ def websocket_application(inner: ASGIApp) -> ASGIApp:
     async def application(scope: Scope, receive: Any, send: Any) -> Any:
         if _header(scope, b"authorization"):
             return await with_token(scope, receive, send)
-        return await with_session(scope, receive, send)
+        if _header(scope, b"cookie"):
+            return await with_session(scope, receive, send)
+        # No credentials at all: nothing a foreign page could borrow, so no origin
+        # check to fail; the consumer closes the anonymous socket with 4401.
+        return await with_token(scope, receive, send)
 
     return application

@@ -105,6 +105,15 @@ async def test_an_anonymous_socket_is_closed_with_4401(user):
     assert (await communicator.receive_output(timeout=5))["code"] == 4401
 
 
+async def test_an_anonymous_socket_without_origin_is_closed_with_4401_too(user):
+    # No cookie, no token, no Origin: a client with no credentials at all hears
+    # the documented 4401, not an HTTP 403 meant for cross-site cookies.
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, connected, _ = await connect(conversation.id, [])
+    assert connected
+    assert (await communicator.receive_output(timeout=5))["code"] == 4401
+
+
 async def test_a_foreign_origin_is_refused_at_the_handshake(user):
     conversation = await make(ConversationFactory, owner=user)
     headers = await headers_for(user, origin="http://evil.example")
