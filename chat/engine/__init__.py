@@ -31,6 +31,7 @@ The modules, in the order a run meets them:
 - `run`: the loop that finds where a run stands and does what comes next;
 - `request`: what a model call sends (the history, the step's instruction and tools);
 - `model_step`: one model call, streamed to live events, and its stored answer;
+- `model_calls`: a model call's audit row (failed, or recorded on takeover);
 - `deltas`: the answer's text as `message.delta` events (the first at once, then coalesced);
 - `answer`: what a model answered, made storable (a decision as a call, calls repaired);
 - `tool_calls`: running one call, storing its result, the latch, parking;

@@ -11,7 +11,7 @@ that same transaction. A single call is run by this worker next
 (`StepOutcome.CALLS`); several are queued on commit, one task each, and the
 run is parked until they have all answered. A call that fails is recorded as
 failed; one whose worker died leaves only its announcement, from which the
-worker that takes the run over records it (`interrupted_call_record`).
+worker that takes the run over records it (chat/engine/model_calls.py).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from chat.engine.deltas import DeltaBuffer
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import run_completed_event, run_end_fields, run_fail
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write
+from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.engine.request import request_build, request_hash
 from chat.engine.tool_calls import execution_build, execution_start, execution_started_event
 from chat.history import message_to_api
@@ -55,7 +56,6 @@ from chat.models import (
     ModelCallPurpose,
     Role,
     Run,
-    RunEvent,
     RunStatus,
     ToolExecution,
 )
@@ -161,21 +161,21 @@ def model_step(
             heartbeat.check()
     except ProviderError as exc:
         buffer.flush()
-        _failed_call_record(model_call, str(exc), attempts=exc.attempts)
+        failed_call_record(model_call, str(exc), attempts=exc.attempts)
         run_fail(run, token, str(exc))
         return Step(StepOutcome.FAILED)
     except LeaseLost:
         buffer.flush()
-        _failed_call_record(model_call, "Stopped: the run was cancelled or taken over.")
+        failed_call_record(model_call, "Stopped: the run was cancelled or taken over.")
         raise
     except Exception as exc:
         buffer.flush()
-        _failed_call_record(model_call, f"{type(exc).__name__}: {exc}")
+        failed_call_record(model_call, f"{type(exc).__name__}: {exc}")
         raise
     if completion is None:
         buffer.flush()
         error = f"The model ({provider.name}) ended its answer without finishing it."
-        _failed_call_record(model_call, error)
+        failed_call_record(model_call, error)
         run_fail(run, token, error)
         return Step(StepOutcome.FAILED)
     if deciding:
@@ -185,47 +185,6 @@ def model_step(
     return _answer_store(
         run, token, model_call, completion, position=position, deltas=buffer.take()
     )
-
-
-def _failed_call_record(model_call: ModelCall, error: str, *, attempts: int = 0) -> None:
-    """Store a call that failed (unless a takeover recorded it first)."""
-    model_call.status = CallStatus.FAILED
-    model_call.error = error
-    model_call.attempts = attempts
-    ModelCall.objects.bulk_create([model_call], ignore_conflicts=True)
-
-
-def interrupted_call_record(run: Run) -> None:
-    """Record the run's last announced model call if its worker died before storing it.
-
-    Only one model call of a run is in flight at a time, under the lease, and
-    each is stored with its answer or its failure: an announcement (the last
-    `message.created`) with no ModelCall of its id is a call whose worker died.
-    """
-    announced = (
-        RunEvent.objects.filter(run=run, type="message.created")
-        .order_by("-seq")
-        .values_list("data", "created_at")
-        .first()
-    )
-    if announced is None:
-        return
-    data, created_at = announced
-    if data.get("purpose") not in ModelCallPurpose.values or "step" not in data:
-        return  # a direct reply, or an announcement from before calls were recorded this way
-    message_id = uuid.UUID(data["message_id"])
-    if ModelCall.objects.filter(pk=message_id).exists():
-        return
-    model_call = ModelCall(
-        id=message_id,
-        run=run,
-        step=data["step"],
-        purpose=data["purpose"],
-        model=data.get("model", ""),
-        provider=get_provider().name,
-        started_at=created_at,
-    )
-    _failed_call_record(model_call, "The worker making this call stopped before it finished.")
 
 
 def _answer_store(
@@ -298,8 +257,8 @@ def _answer_write(
         # the run loop asks again (or falls back to the tools' own messages).
         logger.warning("run %s: the model answered with no text", run.pk)
         run_write(run, token, model_calls=run.model_calls + 1)
-        _completion_fill(model_call, completion)
-        _failed_call_record(
+        completion_fill(model_call, completion)
+        failed_call_record(
             model_call, "The model answered with no text.", attempts=completion.attempts
         )
         return Step(StepOutcome.EMPTY)
@@ -337,7 +296,7 @@ def _answer_write(
             )
             model_call.status = CallStatus.SUCCEEDED
             model_call.response_message = message
-            _completion_fill(model_call, completion)
+            completion_fill(model_call, completion)
             model_call.save(force_insert=True)
             executions = [
                 execution_build(run=run, message=message, call=call, step=run.steps)
@@ -366,17 +325,6 @@ def _answer_write(
     if not calls:
         return Step(StepOutcome.ANSWERED, message)
     return Step(StepOutcome.CALLS if inline else StepOutcome.PARKED, message, executions)
-
-
-def _completion_fill(model_call: ModelCall, completion: Completion) -> None:
-    """Copy a finished call's figures onto its (unsaved) row."""
-    model_call.finish_reason = completion.finish_reason
-    model_call.first_token_ms = completion.first_token_ms
-    model_call.latency_ms = completion.latency_ms
-    model_call.prompt_tokens = completion.prompt_tokens
-    model_call.completion_tokens = completion.completion_tokens
-    model_call.attempts = completion.attempts
-    model_call.model = completion.model or model_call.model
 
 
 def _decoded(arguments: str) -> Any:

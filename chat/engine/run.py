@@ -14,11 +14,11 @@ from django.db.models import Max
 from chat.engine.continuation import Action, Decision, decide_after_tools, direct_reply
 from chat.engine.finish import run_complete, run_completed_event, run_end_fields, run_fail
 from chat.engine.lease import LeaseLost, run_claim, run_recheck_later, run_write
+from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import (
     StepOpening,
     StepOutcome,
     assistant_message_create,
-    interrupted_call_record,
     model_step,
     step_open,
 )
