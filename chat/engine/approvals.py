@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.tool_calls import (
+    call_lock,
     completed_event,
     execution_event,
     latch_release,
@@ -94,18 +95,13 @@ def approvals_expire() -> list[Any]:
     expired = list(
         ToolExecution.objects.filter(
             status=ExecutionStatus.AWAITING_APPROVAL, created_at__lt=cutoff
-        ).values_list("pk", "run_id")
+        ).values_list("pk", flat=True)
     )
-    for execution_id, run_id in expired:
+    for execution_id in expired:
         with transaction.atomic():
-            run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
-            execution = (
-                ToolExecution.objects.select_for_update(of=("self",), no_key=True)
-                .select_related("message")
-                .get(pk=execution_id)
-            )
+            run, execution = call_lock(ToolExecution.objects.all(), execution_id)
             if execution.status != ExecutionStatus.AWAITING_APPROVAL:
                 continue  # decided meanwhile
             approval_store(run, execution, user=None, approve=False, reason="expired")
         logger.info("tool call %s waited too long for approval; rejected", execution_id)
-    return [execution_id for execution_id, _ in expired]
+    return expired

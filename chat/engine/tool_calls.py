@@ -23,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_run, dispatch_tool
@@ -319,19 +320,29 @@ def completed_event(
     return ("tool_call.completed", data)
 
 
+def call_lock(executions: QuerySet[ToolExecution], execution_id: Any) -> tuple[Run, ToolExecution]:
+    """Lock a call's run, then the call (the lock order), `message` loaded.
+
+    `executions` says whose calls may be found (all, or a user's own);
+    Run.DoesNotExist when the call is not among them.
+    """
+    run = Run.objects.select_for_update(no_key=True).get(
+        pk=executions.filter(pk=execution_id).values("run_id")[:1]
+    )
+    execution = (
+        ToolExecution.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("message")
+        .get(pk=execution_id)
+    )
+    return run, execution
+
+
 def tool_result_store(*, execution_id: Any, result: ToolResult) -> None:
     """Store a queued call's result (audit row + tool message); the last one moves the run on."""
     with transaction.atomic():
         # The run's row lock makes the latch exact: of the step's parallel calls,
         # exactly one sees that none is left unfinished.
-        run = Run.objects.select_for_update(no_key=True).get(
-            pk=ToolExecution.objects.filter(pk=execution_id).values("run_id")[:1]
-        )
-        execution = (
-            ToolExecution.objects.select_for_update(of=("self",), no_key=True)
-            .select_related("message")
-            .get(pk=execution_id)
-        )
+        run, execution = call_lock(ToolExecution.objects.all(), execution_id)
         if not result_write(execution, result):
             _late_result_keep(execution, result)
             return

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from chat.engine.approvals import approval_store
+from chat.engine.tool_calls import call_lock
 from chat.exceptions import Conflict, InvalidInput, ToolExecutionNotFound
 from chat.models import ExecutionStatus, Run, ToolExecution
 
@@ -34,20 +35,13 @@ def tool_call_decide(
         raise InvalidInput(f"The reason is at most {MAX_REASON_CHARS} characters.", field="reason")
     with transaction.atomic():
         # Lock order: the run, then the call (chat/engine/lease.py).
+        owned = ToolExecution.objects.filter(run__conversation__owner_id=user.pk)
+        if conversation_id is not None:
+            owned = owned.filter(run__conversation_id=conversation_id)
         try:
-            owned = ToolExecution.objects.filter(
-                pk=execution_id, run__conversation__owner_id=user.pk
-            )
-            if conversation_id is not None:
-                owned = owned.filter(run__conversation_id=conversation_id)
-            run = Run.objects.select_for_update(no_key=True).get(pk=owned.values("run_id")[:1])
+            run, execution = call_lock(owned, execution_id)
         except (Run.DoesNotExist, ValidationError, ValueError):
             raise ToolExecutionNotFound("Tool execution not found.") from None
-        execution = (
-            ToolExecution.objects.select_for_update(of=("self",), no_key=True)
-            .select_related("message")
-            .get(pk=execution_id)
-        )
         if execution.status != ExecutionStatus.AWAITING_APPROVAL:
             raise Conflict(
                 "This tool call is not waiting for a decision.", details=_decision(execution)
