@@ -215,10 +215,9 @@ class Resources:
         from tools.models import Resource
 
         described = f"{kind} {resource_id}" if kind else f"resource {resource_id}"
-        try:
-            key = resource_id if isinstance(resource_id, uuid.UUID) else uuid.UUID(str(resource_id))
-        except ValueError:
-            raise ResourceNotFound(f"{resource_id!r} is not a resource id.") from None
+        key = _resource_key(resource_id)
+        if key is None:
+            raise ResourceNotFound(f"{resource_id!r} is not a resource id.")
         queryset = Resource.objects.filter(pk=key, owner_id=self._owner_id())
         if kind is not None:
             queryset = queryset.filter(kind=kind)
@@ -239,16 +238,7 @@ class Resources:
         from tools.models import Resource
 
         self._context.raise_if_cancelled()
-        keys = []
-        for resource_id in resource_ids:
-            try:
-                keys.append(
-                    resource_id
-                    if isinstance(resource_id, uuid.UUID)
-                    else uuid.UUID(str(resource_id))
-                )
-            except ValueError:
-                continue
+        keys = [key for key in map(_resource_key, resource_ids) if key is not None]
         found = list(Resource.objects.filter(pk__in=keys, owner_id=self._owner_id(), kind=kind))
         Resource.objects.filter(pk__in=[resource.pk for resource in found]).delete()
         return found
@@ -275,3 +265,13 @@ class Resources:
         total = queryset.count()
         items = list(queryset[: max(0, int(limit))]) if total else []
         return ResourceSearch(items=items, total=total)
+
+
+def _resource_key(resource_id: Any) -> uuid.UUID | None:
+    """A resource id as a UUID, or None when it is not one."""
+    if isinstance(resource_id, uuid.UUID):
+        return resource_id
+    try:
+        return uuid.UUID(str(resource_id))
+    except ValueError:
+        return None
