@@ -231,6 +231,13 @@ def test_a_call_that_needs_approval_shows_buttons_that_survive_a_reload_and_go_o
     expect(card.locator(".tool-approval-text")).to_have_text("Delete 2 notes for good.")
     expect(card.get_by_role("button", name="Approve")).to_be_visible()
     page.screenshot(path=screenshots_dir / "chat-approval.png")
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        for width in (1280, 375):
+            page.set_viewport_size({"width": width, "height": 800})
+            page.screenshot(path=screenshots_dir / f"chat-approval-{width}-{scheme}.png")
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size({"width": 1280, "height": 800})
     assert Resource.objects.count() == 2  # nothing deleted without a decision
 
     # After a reload the call still waits, with its buttons.
