@@ -38,6 +38,13 @@ class Reply:
     delay_s: float = 0.0  # before the first byte
     chunk_delay_s: float = 0.0  # between streamed chunks
     cut_after_chunks: int | None = None  # drop the connection mid-stream
+    # SSE comments (": keep-alive") every `trickle_s` before the first chunk, for
+    # `trickle_for_s` (None: until the client goes away): what resets a read timeout.
+    trickle_s: float = 0.0
+    trickle_for_s: float | None = None
+    # Answer `stream=true` as if it were not asked: "json" (one completion) or a
+    # body of another Content-Type, such as "text/html".
+    unstreamed: str | None = None
     prompt_tokens: int = 11
     completion_tokens: int = 7
     finish_reason: str | None = None
@@ -129,6 +136,7 @@ class ScriptedLLMServer:
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.rejected: list[tuple[dict[str, Any], str]] = []
+        self.open_streams = 0  # streamed answers whose client is still connected
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -220,7 +228,16 @@ class ScriptedLLMServer:
         if reply.status != 200:
             self._send_json(handler, reply.status, reply.error_body or {}, reply.headers)
             return
-        if body.get("stream"):
+        if reply.unstreamed == "json":
+            self._send_json(handler, 200, self._completion(body, reply))
+        elif reply.unstreamed:
+            page = b"<html><body><h1>Welcome to nginx!</h1></body></html>"
+            handler.send_response(200)
+            handler.send_header("Content-Type", reply.unstreamed)
+            handler.send_header("Content-Length", str(len(page)))
+            handler.end_headers()
+            handler.wfile.write(page)
+        elif body.get("stream"):
             self._stream(handler, body, reply)
         else:
             self._send_json(handler, 200, self._completion(body, reply))
@@ -321,7 +338,14 @@ class ScriptedLLMServer:
             handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             handler.wfile.flush()
 
+        with self._lock:
+            self.open_streams += 1
         try:
+            if reply.trickle_s:
+                until = time.monotonic() + (reply.trickle_for_s or float("inf"))
+                while time.monotonic() < until:
+                    write(b": keep-alive\n\n")
+                    time.sleep(reply.trickle_s)
             for number, payload in enumerate(chunks):
                 if reply.cut_after_chunks is not None and number >= reply.cut_after_chunks:
                     # Half a chunk, then the connection drops: what a dying proxy looks like.
@@ -338,3 +362,6 @@ class ScriptedLLMServer:
             handler.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             handler.close_connection = True
+        finally:
+            with self._lock:
+                self.open_streams -= 1

@@ -147,14 +147,15 @@ class Heartbeat:
 
     A model may take long to send its first token, and the provider sleeps
     between retries: the stream yields nothing then, so the renewal cannot wait
-    for it. The thread also notices a cancel (or a take-over) within a second,
-    and the streaming loop stops at its next event.
+    for it. The thread also notices a cancel (or a take-over) within a second
+    and sets `lost_event`, which the provider watches (it ends the call), and
+    the streaming loop stops at its next event.
     """
 
     def __init__(self, run: Run, token: uuid.UUID) -> None:
         self.run_id = run.pk
         self.token = token
-        self.lost = False
+        self.lost_event = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="toolchat-heartbeat", daemon=True)
 
@@ -167,6 +168,10 @@ class Heartbeat:
         # the step must not wait for it. It sees the stop flag and ends by itself.
         self._stop.set()
         self._thread.join(0.05)
+
+    @property
+    def lost(self) -> bool:
+        return self.lost_event.is_set()
 
     def check(self) -> None:
         """Raise LeaseLost if the run is no longer ours."""
@@ -187,7 +192,7 @@ class Heartbeat:
                 else:
                     alive = still.exists()
                 if not alive and not self._stop.is_set():
-                    self.lost = True
+                    self.lost_event.set()
                     return
                 connection_release()  # a beat a second must not keep a connection
         except Exception:

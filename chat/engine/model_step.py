@@ -45,6 +45,7 @@ from chat.llm.base import (
     Completion,
     Done,
     ProviderError,
+    ProviderStopped,
     StreamRestart,
     TextDelta,
 )
@@ -149,7 +150,7 @@ def model_step(
     connection_release()
     try:
         with Heartbeat(run, token) as heartbeat:
-            for event in provider.stream(request):
+            for event in provider.stream(request, stop=heartbeat.lost_event):
                 heartbeat.check()
                 if isinstance(event, TextDelta):
                     if not deciding:  # a decision is JSON for us, not text for the user
@@ -164,9 +165,11 @@ def model_step(
         failed_call_record(model_call, str(exc), attempts=exc.attempts)
         run_fail(run, token, str(exc))
         return Step(StepOutcome.FAILED)
-    except LeaseLost:
+    except (LeaseLost, ProviderStopped) as exc:
         buffer.flush()
         failed_call_record(model_call, "Stopped: the run was cancelled or taken over.")
+        if isinstance(exc, ProviderStopped):
+            raise LeaseLost(str(run.pk)) from exc
         raise
     except Exception as exc:
         buffer.flush()

@@ -23,6 +23,8 @@ def get_provider(name: str | None = None) -> ChatProvider:
             base_url=settings.OPENAI_BASE_URL or None,
             timeout_s=settings.LLM_TIMEOUT_S,
             max_retries=settings.LLM_MAX_RETRIES,
+            call_deadline_s=settings.LLM_CALL_DEADLINE_S,
+            attempt_deadline_s=settings.LLM_ATTEMPT_DEADLINE_S,
         )
     from chat.llm.offline import OfflineProvider
 

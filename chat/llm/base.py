@@ -9,6 +9,7 @@ showed of the failed attempt.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -93,12 +94,22 @@ class ProviderError(Exception):
         self.attempts = attempts
 
 
+class ProviderStopped(Exception):
+    """The call was given up because its `stop` event was set (the run no longer wants it)."""
+
+
 @runtime_checkable
 class ChatProvider(Protocol):
     """A streaming chat-completion backend (OpenAI-compatible HTTP, or the offline model)."""
 
     name: str
 
-    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
-        """Yield text deltas (and restarts), then exactly one `Done`; raise ProviderError."""
+    def stream(
+        self, request: ChatRequest, *, stop: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
+        """Yield text deltas (and restarts), then exactly one `Done`; raise ProviderError.
+
+        When `stop` is set, the provider ends the call as soon as it can and
+        raises ProviderStopped (a remote call within a read timeout at most).
+        """
         ...

@@ -20,13 +20,22 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from chat.llm.base import ChatRequest, Completion, Done, StreamEvent, TextDelta, ToolCall
+from chat.llm.base import (
+    ChatRequest,
+    Completion,
+    Done,
+    ProviderStopped,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+)
 
 WORD = re.compile(r"[A-Za-z0-9_']+")
 QUOTED = re.compile(r"\"([^\"]+)\"|'([^']+)'|“([^”]+)”")
@@ -179,7 +188,9 @@ class OfflineProvider:
     def __init__(self, *, word_delay_s: float = 0.0) -> None:
         self.word_delay_s = word_delay_s
 
-    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+    def stream(
+        self, request: ChatRequest, *, stop: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         """Answer the request: tool calls, a decision, or text streamed word by word."""
         started = time.monotonic()
         completion = self._answer(request)
@@ -188,7 +199,9 @@ class OfflineProvider:
         for piece in pieces:
             if completion.first_token_ms is None:
                 completion.first_token_ms = int((time.monotonic() - started) * 1000)
-            if self.word_delay_s:
+            if stop is not None and stop.wait(self.word_delay_s):
+                raise ProviderStopped("the run stopped the model call")
+            if stop is None and self.word_delay_s:
                 time.sleep(self.word_delay_s)
             yield TextDelta(piece)
         completion.prompt_tokens = sum(

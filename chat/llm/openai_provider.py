@@ -8,17 +8,33 @@ cut mid-answer is asked again, after a `StreamRestart`, from the same budget
 of LLM_MAX_RETRIES + 1 requests, so that one count bounds every request of a
 call. Celery never multiplies it: the turn engine does not retry a model call
 that failed here.
+
+The SDK's read timeout starts again at each byte, so a server that trickles
+keep-alive comments could hold a call for ever. Every request therefore goes
+through a watched transport (`_WatchedTransport`): each request it sends and
+each piece of body it reads checks the call's watch, which ends the call when
+its run stops wanting it (a cancel, a take-over: the `stop` event) or when a
+deadline passes: `LLM_CALL_DEADLINE_S` for the whole call, retries included,
+and `LLM_ATTEMPT_DEADLINE_S` for one request and its stream (a late stream is
+cut and asked again, within the call's deadline). A server that ignores
+`stream=true` and answers one JSON completion is read as that completion.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
+import json
 import logging
+import math
 import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
+import httpx2
 import openai
 from django.core.signals import setting_changed
 from django.dispatch import receiver
@@ -26,13 +42,14 @@ from openai.lib.streaming.chat import (
     ChatCompletionStreamState,
     ContentDeltaEvent,
 )
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from chat.llm.base import (
     ChatRequest,
     Completion,
     Done,
     ProviderError,
+    ProviderStopped,
     StreamEvent,
     StreamRestart,
     TextDelta,
@@ -45,6 +62,8 @@ logger = logging.getLogger(__name__)
 CLIENT_SETTINGS = frozenset(
     {"OPENAI_API_KEY", "OPENAI_BASE_URL", "LLM_TIMEOUT_S", "LLM_MAX_RETRIES"}
 )
+# How much of a body that is not an event stream an error message quotes.
+QUOTED_CHARS = 200
 CUT = "stream cut mid-answer"
 
 _ClientKey = tuple[int, str, str | None, float, int]
@@ -67,6 +86,11 @@ def openai_client(
                 base_url=base_url or None,
                 timeout=openai.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
                 max_retries=max_retries,
+                http_client=openai.DefaultHttpxClient(
+                    transport=_WatchedTransport(
+                        httpx2.HTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
+                    )
+                ),
             )
         return client
 
@@ -97,6 +121,109 @@ class StreamCut(Exception):
     """The stream ended, or broke, before the model said it was finished."""
 
 
+class _Interrupted(openai.OpenAIError):
+    """A watch ended the request. An OpenAIError: the SDK passes it on without a retry."""
+
+
+class _Stopped(_Interrupted):
+    """The run no longer wants the call (cancelled, taken over)."""
+
+
+class _CallDeadline(_Interrupted):
+    """The whole call, retries included, took longer than LLM_CALL_DEADLINE_S."""
+
+
+class _AttemptDeadline(_Interrupted):
+    """One request and its stream took longer than LLM_ATTEMPT_DEADLINE_S."""
+
+
+@dataclasses.dataclass
+class _Watch:
+    """What ends a model call from outside its stream: a stop signal and two deadlines."""
+
+    stop: threading.Event | None
+    call_s: float
+    attempt_s: float
+    deadline: float = 0.0  # time.monotonic() values
+    attempt_deadline: float = math.inf
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.call_s
+
+    def attempt(self) -> None:
+        """A request is about to be sent (the first, or a retry)."""
+        self.attempt_deadline = math.inf
+        self.check()
+        self.attempt_deadline = time.monotonic() + self.attempt_s
+
+    def check(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise _Stopped("the run stopped the model call")
+        now = time.monotonic()
+        if now >= self.deadline:
+            raise _CallDeadline(
+                f"no complete answer within {self.call_s:g} s (LLM_CALL_DEADLINE_S)"
+            )
+        if now >= self.attempt_deadline:
+            raise _AttemptDeadline(
+                f"the answer took longer than {self.attempt_s:g} s (LLM_ATTEMPT_DEADLINE_S)"
+            )
+
+
+_watch: contextvars.ContextVar[_Watch | None] = contextvars.ContextVar(
+    "toolchat_model_call_watch", default=None
+)
+
+
+@contextlib.contextmanager
+def _watching(watch: _Watch) -> Iterator[None]:
+    """Let the transport see `watch` while this thread sends or reads for the call.
+
+    Set around each blocking step, never across a `yield` of the stream: the
+    generator's caller must not run with the call's watch in its context.
+    """
+    reset = _watch.set(watch)
+    try:
+        yield
+    finally:
+        _watch.reset(reset)
+
+
+class _WatchedTransport(httpx2.BaseTransport):
+    """The SDK's HTTP transport, with the current call's watch checked at every step."""
+
+    def __init__(self, inner: httpx2.BaseTransport) -> None:
+        self.inner = inner
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        watch = _watch.get()
+        if watch is not None:
+            watch.attempt()
+        response = self.inner.handle_request(request)
+        if watch is not None:
+            response.stream = _WatchedStream(response.stream, watch)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _WatchedStream(httpx2.SyncByteStream):
+    """A response body that checks its call's watch at each piece (an SSE comment too)."""
+
+    def __init__(self, inner: Any, watch: _Watch) -> None:
+        self.inner = inner
+        self.watch = watch
+
+    def __iter__(self) -> Iterator[bytes]:
+        for piece in self.inner:
+            self.watch.check()
+            yield piece
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class OpenAIProvider:
     """Streams chat completions from any OpenAI-compatible endpoint."""
 
@@ -109,35 +236,49 @@ class OpenAIProvider:
         base_url: str | None = None,
         timeout_s: float = 60.0,
         max_retries: int = 3,
+        call_deadline_s: float = 600.0,
+        attempt_deadline_s: float = 300.0,
     ) -> None:
         max_retries = max(0, max_retries)
         self.client = openai_client(
             api_key=api_key, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries
         )
         self.max_attempts = max_retries + 1
+        self.call_deadline_s = call_deadline_s
+        self.attempt_deadline_s = attempt_deadline_s
 
-    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+    def stream(
+        self, request: ChatRequest, *, stop: threading.Event | None = None
+    ) -> Iterator[StreamEvent]:
         """Stream one completion; the SDK retries failed requests, this retries cut streams."""
         started = time.monotonic()
+        watch = _Watch(stop, self.call_deadline_s, self.attempt_deadline_s)
         attempts = 0
         while True:
             client = self.client
             if attempts:  # a cut stream: what is left of the budget is the SDK's to retry with
                 client = client.with_options(max_retries=self.max_attempts - attempts - 1)
             try:
-                chunks = client.chat.completions.create(
-                    model=request.model,
-                    # The history codec (chat/history.py) writes messages in the API's shape.
-                    messages=cast("list[ChatCompletionMessageParam]", request.messages),
-                    stream=True,
-                    stream_options={"include_usage": True},
-                    **_optional_arguments(request),
-                )
+                with _watching(watch):
+                    chunks = client.chat.completions.create(
+                        model=request.model,
+                        # The history codec (chat/history.py) writes messages in the API's shape.
+                        messages=cast("list[ChatCompletionMessageParam]", request.messages),
+                        stream=True,
+                        stream_options={"include_usage": True},
+                        **_optional_arguments(request),
+                    )
             except openai.OpenAIError as exc:
                 request_headers = exc.request.headers if isinstance(exc, openai.APIError) else {}
                 attempts += _requests_sent(request_headers)
                 raise _failed(exc, attempts) from exc
             attempts += _requests_sent(chunks.response.request.headers)
+            kind = chunks.response.headers.get("content-type", "").partition(";")[0].strip()
+            if kind != "text/event-stream":
+                # A server that ignored `stream=true`: one JSON completion, or not an answer.
+                with chunks:
+                    yield from _unstreamed(chunks.response, kind, request, started, attempts)
+                return
             state: ChatCompletionStreamState[object] = ChatCompletionStreamState()
             first_token_ms: int | None = None
             finish_reason = ""
@@ -156,10 +297,12 @@ class OpenAIProvider:
                         finish_reason = _finish_reason(state) or finish_reason
                 if not finish_reason:
                     raise StreamCut("the stream ended before the model finished its answer")
+            except (_Stopped, _CallDeadline) as exc:
+                raise _ended(exc, attempts) from exc
             except Exception as exc:
                 cut = (
                     str(exc)
-                    if isinstance(exc, StreamCut)
+                    if isinstance(exc, StreamCut | _AttemptDeadline)
                     else f"the stream broke mid-answer ({type(exc).__name__}: {exc})"
                 )
                 if attempts >= self.max_attempts:
@@ -180,6 +323,66 @@ class OpenAIProvider:
                 _completion(state, request, finish_reason, first_token_ms, started, attempts)
             )
             return
+
+
+def _ended(exc: _Interrupted, attempts: int) -> Exception:
+    """The error for a call its watch ended: a stop for the run, or a deadline's failure."""
+    if isinstance(exc, _Stopped):
+        return ProviderStopped(str(exc))
+    return ProviderError(_failure_message("deadline", str(exc), attempts), attempts=attempts)
+
+
+def _unstreamed(
+    response: httpx2.Response,
+    kind: str,
+    request: ChatRequest,
+    started: float,
+    attempts: int,
+) -> Iterator[StreamEvent]:
+    """The answer of a server that did not stream: a JSON completion is read as one."""
+    body = response.read()
+    completion: ChatCompletion | None = None
+    if kind == "application/json" or kind.endswith("+json"):
+        try:
+            completion = ChatCompletion.model_validate(json.loads(body))
+        except ValueError:
+            completion = None
+    if completion is None or not completion.choices:
+        what = f"a {kind} body" if kind else "a body without a Content-Type"
+        quoted = body[:QUOTED_CHARS].decode("utf-8", "replace").strip()
+        raise ProviderError(
+            _failure_message(
+                "not a stream",
+                f"asked for an event stream (stream=true), the server sent {what}: {quoted!r}",
+                attempts,
+            ),
+            attempts=attempts,
+        )
+    choice = completion.choices[0]
+    latency_ms = int((time.monotonic() - started) * 1000)
+    if choice.message.content:
+        yield TextDelta(choice.message.content)
+    yield Done(
+        Completion(
+            content=choice.message.content or None,
+            tool_calls=[
+                ToolCall(
+                    id=call.id or "",
+                    name=call.function.name or "",
+                    arguments=call.function.arguments or "",
+                )
+                for call in choice.message.tool_calls or []
+                if call.type == "function"
+            ],
+            finish_reason=choice.finish_reason,
+            model=completion.model or request.model,
+            prompt_tokens=completion.usage.prompt_tokens if completion.usage else None,
+            completion_tokens=completion.usage.completion_tokens if completion.usage else None,
+            first_token_ms=latency_ms,
+            latency_ms=latency_ms,
+            attempts=attempts,
+        )
+    )
 
 
 def _optional_arguments(request: ChatRequest) -> dict[str, Any]:
@@ -206,8 +409,10 @@ def _requests_sent(request_headers: Mapping[str, str]) -> int:
         return 1
 
 
-def _failed(exc: openai.OpenAIError, attempts: int) -> ProviderError:
+def _failed(exc: openai.OpenAIError, attempts: int) -> Exception:
     """The ProviderError for a request the SDK gave up on, with the server's own words."""
+    if isinstance(exc, _Interrupted):
+        return _ended(exc, attempts)
     status: int | None = None
     detail = str(exc)
     if isinstance(exc, openai.APIStatusError):

@@ -363,6 +363,11 @@ LLM_COMPOSE_TEMPERATURE = (
 )
 LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3)
+# The read timeout starts again at every byte: these bound a call however its
+# server trickles. One request and its stream (a late one is asked again), and
+# the whole call with its retries.
+LLM_ATTEMPT_DEADLINE_S = env_float("LLM_ATTEMPT_DEADLINE_S", 300.0)
+LLM_CALL_DEADLINE_S = env_float("LLM_CALL_DEADLINE_S", 600.0)
 
 # --- Tools and limits ---------------------------------------------------------------
 

@@ -514,6 +514,41 @@ def test_cancel_fills_unanswered_calls_and_stops_the_run(llm_server, conversatio
     assert run.status == RunStatus.CANCELLED
 
 
+def test_cancel_ends_a_model_call_that_trickles_and_closes_its_connection(llm_server, conversation):
+    """A server that sends only keep-alive comments: the cancel reaches the call, not only the run."""
+    from chat.services.runs import run_cancel
+
+    llm_server.push(text_reply("never", trickle_s=0.2), text_reply("never asked for"))
+    run = run_start(conversation=conversation, content="think hard")
+    wait_until(lambda: llm_server.open_streams == 1, what="the model call to start")
+    run = run_cancel(run=run)
+    assert run.status == RunStatus.CANCELLED
+    wait_until(lambda: llm_server.open_streams == 0, what="the model connection to be closed")
+    call = wait_for_model_call(run)
+    assert call.status == "failed"
+    assert "cancelled" in call.error
+    assert len(llm_server.requests) == 1  # and it was not asked again
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
+
+
+def test_a_model_call_past_its_deadline_fails_the_run_readably(llm_server, conversation, settings):
+    settings.LLM_CALL_DEADLINE_S = 1.0
+    llm_server.push(*[text_reply("never", trickle_s=0.2) for _ in range(3)])
+    run = wait_for_run(run_start(conversation=conversation, content="think hard"))
+    assert run.status == RunStatus.FAILED
+    assert "deadline" in run.error
+    assert "no complete answer within 1 s" in run.error
+    assert len(llm_server.requests) == 1
+    wait_until(lambda: llm_server.open_streams == 0, what="the model connection to be closed")
+    assert [m.role for m in stored(conversation)] == [Role.USER]
+
+
+def wait_for_model_call(run):
+    wait_until(ModelCall.objects.filter(run=run).exists, what="the call's audit row")
+    return ModelCall.objects.get(run=run)
+
+
 def test_a_tool_call_with_an_empty_name_is_answered_not_stuck(llm_server, conversation):
     llm_server.push(tool_calls_reply([("", "{}")]), text_reply("That tool does not exist."))
     run = wait_for_run(run_start(conversation=conversation, content="do something"))

@@ -10,8 +10,17 @@ import time
 import pytest
 
 from chat.llm import get_provider
-from chat.llm.base import ChatRequest, Completion, Done, ProviderError, StreamRestart, TextDelta
+from chat.llm.base import (
+    ChatRequest,
+    Completion,
+    Done,
+    ProviderError,
+    ProviderStopped,
+    StreamRestart,
+    TextDelta,
+)
 from chat.llm.openai_provider import OpenAIProvider
+from tests.assertions import wait_until
 from tests.llm_server import ScriptedLLMServer, error_reply, text_reply, tool_calls_reply
 
 USER = [{"role": "user", "content": "hello"}]
@@ -262,3 +271,104 @@ def test_a_forked_child_makes_its_own_client(llm_server):
     os.waitpid(pid, 0)
     assert answer == b"own"
     assert get_provider().client is client
+
+
+# --- Deadlines, stop, and servers that do not stream (issue 9, items 2 and 12) -------
+
+
+def test_a_trickling_server_is_ended_at_the_calls_deadline(server):
+    """SSE comments reset the read timeout at every byte; the call's deadline does not move."""
+    provider = OpenAIProvider(
+        api_key="t", base_url=server.base_url, timeout_s=1, max_retries=3, call_deadline_s=1.5
+    )
+    server.push(*[text_reply("never", trickle_s=0.2) for _ in range(4)])
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER))
+    elapsed = time.monotonic() - started
+    assert "deadline" in str(caught.value)
+    assert "LLM_CALL_DEADLINE_S" in str(caught.value)
+    assert elapsed < 1.5 + 0.2 + 1.0
+    assert len(server.requests) == 1  # the whole call's deadline is not retried
+    wait_until(lambda: server.open_streams == 0, what="the connection to be closed")
+
+
+def test_a_late_attempt_is_asked_again_within_the_calls_deadline(server):
+    provider = OpenAIProvider(
+        api_key="t",
+        base_url=server.base_url,
+        timeout_s=1,
+        max_retries=2,
+        attempt_deadline_s=0.6,
+        call_deadline_s=10,
+    )
+    server.push(text_reply("never", trickle_s=0.1), text_reply("on time"))
+    completion, elapsed = timed_complete(provider, ChatRequest(model="m", messages=USER))
+    assert completion.content == "on time"
+    assert completion.attempts == 2
+    assert elapsed < 0.6 + 1.0
+
+
+def test_a_late_attempt_every_time_fails_within_the_budget(server):
+    provider = OpenAIProvider(
+        api_key="t", base_url=server.base_url, timeout_s=1, max_retries=1, attempt_deadline_s=0.4
+    )
+    server.push(*[text_reply("never", trickle_s=0.1) for _ in range(3)])
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER))
+    assert caught.value.attempts == 2
+    assert "LLM_ATTEMPT_DEADLINE_S" in str(caught.value)
+    assert len(server.requests) == 2
+
+
+def test_stop_ends_a_streaming_call_and_closes_its_connection(server, provider):
+    server.push(text_reply("never", trickle_s=0.1))
+    stop = threading.Event()
+    threading.Timer(0.4, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(ProviderStopped):
+        list(provider.stream(ChatRequest(model="m", messages=USER), stop=stop))
+    assert time.monotonic() - started < 0.4 + 1.0
+    assert len(server.requests) == 1
+    wait_until(lambda: server.open_streams == 0, what="the connection to be closed")
+
+
+def test_stop_is_checked_before_a_retry(server, provider):
+    server.push(error_reply(500, headers={"Retry-After": "0.3"}), text_reply("never asked for"))
+    stop = threading.Event()
+    threading.Timer(0.1, stop.set).start()
+    with pytest.raises(ProviderStopped):
+        list(provider.stream(ChatRequest(model="m", messages=USER), stop=stop))
+    assert len(server.requests) == 1
+
+
+def test_a_stop_never_set_changes_nothing(server, provider):
+    server.push(text_reply("all there"))
+    events = list(provider.stream(ChatRequest(model="m", messages=USER), stop=threading.Event()))
+    assert events[-1].completion.content == "all there"
+
+
+def test_a_server_that_ignores_stream_true_is_read_as_one_completion(server, provider):
+    server.push(
+        text_reply("Plain JSON.", unstreamed="json", prompt_tokens=5, completion_tokens=2),
+        tool_calls_reply([("calculator", '{"expression": "2+2"}')], unstreamed="json"),
+    )
+    events = list(provider.stream(ChatRequest(model="m", messages=USER)))
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Plain JSON."]
+    completion = events[-1].completion
+    assert (completion.content, completion.finish_reason) == ("Plain JSON.", "stop")
+    assert (completion.prompt_tokens, completion.completion_tokens) == (5, 2)
+    calls = complete(provider, ChatRequest(model="m", messages=USER, tools=TOOLS)).tool_calls
+    assert [(c.name, c.arguments) for c in calls] == [("calculator", '{"expression": "2+2"}')]
+
+
+@pytest.mark.parametrize("kind", ["text/html", "text/plain"])
+def test_a_server_that_answers_a_page_says_what_came_back(server, provider, kind):
+    server.push(text_reply("never", unstreamed=kind))
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER))
+    message = str(caught.value)
+    assert "stream ended" not in message
+    assert f"the server sent a {kind} body" in message
+    assert "Welcome to nginx!" in message
+    assert len(server.requests) == 1
