@@ -139,9 +139,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         try:
             message = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError) as exc:
+            nested = " (this one is nested too deeply)" if isinstance(exc, RecursionError) else ""
             await self._error(
-                "invalid_json", 'Send JSON objects, e.g. {"type": "resume", "after": 0}.'
+                "invalid_json", f'Send JSON objects, e.g. {{"type": "resume", "after": 0}}{nested}.'
             )
             return
         if not isinstance(message, dict):
@@ -275,7 +276,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._send({"type": "ping"})
 
     async def _send(self, payload: dict[str, Any]) -> None:
-        await self.send(text_data=json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: a frame must be UTF-8, JSON escapes it
+            text = json.dumps(payload, separators=(",", ":"))
+        await self.send(text_data=text)
 
     async def _error(self, code: str, message: str, **extra: Any) -> None:
         payload: dict[str, Any] = {"type": "error", "code": code, "message": message}

@@ -36,6 +36,15 @@ def run_start(
     """Store the user's message and a queued run in one transaction; queue the run on commit."""
     if not isinstance(content, str) or not _visible(content):
         raise InvalidInput("The message is empty.", field="content")
+    # What the REST serializer refuses, refused here for every path (the socket too).
+    if "\x00" in content:
+        raise InvalidInput("The message contains a NUL character.", field="content")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            "The message is not valid Unicode text (it has a lone surrogate).", field="content"
+        ) from None
     limit = settings.MAX_MESSAGE_CHARS
     if len(content) > limit:
         raise InvalidInput(

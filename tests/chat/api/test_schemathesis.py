@@ -8,6 +8,11 @@ and that run's, so that the requests reach the code behind the lookups.
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -110,3 +115,39 @@ def test_the_api_honours_its_schema(live_api, mode):
                 raise  # not a failed check: a broken test
     assert tried >= 13
     assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.postgres
+def test_chained_calls_honour_the_schema(live_api, tmp_path):
+    """Stateful: schemathesis chains calls by the links it infers (create, then use the id).
+
+    Run by its own CLI, whose engine keeps what the server answered between
+    steps (Hypothesis alone calls a live server's varying answers flaky).
+    """
+    command = [
+        str(Path(sys.executable).with_name("schemathesis")),
+        "run",
+        f"{live_api['base_url']}/api/v1/schema/?format=json",
+        "--phases=stateful",
+        "--header",
+        f"Authorization: {live_api['headers']['Authorization']}",
+        "--checks",
+        ",".join(check.__name__ for check in CHECKS),
+        "--max-examples",
+        "60",
+        "--seed",
+        "1",
+        "--request-timeout",
+        "30",
+        "--generation-database",
+        "none",
+        "--no-color",
+    ]
+    ran = subprocess.run(  # in tmp_path: the CLI keeps a cache in its working directory
+        command, capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path
+    )
+    output = ran.stdout + ran.stderr
+    assert ran.returncode == 0, output[-6000:]
+    covered = re.search(r"API Links:\s+(\d+) covered", output)
+    assert covered, output[-3000:]
+    assert int(covered.group(1)) >= 1, output[-3000:]  # chained, not only one call at a time

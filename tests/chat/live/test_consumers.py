@@ -206,6 +206,53 @@ async def test_malformed_client_messages_get_an_error_and_the_socket_lives_on(us
     await communicator.disconnect()
 
 
+DEEP = "[" * 50_000 + "]" * 50_000  # within the size limit, far past the parser's recursion
+
+
+@pytest.mark.parametrize(
+    ("payload", "code"),
+    [
+        ('{"type": "message", "content": "a\\u0000b"}', "invalid"),
+        ('{"type": "message", "content": "half \\ud800 a pair"}', "invalid"),
+        ('{"type": "message", "content": "\\u200b\\u200b\\ufeff"}', "invalid"),
+        ('{"type": "message", "content": {"a": [[[["deep"]]]]}}', "invalid_content"),
+        (DEEP, "invalid_json"),
+        ('{"type": "message", "content": ' + DEEP + "}", "invalid_json"),
+        ('{"type": "\\ud800"}', "unknown_type"),
+        ('{"type": "cancel", "run_id": "\\ud800\\u0000"}', "not_found"),
+        ('{"type": "approve", "execution_id": "\\udfff", "reason": "\\u0000"}', "not_found"),
+        ('{"type": "resume", "after": 1e999}', "invalid_after"),
+        ('{"type": "resume", "after": ' + "9" * 5000 + "}", "invalid_json"),
+    ],
+    ids=[
+        "nul",
+        "surrogate",
+        "zero-width",
+        "nested-content",
+        "deep",
+        "deep-content",
+        "surrogate-type",
+        "surrogate-run-id",
+        "surrogate-execution-id",
+        "infinite-after",
+        "huge-after",
+    ],
+)
+async def test_hostile_frames_get_an_error_and_store_nothing(user, payload, code):
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, connected, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    assert connected
+    await communicator.send_to(text_data=payload)
+    raw = await communicator.receive_from(timeout=5)
+    raw.encode("utf-8")  # what a real server must be able to send
+    reply = json.loads(raw)
+    assert (reply["type"], reply["code"]) == ("error", code), reply
+    await communicator.send_to(text_data='{"type": "dance"}')
+    assert json.loads(await communicator.receive_from(timeout=5))["code"] == "unknown_type"
+    assert not await database_sync_to_async(Run.objects.filter(conversation=conversation).exists)()
+    await communicator.disconnect()
+
+
 async def test_an_oversized_client_message_is_refused(user, settings):
     settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES = 100
     conversation = await make(ConversationFactory, owner=user)

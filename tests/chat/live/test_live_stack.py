@@ -247,3 +247,30 @@ def test_wait_true_on_redis_answers_200_json_after_a_long_quiet_run(live, llm_se
     assert content_type.startswith("application/json")
     assert body["run"]["status"] == "completed"
     assert body["message"]["content"] == "all done"
+
+
+def test_hostile_frames_on_the_real_server_get_errors_and_the_socket_lives_on(live, llm_server):
+    """NUL, lone surrogates and deep nesting through uvicorn: an error each, nothing dropped."""
+    from tests.chat.live.test_consumers import DEEP
+
+    frames = [
+        '{"type": "message", "content": "a\\u0000b"}',
+        '{"type": "message", "content": "\\ud800"}',
+        DEEP,
+        '{"type": "\\ud800\\u0000"}',
+        '{"type": "cancel", "run_id": "\\udfff"}',
+        '{"type": "resume", "after": 1e999}',
+    ]
+    llm_server.push(text_reply("still here"))
+    with connect(live["url"] + "?after=0", additional_headers=live["headers"]) as socket:
+        for frame in frames:
+            socket.send(frame)
+            reply = json.loads(socket.recv(timeout=10))
+            while reply["type"] == "ping":
+                reply = json.loads(socket.recv(timeout=10))
+            assert reply["type"] == "error", (frame[:40], reply)
+        assert not Run.objects.filter(conversation=live["conversation"]).exists()
+        socket.send(json.dumps({"type": "message", "content": "are you there"}))
+        events = read_until_done(socket, [])
+    text = "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
+    assert text == "still here"
