@@ -2,9 +2,12 @@
 
 Two ways in:
 
-- a browser, with the session cookie: the Origin header must name one of
-  ALLOWED_HOSTS (channels' AllowedHostsOriginValidator), which stops another
-  site's page from opening a socket with the user's cookie;
+- a browser, with the session cookie: the Origin must be the site's own,
+  scheme, host and port (the socket's scheme, with SECURE_PROXY_SSL_HEADER
+  behind a TLS proxy, and its Host, which must be one of ALLOWED_HOSTS), or
+  one of CSRF_TRUSTED_ORIGINS: the rule of Django's CSRF check for posts. It
+  stops another site's page, or a page served over plain HTTP or from another
+  port of the same host, from opening a socket with the user's cookie;
 - any other client, with an `Authorization: Token <key>` header (DRF's
   tokens): no cookie is involved, so a missing Origin is fine, but one that is
   sent must still be allowed.
@@ -18,14 +21,16 @@ which closes them with code 4401.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import ParseResult
+from urllib.parse import ParseResult, urlsplit
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
-from channels.security.websocket import AllowedHostsOriginValidator, OriginValidator
+from channels.security.websocket import OriginValidator, WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.http.request import split_domain_port, validate_host
+from django.utils.http import is_same_domain
 
 Scope = dict[str, Any]
 ASGIApp = Any
@@ -71,6 +76,57 @@ class OptionalOriginValidator(OriginValidator):
         return bool(super().valid_origin(parsed_origin))
 
 
+def _secure(scope: Scope) -> bool:
+    """Whether the socket came over TLS, as Django's request.is_secure() decides it."""
+    if scope.get("scheme") == "wss":
+        return True
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy:
+        name, secure_value = proxy
+        header = name.removeprefix("HTTP_").lower().replace("_", "-").encode()
+        value = _header(scope, header)
+        if value is not None:
+            return bool(value.split(",", 1)[0].strip() == secure_value)
+    return False
+
+
+def origin_allowed(scope: Scope, origin: str) -> bool:
+    """Whether a cookie-carrying socket from `origin` may open, by Django's CSRF rule."""
+    trusted = settings.CSRF_TRUSTED_ORIGINS
+    if origin in trusted:
+        return True
+    parsed = urlsplit(origin)
+    if not parsed.scheme or not parsed.netloc:
+        return False
+    # "https://*.example.com" trusts its subdomains, as CsrfViewMiddleware reads it.
+    if any(
+        "*" in entry
+        and urlsplit(entry).scheme == parsed.scheme
+        and is_same_domain(parsed.netloc, urlsplit(entry).netloc.lstrip("*"))
+        for entry in trusted
+    ):
+        return True
+    host = _header(scope, b"host")
+    if not host:
+        return False
+    domain, _ = split_domain_port(host)
+    if not domain or not validate_host(domain, _allowed_hosts()):
+        return False
+    expected = f"{'https' if _secure(scope) else 'http'}://{host}"
+    return origin.lower() == expected.lower()
+
+
+class SameOriginValidator(BaseMiddleware):
+    """Refuses (HTTP 403) a socket whose Origin is missing or not the site's own."""
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> Any:
+        origin = _header(scope, b"origin")
+        if origin is None or not origin_allowed(scope, origin):
+            denier = WebsocketDenier()
+            return await denier(scope, receive, send)
+        return await super().__call__(scope, receive, send)
+
+
 def _allowed_hosts() -> list[str]:
     hosts = list(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not hosts:
@@ -80,7 +136,7 @@ def _allowed_hosts() -> list[str]:
 
 def websocket_application(inner: ASGIApp) -> ASGIApp:
     """The WebSocket stack: token clients one way, browser (cookie) clients the other."""
-    with_session = AllowedHostsOriginValidator(AuthMiddlewareStack(inner))
+    with_session = SameOriginValidator(AuthMiddlewareStack(inner))
     with_token = OptionalOriginValidator(TokenAuthMiddleware(inner), _allowed_hosts())
 
     async def application(scope: Scope, receive: Any, send: Any) -> Any:

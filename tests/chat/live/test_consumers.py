@@ -19,18 +19,23 @@ from tests.factories import ConversationFactory, RunFactory, UserFactory
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
 
-def session_headers(user, origin="http://testserver"):
+def session_headers(user, origin="http://testserver", host="testserver", extra=()):
+    """A browser's handshake: its session cookie, the page's Origin, the Host it asked."""
     client = Client()
     client.force_login(user)
     headers = [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    if host:
+        headers.append((b"host", host.encode()))
     if origin:
         headers.append((b"origin", origin.encode()))
+    headers.extend(extra)
     return headers
 
 
-async def connect(conversation_id, headers, query=""):
+async def connect(conversation_id, headers, query="", scheme="ws"):
     path = f"/ws/conversations/{conversation_id}/" + (f"?{query}" if query else "")
     communicator = WebsocketCommunicator(application, path, headers=headers)
+    communicator.scope["scheme"] = scheme
     connected, code = await communicator.connect(timeout=5)
     return communicator, connected, code
 
@@ -119,6 +124,46 @@ async def test_a_foreign_origin_is_refused_at_the_handshake(user):
     headers = await headers_for(user, origin="http://evil.example")
     _communicator, connected, _ = await connect(conversation.id, headers)
     assert not connected
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "scheme", "extra", "allowed"),
+    [
+        ("http://testserver", "testserver", "ws", (), True),
+        ("http://testserver:8000", "testserver:8000", "ws", (), True),
+        ("http://testserver:1", "testserver", "ws", (), False),  # another port
+        ("https://testserver", "testserver", "ws", (), False),  # another scheme
+        ("http://testserver", "testserver", "wss", (), False),  # a plain page, a TLS socket
+        ("https://testserver", "testserver", "wss", (), True),
+        ("http://127.0.0.1:1", "testserver", "ws", (), False),  # an allowed host, not this one
+        ("http://testserver", "evil.example", "ws", (), False),  # a Host not allowed
+        ("null", "testserver", "ws", (), False),  # a sandboxed frame, a file: page
+        ("https://chat.example.com", "testserver", "ws", (), True),  # CSRF_TRUSTED_ORIGINS
+        ("https://a.trusted.example", "testserver", "ws", (), True),  # a wildcard entry
+        ("http://a.trusted.example", "testserver", "ws", (), False),  # wrong scheme for it
+    ],
+)
+async def test_a_cookie_socket_needs_the_sites_own_origin(
+    user, settings, origin, host, scheme, extra, allowed
+):
+    """Django's CSRF rule: scheme, host and port, or a trusted origin."""
+    settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.com", "https://*.trusted.example"]
+    conversation = await make(ConversationFactory, owner=user)
+    headers = await headers_for(user, origin=origin, host=host, extra=extra)
+    _communicator, connected, _ = await connect(conversation.id, headers, scheme=scheme)
+    assert connected is allowed
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "allowed"), [("https", True), ("http", False), (None, False)]
+)
+async def test_behind_a_tls_proxy_the_forwarded_scheme_counts(user, settings, forwarded, allowed):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    conversation = await make(ConversationFactory, owner=user)
+    extra = [(b"x-forwarded-proto", forwarded.encode())] if forwarded else []
+    headers = await headers_for(user, origin="https://testserver", extra=extra)
+    _communicator, connected, _ = await connect(conversation.id, headers)
+    assert connected is allowed
 
 
 async def test_a_cookie_without_origin_is_refused(user):
