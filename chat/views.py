@@ -1,6 +1,10 @@
-"""HTML pages: the chat UI and the health check."""
+"""HTML pages: the chat UI, and the health (liveness) and readiness checks."""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -10,6 +14,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from chat.models import Mode
+
+logger = logging.getLogger(__name__)
+# How long each readiness check may take: a load balancer polls it.
+READY_TIMEOUT_S = 2
 
 # Short labels for the mode selector of the chat page (the model's are long).
 MODE_LABELS = {
@@ -41,3 +49,64 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: the database, the task broker and the live-events layer each answer.
+
+    503 when one does not, naming which (the details go to the log, not to an
+    anonymous caller). Without Redis, tasks run in this process and events go
+    through its memory: nothing to reach.
+    """
+    checks: dict[str, Callable[[], str]] = {
+        "database": _database_ready,
+        "broker": _broker_ready,
+        "events": _events_ready,
+    }
+    results: dict[str, dict[str, object]] = {}
+    for name, check in checks.items():
+        try:
+            results[name] = {"ok": True, "detail": check()}
+        except Exception as exc:
+            logger.warning("readiness: %s is not ready: %s", name, exc)
+            results[name] = {"ok": False, "detail": f"unreachable ({type(exc).__name__})"}
+    ready = all(result["ok"] for result in results.values())
+    return JsonResponse(
+        {"status": "ready" if ready else "unavailable", "checks": results},
+        status=200 if ready else 503,
+    )
+
+
+def _database_ready() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    return connection.vendor
+
+
+def _broker_ready() -> str:
+    if settings.TOOLCHAT_TASKS_IN_PROCESS:
+        return "in-process tasks"
+    from celery import current_app
+
+    with current_app.connection_for_write() as broker:
+        broker.ensure_connection(max_retries=1, interval_start=0, timeout=READY_TIMEOUT_S)
+    return "celery"
+
+
+def _events_ready() -> str:
+    layer: dict[str, Any] = settings.CHANNEL_LAYERS["default"]
+    if "Redis" not in layer["BACKEND"]:
+        return "in-process"
+    import redis
+
+    for host in layer["CONFIG"]["hosts"]:
+        address = host["address"] if isinstance(host, dict) else host
+        client = redis.Redis.from_url(
+            address, socket_connect_timeout=READY_TIMEOUT_S, socket_timeout=READY_TIMEOUT_S
+        )
+        try:
+            client.ping()
+        finally:
+            client.close()
+    return "redis"

@@ -1,10 +1,10 @@
-"""Top-level URLs: the chat UI, auth pages, the REST API, the admin and a health check."""
+"""Top-level URLs: the chat UI, auth pages, the REST API, the admin and the health and readiness checks."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from chat.views import healthz
+from chat.views import healthz, readyz
 
 urlpatterns = [
     path("", include("chat.urls")),
@@ -13,4 +13,5 @@ urlpatterns = [
     path("api/v1/", include("chat.api.urls")),
     path("admin/", admin.site.urls),
     path("healthz/", healthz, name="healthz"),
+    path("readyz/", readyz, name="readyz"),
 ]

@@ -29,6 +29,73 @@ def test_healthz_is_get_only(client: Client):
     assert client.post("/healthz/").status_code == 405
 
 
+def test_readyz_without_redis_has_nothing_to_reach(client: Client):
+    response = client.get("/readyz/")
+    assert response.status_code == 200
+    assert response.json()["status"] == "ready"
+    assert {name: check["ok"] for name, check in response.json()["checks"].items()} == {
+        "database": True,
+        "broker": True,
+        "events": True,
+    }
+
+
+def redis_settings(settings, url: str) -> None:
+    """Settings as REDIS_URL=url makes them: Celery's broker and the Redis channel layer."""
+    from project.celery import app
+    from tests.stack import reset_producer_pool
+
+    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": url}]},
+        }
+    }
+    app.conf.broker_url = url
+    reset_producer_pool(app)
+
+
+@pytest.fixture
+def broker_restored():
+    from project.celery import app
+    from tests.stack import reset_producer_pool
+
+    broker = app.conf.broker_url
+    yield
+    app.conf.broker_url = broker
+    reset_producer_pool(app)
+
+
+@pytest.mark.usefixtures("broker_restored")
+def test_readyz_is_503_and_names_what_is_down_when_redis_is(client: Client, settings):
+    from tests.plugins.services import free_port
+
+    port = free_port()  # nothing listens there
+    redis_settings(settings, f"redis://127.0.0.1:{port}/0")
+    response = client.get("/readyz/")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable"
+    assert {name: check["ok"] for name, check in body["checks"].items()} == {
+        "database": True,
+        "broker": False,
+        "events": False,
+    }
+    assert str(port) not in response.content.decode()  # the details are for the log
+    assert client.get("/healthz/").status_code == 200  # alive, only not ready
+
+
+@pytest.mark.redis
+@pytest.mark.usefixtures("broker_restored")
+def test_readyz_with_redis_up_is_ready(client: Client, settings, redis_url):
+    redis_settings(settings, redis_url)
+    response = client.get("/readyz/")
+    assert response.status_code == 200, response.json()
+    assert response.json()["checks"]["broker"] == {"ok": True, "detail": "celery"}
+    assert response.json()["checks"]["events"] == {"ok": True, "detail": "redis"}
+
+
 def test_the_login_page_has_the_form(client: Client):
     response = client.get("/login/?next=/")
     assert response.status_code == 200

@@ -4,6 +4,11 @@ Services call these after commit. With REDIS_URL unset (the embedded default)
 there is no broker, so the same tasks run on a small thread pool in this
 process: a POST still returns at once, and the run goes on behind it.
 
+When the broker cannot be reached, the work is not lost: what it was for is
+stored (a queued run, a pending call), and the recovery sweep
+(chat/engine/recovery.py) queues it again once the broker is back. So a
+failed send is logged, not raised: a user's POST still gets its 202.
+
 Tasks are named, not imported: chat/tasks.py (the Celery interface) calls the
 engine, and the engine queues work through here, so the two never import
 each other.
@@ -20,6 +25,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import close_old_connections, connections
+from kombu.exceptions import OperationalError
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +77,17 @@ def _dispatch(task_name: str, object_id: Any, delay_s: float | None) -> None:
     if settings.TOOLCHAT_TASKS_IN_PROCESS:
         # The task object itself, called in a thread: the same code a worker runs.
         _submit(current_app.tasks[task_name], delay_s, str(object_id))
-    else:
+        return
+    try:
         current_app.send_task(task_name, args=(str(object_id),), countdown=delay_s or 0)
+    except (OperationalError, OSError) as exc:
+        logger.error(
+            "could not queue %s(%s), the broker is unreachable (%s); "
+            "the recovery sweep will queue it again",
+            task_name,
+            object_id,
+            exc,
+        )
 
 
 def dispatch_run(run_id: Any, *, delay_s: float | None = None) -> None:

@@ -211,7 +211,7 @@ if not DEBUG:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
     # Health checks come over plain HTTP from inside the network.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz/$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz/$", r"^readyz/$"]
     # Preloading is a commitment browsers keep for months: opt in with
     # DJANGO_SECURE_HSTS_PRELOAD=1 rather than being warned into it.
     SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]

@@ -244,3 +244,48 @@ def test_a_run_waiting_for_approval_survives_every_process_dying(
         assert_valid_history(history_for_model(conversation=conversation))
     finally:
         server.stop()
+
+
+def test_a_post_while_the_broker_is_down_is_accepted_and_runs_once_it_is_back(
+    llm_server, celery_env, start_worker, user, settings
+):
+    """202, as documented: the message and its queued run are stored, the sweep sends the task."""
+    import time
+
+    from rest_framework.test import APIClient
+
+    from chat.engine.recovery import runs_recover
+    from chat.models import Run
+    from project.celery import app
+    from tests.plugins.services import free_port
+    from tests.stack import reset_producer_pool
+
+    conversation = ConversationFactory(owner=user)
+    client = APIClient()
+    client.force_authenticate(user)
+    url = f"/api/v1/conversations/{conversation.id}/messages/"
+    live_broker = app.conf.broker_url
+    app.conf.broker_url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    reset_producer_pool(app)
+    try:
+        started = time.monotonic()
+        response = client.post(url, {"content": "are you there"}, format="json")
+        took = time.monotonic() - started
+    finally:
+        app.conf.broker_url = live_broker
+        reset_producer_pool(app)
+    assert response.status_code == 202, response.content
+    assert took < 10, f"the post waited {took:.1f} s for the broker"
+    run = Run.objects.get(pk=response.json()["run"]["id"])
+    assert run.status == RunStatus.QUEUED
+    retry = client.post(url, {"content": "are you there"}, format="json")
+    assert retry.status_code == 409  # the first is not lost: its run is the active one
+    assert retry.json()["details"]["run_id"] == str(run.pk)
+
+    llm_server.push(text_reply("Back again."))
+    start_worker("w1")
+    settings.TOOLCHAT_RUN_STALE_S = 0.5
+    wait_until(lambda: run.pk in runs_recover(), what="the sweep to queue the run again")
+    run = wait_for_run(run, 30)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert Message.objects.filter(conversation=conversation).count() == 2
