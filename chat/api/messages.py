@@ -24,7 +24,6 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chat.api import docs
@@ -39,6 +38,7 @@ from chat.api.base import (
     paginate,
 )
 from chat.api.serializers import MessageSerializer, RunSerializer, message_data
+from chat.api.throttling import MessageRateThrottle
 from chat.live.streams import run_end_wait, run_event_stream, sse_response
 from chat.models import ACTIVE_RUN_STATUSES, Run
 from chat.selectors import (
@@ -114,7 +114,7 @@ class MessageListApi(APIView):
 class MessageCreateApi(AsyncApiView):
     """Post a user message: it starts a run."""
 
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [MessageRateThrottle]
     throttle_scope = "messages"
     content_negotiation_class = EventStreamNegotiation
 

@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 import math
-from collections import defaultdict
+import uuid
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
@@ -31,9 +31,10 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from rest_framework.throttling import ScopedRateThrottle
 
+from chat.api.throttling import MessageRateThrottle
 from chat.exceptions import RateLimited, ToolchatError
+from chat.live.slots import slot_give_back, slot_renew, slot_take
 from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
 from chat.selectors import conversation_get
 from chat.services.approvals import tool_call_decide
@@ -48,9 +49,6 @@ CLOSE_TOO_MANY = 4429
 # message; live events wait this long for it, so that the replay comes first.
 RESUME_GRACE_S = 0.3
 
-# Open sockets per user in this process (a guard against runaway clients).
-_open_sockets: defaultdict[int, int] = defaultdict(int)
-
 
 class ConversationConsumer(AsyncWebsocketConsumer):
     """One socket: one user watching one of their conversations."""
@@ -64,6 +62,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     conversation_id: Any
     user_id: int | None = None
+    socket_id: str = ""
     pump: asyncio.Task[None] | None = None
     pinger: asyncio.Task[None] | None = None
     starter: asyncio.Task[None] | None = None
@@ -84,16 +83,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.accept()
             await self.close(code=CLOSE_NOT_FOUND)
             return
-        if _open_sockets[user.pk] >= settings.TOOLCHAT_WS_MAX_SOCKETS_PER_USER:
+        # Counted across the web processes (chat/live/slots.py).
+        socket_id = uuid.uuid4().hex
+        if not await slot_take(user.pk, socket_id):
             await self.accept()
             await self.close(code=CLOSE_TOO_MANY)
             return
+        self.socket_id = socket_id
+        self.user_id = user.pk
         after = _after_from_query(self.scope.get("query_string", b""))
         # "Live from now on" means from before the client can see the socket open:
         # whatever is published from here on is the client's.
         start = after if after is not None else await conversation_cursor(conversation.pk)
-        _open_sockets[user.pk] += 1
-        self.user_id = user.pk
         self.conversation = conversation
         self.conversation_id = conversation.pk
         self.delivered = 0
@@ -110,21 +111,19 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         finally:
             # `disconnect` runs only when the client or server closes the socket;
             # when the application itself fails, this is the one way out left.
-            self._release()
+            await self._release()
 
     async def disconnect(self, code: int) -> None:
-        self._release()
+        await self._release()
 
-    def _release(self) -> None:
+    async def _release(self) -> None:
         """Stop the socket's tasks and give its slot back (once, whichever way it ends)."""
         for task in (self.pump, self.pinger, self.starter):
             if task is not None:
                 task.cancel()
         if self.user_id is not None:
-            _open_sockets[self.user_id] -= 1
-            if _open_sockets[self.user_id] <= 0:
-                del _open_sockets[self.user_id]
-            self.user_id = None
+            user_id, self.user_id = self.user_id, None
+            await slot_give_back(user_id, self.socket_id)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.user_id is None:
@@ -274,6 +273,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         while True:
             await asyncio.sleep(settings.TOOLCHAT_WS_PING_S)
             await self._send({"type": "ping"})
+            if self.user_id is not None:
+                await slot_renew(self.user_id, self.socket_id)
 
     async def _send(self, payload: dict[str, Any]) -> None:
         text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
@@ -309,9 +310,9 @@ def _conversation_get(conversation_id: Any, user: Any) -> Any:
 def _run_start(conversation: Any, content: str, user: Any) -> Any:
     # The REST API's own throttle, same scope and cache key: one budget per user,
     # however the messages arrive.
-    throttle = ScopedRateThrottle()
+    throttle = MessageRateThrottle()
     view = SimpleNamespace(throttle_scope="messages")
-    if not throttle.allow_request(SimpleNamespace(user=user, META={}), view):  # type: ignore[arg-type]
+    if not throttle.allow_request(SimpleNamespace(user=user, META={}), view):
         wait = max(1, math.ceil(throttle.wait() or 1))
         raise RateLimited(
             f"Too many messages; try again in {wait} seconds.", details={"retry_after": wait}

@@ -243,6 +243,17 @@ if REDIS_URL:
             },
         }
     }
+    # The cache holds the message rate limit's history (DRF throttles): in Redis,
+    # every web process counts against the same budget. It fails open while
+    # Redis is down (chat/api/throttling.py).
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "toolchat",
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
+    }
 else:
     # One process only; safe to publish to from the in-process task threads.
     CHANNEL_LAYERS = {"default": {"BACKEND": "chat.live.layers.ThreadSafeInMemoryChannelLayer"}}
@@ -289,8 +300,9 @@ TOOLCHAT_DELTA_INTERVAL_S = env_float("TOOLCHAT_DELTA_INTERVAL_S", 0.05)
 # concurrently. Off: every call is a task (docs/turn-engine.md).
 TOOLCHAT_INLINE_TOOL_CALLS = env_bool("TOOLCHAT_INLINE_TOOL_CALLS", default=True)
 
-# WebSocket limits: open sockets per user (per process), the largest message a
-# client may send, and the interval of the server's pings.
+# WebSocket limits: open sockets per user (across the web processes, with Redis:
+# chat/live/slots.py), the largest message a client may send, and the interval
+# of the server's pings.
 TOOLCHAT_WS_MAX_SOCKETS_PER_USER = env_int("TOOLCHAT_WS_MAX_SOCKETS_PER_USER", 20)
 TOOLCHAT_WS_MAX_MESSAGE_BYTES = env_int("TOOLCHAT_WS_MAX_MESSAGE_BYTES", 256 * 1024)
 TOOLCHAT_WS_PING_S = env_float("TOOLCHAT_WS_PING_S", 20.0)

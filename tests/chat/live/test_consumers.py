@@ -464,9 +464,9 @@ async def test_a_late_resume_fills_what_came_before_the_live_events(user):
 
 
 def open_sockets_of(user) -> int:
-    from chat.live.consumers import _open_sockets
+    from chat.live.slots import slots_in_memory
 
-    return _open_sockets.get(user.pk, 0)
+    return slots_in_memory().get(user.pk, 0)
 
 
 async def test_a_socket_whose_layer_cannot_be_read_stays_open_and_delivers_from_the_database(
