@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from chat.engine.approvals import approvals_expire
 from chat.engine.dispatch import dispatch_run
-from chat.engine.tool_calls import tool_deadline
+from chat.engine.tool_calls import call_dead_in
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     Run,
@@ -56,12 +56,13 @@ def runs_recover() -> list[Any]:
         lost_calls: set[Any] = set()
         for execution in unfinished:
             waiting.add(execution.run_id)
-            # Queued when it was stored, or when a person approved it.
-            started = execution.started_at or execution.decided_at or execution.created_at
-            limit = (
-                tool_deadline(execution) if execution.started_at else settings.TOOLCHAT_RUN_STALE_S
-            )
-            if (now - started).total_seconds() > limit:
+            if execution.started_at is not None:
+                dead = call_dead_in(execution, now) <= 0
+            else:
+                # Queued when it was stored, or when a person approved it.
+                queued = execution.decided_at or execution.created_at
+                dead = (now - queued).total_seconds() > settings.TOOLCHAT_RUN_STALE_S
+            if dead:
                 lost_calls.add(execution.run_id)
         waiting -= lost_calls
     lost = [run_id for run_id, _ in candidates if run_id not in waiting]

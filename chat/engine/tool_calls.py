@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -53,9 +55,56 @@ _WORKING_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APP
 
 
 def tool_deadline(execution: ToolExecution) -> float:
-    """Seconds after its start when a running call is presumed dead with its worker."""
+    """Seconds after its start when a running call is past its tool's time, with grace."""
     spec = tool_registry.get(execution.name)
     return (spec.timeout if spec else 60.0) + settings.TOOLCHAT_TOOL_GRACE_S
+
+
+def call_dead_in(execution: ToolExecution, now: datetime) -> float:
+    """Seconds until a running call is presumed dead with its worker (<= 0: it is).
+
+    The worker running a call renews its `heartbeat_at` (`CallHeartbeat`): a
+    call silent for TOOLCHAT_RUN_STALE_S is dead, whatever its tool's timeout.
+    Past the timeout with grace it is dead too, heartbeat or not (a hung tool
+    whose worker lives on).
+    """
+    started = execution.started_at or now
+    by_deadline = tool_deadline(execution) - (now - started).total_seconds()
+    if execution.heartbeat_at is None:
+        return by_deadline
+    by_heartbeat = settings.TOOLCHAT_RUN_STALE_S - (now - execution.heartbeat_at).total_seconds()
+    return min(by_deadline, by_heartbeat)
+
+
+class CallHeartbeat:
+    """Renews a running call's `heartbeat_at` from a thread, every TOOLCHAT_HEARTBEAT_S."""
+
+    def __init__(self, execution_id: Any) -> None:
+        self.execution_id = execution_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._beat, name="toolchat-call-heartbeat", daemon=True
+        )
+
+    def __enter__(self) -> CallHeartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(0.05)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(settings.TOOLCHAT_HEARTBEAT_S):
+                ToolExecution.objects.filter(
+                    pk=self.execution_id, status=ExecutionStatus.RUNNING
+                ).update(heartbeat_at=timezone.now())
+                connection_release()
+        except Exception:
+            logger.exception("heartbeat of tool call %s failed", self.execution_id)
+        finally:
+            connections.close_all()
 
 
 def execution_build(
@@ -110,7 +159,7 @@ def tool_message_create(
 def execution_start(execution: ToolExecution) -> None:
     """Mark the (in-memory) row as started by this worker; the caller saves it."""
     execution.status = ExecutionStatus.RUNNING
-    execution.started_at = timezone.now()
+    execution.started_at = execution.heartbeat_at = timezone.now()
     execution.attempts += 1
     execution.worker = worker_name()
 
@@ -134,7 +183,7 @@ def run_park(run: Run, token: Any, unfinished: list[ToolExecution]) -> bool:
         if execution.status == ExecutionStatus.PENDING or (
             execution.status == ExecutionStatus.RUNNING
             and execution.started_at is not None
-            and (now - execution.started_at).total_seconds() > tool_deadline(execution)
+            and call_dead_in(execution, now) <= 0
         ):
             redo.append(execution.pk)
     with transaction.atomic():
@@ -176,23 +225,21 @@ def tool_call_execute(*, execution_id: Any) -> None:
         spec = tool_registry.get(execution.name)
         interrupted = False
         if execution.status == ExecutionStatus.RUNNING and execution.started_at is not None:
-            # Another delivery of this call started it. Until its deadline it may
-            # still be running: look again then. After it, its worker is gone.
-            age = (timezone.now() - execution.started_at).total_seconds()
-            if age < tool_deadline(execution):
+            # Another delivery of this call started it. While its heartbeat is
+            # fresh it is still running: look again when it would be stale.
+            dead_in = call_dead_in(execution, timezone.now())
+            if dead_in > 0:
                 if not settings.TOOLCHAT_TASKS_IN_PROCESS:
                     transaction.on_commit(
-                        functools.partial(
-                            dispatch_tool,
-                            execution.pk,
-                            delay_s=tool_deadline(execution) - age + 0.5,
-                        )
+                        functools.partial(dispatch_tool, execution.pk, delay_s=dead_in + 0.5)
                     )
                 return
             interrupted = spec is None or not spec.idempotent
         if not interrupted:
             execution_start(execution)
-            execution.save(update_fields=["status", "started_at", "attempts", "worker"])
+            execution.save(
+                update_fields=["status", "started_at", "heartbeat_at", "attempts", "worker"]
+            )
             events_publish(run=run, events=[execution_started_event(execution)])
     if interrupted:
         logger.warning(
@@ -229,7 +276,8 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         tool_name=execution.name,
     )
     connection_release()  # a tool that needs the database takes a connection again
-    return execute_tool(name=execution.name, arguments=raw_arguments, context=context)
+    with CallHeartbeat(execution.pk):
+        return execute_tool(name=execution.name, arguments=raw_arguments, context=context)
 
 
 def tool_call_run(

@@ -283,13 +283,18 @@ TOOLCHAT_TASKS_IN_PROCESS = not REDIS_URL
 TOOLCHAT_IN_PROCESS_WORKERS = env_int("TOOLCHAT_IN_PROCESS_WORKERS", 8)
 # A run whose worker has not shown a sign of life for this long is taken over
 # by the next delivery of its task (the worker is presumed dead).
-TOOLCHAT_RUN_STALE_S = env_float("TOOLCHAT_RUN_STALE_S", 30.0)
-TOOLCHAT_HEARTBEAT_S = env_float("TOOLCHAT_HEARTBEAT_S", 5.0)
+# Runs and running tool calls renew a heartbeat every TOOLCHAT_HEARTBEAT_S; one
+# silent for TOOLCHAT_RUN_STALE_S is presumed dead. With the sweep every
+# TOOLCHAT_RECOVER_S, a dead worker's runs move again within STALE + RECOVER
+# seconds of its death (docs/turn-engine.md).
+TOOLCHAT_RUN_STALE_S = env_float("TOOLCHAT_RUN_STALE_S", 10.0)
+TOOLCHAT_HEARTBEAT_S = env_float("TOOLCHAT_HEARTBEAT_S", 3.0)
 # How often lost runs (stale, or queued and never picked up) are queued again:
 # by Celery beat with Redis, by the web process without. 0 turns it off.
-TOOLCHAT_RECOVER_S = env_float("TOOLCHAT_RECOVER_S", 30.0)
+TOOLCHAT_RECOVER_S = env_float("TOOLCHAT_RECOVER_S", 5.0)
 # A tool call still marked running this long after its own timeout is presumed
-# dead with its worker: it is run again if idempotent, else reported interrupted.
+# dead (even if its heartbeat goes on: a hung tool): it is run again if
+# idempotent, else reported interrupted. A silent heartbeat finds it sooner.
 TOOLCHAT_TOOL_GRACE_S = env_float("TOOLCHAT_TOOL_GRACE_S", 30.0)
 # A call that waits for its owner's approval longer than this is rejected ("expired").
 TOOL_APPROVAL_TIMEOUT_S = env_float("TOOL_APPROVAL_TIMEOUT_S", 3600.0)

@@ -33,7 +33,9 @@ def test_nul_and_surrogates_from_the_model_and_a_tool_end_in_an_answer(llm_serve
         ),
         text_reply(f"It said {HOSTILE}."),
     )
-    run = wait_for_run(run_start(conversation=conversation, content=f"say {HOSTILE}"))
+    # The user's own text is refused with NUL or a surrogate (400, or an error on the
+    # socket): what the model and the tools send cannot be refused, and is cleaned.
+    run = wait_for_run(run_start(conversation=conversation, content="say something odd"))
 
     assert run.status == RunStatus.COMPLETED, run.error
     execution = ToolExecution.objects.get(run=run)
@@ -43,8 +45,6 @@ def test_nul_and_surrogates_from_the_model_and_a_tool_end_in_an_answer(llm_serve
     assert "\x00" not in execution.tool_call_id
     answer = Message.objects.filter(run=run, role=Role.ASSISTANT).order_by("-position").first()
     assert answer.content == f"It said {CLEAN}."
-    user_message = Message.objects.get(run=run, role=Role.USER)
-    assert user_message.content == f"say {CLEAN}"
     deltas = "".join(
         e.data.get("text", "") for e in RunEvent.objects.filter(run=run, type="message.delta")
     )

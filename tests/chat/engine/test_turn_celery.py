@@ -295,3 +295,52 @@ def test_a_post_while_the_broker_is_down_is_accepted_and_runs_once_it_is_back(
     run = wait_for_run(run, 30)
     assert run.status == RunStatus.COMPLETED, run.error
     assert Message.objects.filter(conversation=conversation).count() == 2
+
+
+@pytest.mark.parametrize("calls", [1, 2], ids=["inline-call", "call-tasks"])
+def test_a_dead_workers_tool_calls_are_found_by_their_silence_not_their_timeout(
+    llm_server, start_worker, celery_env, user, settings, calls
+):
+    """The calls' heartbeats stop with their worker: recovery takes seconds, not timeout + grace."""
+    import time
+
+    from chat.engine.recovery import runs_recover
+
+    # Timeout + grace is 20 + 60 s and nothing is redelivered: only the silence can tell.
+    celery_env["env"].update(TOOLCHAT_TOOL_GRACE_S="60", CELERY_VISIBILITY_TIMEOUT="3600")
+    settings.TOOLCHAT_TOOL_GRACE_S = 60
+    settings.TOOLCHAT_RUN_STALE_S = 2
+    worker = start_worker("w1")
+    conversation = ConversationFactory(owner=user)
+    llm_server.push(
+        tool_calls_reply(
+            [
+                ("slow_side_effect", json.dumps({"label": f"pay{n}", "seconds": 30}))
+                for n in range(calls)
+            ]
+        ),
+        text_reply("Here is where things stand."),
+    )
+    run = run_start(conversation=conversation, content="pay")
+    wait_until(
+        lambda: (
+            ToolExecution.objects.filter(run=run, status=ExecutionStatus.RUNNING).count() == calls
+        ),
+        what="the calls to start",
+    )
+    worker.kill()
+    killed = time.monotonic()
+    start_worker("w2")
+
+    def moved_on():
+        runs_recover()  # what beat does every TOOLCHAT_RECOVER_S
+        run.refresh_from_db()
+        return run.status == RunStatus.COMPLETED
+
+    wait_until(moved_on, timeout=30, what="the run to be recovered and completed")
+    took = time.monotonic() - killed
+    assert took < 15, f"recovered {took:.1f} s after the kill"
+    assert {e.status for e in ToolExecution.objects.filter(run=run)} == {
+        ExecutionStatus.INTERRUPTED
+    }
+    assert "end pay" not in " ".join(ledger_lines(celery_env))
