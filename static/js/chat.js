@@ -12,6 +12,8 @@
 
   var API = root.dataset.api || "/api/v1";
   var WS_PATH = root.dataset.wsPath || "/ws/conversations/";
+  // The server's MAX_MESSAGE_CHARS, counted as it counts: in code points.
+  var MAX_CHARS = parseInt(root.dataset.maxChars, 10) || 32000;
   var RESULT_PREVIEW_CHARS = 140;
   var RESULT_FULL_CHARS = 20000;
   var UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -44,7 +46,7 @@
     reconnectDelay: 500,
     reconnectTimer: null,
     activeRunId: null,
-    pendingSend: null, // {content, node} while waiting for the ack
+    pendingSend: null, // {content, node, entry, sent} until the ack; sent when the socket is open
     messages: {}, // message id -> {node, text}
     cards: {}, // tool_call_id -> card object
     generation: 0, // bumps on every open, so late answers of an old open are ignored
@@ -716,7 +718,7 @@
   function updateComposer() {
     var busy = Boolean(state.activeRunId) || Boolean(state.pendingSend);
     var ready = Boolean(state.current);
-    el.send.disabled = !ready || busy || !el.input.value.trim();
+    el.send.disabled = !ready || busy || !el.input.value.trim() || overLimit();
     el.cancel.hidden = !state.activeRunId;
     el.composer.classList.toggle("busy", busy);
   }
@@ -742,6 +744,7 @@
     socket.onopen = function () {
       state.reconnectDelay = 500;
       setConnection("Live", "ok");
+      flushPending();
     };
     socket.onmessage = function (message) {
       var payload = parseJSON(message.data);
@@ -754,7 +757,11 @@
     socket.onclose = function (close) {
       if (state.socket !== socket) return;
       state.socket = null;
-      if (state.pendingSend) failSend("The connection closed before the message was accepted; try again.");
+      // A message that never left waits for the next socket; one that left may or
+      // may not have arrived, and the user decides whether to send it again.
+      if (state.pendingSend && state.pendingSend.sent) {
+        failSend("The connection closed before the message was accepted; try again.");
+      }
       if (close.code === 4401) {
         window.location.assign("/login/?next=/");
         return;
@@ -801,7 +808,10 @@
     state.pendingSend = null;
     if (pending) {
       pending.node.remove();
-      if (!el.input.value) el.input.value = pending.content;
+      if (!el.input.value) {
+        el.input.value = pending.content;
+        fitInput();
+      }
     }
     showError(message);
     if (payload && payload.code === "conflict" && payload.details && payload.details.run_id) {
@@ -827,22 +837,60 @@
 
   // ---------------------------------------------------------------- composer
 
+  // The message waits in the thread (greyed) until the socket is open: typing
+  // and pressing Enter right after opening a conversation just works.
   function send() {
     var content = el.input.value;
     if (!content.trim() || el.send.disabled) return;
-    if (!state.socket || state.socket.readyState !== WebSocket.OPEN) {
-      showError("Not connected yet; wait a moment and try again.");
-      return;
-    }
     showError("");
     var entry = messageNode(null, "user");
     entry.text.textContent = content;
     entry.node.classList.add("pending");
-    state.pendingSend = { content: content, node: entry.node, entry: entry };
+    state.pendingSend = { content: content, node: entry.node, entry: entry, sent: false };
     el.input.value = "";
+    fitInput();
     updateComposer();
     scrollToEnd();
-    state.socket.send(JSON.stringify({ type: "message", content: content }));
+    flushPending();
+  }
+
+  function flushPending() {
+    var pending = state.pendingSend;
+    if (!pending || pending.sent || !state.socket || state.socket.readyState !== WebSocket.OPEN) {
+      return;
+    }
+    pending.sent = true;
+    state.socket.send(JSON.stringify({ type: "message", content: pending.content }));
+  }
+
+  // The box grows with what is typed (up to 240 px) and shrinks back when emptied.
+  function fitInput() {
+    el.input.style.height = "auto";
+    if (el.input.value) el.input.style.height = Math.min(el.input.scrollHeight, 240) + "px";
+  }
+
+  // Over the limit, nothing is cut: the user is told by how much, and Send waits.
+  function charCount(text) {
+    return text.length > MAX_CHARS / 2 ? Array.from(text).length : text.length;
+  }
+
+  function overLimit() {
+    return charCount(el.input.value) > MAX_CHARS;
+  }
+
+  function checkLength() {
+    var length = charCount(el.input.value);
+    if (length > MAX_CHARS) {
+      showError(
+        "This message is " + length.toLocaleString("en") + " characters; the limit is " +
+          MAX_CHARS.toLocaleString("en") + ". Shorten it by " +
+          (length - MAX_CHARS).toLocaleString("en") + " or split it into several messages."
+      );
+      el.error.dataset.kind = "length";
+    } else if (el.error.dataset.kind === "length") {
+      delete el.error.dataset.kind;
+      showError("");
+    }
   }
 
   el.composer.addEventListener("submit", function (event) {
@@ -858,9 +906,9 @@
   });
 
   el.input.addEventListener("input", function () {
+    checkLength();
     updateComposer();
-    el.input.style.height = "auto";
-    el.input.style.height = Math.min(el.input.scrollHeight, 240) + "px";
+    fitInput();
   });
 
   el.cancel.addEventListener("click", function () {

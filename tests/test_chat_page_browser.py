@@ -1,0 +1,140 @@
+"""The chat page's rough edges (issue 13), each in a real browser against a real uvicorn.
+
+The server runs the offline model with in-process tasks on the test database.
+Screenshots go to screenshots/ (gitignored): chat-header-375.png,
+chat-over-limit.png, chat-slow-socket.png.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from django.core.management import call_command
+
+from tests.factories import UserFactory
+from tests.test_chat_ui_browser import ask, log_in, new_conversation
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed").expect
+
+pytestmark = [pytest.mark.postgres, pytest.mark.browser]
+
+# A network where the socket takes 1.5 s to open: the window in which a new
+# conversation's first message used to be refused with "Not connected yet".
+SLOW_SOCKET = """
+(() => {
+  const Real = window.WebSocket;
+  function Slow(url, protocols) {
+    const self = this;
+    this.readyState = 0;
+    this.send = (data) => {
+      if (self.readyState !== 1) throw new Error("InvalidStateError: still connecting");
+      self.real.send(data);
+    };
+    this.close = (code, reason) => {
+      self.closed = true;
+      if (self.real) self.real.close(code, reason); else self.readyState = 3;
+    };
+    setTimeout(() => {
+      if (self.closed) return;
+      const real = (self.real = new Real(url, protocols));
+      real.onopen = (e) => { self.readyState = 1; if (self.onopen) self.onopen(e); };
+      real.onmessage = (e) => { if (self.onmessage) self.onmessage(e); };
+      real.onerror = (e) => { if (self.onerror) self.onerror(e); };
+      real.onclose = (e) => { self.readyState = 3; if (self.onclose) self.onclose(e); };
+    }, 1500);
+  }
+  Object.assign(Slow, { CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3 });
+  window.WebSocket = Slow;
+})();
+"""
+
+
+def test_at_375_px_a_staff_user_sees_their_name_and_log_out(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    UserFactory(username="grace-hopper", is_staff=True)
+    page.set_viewport_size({"width": 375, "height": 740})
+    log_in(page, asgi_server, username="grace-hopper")
+    for item in (page.get_by_text("grace-hopper"), page.get_by_role("button", name="Log out")):
+        expect(item).to_be_visible()
+        box = item.bounding_box()
+        assert box is not None
+        assert 0 <= box["x"] <= box["x"] + box["width"] <= 375, box
+    expect(page.get_by_role("link", name="Audit")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.screenshot(path=screenshots_dir / "chat-header-375.png")
+
+
+def test_make_runs_demo_user_step_does_not_sign_the_demo_user_out(
+    asgi_server: str, page: Page, settings
+):
+    settings.DEBUG = True  # the command refuses to run without it
+    call_command("demo_user", stdout=StringIO())
+    page.goto(f"{asgi_server}/login/")
+    page.get_by_label("Username").fill("demo")
+    page.get_by_label("Password").fill("toolchat-demo")
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{asgi_server}/")
+
+    call_command("demo_user", stdout=StringIO())  # the next `make run`
+    page.reload()
+    expect(page).to_have_url(f"{asgi_server}/")
+    expect(page.get_by_role("button", name="Log out")).to_be_visible()
+
+
+def test_the_composer_shrinks_back_after_a_long_message_is_sent(asgi_server: str, page: Page):
+    log_in(page, asgi_server)
+    new_conversation(page)
+    box = page.get_by_label("Message", exact=True)
+    empty_height = box.bounding_box()["height"]
+    box.fill("\n".join(f"line {n}" for n in range(20)) + "\nwhat is 2+2")
+    assert box.bounding_box()["height"] > empty_height + 100
+    box.press("Enter")
+    expect(page.locator(".msg-user").last).to_contain_text("line 19")
+    expect(box).to_have_value("")
+    assert box.bounding_box()["height"] <= empty_height + 2
+
+
+def test_a_message_over_the_limit_is_not_cut_and_the_user_is_told(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    from django.conf import settings
+
+    limit = settings.MAX_MESSAGE_CHARS
+    log_in(page, asgi_server)
+    new_conversation(page)
+    box = page.get_by_label("Message", exact=True)
+    box.fill("x" * (limit + 10))  # what a paste does: one input event
+    error = page.locator("#composer-error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text(f"the limit is {limit:,}")
+    expect(error).to_contain_text("Shorten it by 10")
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    assert page.evaluate("document.getElementById('composer-input').value.length") == limit + 10
+    page.screenshot(path=screenshots_dir / "chat-over-limit.png")
+    box.press("End")
+    for _ in range(10):
+        box.press("Backspace")
+    expect(error).to_be_hidden()
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+
+def test_a_message_sent_before_the_socket_opens_waits_for_it(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    page.add_init_script(SLOW_SOCKET)
+    log_in(page, asgi_server)
+    page.get_by_label("Mode").select_option("two_pass")
+    page.get_by_role("button", name="New conversation").click()
+    ask(page, "what is 12*7")  # at once, while the socket is still connecting
+    expect(page.locator(".msg-user").last).to_contain_text("what is 12*7")
+    expect(page.locator("#composer-error")).to_be_hidden()
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
+    expect(page.locator("#composer-error")).to_be_hidden()
+    page.screenshot(path=screenshots_dir / "chat-slow-socket.png")
