@@ -138,3 +138,23 @@ def test_a_message_sent_before_the_socket_opens_waits_for_it(
     expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
     expect(page.locator("#composer-error")).to_be_hidden()
     page.screenshot(path=screenshots_dir / "chat-slow-socket.png")
+
+
+def test_a_second_tab_sees_the_users_message_and_the_answer_live(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    log_in(page, asgi_server)
+    new_conversation(page)
+    other = page.context.new_page()  # the same user's second tab
+    other.goto(page.url)
+    expect(other.locator("#connection")).to_have_text("Live")
+
+    ask(page, "what is 12*7")
+    expect(other.locator(".msg-user")).to_have_count(1)
+    expect(other.locator(".msg-user")).to_contain_text("what is 12*7")
+    expect(other.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
+    # The tab that sent it shows it once, whichever came first: the event or the ack.
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
+    expect(page.locator(".msg-user")).to_have_count(1)
+    expect(page.locator(".msg-user.pending")).to_have_count(0)
+    other.screenshot(path=screenshots_dir / "chat-second-tab.png")

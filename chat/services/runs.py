@@ -15,6 +15,7 @@ from django.db.models import OuterRef, Subquery
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import run_end
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
+from chat.history import message_to_api
 from chat.live.events import event_publish
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -80,7 +81,7 @@ def run_start(
             run = Run.objects.create(
                 conversation=locked, mode=locked.mode, trigger_message_id=message_id
             )
-            Message.objects.create(
+            message = Message.objects.create(
                 id=message_id,
                 conversation=locked,
                 run=run,
@@ -89,6 +90,16 @@ def run_start(
                 content=content,
             )
             locked.save(update_fields=["updated_at"])
+            # So that the user's other tabs (and any client) see it before the run starts.
+            event_publish(
+                run=run,
+                type="message.created",
+                data={
+                    "message_id": str(message_id),
+                    "role": "user",
+                    "message": message_to_api(message),
+                },
+            )
             transaction.on_commit(lambda: dispatch_run(run.pk))
     except IntegrityError:
         # The database's one-active-run constraint caught a race the lock did not.

@@ -617,6 +617,10 @@
         setActiveRun(event.run_id);
         break;
       case "message.created": {
+        if (data.role === "user") {
+          receiveUserMessage(data, event.run_id);
+          break;
+        }
         var entry = messageNode(data.message_id, data.role || "assistant");
         if (!entry.text.textContent) {
           entry.node.classList.add("streaming");
@@ -780,15 +784,33 @@
     };
   }
 
+  // A user message's event: this tab's own (it may come before the ack: the
+  // pending bubble takes its id), or one sent from another tab or client.
+  function receiveUserMessage(data, runId) {
+    var id = data.message_id;
+    if (!id || state.messages[id]) return;
+    var pending = state.pendingSend;
+    if (pending && pending.sent && !pending.id && data.message && data.message.content === pending.content) {
+      adoptPending(pending, id);
+    } else if (data.message) {
+      renderMessage(data.message);
+      scrollToEnd();
+    }
+    if (runId && !state.activeRunId) setActiveRun(runId);
+  }
+
+  function adoptPending(pending, id) {
+    pending.id = id;
+    pending.node.classList.remove("pending");
+    pending.node.dataset.id = id;
+    state.messages[id] = pending.entry;
+  }
+
   function handleAck(payload) {
     if (payload.action === "message" && state.pendingSend) {
       var pending = state.pendingSend;
       state.pendingSend = null;
-      pending.node.classList.remove("pending");
-      if (payload.message_id) {
-        pending.node.dataset.id = payload.message_id;
-        state.messages[payload.message_id] = pending.entry;
-      }
+      if (payload.message_id && !pending.id) adoptPending(pending, payload.message_id);
       if (payload.run_id && !state.activeRunId) setActiveRun(payload.run_id);
       maybeTitle(pending.content);
       updateComposer();

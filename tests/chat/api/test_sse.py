@@ -73,7 +73,8 @@ async def test_posting_for_sse_streams_the_run_to_its_end(headers, conversation,
     frames = parse_sse(await read_stream(response))
 
     types = [frame["event"] for frame in frames]
-    assert types[0] == "run.started"
+    assert types[:2] == ["message.created", "run.started"]  # the user's message, then the run
+    assert json.loads(frames[0]["data"])["data"]["role"] == "user"
     assert types[-1] == "run.completed"
     assert "tool_call.completed" in types
     envelopes = [json.loads(frame["data"]) for frame in frames]

@@ -71,6 +71,7 @@ def test_a_single_call_gives_the_same_turn_inline_or_as_a_task(
     assert run.status == RunStatus.COMPLETED, run.error
     types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
     assert types == [
+        "message.created",  # the user's message, published with it
         "run.started",
         "message.created",
         "message.completed",

@@ -103,6 +103,7 @@ def test_two_pass_calls_tools_then_composes_without_tools(llm_server, user):
     assert execution.duration_ms is not None
 
     assert event_types(run) == [
+        "message.created",  # the user's message, published with it
         "run.started",
         "message.created",
         "message.completed",
@@ -142,6 +143,7 @@ def test_a_direct_answer_needs_one_call(llm_server, conversation):
     assert len(llm_server.requests) == 1
     assert [m.role for m in stored(conversation)] == [Role.USER, Role.ASSISTANT]
     assert event_types(run) == [
+        "message.created",  # the user's message, published with it
         "run.started",
         "message.created",
         "message.delta",

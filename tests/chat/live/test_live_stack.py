@@ -72,7 +72,8 @@ def test_a_client_sees_a_whole_two_pass_run_with_contiguous_seqs(live, llm_serve
     seqs = [e["seq"] for e in events]
     assert seqs == list(range(1, len(events) + 1))
     types = [e["type"] for e in events]
-    assert types[0] == "run.started"
+    assert types[:2] == ["message.created", "run.started"]  # the user's message, then the run
+    assert events[0]["data"]["message"]["content"] == "what is 12*7"
     for expected in ("tool_call.started", "tool_call.completed", "tools.ended"):
         assert expected in types
     text = "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
