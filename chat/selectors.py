@@ -146,7 +146,15 @@ def message_list_with_executions(*, conversation: Conversation) -> QuerySet[Mess
     execution = ToolExecution.objects.filter(
         tool_call_id=OuterRef("tool_call_id"), run__conversation_id=OuterRef("conversation_id")
     ).values("pk")[:1]
-    return message_list(conversation=conversation).annotate(tool_execution_id=Subquery(execution))
+    # A user message's run is the turn it started: its outcome comes along (same query),
+    # so that a page shows a failed turn's error, or a finished turn's totals, on reload.
+    return message_list(conversation=conversation).annotate(
+        tool_execution_id=Subquery(execution),
+        run_status=F("run__status"),
+        run_error=F("run__error"),
+        run_latency_ms=F("run__latency_ms"),
+        run_model_calls=F("run__model_calls"),
+    )
 
 
 def run_get(*, run_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUser) -> Run:

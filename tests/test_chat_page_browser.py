@@ -7,6 +7,7 @@ chat-over-limit.png, chat-slow-socket.png.
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,6 +100,8 @@ def test_the_composer_shrinks_back_after_a_long_message_is_sent(asgi_server: str
     expect(page.locator(".msg-user").last).to_contain_text("line 19")
     expect(box).to_have_value("")
     assert box.bounding_box()["height"] <= empty_height + 2
+    # The run ends before the test does (its rows are flushed after it).
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("4")
 
 
 def test_a_message_over_the_limit_is_not_cut_and_the_user_is_told(
@@ -158,3 +161,42 @@ def test_a_second_tab_sees_the_users_message_and_the_answer_live(
     expect(page.locator(".msg-user")).to_have_count(1)
     expect(page.locator(".msg-user.pending")).to_have_count(0)
     other.screenshot(path=screenshots_dir / "chat-second-tab.png")
+
+
+def test_a_failed_turn_keeps_its_error_and_retry_after_a_reload(
+    scripted_server: str, llm_server, page: Page, screenshots_dir: Path
+):
+    from tests.llm_server import error_reply, text_reply
+
+    llm_server.push(error_reply(400, "This model does not exist."), text_reply("Now it works."))
+    log_in(page, scripted_server)
+    new_conversation(page)
+    ask(page, "hello there")
+    failure = page.locator(".notice-error")
+    expect(failure).to_contain_text("This model does not exist.")
+    page.reload()
+    expect(page.locator(".msg-user")).to_contain_text("hello there")
+    expect(failure).to_contain_text("This model does not exist.")  # still there
+    page.screenshot(path=screenshots_dir / "chat-failed-reload.png")
+    failure.get_by_role("button", name="Retry").click()
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("Now it works.")
+    expect(page.locator(".msg-user")).to_have_count(2)  # sent again, as a new turn
+
+
+def test_the_turn_badge_survives_a_reload_and_stays_in_view_at_375_px(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    page.set_viewport_size({"width": 375, "height": 740})
+    log_in(page, asgi_server)
+    page.get_by_role("button", name="Conversations").click()
+    new_conversation(page)
+    ask(page, "what is 12*7")
+    badge = page.locator(".msg-assistant .meta").last.get_by_text(
+        re.compile(r"^turn .+ model call")
+    )
+    expect(badge).to_be_visible()
+    expect(badge).to_be_in_viewport()  # the log scrolled to show the line it added
+    page.reload()
+    expect(badge).to_be_visible()
+    expect(badge).to_be_in_viewport()
+    page.screenshot(path=screenshots_dir / "chat-turn-badge-375.png")

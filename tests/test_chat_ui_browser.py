@@ -189,27 +189,6 @@ def test_the_page_works_at_375_px(asgi_server: str, page: Page, screenshots_dir:
     page.screenshot(path=screenshots_dir / "chat-mobile.png")
 
 
-@pytest.fixture
-def scripted_server(llm_server, asgi_server_session, transactional_db):
-    """A second uvicorn like the session's, whose model is the scripted server."""
-    from tests.plugins.servers import AsgiServer
-
-    folder = asgi_server_session.log_path.parent
-    env = {
-        **asgi_server_session.env,
-        "LLM_PROVIDER": "openai",
-        "OPENAI_API_KEY": "sk-test",
-        "OPENAI_BASE_URL": llm_server.base_url,
-        "LLM_MODEL": "test-model",
-    }
-    server = AsgiServer(env=env, log_path=folder / "uvicorn-scripted.log")
-    server.start()
-    try:
-        yield server.base_url
-    finally:
-        server.stop()
-
-
 def test_a_call_that_needs_approval_shows_buttons_that_survive_a_reload_and_go_on(
     scripted_server: str, llm_server, page: Page, screenshots_dir: Path
 ):

@@ -87,6 +87,17 @@ class ToolCallSerializer(serializers.Serializer[Any]):
     custom = CustomCallSerializer(required=False)
 
 
+class TurnSerializer(serializers.Serializer[Any]):
+    """How the turn a user message started went (user messages in the message list)."""
+
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    error = serializers.CharField(allow_null=True, help_text="Why the run failed, if it did.")
+    latency_ms = serializers.IntegerField(
+        allow_null=True, help_text="The whole turn, from posting to its end."
+    )
+    model_calls = serializers.IntegerField()
+
+
 class MessageSerializer(serializers.Serializer[Any]):
     """One message: an OpenAI Chat Completions message plus toolchat's fields.
 
@@ -119,11 +130,26 @@ class MessageSerializer(serializers.Serializer[Any]):
     model = serializers.CharField(allow_null=True)
     usage = UsageSerializer(allow_null=True)
     finish_reason = serializers.CharField(allow_null=True)
+    turn = TurnSerializer(
+        required=False,
+        help_text="User messages in the message list: the outcome of the turn they started.",
+    )
 
 
 def message_data(message: Message) -> dict[str, Any]:
-    """A message as the API shows it (`message_to_api`, plus the audit row of a tool answer)."""
+    """A message as the API shows it (`message_to_api`, plus the audit row of a tool answer).
+
+    In the message list, a user message also carries the outcome of the turn it
+    started (`turn`), read in the list's own query.
+    """
     data = message_to_api(message)
+    if message.role == Role.USER and getattr(message, "run_status", None):
+        data["turn"] = {
+            "status": message.run_status,  # type: ignore[attr-defined]
+            "error": message.run_error or None,  # type: ignore[attr-defined]
+            "latency_ms": message.run_latency_ms,  # type: ignore[attr-defined]
+            "model_calls": message.run_model_calls,  # type: ignore[attr-defined]
+        }
     if message.role == Role.TOOL:
         execution_id = getattr(message, "tool_execution_id", None)
         data["tool_execution_id"] = str(execution_id) if execution_id else None

@@ -47,6 +47,7 @@
     reconnectTimer: null,
     activeRunId: null,
     pendingSend: null, // {content, node, entry, sent} until the ack; sent when the socket is open
+    lastUserContent: null, // what the newest user message said (for Retry)
     messages: {}, // message id -> {node, text}
     cards: {}, // tool_call_id -> card object
     generation: 0, // bumps on every open, so late answers of an old open are ignored
@@ -280,6 +281,7 @@
     state.cards = {};
     state.lastSeq = 0;
     state.pendingSend = null;
+    state.lastUserContent = null;
     setActiveRun(null);
     showError("");
   }
@@ -338,11 +340,36 @@
     executions.forEach(function (execution) {
       byCallId[execution.tool_call_id] = execution;
     });
+    // Each finished turn ends as it ended live: the totals badge on its answer,
+    // or its error (with Retry), or the cancel notice.
+    var turn = null;
+    function endTurn() {
+      if (!turn) return;
+      if (turn.outcome.status === "completed" && turn.answer) {
+        turn.answer.node.querySelector(".meta").appendChild(turnBadge(turn.outcome));
+      } else if (turn.outcome.status === "failed") {
+        renderFailure(turn.outcome.error, turn.content);
+      } else if (turn.outcome.status === "cancelled") {
+        renderNotice("info", "The run was cancelled.");
+      }
+      turn = null;
+    }
     messages.forEach(function (message) {
       if (activeRunId && message.run_id === activeRunId && message.role !== "user") return;
       if (message.role === "system") return;
+      if (message.role === "user") {
+        endTurn();
+        state.lastUserContent = message.content;
+        if (message.turn && message.run_id !== activeRunId) {
+          turn = { runId: message.run_id, outcome: message.turn, content: message.content };
+        }
+      }
       renderMessage(message);
+      if (turn && message.role === "assistant" && message.run_id === turn.runId) {
+        turn.answer = state.messages[message.id];
+      }
     });
+    endTurn();
     Object.keys(byCallId).forEach(function (callId) {
       var card = state.cards[callId];
       if (!card) return;
@@ -371,6 +398,33 @@
     if (empty) empty.remove();
     el.log.appendChild(node);
     if (stick) scrollToEnd();
+  }
+
+  function turnBadge(outcome) {
+    var calls = outcome.model_calls;
+    return badge(
+      "run",
+      "turn " + formatMs(outcome.latency_ms) + " · " + calls + " model call" + (calls === 1 ? "" : "s"),
+      "Whole turn: from posting to the answer"
+    );
+  }
+
+  // A failed turn's error, with a button that sends its message again (a new turn).
+  function renderFailure(error, content) {
+    var node = renderNotice("error", "The run failed: " + (error || "unknown error"));
+    if (content) {
+      var retry = h("button", "button-small button-ghost notice-action", "Retry");
+      retry.type = "button";
+      retry.addEventListener("click", function () {
+        if (state.activeRunId || state.pendingSend) return;
+        el.input.value = content;
+        checkLength();
+        updateComposer();
+        send();
+      });
+      node.appendChild(retry);
+    }
+    return node;
   }
 
   function renderNotice(kind, text) {
@@ -677,18 +731,14 @@
       case "run.completed":
         if (data.message_id && state.messages[data.message_id]) {
           var meta = state.messages[data.message_id].node.querySelector(".meta");
-          meta.appendChild(
-            badge(
-              "run",
-              "turn " + formatMs(data.latency_ms) + " · " + data.model_calls + " model call" + (data.model_calls === 1 ? "" : "s"),
-              "Whole turn: from posting to the answer"
-            )
-          );
+          var stickToEnd = nearEnd();
+          meta.appendChild(turnBadge(data));
+          if (stickToEnd) scrollToEnd();  // the badge adds a line under the answer
         }
         endRun(event.run_id);
         break;
       case "run.failed":
-        renderNotice("error", "The run failed: " + (data.error || "unknown error"));
+        renderFailure(data.error, state.lastUserContent);
         endRun(event.run_id);
         break;
       case "run.cancelled":
@@ -794,6 +844,7 @@
       adoptPending(pending, id);
     } else if (data.message) {
       renderMessage(data.message);
+      state.lastUserContent = data.message.content;
       scrollToEnd();
     }
     if (runId && !state.activeRunId) setActiveRun(runId);
@@ -869,6 +920,7 @@
     entry.text.textContent = content;
     entry.node.classList.add("pending");
     state.pendingSend = { content: content, node: entry.node, entry: entry, sent: false };
+    state.lastUserContent = content;
     el.input.value = "";
     fitInput();
     updateComposer();

@@ -166,3 +166,22 @@ def asgi_server_session(
 def asgi_server(asgi_server_session: AsgiServer, transactional_db: None) -> str:
     """Base URL of a real uvicorn serving the app; the test's rows are committed."""
     return asgi_server_session.base_url
+
+
+@pytest.fixture
+def scripted_server(llm_server, asgi_server_session, transactional_db):
+    """A second uvicorn like the session's, whose model is the scripted server."""
+    folder = asgi_server_session.log_path.parent
+    env = {
+        **asgi_server_session.env,
+        "LLM_PROVIDER": "openai",
+        "OPENAI_API_KEY": "sk-test",
+        "OPENAI_BASE_URL": llm_server.base_url,
+        "LLM_MODEL": "test-model",
+    }
+    server = AsgiServer(env=env, log_path=folder / "uvicorn-scripted.log")
+    server.start()
+    try:
+        yield server.base_url
+    finally:
+        server.stop()

@@ -51,6 +51,24 @@ def test_the_history_is_openai_messages_with_our_fields(api, conversation, turn)
     openai_messages = [as_openai(m) for m in messages]
     MESSAGES.validate_python(openai_messages)
     assert_paired(openai_messages)
+    # The user message says how its turn went; the others carry no turn.
+    assert user["turn"] == {
+        "status": "completed",
+        "error": None,
+        "latency_ms": turn.latency_ms,
+        "model_calls": turn.model_calls,
+    }
+    assert all("turn" not in m for m in (call, answer, final))
+
+
+def test_a_failed_turns_error_is_on_its_user_message(api, conversation):
+    run = RunFactory(conversation=conversation, status=RunStatus.FAILED, error="The model said no.")
+    Message.objects.create(
+        conversation=conversation, run=run, position=0, role=Role.USER, content="hello"
+    )
+    (user,) = api.get(url(conversation)).json()["results"]
+    assert user["turn"]["status"] == "failed"
+    assert user["turn"]["error"] == "The model said no."
 
 
 @pytest.mark.django_db
