@@ -103,7 +103,7 @@ def test_sse_over_http_and_resuming_with_last_event_id(client):
     assert headers["Content-Type"].startswith("text/event-stream")
     assert headers["Cache-Control"] == "no-cache"
     frames = sse_frames(body)
-    assert frames[0]["event"] == "run.started"
+    assert [f["event"] for f in frames[:2]] == ["message.created", "run.started"]
     assert frames[-1]["event"] == "run.completed"
     seqs = [int(f["id"]) for f in frames]
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), "contiguous, no duplicate"
