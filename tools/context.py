@@ -84,7 +84,13 @@ class ToolContext:
     # --- Events --------------------------------------------------------------------
 
     def emit_progress(self, percent: float, message: str = "") -> None:
-        """Report how far the tool has got (0-100), with a short message for people."""
+        """Report how far the tool has got (0-100), with a short message for people.
+
+        Raises ToolCancelled once the call is no longer wanted (its run was
+        cancelled, or the executor gave up on it): a tool that reports progress
+        stops there, with nothing more to do.
+        """
+        self.raise_if_cancelled()
         if isinstance(percent, bool) or not isinstance(percent, int | float):
             raise TypeError(f"percent must be a number, got {type(percent).__name__}")
         if not math.isfinite(percent):
@@ -142,7 +148,8 @@ class ToolContext:
 
     @property
     def cancelled(self) -> bool:
-        """True once the executor gave up on this call (timeout); long loops should stop."""
+        """True once the call is not wanted any more (its run was cancelled, or it timed
+        out); long loops should stop."""
         return self._cancelled.is_set()
 
     def cancel(self) -> None:

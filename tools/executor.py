@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from tools.audit import audit_form, mask_arguments
-from tools.context import ToolContext, call_sink
+from tools.context import ToolCancelled, ToolContext, call_sink
 from tools.fields import storable_json
 from tools.registry import ToolRegistry
 from tools.registry import registry as default_registry
@@ -204,6 +204,11 @@ class _Outcome:
     exception: BaseException | None = None
     traceback: str = ""
     timed_out: bool = False
+    cancelled: bool = False
+
+
+# While a tool runs, how often the executor looks whether its call was cancelled.
+CANCEL_POLL_S = 0.2
 
 
 def _run_with_deadline(spec: ToolSpec, kwargs: dict[str, Any], context: ToolContext) -> _Outcome:
@@ -238,10 +243,17 @@ def _run_with_deadline(spec: ToolSpec, kwargs: dict[str, Any], context: ToolCont
     thread.start()
     while True:
         remaining = deadline - time.monotonic()
-        try:
-            item = relay.get(timeout=max(remaining, 0.0)) if remaining > 0 else relay.get_nowait()
-        except queue.Empty:
+        if remaining <= 0:
             break
+        if context.cancelled:
+            # Cancelled from outside (its run was): stop waiting; the thread is
+            # abandoned like a late one, and a cooperative tool has stopped already.
+            _drain(relay, context)
+            return _Outcome(cancelled=True)
+        try:
+            item = relay.get(timeout=min(remaining, CANCEL_POLL_S))
+        except queue.Empty:
+            continue
         if item is None:
             return outcome
         if context.sink is not None:
@@ -250,14 +262,19 @@ def _run_with_deadline(spec: ToolSpec, kwargs: dict[str, Any], context: ToolCont
     # Past the deadline. A thread cannot be killed: it is abandoned, its later
     # events dropped and its resource writes refused (ToolContext.cancel).
     context.cancel()
+    _drain(relay, context)
+    return _Outcome(timed_out=True)
+
+
+def _drain(relay: queue.SimpleQueue[Any], context: ToolContext) -> None:
+    """Deliver the events a tool queued before it was given up on."""
     while True:
         try:
             item = relay.get_nowait()
         except queue.Empty:
-            break
+            return
         if item is not None and context.sink is not None:
             call_sink(context.sink, *item)
-    return _Outcome(timed_out=True)
 
 
 async def _run_async(spec: ToolSpec, kwargs: dict[str, Any], context: ToolContext) -> Any:
@@ -281,6 +298,11 @@ async def _run_async(spec: ToolSpec, kwargs: dict[str, Any], context: ToolContex
 
 def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: _Outcome) -> ToolResult:
     name = spec.name
+    if outcome.cancelled or (
+        isinstance(outcome.exception, ToolCancelled) and not outcome.timed_out
+    ):
+        logger.info("tool %s (%s) stopped: its call was cancelled", name, context.tool_call_id)
+        return cancelled_result(name, tool_call_id=context.tool_call_id)
     if outcome.timed_out:
         result = _failure(
             name,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -77,10 +78,17 @@ def call_dead_in(execution: ToolExecution, now: datetime) -> float:
 
 
 class CallHeartbeat:
-    """Renews a running call's `heartbeat_at` from a thread, every TOOLCHAT_HEARTBEAT_S."""
+    """Renews a running call's `heartbeat_at` from a thread, every TOOLCHAT_HEARTBEAT_S.
 
-    def __init__(self, execution_id: Any) -> None:
+    It also looks, every second, whether the call is still running: once its
+    run was cancelled (the row says `cancelled`), it cancels the tool's context,
+    so that the executor stops waiting and the tool's next `emit_progress` stops
+    the tool.
+    """
+
+    def __init__(self, execution_id: Any, context: ToolContext) -> None:
         self.execution_id = execution_id
+        self.context = context
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._beat, name="toolchat-call-heartbeat", daemon=True
@@ -95,12 +103,22 @@ class CallHeartbeat:
         self._thread.join(0.05)
 
     def _beat(self) -> None:
+        interval = min(settings.TOOLCHAT_HEARTBEAT_S, 1.0)
+        renewed = time.monotonic()
         try:
-            while not self._stop.wait(settings.TOOLCHAT_HEARTBEAT_S):
-                ToolExecution.objects.filter(
+            while not self._stop.wait(interval):
+                running = ToolExecution.objects.filter(
                     pk=self.execution_id, status=ExecutionStatus.RUNNING
-                ).update(heartbeat_at=timezone.now())
+                )
+                if time.monotonic() - renewed >= settings.TOOLCHAT_HEARTBEAT_S:
+                    alive = running.update(heartbeat_at=timezone.now())
+                    renewed = time.monotonic()
+                else:
+                    alive = running.exists()
                 connection_release()
+                if not alive and not self._stop.is_set():
+                    self.context.cancel()
+                    return
         except Exception:
             logger.exception("heartbeat of tool call %s failed", self.execution_id)
         finally:
@@ -276,7 +294,7 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         tool_name=execution.name,
     )
     connection_release()  # a tool that needs the database takes a connection again
-    with CallHeartbeat(execution.pk):
+    with CallHeartbeat(execution.pk, context):
         return execute_tool(name=execution.name, arguments=raw_arguments, context=context)
 
 
@@ -343,7 +361,13 @@ def result_write(execution: ToolExecution, result: ToolResult) -> bool:
 
 
 def _late_result_keep(execution: ToolExecution, result: ToolResult) -> None:
-    """A call answered already (its run was cancelled while it ran): keep what it did, only."""
+    """A call answered already (its run was cancelled while it ran): keep what it did, only.
+
+    A tool that stopped because of that cancel did nothing more to keep: the
+    row says `cancelled` once, as the cancel wrote it.
+    """
+    if result.status == ExecutionStatus.CANCELLED:
+        return
     rows = ToolExecution.objects.filter(pk=execution.pk)
     error = rows.values_list("error", flat=True).first() or ""
     rows.update(

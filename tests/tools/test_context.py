@@ -66,10 +66,12 @@ def test_without_a_sink_events_are_dropped(make_context):
     make_context(sink=None).emit_progress(10, "nobody listens")
 
 
-def test_after_cancel_events_are_dropped(make_context, events):
+def test_after_cancel_progress_stops_the_tool_and_events_are_dropped(make_context, events):
     ctx = make_context()
     ctx.cancel()
-    ctx.emit_progress(10, "late")
+    with pytest.raises(ToolCancelled):
+        ctx.emit_progress(10, "late")
+    ctx.emit("tool.note", {"late": True})
     assert ctx.cancelled
     assert events == []
     with pytest.raises(ToolCancelled):

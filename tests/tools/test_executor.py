@@ -561,3 +561,52 @@ def test_an_async_tool_uses_the_orm_through_sync_to_async(make_context, user, mo
     assert result.resource_id == result.result["id"]
     # The ORM ran in the tool's thread, the one whose connections were closed.
     assert closed_in == [result.result["thread"]]
+
+
+# --- cancellation from outside (the run was cancelled) -------------------------------------
+
+
+def test_a_cancelled_call_stops_the_wait_and_a_tool_that_reports_progress(make_context, events):
+    reg = ToolRegistry()
+    steps: list[int] = []
+
+    @reg.tool(timeout=30)
+    def crunch(ctx: ToolContext) -> dict:
+        """Work in many small steps, reporting progress."""
+        for step in range(300):
+            steps.append(step)
+            ctx.emit_progress(step / 3, f"step {step}")
+            time.sleep(0.01)
+        return {"success": True}
+
+    context = make_context()
+    threading.Timer(0.3, context.cancel).start()
+    started = time.monotonic()
+    result = run(reg, "crunch", "{}", context)
+    assert result.status == ToolStatus.CANCELLED
+    assert "cancelled" in payload(result)["error"]
+    assert time.monotonic() - started < 2  # not the 3 s the tool would take
+    time.sleep(0.1)
+    stopped_at = len(steps)
+    assert stopped_at < 100  # progress() raised: the tool stopped, it did not run on
+    time.sleep(0.2)
+    assert len(steps) == stopped_at
+    percents = [e["percent"] for e in events.of_type("tool.progress")]
+    assert percents == sorted(percents)
+
+
+def test_a_cancelled_call_whose_tool_ignores_it_is_abandoned(make_context, release):
+    reg = ToolRegistry()
+
+    @reg.tool(timeout=30)
+    def stubborn(ctx: ToolContext) -> dict:
+        """Wait without looking at the context."""
+        release.wait(10)
+        return {"success": True}
+
+    context = make_context()
+    threading.Timer(0.3, context.cancel).start()
+    started = time.monotonic()
+    result = run(reg, "stubborn", "{}", context)
+    assert result.status == ToolStatus.CANCELLED
+    assert time.monotonic() - started < 2

@@ -8,6 +8,7 @@ model received, the stored messages, the audit rows and the event stream.
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 
 import pytest
@@ -503,17 +504,43 @@ def test_cancel_fills_unanswered_calls_and_stops_the_run(llm_server, conversatio
     assert execution.status == ExecutionStatus.CANCELLED
     assert event_types(run)[-1] == "run.cancelled"
     assert_valid_history(history_for_model(conversation=conversation))
-    # The tool finishes after the cancel, and its result is stored on the audit row.
-    wait_until(
-        ToolExecution.objects.filter(pk=execution.pk, result__isnull=False).exists,
-        what="the cancelled tool's late result",
-    )
+    # The tool (which does not look at its context) is abandoned, not waited for:
+    # the row keeps the cancel's one account of it, and the run does not go on.
+    time.sleep(2.5)
     execution.refresh_from_db()
     assert execution.status == ExecutionStatus.CANCELLED
-    assert execution.result["label"] == "long"  # what it did is kept for the audit
-    assert len(llm_server.requests) == 1  # and the run did not go on
+    assert "finished after" not in execution.error
+    assert len(llm_server.requests) == 1
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
+
+
+def test_cancel_reaches_a_tool_that_reports_progress(llm_server, conversation):
+    """The built-in dataset tool stops at its next progress report once its run is cancelled."""
+    from chat.services.runs import run_cancel
+
+    llm_server.push(
+        tool_calls_reply([("generate_dataset", '{"rows": 10000, "limit": 5}')]),
+        text_reply("never"),
+    )
+    run = run_start(conversation=conversation, content="make me a big dataset")
+    wait_until(
+        lambda: RunEvent.objects.filter(run=run, type="tool.progress").count() >= 3,
+        what="the dataset to be under way",
+    )
+    run_cancel(run=run)
+    cancelled_at = time.monotonic()
+    time.sleep(2.5)  # the tool's call heartbeat looks every second
+    last_progress = RunEvent.objects.filter(run=run, type="tool.progress").order_by("-seq").first()
+    progress_count = RunEvent.objects.filter(run=run, type="tool.progress").count()
+    time.sleep(1.5)
+    assert RunEvent.objects.filter(run=run, type="tool.progress").count() == progress_count
+    assert last_progress.data["percent"] < 60  # 10,000 rows take about 10 s
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ExecutionStatus.CANCELLED
+    assert "finished after" not in execution.error
+    assert execution.error.count("cancelled") == 1
+    assert time.monotonic() - cancelled_at < 10
 
 
 def test_cancel_ends_a_model_call_that_trickles_and_closes_its_connection(llm_server, conversation):
