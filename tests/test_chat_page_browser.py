@@ -200,3 +200,43 @@ def test_the_turn_badge_survives_a_reload_and_stays_in_view_at_375_px(
     expect(badge).to_be_visible()
     expect(badge).to_be_in_viewport()
     page.screenshot(path=screenshots_dir / "chat-turn-badge-375.png")
+
+
+# Creating a conversation takes a second: the window in which a message typed
+# at once went to the conversation that was open before.
+SLOW_CREATE = """
+(() => {
+  const real = window.fetch;
+  window.fetch = (input, init) => {
+    const url = typeof input === "string" ? input : input.url;
+    const slow = init && init.method === "POST" && /\\/conversations\\/$/.test(url);
+    return slow
+      ? new Promise((resolve) => setTimeout(resolve, 1000)).then(() => real(input, init))
+      : real(input, init);
+  };
+})();
+"""
+
+
+def test_a_message_typed_while_a_new_conversation_is_created_goes_to_it(
+    asgi_server: str, page: Page
+):
+    from chat.models import Conversation, Message
+
+    page.add_init_script(SLOW_CREATE)
+    log_in(page, asgi_server)
+    new_conversation(page)
+    ask(page, "what is 2+2")
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("4")
+    page.get_by_role("button", name="New conversation").click()
+    ask(page, "what is 12*7")  # while the new conversation is still being created
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
+    expect(page.locator(".msg-user")).to_have_count(1)
+    expect(page.locator("#composer-error")).to_be_hidden()
+    first, second = Conversation.objects.order_by("created_at")
+    assert list(
+        Message.objects.filter(conversation=first, role="user").values_list("content", flat=True)
+    ) == ["what is 2+2"]
+    assert list(
+        Message.objects.filter(conversation=second, role="user").values_list("content", flat=True)
+    ) == ["what is 12*7"]

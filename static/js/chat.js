@@ -48,6 +48,7 @@
     activeRunId: null,
     pendingSend: null, // {content, node, entry, sent} until the ack; sent when the socket is open
     lastUserContent: null, // what the newest user message said (for Retry)
+    opening: false, // a conversation is being created or loaded: a message waits for it
     messages: {}, // message id -> {node, text}
     cards: {}, // tool_call_id -> card object
     generation: 0, // bumps on every open, so late answers of an old open are ignored
@@ -223,13 +224,23 @@
     event.preventDefault();
     var button = el.newForm.querySelector("button");
     button.disabled = true;
+    // Leave the open conversation at once: what is typed from now on is for the
+    // new one, and waits for it (it was sent to the old one's socket).
+    ++state.generation;
+    closeSocket();
+    resetThread();
+    state.current = null;
+    state.opening = true;
+    el.title.textContent = "New conversation";
+    updateComposer();
     api("POST", "/conversations/", { mode: el.newMode.value })
       .then(function (conversation) {
         upsertConversation(conversation);
-        selectConversation(conversation.id, true);
+        selectConversation(conversation.id, true, true);
       })
       .catch(function (error) {
-        showError("Could not create a conversation: " + error.message);
+        state.opening = false;
+        failSend("Could not create a conversation: " + error.message);
       })
       .then(function () {
         button.disabled = false;
@@ -260,12 +271,12 @@
     el.toggle.setAttribute("aria-expanded", "false");
   }
 
-  function selectConversation(id, focusComposer) {
+  function selectConversation(id, focusComposer, keepPending) {
     if (window.location.hash !== "#" + id) {
       window.history.pushState(null, "", "#" + id);
     }
     closeSidebar();
-    openConversation(id, focusComposer);
+    openConversation(id, focusComposer, keepPending);
   }
 
   window.addEventListener("popstate", function () {
@@ -286,10 +297,19 @@
     showError("");
   }
 
-  function openConversation(id, focusComposer) {
+  // `keepPending`: a message typed while this conversation was being created
+  // is its first, and is sent once its socket is open.
+  function openConversation(id, focusComposer, keepPending) {
     var generation = ++state.generation;
+    var pending = keepPending && state.pendingSend && !state.pendingSend.sent ? state.pendingSend : null;
     closeSocket();
     resetThread();
+    state.opening = true;
+    if (pending) {
+      state.pendingSend = pending;
+      el.log.appendChild(pending.node);
+      state.lastUserContent = pending.content;
+    }
     el.title.textContent = "Loading…";
     var conversation;
     var start;
@@ -319,6 +339,12 @@
         el.title.textContent = conversationLabel(conversation);
         document.title = conversationLabel(conversation) + " · toolchat";
         renderHistory(results[0], results[1], conversation.active_run_id);
+        if (state.pendingSend) {
+          var emptyThread = document.getElementById("thread-empty");
+          if (emptyThread) emptyThread.remove();
+          el.log.appendChild(state.pendingSend.node);  // after the history
+        }
+        state.opening = false;
         state.lastSeq = start;
         setActiveRun(conversation.active_run_id);
         el.input.disabled = false;
@@ -331,6 +357,7 @@
         if (generation !== state.generation) return;
         el.title.textContent = "Chat";
         state.current = null;
+        state.opening = false;
         renderNotice("error", error.status === 404 ? "This conversation does not exist." : error.message);
       });
   }
@@ -771,7 +798,7 @@
 
   function updateComposer() {
     var busy = Boolean(state.activeRunId) || Boolean(state.pendingSend);
-    var ready = Boolean(state.current);
+    var ready = Boolean(state.current) || Boolean(state.opening);
     el.send.disabled = !ready || busy || !el.input.value.trim() || overLimit();
     el.cancel.hidden = !state.activeRunId;
     el.composer.classList.toggle("busy", busy);
