@@ -11,7 +11,7 @@ that failed here.
 
 The SDK's read timeout starts again at each byte, so a server that trickles
 keep-alive comments could hold a call for ever. Every request therefore goes
-through a watched transport (`_WatchedTransport`): each request it sends and
+through a watched transport (`WatchedTransport`): each request it sends and
 each piece of body it reads checks the call's watch, which ends the call when
 its run stops wanting it (a cancel, a take-over: the `stop` event) or when a
 deadline passes: `LLM_CALL_DEADLINE_S` for the whole call, retries included,
@@ -22,12 +22,8 @@ cut and asked again, within the call's deadline). A server that ignores
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import dataclasses
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -54,6 +50,15 @@ from chat.llm.base import (
     StreamRestart,
     TextDelta,
     ToolCall,
+)
+from chat.llm.watch import (
+    AttemptDeadline,
+    CallDeadline,
+    Interrupted,
+    Stopped,
+    Watch,
+    WatchedTransport,
+    watching,
 )
 
 logger = logging.getLogger(__name__)
@@ -87,7 +92,7 @@ def openai_client(
                 timeout=openai.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
                 max_retries=max_retries,
                 http_client=openai.DefaultHttpxClient(
-                    transport=_WatchedTransport(
+                    transport=WatchedTransport(
                         httpx2.HTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
                     )
                 ),
@@ -121,109 +126,6 @@ class StreamCut(Exception):
     """The stream ended, or broke, before the model said it was finished."""
 
 
-class _Interrupted(openai.OpenAIError):
-    """A watch ended the request. An OpenAIError: the SDK passes it on without a retry."""
-
-
-class _Stopped(_Interrupted):
-    """The run no longer wants the call (cancelled, taken over)."""
-
-
-class _CallDeadline(_Interrupted):
-    """The whole call, retries included, took longer than LLM_CALL_DEADLINE_S."""
-
-
-class _AttemptDeadline(_Interrupted):
-    """One request and its stream took longer than LLM_ATTEMPT_DEADLINE_S."""
-
-
-@dataclasses.dataclass
-class _Watch:
-    """What ends a model call from outside its stream: a stop signal and two deadlines."""
-
-    stop: threading.Event | None
-    call_s: float
-    attempt_s: float
-    deadline: float = 0.0  # time.monotonic() values
-    attempt_deadline: float = math.inf
-
-    def __post_init__(self) -> None:
-        self.deadline = time.monotonic() + self.call_s
-
-    def attempt(self) -> None:
-        """A request is about to be sent (the first, or a retry)."""
-        self.attempt_deadline = math.inf
-        self.check()
-        self.attempt_deadline = time.monotonic() + self.attempt_s
-
-    def check(self) -> None:
-        if self.stop is not None and self.stop.is_set():
-            raise _Stopped("the run stopped the model call")
-        now = time.monotonic()
-        if now >= self.deadline:
-            raise _CallDeadline(
-                f"no complete answer within {self.call_s:g} s (LLM_CALL_DEADLINE_S)"
-            )
-        if now >= self.attempt_deadline:
-            raise _AttemptDeadline(
-                f"the answer took longer than {self.attempt_s:g} s (LLM_ATTEMPT_DEADLINE_S)"
-            )
-
-
-_watch: contextvars.ContextVar[_Watch | None] = contextvars.ContextVar(
-    "toolchat_model_call_watch", default=None
-)
-
-
-@contextlib.contextmanager
-def _watching(watch: _Watch) -> Iterator[None]:
-    """Let the transport see `watch` while this thread sends or reads for the call.
-
-    Set around each blocking step, never across a `yield` of the stream: the
-    generator's caller must not run with the call's watch in its context.
-    """
-    reset = _watch.set(watch)
-    try:
-        yield
-    finally:
-        _watch.reset(reset)
-
-
-class _WatchedTransport(httpx2.BaseTransport):
-    """The SDK's HTTP transport, with the current call's watch checked at every step."""
-
-    def __init__(self, inner: httpx2.BaseTransport) -> None:
-        self.inner = inner
-
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        watch = _watch.get()
-        if watch is not None:
-            watch.attempt()
-        response = self.inner.handle_request(request)
-        if watch is not None:
-            response.stream = _WatchedStream(response.stream, watch)
-        return response
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class _WatchedStream(httpx2.SyncByteStream):
-    """A response body that checks its call's watch at each piece (an SSE comment too)."""
-
-    def __init__(self, inner: Any, watch: _Watch) -> None:
-        self.inner = inner
-        self.watch = watch
-
-    def __iter__(self) -> Iterator[bytes]:
-        for piece in self.inner:
-            self.watch.check()
-            yield piece
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 class OpenAIProvider:
     """Streams chat completions from any OpenAI-compatible endpoint."""
 
@@ -252,14 +154,14 @@ class OpenAIProvider:
     ) -> Iterator[StreamEvent]:
         """Stream one completion; the SDK retries failed requests, this retries cut streams."""
         started = time.monotonic()
-        watch = _Watch(stop, self.call_deadline_s, self.attempt_deadline_s)
+        watch = Watch(stop, self.call_deadline_s, self.attempt_deadline_s)
         attempts = 0
         while True:
             client = self.client
             if attempts:  # a cut stream: what is left of the budget is the SDK's to retry with
                 client = client.with_options(max_retries=self.max_attempts - attempts - 1)
             try:
-                with _watching(watch):
+                with watching(watch):
                     chunks = client.chat.completions.create(
                         model=request.model,
                         # The history codec (chat/history.py) writes messages in the API's shape.
@@ -297,12 +199,12 @@ class OpenAIProvider:
                         finish_reason = _finish_reason(state) or finish_reason
                 if not finish_reason:
                     raise StreamCut("the stream ended before the model finished its answer")
-            except (_Stopped, _CallDeadline) as exc:
+            except (Stopped, CallDeadline) as exc:
                 raise _ended(exc, attempts) from exc
             except Exception as exc:
                 cut = (
                     str(exc)
-                    if isinstance(exc, StreamCut | _AttemptDeadline)
+                    if isinstance(exc, StreamCut | AttemptDeadline)
                     else f"the stream broke mid-answer ({type(exc).__name__}: {exc})"
                 )
                 if attempts >= self.max_attempts:
@@ -325,9 +227,9 @@ class OpenAIProvider:
             return
 
 
-def _ended(exc: _Interrupted, attempts: int) -> Exception:
+def _ended(exc: Interrupted, attempts: int) -> Exception:
     """The error for a call its watch ended: a stop for the run, or a deadline's failure."""
-    if isinstance(exc, _Stopped):
+    if isinstance(exc, Stopped):
         return ProviderStopped(str(exc))
     return ProviderError(_failure_message("deadline", str(exc), attempts), attempts=attempts)
 
@@ -411,7 +313,7 @@ def _requests_sent(request_headers: Mapping[str, str]) -> int:
 
 def _failed(exc: openai.OpenAIError, attempts: int) -> Exception:
     """The ProviderError for a request the SDK gave up on, with the server's own words."""
-    if isinstance(exc, _Interrupted):
+    if isinstance(exc, Interrupted):
         return _ended(exc, attempts)
     status: int | None = None
     detail = str(exc)

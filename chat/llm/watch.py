@@ -1,0 +1,127 @@
+"""The watch on a model call: what ends it from outside its stream.
+
+The SDK's read timeout starts again at every byte, so a server that trickles
+keep-alive comments could hold a call for ever. Every request the provider's
+client sends goes through `WatchedTransport`: each request and each piece of
+body it reads checks the current call's `Watch`, which ends the call when its
+run stops wanting it (the `stop` event: a cancel, a take-over) or when a
+deadline passes: one for the whole call, retries included
+(LLM_CALL_DEADLINE_S), and one for each request and its stream
+(LLM_ATTEMPT_DEADLINE_S). The exceptions are OpenAIErrors, which the SDK
+passes on without a retry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import math
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import openai
+
+
+class Interrupted(openai.OpenAIError):
+    """A watch ended the request. An OpenAIError: the SDK passes it on without a retry."""
+
+
+class Stopped(Interrupted):
+    """The run no longer wants the call (cancelled, taken over)."""
+
+
+class CallDeadline(Interrupted):
+    """The whole call, retries included, took longer than LLM_CALL_DEADLINE_S."""
+
+
+class AttemptDeadline(Interrupted):
+    """One request and its stream took longer than LLM_ATTEMPT_DEADLINE_S."""
+
+
+@dataclasses.dataclass
+class Watch:
+    """What ends a model call from outside its stream: a stop signal and two deadlines."""
+
+    stop: threading.Event | None
+    call_s: float
+    attempt_s: float
+    deadline: float = 0.0  # time.monotonic() values
+    attempt_deadline: float = math.inf
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.call_s
+
+    def attempt(self) -> None:
+        """A request is about to be sent (the first, or a retry)."""
+        self.attempt_deadline = math.inf
+        self.check()
+        self.attempt_deadline = time.monotonic() + self.attempt_s
+
+    def check(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped("the run stopped the model call")
+        now = time.monotonic()
+        if now >= self.deadline:
+            raise CallDeadline(f"no complete answer within {self.call_s:g} s (LLM_CALL_DEADLINE_S)")
+        if now >= self.attempt_deadline:
+            raise AttemptDeadline(
+                f"the answer took longer than {self.attempt_s:g} s (LLM_ATTEMPT_DEADLINE_S)"
+            )
+
+
+_watch: contextvars.ContextVar[Watch | None] = contextvars.ContextVar(
+    "toolchat_model_call_watch", default=None
+)
+
+
+@contextlib.contextmanager
+def watching(watch: Watch) -> Iterator[None]:
+    """Let the transport see `watch` while this thread sends or reads for the call.
+
+    Set around each blocking step, never across a `yield` of the stream: the
+    generator's caller must not run with the call's watch in its context.
+    """
+    reset = _watch.set(watch)
+    try:
+        yield
+    finally:
+        _watch.reset(reset)
+
+
+class WatchedTransport(httpx2.BaseTransport):
+    """The SDK's HTTP transport, with the current call's watch checked at every step."""
+
+    def __init__(self, inner: httpx2.BaseTransport) -> None:
+        self.inner = inner
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        watch = _watch.get()
+        if watch is not None:
+            watch.attempt()
+        response = self.inner.handle_request(request)
+        if watch is not None:
+            response.stream = WatchedStream(response.stream, watch)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class WatchedStream(httpx2.SyncByteStream):
+    """A response body that checks its call's watch at each piece (an SSE comment too)."""
+
+    def __init__(self, inner: Any, watch: Watch) -> None:
+        self.inner = inner
+        self.watch = watch
+
+    def __iter__(self) -> Iterator[bytes]:
+        for piece in self.inner:
+            self.watch.check()
+            yield piece
+
+    def close(self) -> None:
+        self.inner.close()
