@@ -19,13 +19,14 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import DateTimeField, Q, Value
+from django.db.models import DateTimeField, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -142,32 +143,67 @@ def run_recheck_later(*, run_id: Any) -> None:
     dispatch_run(run_id, delay_s=max(0.5, (stale_at - timezone.now()).total_seconds() + 0.5))
 
 
-class Heartbeat:
-    """Renews the run's lease from a thread while a model call is in flight.
+class RowHeartbeat:
+    """Renews a row's `heartbeat_at` from a thread while its worker waits on something.
 
-    A model may take long to send its first token, and the provider sleeps
-    between retries: the stream yields nothing then, so the renewal cannot wait
-    for it. The thread also notices a cancel (or a take-over) within a second
-    and sets `lost_event`, which the provider watches (it ends the call), and
-    the streaming loop stops at its next event.
+    `rows` selects the row while it is still this worker's (a run under its
+    lease, a call still running). Every TOOLCHAT_HEARTBEAT_S the thread renews
+    it, and every second in between it looks that the row is still there:
+    once it is not (a cancel, a take-over), it calls `on_lost` and ends.
     """
 
-    def __init__(self, run: Run, token: uuid.UUID) -> None:
-        self.run_id = run.pk
-        self.token = token
-        self.lost_event = threading.Event()
+    def __init__(self, rows: QuerySet[Any], on_lost: Callable[[], None], what: str) -> None:
+        self.rows = rows
+        self.on_lost = on_lost
+        self.what = what
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="toolchat-heartbeat", daemon=True)
 
-    def __enter__(self) -> Heartbeat:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         # Not a long join: the thread may be waiting for a pooled connection, and
-        # the step must not wait for it. It sees the stop flag and ends by itself.
+        # the worker must not wait for it. It sees the stop flag and ends by itself.
         self._stop.set()
         self._thread.join(0.05)
+
+    def _beat(self) -> None:
+        interval = min(settings.TOOLCHAT_HEARTBEAT_S, 1.0)
+        renewed = time.monotonic()
+        try:
+            while not self._stop.wait(interval):
+                if time.monotonic() - renewed >= settings.TOOLCHAT_HEARTBEAT_S:
+                    alive = self.rows.update(heartbeat_at=timezone.now())
+                    renewed = time.monotonic()
+                else:
+                    alive = self.rows.exists()
+                connection_release()  # a beat a second must not keep a connection
+                if not alive and not self._stop.is_set():
+                    self.on_lost()
+                    return
+        except Exception:
+            logger.exception("heartbeat of %s failed", self.what)
+        finally:
+            connections.close_all()
+
+
+class Heartbeat(RowHeartbeat):
+    """Renews the run's lease while a model call or a tool call is in flight.
+
+    A model may take long to send its first token, and the provider sleeps
+    between retries: the stream yields nothing then, so the renewal cannot wait
+    for it. A cancel (or a take-over) is noticed within a second and sets
+    `lost_event`, which the provider watches (it ends the call), and the
+    streaming loop stops at its next event.
+    """
+
+    def __init__(self, run: Run, token: uuid.UUID) -> None:
+        self.run_id = run.pk
+        self.lost_event = threading.Event()
+        rows = Run.objects.filter(pk=run.pk, lease=token, status=RunStatus.RUNNING)
+        super().__init__(rows, self.lost_event.set, f"run {run.pk}")
 
     @property
     def lost(self) -> bool:
@@ -177,28 +213,6 @@ class Heartbeat:
         """Raise LeaseLost if the run is no longer ours."""
         if self.lost:
             raise LeaseLost(str(self.run_id))
-
-    def _beat(self) -> None:
-        interval = min(settings.TOOLCHAT_HEARTBEAT_S, 1.0)
-        renewed = time.monotonic()
-        try:
-            while not self._stop.wait(interval):
-                still = Run.objects.filter(
-                    pk=self.run_id, lease=self.token, status=RunStatus.RUNNING
-                )
-                if time.monotonic() - renewed >= settings.TOOLCHAT_HEARTBEAT_S:
-                    alive = still.update(heartbeat_at=timezone.now())
-                    renewed = time.monotonic()
-                else:
-                    alive = still.exists()
-                if not alive and not self._stop.is_set():
-                    self.lost_event.set()
-                    return
-                connection_release()  # a beat a second must not keep a connection
-        except Exception:
-            logger.exception("heartbeat of run %s failed", self.run_id)
-        finally:
-            connections.close_all()
 
 
 def run_lock(run: Run, token: uuid.UUID | None) -> Run:

@@ -15,8 +15,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from chat.engine.approvals import approvals_expire
+from chat.engine.call_liveness import call_dead_in
 from chat.engine.dispatch import dispatch_run
-from chat.engine.tool_calls import call_dead_in
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     Run,

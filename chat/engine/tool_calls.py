@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from chat.engine.call_liveness import CallHeartbeat, call_dead_in
 from chat.engine.dispatch import dispatch_run, dispatch_tool
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write, worker_name
 from chat.history import message_to_api
@@ -53,76 +51,6 @@ logger = logging.getLogger(__name__)
 
 # A run whose calls may run: the ones that need no approval run while others wait.
 _WORKING_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
-
-
-def tool_deadline(execution: ToolExecution) -> float:
-    """Seconds after its start when a running call is past its tool's time, with grace."""
-    spec = tool_registry.get(execution.name)
-    return (spec.timeout if spec else 60.0) + settings.TOOLCHAT_TOOL_GRACE_S
-
-
-def call_dead_in(execution: ToolExecution, now: datetime) -> float:
-    """Seconds until a running call is presumed dead with its worker (<= 0: it is).
-
-    The worker running a call renews its `heartbeat_at` (`CallHeartbeat`): a
-    call silent for TOOLCHAT_RUN_STALE_S is dead, whatever its tool's timeout.
-    Past the timeout with grace it is dead too, heartbeat or not (a hung tool
-    whose worker lives on).
-    """
-    started = execution.started_at or now
-    by_deadline = tool_deadline(execution) - (now - started).total_seconds()
-    if execution.heartbeat_at is None:
-        return by_deadline
-    by_heartbeat = settings.TOOLCHAT_RUN_STALE_S - (now - execution.heartbeat_at).total_seconds()
-    return min(by_deadline, by_heartbeat)
-
-
-class CallHeartbeat:
-    """Renews a running call's `heartbeat_at` from a thread, every TOOLCHAT_HEARTBEAT_S.
-
-    It also looks, every second, whether the call is still running: once its
-    run was cancelled (the row says `cancelled`), it cancels the tool's context,
-    so that the executor stops waiting and the tool's next `emit_progress` stops
-    the tool.
-    """
-
-    def __init__(self, execution_id: Any, context: ToolContext) -> None:
-        self.execution_id = execution_id
-        self.context = context
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._beat, name="toolchat-call-heartbeat", daemon=True
-        )
-
-    def __enter__(self) -> CallHeartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(0.05)
-
-    def _beat(self) -> None:
-        interval = min(settings.TOOLCHAT_HEARTBEAT_S, 1.0)
-        renewed = time.monotonic()
-        try:
-            while not self._stop.wait(interval):
-                running = ToolExecution.objects.filter(
-                    pk=self.execution_id, status=ExecutionStatus.RUNNING
-                )
-                if time.monotonic() - renewed >= settings.TOOLCHAT_HEARTBEAT_S:
-                    alive = running.update(heartbeat_at=timezone.now())
-                    renewed = time.monotonic()
-                else:
-                    alive = running.exists()
-                connection_release()
-                if not alive and not self._stop.is_set():
-                    self.context.cancel()
-                    return
-        except Exception:
-            logger.exception("heartbeat of tool call %s failed", self.execution_id)
-        finally:
-            connections.close_all()
 
 
 def execution_build(
