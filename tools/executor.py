@@ -10,24 +10,17 @@ message.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import queue
-import threading
 import time
-import traceback
-from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import connections
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from tools.audit import audit_form, mask_arguments
-from tools.context import ToolCancelled, ToolContext, call_sink
+from tools.context import ToolCancelled, ToolContext
 from tools.fields import storable_json
 from tools.registry import ToolRegistry
 from tools.registry import registry as default_registry
@@ -40,14 +33,12 @@ from tools.results import (
     rejected_result,
     truncate_content,
 )
+from tools.running import Outcome, run_with_deadline
 from tools.spec import ToolSpec
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CHARS = 10_000
-# An async tool is cancelled at its timeout; this is how long its cancellation
-# may take before the executor stops waiting for it too.
-ASYNC_CANCEL_GRACE_S = 0.5
 
 __all__ = [
     "ToolResult",
@@ -80,7 +71,7 @@ def execute_tool(
         return _finish(prepared, started)
 
     spec, kwargs, audit_arguments = prepared
-    outcome = _run_with_deadline(spec, kwargs, context)
+    outcome = run_with_deadline(spec, kwargs, context)
     try:
         result = _outcome_result(spec, context, outcome)
     except Exception as exc:
@@ -191,112 +182,10 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-# --- Running --------------------------------------------------------------------------------
-
-
-class _Timeout(Exception):
-    pass
-
-
-@dataclass
-class _Outcome:
-    value: Any = None
-    exception: BaseException | None = None
-    traceback: str = ""
-    timed_out: bool = False
-    cancelled: bool = False
-
-
-# While a tool runs, how often the executor looks whether its call was cancelled.
-CANCEL_POLL_S = 0.2
-
-
-def _run_with_deadline(spec: ToolSpec, kwargs: dict[str, Any], context: ToolContext) -> _Outcome:
-    """Run the tool in a thread; relay its events to the sink here until it ends or times out."""
-    outcome = _Outcome()
-    relay = context._open_relay()
-
-    def work() -> None:
-        try:
-            if spec.is_async:
-                # async_to_sync rather than asyncio.run: the tool's thread-sensitive
-                # sync_to_async calls (the ORM) then run in this thread, whose
-                # connections are closed below.
-                outcome.value = async_to_sync(_run_async)(spec, kwargs, context)
-            else:
-                outcome.value = spec.bind(context, kwargs)
-        except _Timeout:
-            outcome.timed_out = True
-        except BaseException as exc:  # a tool's SystemExit is still just a failed call
-            outcome.exception = exc
-            outcome.traceback = traceback.format_exc()
-        finally:
-            # This thread's connections would otherwise stay open until the
-            # process exits; a pool wants them back.
-            connections.close_all()
-            relay.put(None)
-
-    thread = threading.Thread(
-        target=work, name=f"tool-{spec.name}-{context.tool_call_id or 'call'}", daemon=True
-    )
-    deadline = time.monotonic() + spec.timeout + (ASYNC_CANCEL_GRACE_S if spec.is_async else 0)
-    thread.start()
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        if context.cancelled:
-            # Cancelled from outside (its run was): stop waiting; the thread is
-            # abandoned like a late one, and a cooperative tool has stopped already.
-            _drain(relay, context)
-            return _Outcome(cancelled=True)
-        try:
-            item = relay.get(timeout=min(remaining, CANCEL_POLL_S))
-        except queue.Empty:
-            continue
-        if item is None:
-            return outcome
-        if context.sink is not None:
-            call_sink(context.sink, *item)
-
-    # Past the deadline. A thread cannot be killed: it is abandoned, its later
-    # events dropped and its resource writes refused (ToolContext.cancel).
-    context.cancel()
-    _drain(relay, context)
-    return _Outcome(timed_out=True)
-
-
-def _drain(relay: queue.SimpleQueue[Any], context: ToolContext) -> None:
-    """Deliver the events a tool queued before it was given up on."""
-    while True:
-        try:
-            item = relay.get_nowait()
-        except queue.Empty:
-            return
-        if item is not None and context.sink is not None:
-            call_sink(context.sink, *item)
-
-
-async def _run_async(spec: ToolSpec, kwargs: dict[str, Any], context: ToolContext) -> Any:
-    # asyncio.wait rather than wait_for: a TimeoutError raised by the tool itself
-    # is the tool's failure, not our timeout.
-    task = asyncio.ensure_future(spec.bind(context, kwargs))
-    done, _pending = await asyncio.wait({task}, timeout=spec.timeout)
-    if task in done:
-        return task.result()
-    context.cancel()
-    task.cancel()
-    try:
-        await task
-    except BaseException:  # the tool's own answer to cancellation does not matter now
-        logger.debug("async tool %s ended after its cancellation", spec.name, exc_info=True)
-    raise _Timeout
-
-
 # --- After the call ------------------------------------------------------------------------
 
 
-def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: _Outcome) -> ToolResult:
+def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: Outcome) -> ToolResult:
     name = spec.name
     if outcome.cancelled or (
         isinstance(outcome.exception, ToolCancelled) and not outcome.timed_out
