@@ -35,7 +35,7 @@ from stack import STEPS_MARK, ScriptedLLMServer, percentile, stepping_responder,
 from tools.builtin.calculator import calculator
 from tools.registry import load_tool_modules, registry
 
-# The tool modules of project/settings/base.py (TOOLCHAT_TOOL_MODULES' default),
+# The tool modules of project/settings/toolchat.py (TOOLCHAT_TOOL_MODULES' default),
 # so that the bare loop offers the model what the app offers it.
 BUILTIN_TOOL_MODULES = [
     "tools.builtin.calculator",

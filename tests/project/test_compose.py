@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTINGS = ROOT / "project" / "settings" / "base.py"
+# What production runs: base.py and the modules it imports (not the test settings).
+SETTINGS = [ROOT / "project" / "settings" / name for name in ("base.py", "toolchat.py", "env.py")]
 
 # Read by the settings but deliberately not passed by compose: the image
 # collects its static files at build time into the default folder.
@@ -25,8 +26,8 @@ REQUIRED = {"DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS", "DATABASE_URL"}
 
 
 def settings_variables() -> set[str]:
-    """Every environment variable project/settings/base.py reads."""
-    source = SETTINGS.read_text()
+    """Every environment variable the production settings read."""
+    source = "\n".join(path.read_text() for path in SETTINGS)
     pattern = r"\b(?:env_(?:str|bool|int|float|list)|os\.environ\.get|os\.getenv)\(\s*\"([A-Z][A-Z0-9_]*)\""
     names = set(re.findall(pattern, source))
     assert {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "LLM_PROVIDER"} <= names

@@ -1,0 +1,95 @@
+"""toolchat's own settings, read from the environment (imported at the end of base.py).
+
+The turn engine's timings and recovery, WebSocket limits, the model
+providers, and tools and limits. Each is documented in README.md's
+configuration table.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+from project.settings.env import env_bool, env_float, env_int, env_list, env_str
+
+# --- The turn engine ------------------------------------------------------------------
+
+# Runs and running tool calls renew a heartbeat every TOOLCHAT_HEARTBEAT_S; one
+# silent for TOOLCHAT_RUN_STALE_S is presumed dead. With the sweep every
+# TOOLCHAT_RECOVER_S, a dead worker's runs move again within STALE + RECOVER
+# seconds of its death (docs/turn-engine.md).
+TOOLCHAT_RUN_STALE_S = env_float("TOOLCHAT_RUN_STALE_S", 10.0)
+TOOLCHAT_HEARTBEAT_S = env_float("TOOLCHAT_HEARTBEAT_S", 3.0)
+# How often lost runs (stale, or queued and never picked up) are queued again:
+# by Celery beat with Redis, by the web process without. 0 turns it off.
+TOOLCHAT_RECOVER_S = env_float("TOOLCHAT_RECOVER_S", 5.0)
+# A tool call still marked running this long after its own timeout is presumed
+# dead (even if its heartbeat goes on: a hung tool): it is run again if
+# idempotent, else reported interrupted. A silent heartbeat finds it sooner.
+TOOLCHAT_TOOL_GRACE_S = env_float("TOOLCHAT_TOOL_GRACE_S", 30.0)
+# A call that waits for its owner's approval longer than this is rejected ("expired").
+TOOL_APPROVAL_TIMEOUT_S = env_float("TOOL_APPROVAL_TIMEOUT_S", 3600.0)
+# message.delta events are coalesced to at most one per this many seconds.
+TOOLCHAT_DELTA_INTERVAL_S = env_float("TOOLCHAT_DELTA_INTERVAL_S", 0.05)
+# A step that asks for one tool call runs it in the run's own worker, with no
+# round trip through the queue; several calls of one step always run as tasks,
+# concurrently. Off: every call is a task (docs/turn-engine.md).
+TOOLCHAT_INLINE_TOOL_CALLS = env_bool("TOOLCHAT_INLINE_TOOL_CALLS", default=True)
+
+# WebSocket limits: open sockets per user (across the web processes, with Redis:
+# chat/live/slots.py), the largest message a client may send, and the interval
+# of the server's pings.
+TOOLCHAT_WS_MAX_SOCKETS_PER_USER = env_int("TOOLCHAT_WS_MAX_SOCKETS_PER_USER", 20)
+TOOLCHAT_WS_MAX_MESSAGE_BYTES = env_int("TOOLCHAT_WS_MAX_MESSAGE_BYTES", 256 * 1024)
+TOOLCHAT_WS_PING_S = env_float("TOOLCHAT_WS_PING_S", 20.0)
+
+# --- LLM providers (DESIGN.md section 6) ---------------------------------------------
+
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+LLM_PROVIDER = env_str("LLM_PROVIDER", "openai" if OPENAI_API_KEY else "offline")
+if LLM_PROVIDER not in {"openai", "offline"}:
+    raise ImproperlyConfigured(f"LLM_PROVIDER={LLM_PROVIDER!r}: use 'openai' or 'offline'.")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini" if LLM_PROVIDER == "openai" else "offline")
+LLM_COMPOSE_MODEL = env_str("LLM_COMPOSE_MODEL")
+# The models a conversation may choose (each costs money): the configured ones
+# unless the operator lists more.
+LLM_ALLOWED_MODELS = env_list(
+    "LLM_ALLOWED_MODELS", [name for name in (LLM_MODEL, LLM_COMPOSE_MODEL) if name]
+)
+# The composing call (the answer after the tools) is a short, natural reply:
+# it is capped and a little warmer than the tool-choosing call. 0 tokens or a
+# temperature of "none" sends none (for models that reject `temperature`).
+LLM_COMPOSE_MAX_TOKENS = env_int("LLM_COMPOSE_MAX_TOKENS", 600) or None
+LLM_COMPOSE_TEMPERATURE = (
+    None
+    if env_str("LLM_COMPOSE_TEMPERATURE").lower() == "none"
+    else env_float("LLM_COMPOSE_TEMPERATURE", 0.7)
+)
+LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3)
+# The read timeout starts again at every byte: these bound a call however its
+# server trickles. One request and its stream (a late one is asked again), and
+# the whole call with its retries.
+LLM_ATTEMPT_DEADLINE_S = env_float("LLM_ATTEMPT_DEADLINE_S", 300.0)
+LLM_CALL_DEADLINE_S = env_float("LLM_CALL_DEADLINE_S", 600.0)
+
+# --- Tools and limits ---------------------------------------------------------------
+
+TOOLCHAT_TOOL_MODULES = env_list(
+    "TOOLCHAT_TOOL_MODULES",
+    [
+        "tools.builtin.calculator",
+        "tools.builtin.current_time",
+        "tools.builtin.notes",
+        "tools.builtin.dataset",
+    ],
+)
+TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 10_000)
+MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 32_000)
+# A conversation's system prompt is sent on every model call, outside the
+# history budget: bounded like a message.
+MAX_SYSTEM_PROMPT_CHARS = env_int("MAX_SYSTEM_PROMPT_CHARS", 8_000)
+# The history sent to a model is trimmed to these budgets (oldest turns first,
+# never splitting a tool call from its results, always keeping the system prompt).
+TOOLCHAT_HISTORY_MAX_MESSAGES = env_int("TOOLCHAT_HISTORY_MAX_MESSAGES", 400)
+TOOLCHAT_HISTORY_MAX_CHARS = env_int("TOOLCHAT_HISTORY_MAX_CHARS", 400_000)
