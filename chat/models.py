@@ -94,6 +94,11 @@ class Message(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     finish_reason = StorableCharField(max_length=32, blank=True)
+    # Follow-up prompts offered after a final answer (from its tools' results and the model).
+    suggestions = StorableJSONField(null=True, blank=True)
+    # Set when a regenerated answer or an edited question replaced this message: it stays
+    # in the record (and the audit) but leaves the conversation a model or a reader sees.
+    superseded_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -198,6 +203,7 @@ class ModelCallPurpose(models.TextChoices):
     TOOLS = "tools", "With tools"
     COMPOSE = "compose", "Compose the answer"
     DECIDE = "decide", "Decide the next step"
+    SUGGEST = "suggest", "Suggest follow-ups"
 
 
 class CallStatus(models.TextChoices):
