@@ -23,7 +23,9 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from chat.markdown import markdown_html
 from chat.models import Message, Role
+from tools.models import Resource
 from tools.results import interrupted_result
 
 logger = logging.getLogger(__name__)
@@ -85,7 +87,31 @@ def message_to_api(message: Message) -> dict[str, Any]:
             "finish_reason": message.finish_reason or None,
         }
     )
+    if message.role == Role.ASSISTANT:
+        # The text as sanitized HTML (chat/markdown.py): what a page may insert as it is.
+        data["html"] = markdown_html(message.content) if message.content else None
+        data["suggestions"] = message.suggestions or None
+    if message.resource_id:
+        data["resource"] = resource_summary(message.resource)
+    if message.superseded_at is not None:
+        data["superseded_at"] = message.superseded_at.isoformat()
     return data
+
+
+def resource_summary(resource: Resource | None) -> dict[str, Any] | None:
+    """What a resource card shows: kind, title, when; None for a resource since deleted."""
+    if resource is None:
+        return None
+    return {
+        "id": str(resource.pk),
+        "kind": resource.kind,
+        "title": resource.title,
+        "created_at": resource.created_at.isoformat(),
+        # Equal to the tool message's `tool_execution_id` when this call made it (not read it).
+        "created_by_execution_id": (
+            str(resource.created_by_execution_id) if resource.created_by_execution_id else None
+        ),
+    }
 
 
 def tool_call_to_openai(call: Mapping[str, Any]) -> dict[str, Any]:

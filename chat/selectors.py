@@ -45,9 +45,25 @@ def conversation_get(
         raise ConversationNotFound("Conversation not found.") from None
 
 
-def message_list(*, conversation: Conversation) -> QuerySet[Message]:
-    """The conversation's messages in order, for the API and the export (see message_to_api)."""
-    return Message.objects.filter(conversation_id=conversation.pk).order_by("position")
+def current_messages(conversation_id: Any) -> QuerySet[Message]:
+    """The conversation's messages without those a regenerated or edited turn replaced."""
+    return Message.objects.filter(conversation_id=conversation_id, superseded_at__isnull=True)
+
+
+def message_list(
+    *, conversation: Conversation, include_superseded: bool = False
+) -> QuerySet[Message]:
+    """The conversation's messages in order, for the API (see message_to_api).
+
+    Replaced messages (a regenerated answer, an edited question) stay in the
+    record; `include_superseded` shows them too, each with its `superseded_at`.
+    """
+    messages = (
+        Message.objects.filter(conversation_id=conversation.pk)
+        if include_superseded
+        else current_messages(conversation.pk)
+    )
+    return messages.order_by("position")
 
 
 def history_for_model(
@@ -75,19 +91,19 @@ def history_rows(*, conversation: Conversation, max_messages: int | None = None)
     would give. A run loop keeps these rows and appends what it stores, so it
     reads the history once per run, not once per model call.
     """
-    everything = Message.objects.filter(conversation_id=conversation.pk).only(*HISTORY_COLUMNS)
+    everything = current_messages(conversation.pk).only(*HISTORY_COLUMNS)
     if max_messages is not None:
         window = max(2 * max_messages, 20)
         # One query: the newest `window` rows (from the position of the
         # window-th newest; NULL when there are fewer, and then every row),
         # and the system rows that lead the conversation.
         window_start = Subquery(
-            Message.objects.filter(conversation_id=conversation.pk)
+            current_messages(conversation.pk)
             .order_by("-position")
             .values("position")[window - 1 : window]
         )
         first_turn = Subquery(
-            Message.objects.filter(conversation_id=conversation.pk)
+            current_messages(conversation.pk)
             .exclude(role=Role.SYSTEM)
             .order_by("position")
             .values("position")[:1]
@@ -136,7 +152,9 @@ def conversation_detail(
         raise ConversationNotFound("Conversation not found.") from None
 
 
-def message_list_with_executions(*, conversation: Conversation) -> QuerySet[Message]:
+def message_list_with_executions(
+    *, conversation: Conversation, include_superseded: bool = False
+) -> QuerySet[Message]:
     """The conversation's messages in order; tool messages annotated with `tool_execution_id`.
 
     The audit row is found by its tool_call_id within this conversation (other
@@ -148,7 +166,8 @@ def message_list_with_executions(*, conversation: Conversation) -> QuerySet[Mess
     ).values("pk")[:1]
     # A user message's run is the turn it started: its outcome comes along (same query),
     # so that a page shows a failed turn's error, or a finished turn's totals, on reload.
-    return message_list(conversation=conversation).annotate(
+    messages = message_list(conversation=conversation, include_superseded=include_superseded)
+    return messages.select_related("resource").annotate(
         tool_execution_id=Subquery(execution),
         run_status=F("run__status"),
         run_error=F("run__error"),
@@ -189,8 +208,10 @@ def run_final_message(*, run: Run) -> Message | None:
 
 
 def run_user_message(*, run: Run) -> Message | None:
-    """The user message that started a run, or None if it has none."""
-    return Message.objects.filter(run_id=run.pk, role=Role.USER).first()
+    """The user message a run answers (a regenerated answer's too), or None if it has none."""
+    if run.trigger_message_id is None:
+        return None
+    return Message.objects.filter(pk=run.trigger_message_id).first()
 
 
 def stored_events(
@@ -256,7 +277,7 @@ def conversation_export(
     described as the registry describes them now.
     """
     rows = list(
-        Message.objects.filter(conversation_id=conversation.pk)
+        current_messages(conversation.pk)
         .exclude(run__status__in=ACTIVE_RUN_STATUSES)
         .order_by("position")
         .only(*EXPORT_COLUMNS)

@@ -48,7 +48,7 @@ from chat.selectors import (
     run_final_message,
     run_user_message,
 )
-from chat.services.runs import run_start
+from chat.services.runs import run_regenerate, run_start
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,13 @@ DEFAULT_WAIT_S = 120.0
 MAX_WAIT_S = 600.0
 
 User = AbstractBaseUser | AnonymousUser
+
+
+class ListQuerySerializer(serializers.Serializer[Any]):
+    include_superseded = serializers.BooleanField(
+        default=False,
+        help_text="Also the messages a regenerated answer or an edited question replaced.",
+    )
 
 
 class MessageListApi(APIView):
@@ -76,9 +83,12 @@ class MessageListApi(APIView):
             "Chat Completions message (`role`, `content`, `tool_calls`, `tool_call_id`) plus "
             "toolchat's fields: `id`, `position`, `created_at`, `run_id`, `resource_id`, "
             "`latency_ms`, `model`, `usage`, `finish_reason`, and for tool messages `name` "
-            "and `tool_execution_id` (the audit row)."
+            "and `tool_execution_id` (the audit row), for assistant messages `html` (the "
+            "content as sanitized Markdown HTML) and `suggestions`, and `resource` (a card's "
+            "kind and title) with a `resource_id`. Messages replaced by a regenerated answer or "
+            "an edited question are left out unless `include_superseded=true`."
         ),
-        parameters=[docs.path_id("conversation_id", "The conversation.")],
+        parameters=[docs.path_id("conversation_id", "The conversation."), ListQuerySerializer],
         responses={
             200: page_serializer("MessagePageSerializer", MessageSerializer),
             **docs.errors(400, 404),
@@ -102,9 +112,14 @@ class MessageListApi(APIView):
     def get(self, request: Request, conversation_id: uuid.UUID) -> Response:
         """One page of messages (one query for the page, whatever its size)."""
         conversation = conversation_get(conversation_id=conversation_id, user=request.user)
+        query = ListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         return paginate(
             self.Pagination(),
-            message_list_with_executions(conversation=conversation),
+            message_list_with_executions(
+                conversation=conversation,
+                include_superseded=query.validated_data["include_superseded"],
+            ),
             request,
             self,
             lambda page: [message_data(message) for message in page],
@@ -122,6 +137,12 @@ class MessageCreateApi(AsyncApiView):
         content = TextField(
             trim_whitespace=False,
             help_text="The user's message: not blank, at most MAX_MESSAGE_CHARS (default 32,000).",
+        )
+        replaces = serializers.UUIDField(
+            required=False,
+            help_text="Edit and resend: the id of the conversation's last user message. It and "
+            "its answer are superseded (kept in the record, left out of the history); 409 if it "
+            "is not the last user message.",
         )
 
     class QuerySerializer(serializers.Serializer[Any]):
@@ -184,7 +205,10 @@ class MessageCreateApi(AsyncApiView):
         body = self.InputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         run = await sync_to_async(run_start)(
-            conversation=conversation, content=body.validated_data["content"], user=user
+            conversation=conversation,
+            content=body.validated_data["content"],
+            user=user,
+            replaces=body.validated_data.get("replaces"),
         )
         if accepts_event_stream(request):
             return sse_response(run_event_stream(run=run))
@@ -213,3 +237,40 @@ def _answer(run: Run, user: User) -> tuple[dict[str, Any], bool]:
         "run": RunSerializer(fresh).data,
         "message": message_data(message) if message is not None else None,
     }, ended
+
+
+class RegenerateApi(APIView):
+    """Answer the last user message again."""
+
+    throttle_classes = [MessageRateThrottle]
+    throttle_scope = "messages"
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        run = RunSerializer()
+        message = MessageSerializer(help_text="The user message answered again.")
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="messages_regenerate",
+        summary="Regenerate the last answer",
+        description=(
+            "Starts a new run on the conversation's last user message. The previous answer "
+            "(its assistant and tool messages) is superseded: kept in the record and the "
+            "audit, left out of the history a model or the message list sees. 409 while a "
+            "run is active or when there is no user message."
+        ),
+        parameters=[docs.path_id("conversation_id", "The conversation.")],
+        request=None,
+        responses={202: OutputSerializer, **docs.errors(403, 404, 409, 429)},
+        examples=[
+            docs.example(
+                "Accepted", {"run": docs.QUEUED_RUN, "message": docs.USER_MESSAGE}, status=202
+            ),
+        ],
+    )
+    def post(self, request: Request, conversation_id: uuid.UUID) -> Response:
+        """Queue the new run; answer 202 with it and the question."""
+        conversation = conversation_get(conversation_id=conversation_id, user=request.user)
+        run = run_regenerate(conversation=conversation)
+        data, _ = _answer(run, request.user)
+        return Response(data, status=status.HTTP_202_ACCEPTED)

@@ -98,6 +98,18 @@ class TurnSerializer(serializers.Serializer[Any]):
     model_calls = serializers.IntegerField()
 
 
+class ResourceSummarySerializer(serializers.Serializer[Any]):
+    """A record a tool made or read, as a card shows it."""
+
+    id = serializers.UUIDField()
+    kind = serializers.CharField()
+    title = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    created_by_execution_id = serializers.UUIDField(
+        allow_null=True, help_text="The tool call that made it (GET /api/v1/tool-executions/)."
+    )
+
+
 class MessageSerializer(serializers.Serializer[Any]):
     """One message: an OpenAI Chat Completions message plus toolchat's fields.
 
@@ -130,6 +142,26 @@ class MessageSerializer(serializers.Serializer[Any]):
     model = serializers.CharField(allow_null=True)
     usage = UsageSerializer(allow_null=True)
     finish_reason = serializers.CharField(allow_null=True)
+    html = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="Assistant only: `content` rendered from Markdown and sanitized (safe to insert).",
+    )
+    suggestions = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        allow_null=True,
+        help_text="Final assistant answers: follow-up prompts to offer (from tools and the model).",
+    )
+    resource = ResourceSummarySerializer(
+        required=False,
+        allow_null=True,
+        help_text="With resource_id: the record's kind and title, for a card.",
+    )
+    superseded_at = serializers.DateTimeField(
+        required=False,
+        help_text="With ?include_superseded=true: when a regenerated or edited turn replaced it.",
+    )
     turn = TurnSerializer(
         required=False,
         help_text="User messages in the message list: the outcome of the turn they started.",

@@ -38,6 +38,11 @@ urlpatterns = [
         name="messages",
     ),
     path(
+        "conversations/<uuid:conversation_id>/regenerate/",
+        messages.RegenerateApi.as_view(),
+        name="regenerate",
+    ),
+    path(
         "conversations/<uuid:conversation_id>/export/",
         conversations.ConversationExportApi.as_view(),
         name="export",

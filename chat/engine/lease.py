@@ -26,12 +26,12 @@ from typing import Any, Self
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import DateTimeField, Q, QuerySet, Value
+from django.db.models import DateTimeField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_run
-from chat.models import Run, RunStatus
+from chat.models import Message, Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +103,17 @@ def run_claim(*, run_id: Any) -> Claim | None:
         )
         if not claimed:
             return None
-    run = Run.objects.select_related("conversation", "conversation__owner", "trigger_message").get(
-        pk=run_id
+    # The conversation's last position comes along: a regenerated answer goes after
+    # the answer it replaces, not after its question (chat/engine/run.py).
+    last_position = (
+        Message.objects.filter(conversation_id=OuterRef("conversation_id"))
+        .order_by("-position")
+        .values("position")[:1]
+    )
+    run = (
+        Run.objects.select_related("conversation", "conversation__owner", "trigger_message")
+        .annotate(last_position=Subquery(last_position))
+        .get(pk=run_id)
     )
     return Claim(run, token, first)
 

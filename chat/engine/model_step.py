@@ -37,6 +37,7 @@ from chat.engine.finish import run_completed_event, run_end_fields, run_fail
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write
 from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.engine.request import request_build, request_hash
+from chat.engine.suggestions import tool_suggestions
 from chat.engine.tool_calls import execution_build, execution_start, execution_started_event
 from chat.history import message_to_api
 from chat.live.events import events_publish
@@ -186,7 +187,13 @@ def model_step(
         if completion.content:
             buffer.add(completion.content)
     return _answer_store(
-        run, token, model_call, completion, position=position, deltas=buffer.take()
+        run,
+        token,
+        model_call,
+        completion,
+        position=position,
+        deltas=buffer.take(),
+        suggestions=tool_suggestions(request.messages),
     )
 
 
@@ -198,6 +205,7 @@ def _answer_store(
     *,
     position: int,
     deltas: list[tuple[str, dict[str, Any]]],
+    suggestions: list[str],
 ) -> Step:
     """Store the answer, its ModelCall, its calls' audit rows and the step's events, at once.
 
@@ -211,7 +219,14 @@ def _answer_store(
     while True:
         try:
             return _answer_write(
-                run, token, model_call, completion, position=position, deltas=deltas, taken=taken
+                run,
+                token,
+                model_call,
+                completion,
+                position=position,
+                deltas=deltas,
+                taken=taken,
+                suggestions=suggestions,
             )
         except IntegrityError:
             ids = [call.id for call in completion.tool_calls if call.id]
@@ -246,6 +261,7 @@ def _answer_write(
     position: int,
     deltas: list[tuple[str, dict[str, Any]]],
     taken: set[str],
+    suggestions: list[str],
 ) -> Step:
     purpose = model_call.purpose
     calls = (
@@ -296,6 +312,8 @@ def _answer_write(
                 prompt_tokens=completion.prompt_tokens,
                 completion_tokens=completion.completion_tokens,
                 finish_reason=completion.finish_reason,
+                # A final answer carries its tools' follow-ups (chat/engine/suggestions.py).
+                suggestions=None if calls else suggestions or None,
             )
             model_call.status = CallStatus.SUCCEEDED
             model_call.response_message = message

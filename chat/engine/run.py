@@ -23,6 +23,11 @@ from chat.engine.model_step import (
     step_open,
 )
 from chat.engine.request import history_load
+from chat.engine.suggestions import (
+    model_suggestions_add,
+    model_suggestions_wanted,
+    tool_suggestions,
+)
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.live.events import event_publish, events_publish
 from chat.models import (
@@ -61,21 +66,33 @@ def run_advance(*, run_id: Any) -> None:
             position = _first_position(run)
             started = [("run.started", {"mode": run.mode})]
             _advance(run, token, last=None, executions=[], position=position, announce=started)
-            return
-        _resume(run, token)
+        else:
+            _resume(run, token)
     except LeaseLost:
         logger.info("run %s: lease lost (cancelled or taken over); stopping", run.pk)
     except Exception as exc:
         logger.exception("run %s failed with an internal error", run.pk)
         run_fail(run, token, f"Internal error while processing the run ({type(exc).__name__}).")
+        return
+    if run.status == RunStatus.COMPLETED and model_suggestions_wanted():
+        try:
+            model_suggestions_add(run=run)
+        except Exception:
+            logger.exception("run %s: follow-up suggestions failed", run.pk)
 
 
 def _first_position(run: Run) -> int:
-    """Where the run's first answer goes: after its user message."""
-    if run.trigger_message is not None:
-        return run.trigger_message.position + 1
-    last = Message.objects.filter(conversation_id=run.conversation_id).aggregate(m=Max("position"))
-    return 0 if last["m"] is None else last["m"] + 1
+    """Where the run's first answer goes: after the conversation's last message.
+
+    That is after its user message, or for a regenerated answer after the
+    superseded answer it replaces. `run_claim` reads the position with the run.
+    """
+    last = getattr(run, "last_position", None)
+    if last is None:
+        last = Message.objects.filter(conversation_id=run.conversation_id).aggregate(
+            m=Max("position")
+        )["m"]
+    return 0 if last is None else last + 1
 
 
 def _resume(run: Run, token: uuid.UUID) -> None:
@@ -223,6 +240,8 @@ def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) ->
             position=position,
             content=text,
             finish_reason="direct",
+            suggestions=tool_suggestions({"role": "tool", "content": a.content} for a in answers)
+            or None,
         )
         events_publish(
             run=run,

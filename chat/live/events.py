@@ -25,6 +25,7 @@ EVENT_TYPES = frozenset(
     {
         "run.started",
         "message.created",
+        "messages.superseded",
         "message.delta",
         "tool_call.started",
         "tool_call.approval_requested",
@@ -34,6 +35,7 @@ EVENT_TYPES = frozenset(
         "tool_call.completed",
         "tools.ended",
         "message.completed",
+        "message.suggestions",
         "run.completed",
         "run.failed",
         "run.cancelled",

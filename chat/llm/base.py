@@ -14,6 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+# The json_schema name of the follow-up suggestions request (chat/engine/suggestions.py).
+SUGGESTIONS_FORMAT_NAME = "follow_up_suggestions"
+
 
 @dataclass(frozen=True)
 class ToolCall:

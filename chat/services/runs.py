@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import unicodedata
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -11,6 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
+from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import run_end
@@ -25,6 +28,7 @@ from chat.models import (
     Run,
     RunStatus,
 )
+from chat.selectors import current_messages
 from tools.results import cancelled_result
 
 
@@ -33,11 +37,76 @@ def run_start(
     conversation: Conversation,
     content: str,
     user: AbstractBaseUser | AnonymousUser | None = None,
+    replaces: Any = None,
 ) -> Run:
-    """Store the user's message and a queued run in one transaction; queue the run on commit."""
+    """Store the user's message and a queued run in one transaction; queue the run on commit.
+
+    With `replaces` (the id of the conversation's last user message) the
+    message is an edit: that message and its answer are superseded, kept in
+    the record but no longer part of what the model or a reader sees.
+    """
+    content_check(content)
+    with _idle_conversation(conversation) as (locked, last_position):
+        superseded: list[str] = []
+        if replaces is not None:
+            replaced = _last_user_message(locked)
+            if replaced is None or str(replaced.pk) != str(replaces):
+                raise Conflict(
+                    "Only the conversation's last user message can be edited.",
+                    field="replaces",
+                    details={"last_user_message_id": str(replaced.pk) if replaced else None},
+                )
+            superseded = _supersede(locked, from_position=replaced.position)
+        # Each row names the other: the ids are chosen first, and the foreign
+        # keys are checked at commit.
+        message_id = uuid.uuid4()
+        run = Run.objects.create(
+            conversation=locked, mode=locked.mode, trigger_message_id=message_id
+        )
+        message = Message.objects.create(
+            id=message_id,
+            conversation=locked,
+            run=run,
+            position=0 if last_position is None else last_position + 1,
+            role=Role.USER,
+            content=content,
+        )
+        if superseded:
+            _superseded_publish(run, superseded)
+        # So that the user's other tabs (and any client) see it before the run starts.
+        event_publish(
+            run=run,
+            type="message.created",
+            data={
+                "message_id": str(message_id),
+                "role": "user",
+                "message": message_to_api(message),
+            },
+        )
+        transaction.on_commit(lambda: dispatch_run(run.pk))
+    return run
+
+
+def run_regenerate(*, conversation: Conversation) -> Run:
+    """A new answer to the last user message; the previous answer stays in the record."""
+    with _idle_conversation(conversation) as (locked, _):
+        question = _last_user_message(locked)
+        if question is None:
+            raise Conflict("There is no question to answer again: post a message first.")
+        superseded = _supersede(locked, from_position=question.position + 1)
+        run = Run.objects.create(conversation=locked, mode=locked.mode, trigger_message=question)
+        # The question's turn is now this run (the message list shows its outcome).
+        Message.objects.filter(pk=question.pk).update(run=run)
+        if superseded:
+            _superseded_publish(run, superseded)
+        transaction.on_commit(lambda: dispatch_run(run.pk))
+    return run
+
+
+def content_check(content: Any) -> None:
+    """Refuse what no path may store as a user message (the REST serializer, the socket)."""
     if not isinstance(content, str) or not _visible(content):
         raise InvalidInput("The message is empty.", field="content")
-    # What the REST serializer refuses, refused here for every path (the socket too).
     if "\x00" in content:
         raise InvalidInput("The message contains a NUL character.", field="content")
     try:
@@ -53,10 +122,18 @@ def run_start(
             field="content",
             details={"max_chars": limit, "chars": len(content)},
         )
+
+
+@contextmanager
+def _idle_conversation(conversation: Conversation) -> Iterator[tuple[Conversation, int | None]]:
+    """A transaction holding the conversation's row lock, with no run active; its last position.
+
+    The lock orders concurrent posts to one conversation; one statement finds
+    an active run and the last position. The conversation's `updated_at` (its
+    last activity) moves.
+    """
     try:
         with transaction.atomic():
-            # The conversation row lock orders concurrent posts to one conversation;
-            # the same statement finds an active run and the last position.
             locked = (
                 Conversation.objects.select_for_update(no_key=True, of=("self",))
                 .annotate(
@@ -75,32 +152,8 @@ def run_start(
             )
             if locked.active_run_id is not None:
                 raise _busy(Run.objects.get(pk=locked.active_run_id))
-            # Each row names the other: the ids are chosen first, and the foreign
-            # keys are checked at commit.
-            message_id = uuid.uuid4()
-            run = Run.objects.create(
-                conversation=locked, mode=locked.mode, trigger_message_id=message_id
-            )
-            message = Message.objects.create(
-                id=message_id,
-                conversation=locked,
-                run=run,
-                position=0 if locked.last_position is None else locked.last_position + 1,
-                role=Role.USER,
-                content=content,
-            )
+            yield locked, locked.last_position
             locked.save(update_fields=["updated_at"])
-            # So that the user's other tabs (and any client) see it before the run starts.
-            event_publish(
-                run=run,
-                type="message.created",
-                data={
-                    "message_id": str(message_id),
-                    "role": "user",
-                    "message": message_to_api(message),
-                },
-            )
-            transaction.on_commit(lambda: dispatch_run(run.pk))
     except IntegrityError:
         # The database's one-active-run constraint caught a race the lock did not.
         active = Run.objects.filter(
@@ -109,7 +162,22 @@ def run_start(
         if active is None:
             raise
         raise _busy(active) from None
-    return run
+
+
+def _last_user_message(conversation: Conversation) -> Message | None:
+    return current_messages(conversation.pk).filter(role=Role.USER).order_by("-position").first()
+
+
+def _supersede(conversation: Conversation, *, from_position: int) -> list[str]:
+    """Take the current messages from this position on out of the conversation; their ids."""
+    rows = current_messages(conversation.pk).filter(position__gte=from_position)
+    ids = [str(pk) for pk in rows.values_list("pk", flat=True)]
+    rows.update(superseded_at=timezone.now())
+    return ids
+
+
+def _superseded_publish(run: Run, message_ids: list[str]) -> None:
+    event_publish(run=run, type="messages.superseded", data={"message_ids": message_ids})
 
 
 def _visible(text: str) -> bool:

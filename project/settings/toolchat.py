@@ -65,6 +65,12 @@ LLM_COMPOSE_TEMPERATURE = (
     if env_str("LLM_COMPOSE_TEMPERATURE").lower() == "none"
     else env_float("LLM_COMPOSE_TEMPERATURE", 0.7)
 )
+# Follow-up suggestions written by the model, one small call after each answer:
+# "auto" asks the offline model only (free), "on" any model, "off" none. Tools'
+# own suggestions are offered whatever this says.
+LLM_SUGGESTIONS = env_str("LLM_SUGGESTIONS", "auto").lower()
+if LLM_SUGGESTIONS not in {"auto", "on", "off"}:
+    raise ImproperlyConfigured(f"LLM_SUGGESTIONS={LLM_SUGGESTIONS!r}: use auto, on or off.")
 LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3)
 # The read timeout starts again at every byte: these bound a call however its

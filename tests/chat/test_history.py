@@ -162,6 +162,14 @@ def test_message_to_api_adds_our_fields():
     assert tool["name"] == "record_note"
     assert tool["usage"] is None
     assert tool["run_id"] == str(run.pk)
+    assert tool["resource"] == {
+        "id": str(resource.pk),
+        "kind": resource.kind,
+        "title": resource.title,
+        "created_at": resource.created_at.isoformat(),
+        "created_by_execution_id": None,
+    }
+    assert "html" not in tool
 
     assistant = message_to_api(assistant_row)
     assert assistant == {
@@ -176,6 +184,8 @@ def test_message_to_api_adds_our_fields():
         "model": "gpt-test",
         "usage": {"prompt_tokens": 100, "completion_tokens": 7},
         "finish_reason": "stop",
+        "html": "<p>Noted.</p>",
+        "suggestions": None,
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, StringConstraints
@@ -36,7 +37,14 @@ def record_note(
         "success": True,
         "data": _note(note, preview=False),
         "message": f"Noted: {title}",
+        # Offered to the user as a next prompt after the answer.
+        "suggestions": [f'Search my notes for "{_keyword(title)}"'],
     }
+
+
+def _keyword(title: str) -> str:
+    """The title's longest word: what the user would most likely search the note by."""
+    return max(re.findall(r"\w+", title), key=len, default=title)[:40]
 
 
 @tool(timeout=20)

@@ -1,0 +1,165 @@
+"""Follow-up suggestions: two or three prompts offered as chips after a final answer.
+
+They come from two places:
+
+- the tools: a tool's result may carry `suggestions` (a list of short
+  prompts). They are read from the tool messages the final model call was
+  sent, so they cost no query, and are stored with the answer itself;
+- the model, when `LLM_SUGGESTIONS` is on (the default for the offline
+  model, off for a paid one): after the run has completed, one small
+  structured call asks for follow-ups. It is recorded as a `suggest`
+  ModelCall, does not count in the run's `model_calls`, and its answer is
+  merged into the final message and announced by `message.suggestions`. If it
+  fails, the answer simply has no model suggestions: the turn is done by then.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from chat.engine.model_calls import completion_fill, failed_call_record
+from chat.history import build_model_history
+from chat.live.events import event_publish
+from chat.llm import get_provider
+from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest, Done
+from chat.models import CallStatus, Message, ModelCall, ModelCallPurpose, Role, Run
+from chat.selectors import history_rows
+
+logger = logging.getLogger(__name__)
+
+MAX_SUGGESTIONS = 3
+MAX_SUGGESTION_CHARS = 120
+
+SUGGESTIONS_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": SUGGESTIONS_FORMAT_NAME,
+        "schema": {
+            "type": "object",
+            "properties": {
+                "suggestions": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": MAX_SUGGESTIONS,
+                }
+            },
+            "required": ["suggestions"],
+            "additionalProperties": False,
+        },
+        "strict": True,
+    },
+}
+
+SUGGESTIONS_INSTRUCTION = (
+    "Suggest two or three short follow-up messages the user might send next, written as "
+    "the user would type them (at most 8 words each), each one something you can answer "
+    'with your tools. Reply with JSON only: {"suggestions": ["...", "..."]}.'
+)
+
+
+def suggestions_clean(candidates: Iterable[Any]) -> list[str]:
+    """At most three distinct, short, one-line prompts; anything else is dropped."""
+    kept: list[str] = []
+    for candidate in candidates:
+        if not isinstance(candidate, str):
+            continue
+        text = " ".join(candidate.split())
+        if not text or len(text) > MAX_SUGGESTION_CHARS or "\x00" in text:
+            continue
+        if text.casefold() in {k.casefold() for k in kept}:
+            continue
+        kept.append(text)
+        if len(kept) == MAX_SUGGESTIONS:
+            break
+    return kept
+
+
+def tool_suggestions(messages: Iterable[dict[str, Any]]) -> list[str]:
+    """The `suggestions` the tools of the current turn returned (after the last user message)."""
+    turn: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "user":
+            turn = []
+        elif message.get("role") == "tool":
+            turn.append(message)
+    found: list[Any] = []
+    for message in turn:
+        try:
+            result = json.loads(str(message.get("content") or ""))
+        except ValueError:
+            continue
+        if isinstance(result, dict) and isinstance(result.get("suggestions"), list):
+            found.extend(result["suggestions"])
+    return suggestions_clean(found)
+
+
+def model_suggestions_wanted() -> bool:
+    """Whether to ask the model for follow-ups: LLM_SUGGESTIONS, where `auto` means offline only."""
+    wanted = settings.LLM_SUGGESTIONS
+    if wanted == "auto":
+        return bool(settings.LLM_PROVIDER == "offline")
+    return bool(wanted == "on")
+
+
+def model_suggestions_add(*, run: Run) -> None:
+    """Ask the model for follow-ups to the completed run's answer; store and announce them."""
+    final = (
+        Message.objects.filter(run=run, role=Role.ASSISTANT, superseded_at__isnull=True)
+        .order_by("-position")
+        .first()
+    )
+    if final is None or not final.content:
+        return
+    model = run.conversation.model or settings.LLM_MODEL
+    messages = build_model_history(
+        history_rows(conversation=run.conversation),
+        system_prompt=run.conversation.system_prompt,
+        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
+        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
+    )
+    messages.append({"role": "system", "content": SUGGESTIONS_INSTRUCTION})
+    request = ChatRequest(
+        model=model, messages=messages, response_format=SUGGESTIONS_FORMAT, max_tokens=120
+    )
+    provider = get_provider()
+    model_call = ModelCall(
+        run=run,
+        step=run.steps,
+        purpose=ModelCallPurpose.SUGGEST,
+        model=model,
+        provider=provider.name,
+        message_count=len(messages),
+        started_at=timezone.now(),
+    )
+    try:
+        completion = None
+        for event in provider.stream(request):
+            if isinstance(event, Done):
+                completion = event.completion
+        if completion is None:
+            raise ValueError("the model ended its answer without finishing it")
+        parsed = json.loads(completion.content or "")
+        found = suggestions_clean(parsed.get("suggestions") or [])
+    except Exception as exc:
+        # A nicety after the answer: a failure is logged and recorded, never the run's.
+        logger.warning("run %s: no follow-up suggestions from the model: %s", run.pk, exc)
+        failed_call_record(model_call, f"{type(exc).__name__}: {exc}")
+        return
+    model_call.status = CallStatus.SUCCEEDED
+    completion_fill(model_call, completion)
+    model_call.save(force_insert=True)
+    merged = suggestions_clean([*(final.suggestions or []), *found])
+    if not merged or merged == final.suggestions:
+        return
+    Message.objects.filter(pk=final.pk).update(suggestions=merged)
+    event_publish(
+        run=run,
+        type="message.suggestions",
+        data={"message_id": str(final.pk), "suggestions": merged},
+    )

@@ -1,0 +1,123 @@
+"""Follow-up suggestions: the tools' own, and the model's after the answer, on the final message."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from chat.engine.suggestions import suggestions_clean, tool_suggestions
+from chat.models import Message, Mode, ModelCall, RunEvent
+from tests.chat.api.conftest import token_client
+from tests.factories import ConversationFactory
+from tests.llm_server import text_reply, tool_calls_reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def ask(user, conversation, content):
+    response = token_client(user).post(
+        f"/api/v1/conversations/{conversation.id}/messages/?wait=true&timeout=30",
+        {"content": content},
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def eventually(check, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("not within the timeout")
+
+
+def test_a_tools_suggestions_are_stored_with_the_answer_and_listed(user, llm_server, settings):
+    settings.LLM_SUGGESTIONS = "off"
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.push(
+        tool_calls_reply([("record_note", '{"title": "Boiler serviced"}', "call_n")]),
+        text_reply("Noted."),
+    )
+
+    body = ask(user, conversation, "note that the boiler was serviced")
+
+    assert body["message"]["suggestions"] == ['Search my notes for "serviced"']
+    listed = token_client(user).get(f"/api/v1/conversations/{conversation.id}/messages/").json()
+    final = listed["results"][-1]
+    assert final["suggestions"] == ['Search my notes for "serviced"']
+    # The tool call's own message carries none: only the final answer does.
+    assert all(m.get("suggestions") is None for m in listed["results"][:-1])
+    # ...and the live event of the answer carries them too.
+    completed = [
+        e.data["message"]
+        for e in RunEvent.objects.filter(run_id=body["run"]["id"], type="message.completed")
+    ]
+    assert completed[-1]["suggestions"] == ['Search my notes for "serviced"']
+    assert len(llm_server.requests) == 2  # "off": no model call for suggestions
+
+
+def test_the_model_adds_its_own_after_the_answer(user, llm_server, settings):
+    settings.LLM_SUGGESTIONS = "on"
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.push(
+        tool_calls_reply([("record_note", '{"title": "Boiler serviced"}', "call_n")]),
+        text_reply("Noted."),
+        text_reply(
+            json.dumps(
+                {"suggestions": ["What time is it?", 'search my notes for "serviced"', "x" * 500]}
+            )
+        ),
+    )
+
+    body = ask(user, conversation, "note that the boiler was serviced")
+    run_id = body["run"]["id"]
+
+    assert body["run"]["model_calls"] == 2  # the turn's calls; the suggestions come after
+    event = eventually(
+        lambda: RunEvent.objects.filter(run_id=run_id, type="message.suggestions").first()
+    )
+    final = Message.objects.get(pk=body["message"]["id"])
+    # The tool's first, then the model's; duplicates (any case) and overlong ones dropped.
+    assert final.suggestions == ['Search my notes for "serviced"', "What time is it?"]
+    assert event.data == {"message_id": str(final.pk), "suggestions": final.suggestions}
+    request = llm_server.requests[-1]
+    assert request["response_format"]["json_schema"]["name"] == "follow_up_suggestions"
+    assert "tools" not in request
+    assert request["messages"][-2] == {"role": "assistant", "content": "Noted."}
+    call = ModelCall.objects.get(run_id=run_id, purpose="suggest")
+    assert call.status == "succeeded"
+
+
+def test_a_model_that_answers_garbage_leaves_the_turn_alone(user, llm_server, settings):
+    settings.LLM_SUGGESTIONS = "on"
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.push(text_reply("Hello!"), text_reply("not json at all"))
+
+    body = ask(user, conversation, "hi")
+
+    assert body["run"]["status"] == "completed"
+    call = eventually(
+        lambda: ModelCall.objects.filter(run_id=body["run"]["id"], purpose="suggest").first()
+    )
+    assert call.status == "failed"
+    assert "JSONDecodeError" in call.error
+    assert Message.objects.get(pk=body["message"]["id"]).suggestions is None
+    assert not RunEvent.objects.filter(type="message.suggestions").exists()
+
+
+def test_only_the_current_turns_tool_results_count():
+    messages = [
+        {"role": "user", "content": "first"},
+        {"role": "tool", "tool_call_id": "a", "content": '{"suggestions": ["old one"]}'},
+        {"role": "user", "content": "second"},
+        {"role": "tool", "tool_call_id": "b", "content": '{"suggestions": ["new one", 7, ""]}'},
+        {"role": "tool", "tool_call_id": "c", "content": "not json"},
+        {"role": "tool", "tool_call_id": "d", "content": '["a list"]'},
+    ]
+    assert tool_suggestions(messages) == ["new one"]
+    assert suggestions_clean(["a", "A", " a  b ", "c", "d", "e"]) == ["a", "a b", "c"]
