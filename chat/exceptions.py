@@ -59,6 +59,10 @@ class ToolExecutionNotFound(NotFound):
     """No such tool call, or it is in someone else's conversation (both answer 404)."""
 
 
+class ResourceNotFound(NotFound):
+    """No such resource, or it belongs to someone else (both answer 404)."""
+
+
 class RateLimited(ToolchatError):
     """Too many requests of this kind; `details["retry_after"]` says when to try again."""
 

@@ -10,9 +10,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import F, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 
-from chat.exceptions import ConversationNotFound, RunNotFound
+from chat.exceptions import ConversationNotFound, ResourceNotFound, RunNotFound
 from chat.history import build_model_history, message_to_openai, repair
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -25,6 +25,7 @@ from chat.models import (
     RunStatus,
     ToolExecution,
 )
+from tools.models import Resource
 from tools.registry import registry as tool_registry
 
 if TYPE_CHECKING:
@@ -134,12 +135,24 @@ def history_rows(*, conversation: Conversation, max_messages: int | None = None)
 # --- The REST API's reads -------------------------------------------------------------
 
 
-def conversation_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Conversation]:
-    """The user's conversations, each annotated with `active_run_id` (one query for a page)."""
+def conversation_list(
+    *, user: AbstractBaseUser | AnonymousUser, search: str = ""
+) -> QuerySet[Conversation]:
+    """The user's conversations, each annotated with `active_run_id` (one query for a page).
+
+    `search` keeps those whose title, or a current user or assistant message,
+    contains it (case-insensitive).
+    """
     active = Run.objects.filter(
         conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
     ).values("pk")[:1]
-    return Conversation.objects.filter(owner_id=user.pk).annotate(active_run_id=Subquery(active))
+    conversations = Conversation.objects.filter(owner_id=user.pk)
+    if search:
+        said = current_messages(OuterRef("pk")).filter(
+            role__in=[Role.USER, Role.ASSISTANT], content__icontains=search
+        )
+        conversations = conversations.filter(Q(title__icontains=search) | Exists(said))
+    return conversations.annotate(active_run_id=Subquery(active))
 
 
 def conversation_detail(
@@ -176,6 +189,16 @@ def message_list_with_executions(
     )
 
 
+def resource_get(
+    *, resource_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUser
+) -> Resource:
+    """One of the user's resources (a note, a dataset); ResourceNotFound otherwise."""
+    try:
+        return Resource.objects.get(pk=resource_id, owner_id=user.pk)
+    except (Resource.DoesNotExist, ValidationError, ValueError):
+        raise ResourceNotFound("Resource not found.") from None
+
+
 def run_get(*, run_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUser) -> Run:
     """A run of one of the user's conversations; RunNotFound for a missing or foreign one."""
     try:
@@ -209,9 +232,9 @@ def run_final_message(*, run: Run) -> Message | None:
 
 def run_user_message(*, run: Run) -> Message | None:
     """The user message a run answers (a regenerated answer's too), or None if it has none."""
-    if run.trigger_message_id is None:
-        return None
-    return Message.objects.filter(pk=run.trigger_message_id).first()
+    if run.trigger_message_id is not None:
+        return Message.objects.filter(pk=run.trigger_message_id).first()
+    return Message.objects.filter(run_id=run.pk, role=Role.USER).first()  # a history import
 
 
 def stored_events(

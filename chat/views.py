@@ -19,12 +19,21 @@ logger = logging.getLogger(__name__)
 # How long each readiness check may take: a load balancer polls it.
 READY_TIMEOUT_S = 2
 
-# Short labels for the mode selector of the chat page (the model's are long).
+# Short labels for the mode selector of the chat page (the model's are long),
+# and what each mode does, shown where it is chosen.
 MODE_LABELS = {
     Mode.TWO_PASS: "Two-pass",
     Mode.LOOP: "Agent loop",
     Mode.DIRECT: "Direct",
     Mode.LLM: "LLM decider",
+}
+MODE_HELP = {
+    Mode.TWO_PASS: "The model calls tools, then writes one answer from their results "
+    "(two model calls at most).",
+    Mode.LOOP: "The model may call tools again after each result, up to the step limit, "
+    "then answers.",
+    Mode.DIRECT: "The tools' own messages are the answer: one model call, no second pass.",
+    Mode.LLM: "For models without native tool calling: the model picks each step as JSON.",
 }
 
 
@@ -37,7 +46,10 @@ def index(request: HttpRequest) -> HttpResponse:
         {
             "provider": settings.LLM_PROVIDER,
             "model": settings.LLM_MODEL,
-            "modes": [(mode.value, MODE_LABELS.get(mode, mode.label)) for mode in Mode],
+            "modes": [
+                (mode.value, MODE_LABELS.get(mode, mode.label), MODE_HELP.get(mode, ""))
+                for mode in Mode
+            ],
             "max_message_chars": settings.MAX_MESSAGE_CHARS,
         },
     )

@@ -148,17 +148,19 @@ def test_a_second_tab_sees_the_users_message_and_the_answer_live(
 ):
     log_in(page, asgi_server)
     new_conversation(page)
+    ask(page, "what is 2+2")  # the first message creates the conversation
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("4")
     other = page.context.new_page()  # the same user's second tab
     other.goto(page.url)
     expect(other.locator("#connection")).to_have_text("Live")
 
     ask(page, "what is 12*7")
-    expect(other.locator(".msg-user")).to_have_count(1)
-    expect(other.locator(".msg-user")).to_contain_text("what is 12*7")
+    expect(other.locator(".msg-user")).to_have_count(2)
+    expect(other.locator(".msg-user").last).to_contain_text("what is 12*7")
     expect(other.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
     # The tab that sent it shows it once, whichever came first: the event or the ack.
     expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
-    expect(page.locator(".msg-user")).to_have_count(1)
+    expect(page.locator(".msg-user")).to_have_count(2)
     expect(page.locator(".msg-user.pending")).to_have_count(0)
     other.screenshot(path=screenshots_dir / "chat-second-tab.png")
 
@@ -180,7 +182,12 @@ def test_a_failed_turn_keeps_its_error_and_retry_after_a_reload(
     page.screenshot(path=screenshots_dir / "chat-failed-reload.png")
     failure.get_by_role("button", name="Retry").click()
     expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("Now it works.")
-    expect(page.locator(".msg-user")).to_have_count(2)  # sent again, as a new turn
+    # The same question answered again: not posted twice, and the error is gone.
+    expect(page.locator(".msg-user")).to_have_count(1)
+    expect(failure).to_have_count(0)
+    page.reload()
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("Now it works.")
+    expect(failure).to_have_count(0)
 
 
 def test_the_turn_badge_survives_a_reload_and_stays_in_view_at_375_px(

@@ -47,9 +47,11 @@ def log_in(page: Page, base_url: str, username: str = "ada") -> None:
 
 
 def new_conversation(page: Page, mode: str = "two_pass") -> None:
+    """Open a new conversation: a draft, created (and connected) by its first message."""
     page.get_by_label("Mode").select_option(mode)
     page.get_by_role("button", name="New conversation").click()
-    expect(page.locator("#connection")).to_have_text("Live")
+    expect(page.locator("#thread-title")).to_have_text("New conversation")
+    expect(page.get_by_label("Message", exact=True)).to_be_enabled()
 
 
 def ask(page: Page, text: str) -> None:
@@ -64,12 +66,13 @@ def test_a_question_gets_a_tool_card_and_an_answer_that_survive_a_reload(
     log_in(page, asgi_server)
     expect(page.get_by_test_id("provider")).to_have_text("offline")
     new_conversation(page, "loop")
-    assert Conversation.objects.get().mode == "loop"
     expect(page.get_by_label("Message", exact=True)).to_be_focused()
+    assert not Conversation.objects.exists()  # a draft: nothing stored until its first message
 
     ask(page, "what is 12*7")
     answer = page.locator(".msg-assistant .bubble:visible").last
     expect(answer).to_contain_text("84")
+    assert Conversation.objects.get().mode == "loop"
     card = page.locator(".tool-card")
     expect(card).to_have_count(1)
     expect(card.locator(".tool-name")).to_have_text("calculator")
@@ -78,8 +81,10 @@ def test_a_question_gets_a_tool_card_and_an_answer_that_survive_a_reload(
     expect(card.locator(".tool-preview")).to_contain_text("84")
     expect(card.locator(".tool-duration")).to_have_text(re.compile(r"^\d+ ms$"))
     # Per-message badges, and the composer is free again once the run ended.
-    expect(page.locator(".msg-assistant .chip-latency").last).to_be_visible()
-    expect(page.locator(".msg-assistant .chip-tokens").last).to_contain_text("tok")
+    # Labelled: what was timed and which tokens are which.
+    expect(page.locator(".msg-assistant .chip-call").last).to_have_text(
+        re.compile(r"^model \d+ ms · [\d,]+ in / [\d,]+ out$")
+    )
     expect(page.locator(".chip-run")).to_contain_text("model call")
     expect(page.get_by_role("button", name="Cancel")).to_be_hidden()
     expect(page.get_by_label("Message", exact=True)).to_have_value("")

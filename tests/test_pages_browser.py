@@ -66,7 +66,9 @@ def test_logging_in_lands_on_the_chat_page_showing_the_provider(
     UserFactory(username="ada")
     log_in(page, asgi_server, "ada", PASSWORD)
     expect(page).to_have_url(f"{asgi_server}/")
-    expect(page).to_have_title("Chat · toolchat")
+    # A new user lands in a new conversation, ready to type (created by the first message).
+    expect(page).to_have_title("New conversation · toolchat")
+    expect(page.get_by_label("Message", exact=True)).to_be_focused()
     expect(page.get_by_test_id("provider")).to_have_text("offline")
     expect(page.get_by_role("navigation", name="Account")).to_contain_text("ada")
     page.screenshot(path=screenshots_dir / "chat.png", full_page=True)

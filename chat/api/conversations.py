@@ -49,16 +49,29 @@ def _output(conversation: Conversation) -> dict[str, Any]:
 
 
 class ConversationListApi(APIView):
-    """The user's conversations, newest first."""
+    """The user's conversations, the most recently active first."""
 
     class Pagination(CursorPage):
-        ordering = ("-created_at", "-id")
+        ordering = ("-updated_at", "-id")
+
+    class QuerySerializer(serializers.Serializer[Any]):
+        q = TextField(
+            required=False,
+            allow_blank=True,
+            max_length=200,
+            help_text="Only conversations whose title or messages contain this text.",
+        )
 
     @extend_schema(
         tags=TAG,
         operation_id="conversations_list",
         summary="List your conversations",
-        description="Newest first (by creation, so that pages stay stable), 50 per page.",
+        description=(
+            "The most recently active first (`updated_at`: a message posted, a setting "
+            "changed), 50 per page. `q` searches titles and the text of user and assistant "
+            "messages."
+        ),
+        parameters=[QuerySerializer],
         responses={
             200: page_serializer("ConversationPageSerializer", ConversationSerializer),
             **docs.errors(400),
@@ -69,9 +82,11 @@ class ConversationListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         """One page of the user's conversations."""
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         return paginate(
             self.Pagination(),
-            conversation_list(user=request.user),
+            conversation_list(user=request.user, search=query.validated_data.get("q", "").strip()),
             request,
             self,
             lambda page: ConversationSerializer(page, many=True).data,

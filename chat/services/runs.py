@@ -97,8 +97,9 @@ def run_regenerate(*, conversation: Conversation) -> Run:
         run = Run.objects.create(conversation=locked, mode=locked.mode, trigger_message=question)
         # The question's turn is now this run (the message list shows its outcome).
         Message.objects.filter(pk=question.pk).update(run=run)
-        if superseded:
-            _superseded_publish(run, superseded)
+        # Always announced, even with nothing superseded (a failed turn has no answer):
+        # a page clears what it showed after the question (an error, a Retry button).
+        _superseded_publish(run, superseded, after_message_id=str(question.pk))
         transaction.on_commit(lambda: dispatch_run(run.pk))
     return run
 
@@ -176,8 +177,13 @@ def _supersede(conversation: Conversation, *, from_position: int) -> list[str]:
     return ids
 
 
-def _superseded_publish(run: Run, message_ids: list[str]) -> None:
-    event_publish(run=run, type="messages.superseded", data={"message_ids": message_ids})
+def _superseded_publish(
+    run: Run, message_ids: list[str], *, after_message_id: str | None = None
+) -> None:
+    data: dict[str, Any] = {"message_ids": message_ids}
+    if after_message_id is not None:
+        data["after_message_id"] = after_message_id
+    event_publish(run=run, type="messages.superseded", data=data)
 
 
 def _visible(text: str) -> bool:

@@ -2,7 +2,9 @@
  *
  * Reads go to the REST API (session auth); messages and cancels go through the
  * conversation's WebSocket, which also carries the live events. Everything the
- * model or a tool wrote is inserted as text (textContent), never as HTML.
+ * model or a tool wrote is inserted as text (textContent), never as HTML, with
+ * one exception: an assistant message's `html`, which the server rendered from
+ * Markdown and sanitized (chat/markdown.py). While it streams it is text too.
  */
 (function () {
   "use strict";
@@ -18,6 +20,12 @@
   var RESULT_FULL_CHARS = 20000;
   var UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
   var TERMINAL = { "run.completed": 1, "run.failed": 1, "run.cancelled": 1 };
+  var STAFF = root.dataset.staff === "1";
+  var EXAMPLES = [
+    "What is 2**10 and what time is it in London?",
+    "Note that the boiler was serviced today",
+    "Generate a dataset of 2000 rows",
+  ];
 
   var el = {
     sidebar: document.getElementById("sidebar"),
@@ -35,6 +43,10 @@
     send: document.getElementById("send"),
     cancel: document.getElementById("cancel"),
     error: document.getElementById("composer-error"),
+    search: document.getElementById("conversation-search"),
+    modeHelp: document.getElementById("mode-help"),
+    editing: document.getElementById("composer-editing"),
+    editCancel: document.getElementById("edit-cancel"),
   };
 
   // State of the open conversation; reset by openConversation().
@@ -49,9 +61,14 @@
     pendingSend: null, // {content, node, entry, sent} until the ack; sent when the socket is open
     lastUserContent: null, // what the newest user message said (for Retry)
     opening: false, // a conversation is being created or loaded: a message waits for it
+    draft: false, // a new conversation not created yet: the first message creates it
+    editing: null, // the id of the user message being edited (sent with `replaces`)
+    search: "", // the sidebar's search text
+    searchTimer: null,
     messages: {}, // message id -> {node, text}
     cards: {}, // tool_call_id -> card object
     generation: 0, // bumps on every open, so late answers of an old open are ignored
+    ended: {}, // run id -> true once its end event came
   };
 
   // ---------------------------------------------------------------- helpers
@@ -72,9 +89,10 @@
 
   function api(method, path, body) {
     var options = { method: method, credentials: "same-origin", headers: { Accept: "application/json" } };
+    // Every unsafe method carries the CSRF token, with a body or without (a DELETE).
+    if (method !== "GET") options.headers["X-CSRFToken"] = csrfToken();
     if (body !== undefined) {
       options.headers["Content-Type"] = "application/json";
-      options.headers["X-CSRFToken"] = csrfToken();
       options.body = JSON.stringify(body);
     }
     // `path` is relative to the API root, or a full URL (a page's `next`).
@@ -183,24 +201,71 @@
     return "Untitled · " + date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
   }
 
+  // "just now", "5 min ago", "3 h ago", "yesterday", "Mon", "12 Nov", "12 Nov 2025".
+  function relativeTime(iso) {
+    var then = new Date(iso);
+    if (isNaN(then.getTime())) return "";
+    var seconds = (Date.now() - then.getTime()) / 1000;
+    if (seconds < 60) return "just now";
+    if (seconds < 3600) return Math.floor(seconds / 60) + " min ago";
+    var today = new Date();
+    today.setHours(0, 0, 0, 0);
+    if (then >= today) return Math.floor(seconds / 3600) + " h ago";
+    var yesterday = new Date(today.getTime() - 86400000);
+    if (then >= yesterday) return "yesterday";
+    if (seconds < 6 * 86400) return then.toLocaleDateString(undefined, { weekday: "short" });
+    var sameYear = then.getFullYear() === today.getFullYear();
+    return then.toLocaleDateString(undefined, sameYear
+      ? { day: "numeric", month: "short" }
+      : { day: "numeric", month: "short", year: "numeric" });
+  }
+
+  function modeName(mode) {
+    var option = el.newMode.querySelector('option[value="' + mode + '"]');
+    return option ? option.textContent : String(mode || "").replace("_", "-");
+  }
+
   function renderConversationList() {
     el.list.textContent = "";
+    el.listEmpty.textContent = state.search ? "No conversation matches “" + state.search + "”." : "No conversations yet.";
     el.listEmpty.hidden = state.conversations.length > 0;
     state.conversations.forEach(function (conversation) {
-      var item = h("li");
+      var item = h("li", "conversation-item");
+      item.dataset.id = conversation.id;
       var link = h("a", "conversation-link");
       link.href = "#" + conversation.id;
       link.dataset.id = conversation.id;
       link.appendChild(h("span", "conversation-title", conversationLabel(conversation)));
-      link.appendChild(h("span", "conversation-mode", conversation.mode.replace("_", "-")));
+      var facts = h("span", "conversation-facts");
+      var when = h("time", "conversation-when", relativeTime(conversation.updated_at || conversation.created_at));
+      when.dateTime = conversation.updated_at || conversation.created_at;
+      when.title = "Last activity: " + new Date(when.dateTime).toLocaleString();
+      facts.appendChild(when);
+      facts.appendChild(h("span", "conversation-mode", modeName(conversation.mode)));
+      link.appendChild(facts);
       if (state.current && state.current.id === conversation.id) link.setAttribute("aria-current", "page");
       item.appendChild(link);
+      var actions = h("span", "conversation-actions");
+      var rename = h("button", "icon-button", "✎");
+      rename.type = "button";
+      rename.dataset.action = "rename";
+      rename.setAttribute("aria-label", "Rename “" + conversationLabel(conversation) + "”");
+      rename.title = "Rename";
+      var remove = h("button", "icon-button icon-danger", "×");
+      remove.type = "button";
+      remove.dataset.action = "delete";
+      remove.setAttribute("aria-label", "Delete “" + conversationLabel(conversation) + "”");
+      remove.title = "Delete";
+      actions.appendChild(rename);
+      actions.appendChild(remove);
+      item.appendChild(actions);
       el.list.appendChild(item);
     });
   }
 
   function loadConversations() {
-    return apiAll("/conversations/?page_size=200", 1).then(function (items) {
+    var query = state.search ? "&q=" + encodeURIComponent(state.search) : "";
+    return apiAll("/conversations/?page_size=200" + query, 1).then(function (items) {
       state.conversations = items;
       renderConversationList();
       return items;
@@ -217,21 +282,62 @@
       return c;
     });
     if (!found) state.conversations.unshift(conversation);
+    // The most recently active first, as the server lists them.
+    state.conversations.sort(function (a, b) {
+      return (b.updated_at || "").localeCompare(a.updated_at || "");
+    });
     renderConversationList();
   }
 
-  el.newForm.addEventListener("submit", function (event) {
-    event.preventDefault();
-    var button = el.newForm.querySelector("button");
-    button.disabled = true;
-    // Leave the open conversation at once: what is typed from now on is for the
-    // new one, and waits for it (it was sent to the old one's socket).
+  // A conversation moved (a message was posted): it goes to the top, marked "just now".
+  function touchConversation(id) {
+    var conversation = state.conversations.filter(function (c) {
+      return c.id === id;
+    })[0];
+    if (!conversation) return;
+    conversation.updated_at = new Date().toISOString();
+    upsertConversation(conversation);
+  }
+
+  // "New conversation" opens a draft: nothing is created until its first message,
+  // so that unused conversations do not pile up.
+  function startDraft(focusComposer) {
     ++state.generation;
     closeSocket();
     resetThread();
+    cancelEdit();
     state.current = null;
-    state.opening = true;
+    state.opening = false;
+    state.draft = true;
+    if (window.location.hash) window.history.pushState(null, "", window.location.pathname);
     el.title.textContent = "New conversation";
+    document.title = "New conversation · toolchat";
+    setConnection("", "");
+    renderDraftIntro();
+    renderConversationList();
+    el.input.disabled = false;
+    updateComposer();
+    closeSidebar();
+    if (focusComposer) el.input.focus();
+  }
+
+  function renderDraftIntro() {
+    var box = h("div", "empty-state");
+    box.id = "thread-empty";
+    box.appendChild(h("p", "", "Ask anything: the model calls tools and you watch them run."));
+    box.appendChild(h("p", "muted", "Mode: " + modeName(el.newMode.value) + ". Try one of these:"));
+    var list = h("div", "suggestion-chips");
+    EXAMPLES.forEach(function (text) {
+      list.appendChild(suggestionChip(text));
+    });
+    box.appendChild(list);
+    el.log.appendChild(box);
+  }
+
+  // The draft's first message: create the conversation, then send it once its socket is open.
+  function createFromDraft() {
+    state.draft = false;
+    state.opening = true;
     updateComposer();
     api("POST", "/conversations/", { mode: el.newMode.value })
       .then(function (conversation) {
@@ -240,14 +346,110 @@
       })
       .catch(function (error) {
         state.opening = false;
+        state.draft = true;
         failSend("Could not create a conversation: " + error.message);
-      })
-      .then(function () {
-        button.disabled = false;
       });
+  }
+
+  el.newForm.addEventListener("submit", function (event) {
+    event.preventDefault();
+    startDraft(true);
   });
 
+  el.newMode.addEventListener("change", function () {
+    var option = el.newMode.options[el.newMode.selectedIndex];
+    el.modeHelp.textContent = option ? option.dataset.help || "" : "";
+    if (state.draft) {
+      var intro = document.getElementById("thread-empty");
+      if (intro) intro.remove();
+      renderDraftIntro();
+    }
+  });
+
+  el.search.addEventListener("input", function () {
+    clearTimeout(state.searchTimer);
+    state.searchTimer = setTimeout(function () {
+      state.search = el.search.value.trim();
+      loadConversations().catch(function (error) {
+        showError("Could not search: " + error.message);
+      });
+    }, 250);
+  });
+
+  function renameConversation(item, conversation) {
+    var link = item.querySelector(".conversation-link");
+    var input = h("input", "conversation-rename");
+    input.type = "text";
+    input.maxLength = 200;
+    input.value = conversation.title || "";
+    input.setAttribute("aria-label", "New title");
+    link.hidden = true;
+    item.insertBefore(input, link);
+    input.focus();
+    input.select();
+    var done = false;
+    function finish(save) {
+      if (done) return;
+      done = true;
+      var title = input.value.replace(/\s+/g, " ").trim();
+      input.remove();
+      link.hidden = false;
+      if (!save || title === (conversation.title || "")) return renderConversationList();
+      api("PATCH", "/conversations/" + conversation.id + "/", { title: title })
+        .then(function (updated) {
+          upsertConversation(updated);
+          if (state.current && state.current.id === updated.id) {
+            state.current = updated;
+            el.title.textContent = conversationLabel(updated);
+          }
+        })
+        .catch(function (error) {
+          showError("Could not rename: " + error.message);
+          renderConversationList();
+        });
+    }
+    input.addEventListener("keydown", function (event) {
+      if (event.key === "Enter") {
+        event.preventDefault();
+        finish(true);
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        finish(false);
+      }
+    });
+    input.addEventListener("blur", function () {
+      finish(true);
+    });
+  }
+
+  function deleteConversation(conversation) {
+    if (!window.confirm("Delete “" + conversationLabel(conversation) + "” and all its messages?")) return;
+    api("DELETE", "/conversations/" + conversation.id + "/")
+      .then(function () {
+        state.conversations = state.conversations.filter(function (c) {
+          return c.id !== conversation.id;
+        });
+        renderConversationList();
+        if (state.current && state.current.id === conversation.id) startDraft(false);
+      })
+      .catch(function (error) {
+        showError("Could not delete: " + error.message);
+      });
+  }
+
   el.list.addEventListener("click", function (event) {
+    var button = event.target.closest("button[data-action]");
+    if (button) {
+      var item = button.closest(".conversation-item");
+      var conversation = state.conversations.filter(function (c) {
+        return c.id === item.dataset.id;
+      })[0];
+      if (!conversation) return;
+      if (button.dataset.action === "rename") renameConversation(item, conversation);
+      if (button.dataset.action === "delete") deleteConversation(conversation);
+      return;
+    }
     var link = event.target.closest("a.conversation-link");
     if (!link) return;
     event.preventDefault();
@@ -282,6 +484,7 @@
   window.addEventListener("popstate", function () {
     var id = window.location.hash.slice(1);
     if (UUID_RE.test(id)) openConversation(id);
+    else startDraft(false);
   });
 
   // ------------------------------------------------------------ the thread
@@ -304,6 +507,8 @@
     var pending = keepPending && state.pendingSend && !state.pendingSend.sent ? state.pendingSend : null;
     closeSocket();
     resetThread();
+    cancelEdit();
+    state.draft = false;
     state.opening = true;
     if (pending) {
       state.pendingSend = pending;
@@ -375,7 +580,7 @@
       if (turn.outcome.status === "completed" && turn.answer) {
         turn.answer.node.querySelector(".meta").appendChild(turnBadge(turn.outcome));
       } else if (turn.outcome.status === "failed") {
-        renderFailure(turn.outcome.error, turn.content);
+        renderFailure(turn.outcome.error);
       } else if (turn.outcome.status === "cancelled") {
         renderNotice("info", "The run was cancelled.");
       }
@@ -436,21 +641,14 @@
     );
   }
 
-  // A failed turn's error, with a button that sends its message again (a new turn).
-  function renderFailure(error, content) {
+  // A failed turn's error, with a button that answers its question again (a new run on
+  // the same message: the question is not posted twice).
+  function renderFailure(error) {
     var node = renderNotice("error", "The run failed: " + (error || "unknown error"));
-    if (content) {
-      var retry = h("button", "button-small button-ghost notice-action", "Retry");
-      retry.type = "button";
-      retry.addEventListener("click", function () {
-        if (state.activeRunId || state.pendingSend) return;
-        el.input.value = content;
-        checkLength();
-        updateComposer();
-        send();
-      });
-      node.appendChild(retry);
-    }
+    var retry = h("button", "button-small button-ghost notice-action", "Retry");
+    retry.type = "button";
+    retry.addEventListener("click", regenerate);
+    node.appendChild(retry);
     return node;
   }
 
@@ -474,8 +672,11 @@
     bubble.appendChild(text);
     node.appendChild(bubble);
     node.appendChild(h("div", "tools"));
-    node.appendChild(h("div", "meta"));
-    entry = { node: node, text: text, bubble: bubble, role: role };
+    // The call's figures and the message's actions share one line under it.
+    var footer = h("div", "msg-footer");
+    footer.appendChild(h("div", "meta"));
+    node.appendChild(footer);
+    entry = { node: node, text: text, bubble: bubble, role: role, footer: footer };
     if (id) state.messages[id] = entry;
     append(node);
     return entry;
@@ -485,11 +686,13 @@
     if (message.role === "tool") {
       var card = state.cards[message.tool_call_id] || createCard(message.tool_call_id, message.name, null);
       card.setResult(message.content);
+      if (message.resource) card.setResource(message.resource, message.tool_execution_id);
       if (card.status === "pending" || card.status === "running") card.setStatus("succeeded");
       return;
     }
     var entry = messageNode(message.id, message.role);
-    entry.text.textContent = message.content || "";
+    entry.message = message;
+    setText(entry, message);
     entry.bubble.hidden = !message.content;
     entry.node.classList.remove("streaming");
     entry.node.removeAttribute("aria-busy");
@@ -499,26 +702,195 @@
       var card = state.cards[call.id] || createCard(call.id, fn.name, entry.node.querySelector(".tools"));
       card.setArguments(args === undefined ? fn.arguments : args);
     });
-    if (message.role === "assistant") renderMeta(entry, message);
+    if (message.role === "assistant") {
+      renderMeta(entry, message);
+      renderSuggestions(entry, message.suggestions);
+    }
+    if (message.content) addActions(entry);
+    refreshActions();
+  }
+
+  // An answer is Markdown the server rendered and sanitized; anything else is text.
+  function setText(entry, message) {
+    if (message.role === "assistant" && typeof message.html === "string" && message.html) {
+      entry.text.innerHTML = message.html; // sanitized by the server (chat/markdown.py)
+      entry.text.classList.add("markdown");
+      decorateCode(entry.text);
+    } else {
+      entry.text.classList.remove("markdown");
+      entry.text.textContent = message.content || "";
+    }
+  }
+
+  // Each code block gets its language and a Copy button.
+  function decorateCode(container) {
+    container.querySelectorAll("pre").forEach(function (pre) {
+      if (pre.parentNode.classList.contains("code-block")) return;
+      var code = pre.querySelector("code");
+      var language = code && /language-([\w-]+)/.exec(code.className);
+      var block = h("div", "code-block");
+      var bar = h("div", "code-bar");
+      bar.appendChild(h("span", "code-language", language ? language[1] : "code"));
+      var copy = h("button", "code-copy", "Copy");
+      copy.type = "button";
+      copy.setAttribute("aria-label", "Copy the code");
+      copy.addEventListener("click", function () {
+        copyText((code || pre).textContent, copy);
+      });
+      bar.appendChild(copy);
+      pre.parentNode.insertBefore(block, pre);
+      block.appendChild(bar);
+      block.appendChild(pre);
+    });
+  }
+
+  function copyText(text, button) {
+    function done(ok) {
+      var label = button.textContent;
+      button.textContent = ok ? "Copied" : "Copy failed";
+      setTimeout(function () {
+        button.textContent = label;
+      }, 1500);
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () {
+        done(true);
+      }, function () {
+        done(false);
+      });
+      return;
+    }
+    // Plain http on another host: the old way still works.
+    var area = h("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.opacity = "0";
+    document.body.appendChild(area);
+    area.select();
+    var ok = false;
+    try {
+      ok = document.execCommand("copy");
+    } catch (e) {
+      ok = false;
+    }
+    area.remove();
+    done(ok);
+  }
+
+  function actionButton(label, title, onClick) {
+    var button = h("button", "msg-action", label);
+    button.type = "button";
+    button.title = title;
+    button.addEventListener("click", function () {
+      onClick(button);
+    });
+    return button;
+  }
+
+  // Copy on every message; Regenerate on the last answer, Edit on the last question
+  // (refreshActions shows those where they apply).
+  function addActions(entry) {
+    if (entry.actions) return;
+    var bar = h("div", "msg-actions");
+    bar.appendChild(actionButton("Copy", "Copy this message", function (button) {
+      copyText((entry.message && entry.message.content) || entry.text.textContent, button);
+    }));
+    if (entry.role === "assistant") {
+      var again = actionButton("Regenerate", "Answer the last question again (this answer stays in the audit)", regenerate);
+      again.dataset.only = "last-answer";
+      bar.appendChild(again);
+    } else if (entry.role === "user") {
+      var change = actionButton("Edit", "Edit and resend your last message", function () {
+        startEdit(entry);
+      });
+      change.dataset.only = "last-question";
+      bar.appendChild(change);
+    }
+    entry.footer.appendChild(bar);
+    entry.actions = bar;
+  }
+
+  function lastOf(selector) {
+    var nodes = el.log.querySelectorAll(selector);
+    return nodes.length ? nodes[nodes.length - 1] : null;
+  }
+
+  function refreshActions() {
+    var busy = Boolean(state.activeRunId) || Boolean(state.pendingSend) || Boolean(state.opening);
+    var lastQuestion = lastOf(".msg-user[data-id]");
+    var lastAnswer = lastOf(".msg-assistant .msg-actions");
+    lastAnswer = lastAnswer && lastAnswer.parentNode;
+    // An answer older than the last question is not what Regenerate would replace.
+    if (lastAnswer && lastQuestion && lastQuestion.compareDocumentPosition(lastAnswer) & Node.DOCUMENT_POSITION_PRECEDING) {
+      lastAnswer = null;
+    }
+    el.log.querySelectorAll('[data-only="last-answer"]').forEach(function (button) {
+      button.hidden = busy || button.closest(".msg") !== lastAnswer;
+    });
+    el.log.querySelectorAll('[data-only="last-question"]').forEach(function (button) {
+      button.hidden = busy || button.closest(".msg") !== lastQuestion || Boolean(state.editing);
+    });
+    el.log.querySelectorAll(".msg .suggestion-chips").forEach(function (chips) {
+      chips.hidden = busy || chips.closest(".msg") !== lastAnswer;
+    });
+  }
+
+  function suggestionChip(text) {
+    var chip = h("button", "suggestion-chip", text);
+    chip.type = "button";
+    chip.title = "Send: " + text;
+    chip.addEventListener("click", function () {
+      if (state.activeRunId || state.pendingSend || state.opening) return;
+      cancelEdit();
+      el.input.value = text;
+      checkLength();
+      updateComposer();
+      send();
+    });
+    return chip;
+  }
+
+  function renderSuggestions(entry, suggestions) {
+    var old = entry.node.querySelector(".suggestion-chips");
+    if (old) old.remove();
+    if (!suggestions || !suggestions.length) return;
+    var box = h("div", "suggestion-chips");
+    box.setAttribute("role", "group");
+    box.setAttribute("aria-label", "Suggested follow-ups");
+    suggestions.forEach(function (text) {
+      box.appendChild(suggestionChip(text));
+    });
+    entry.node.appendChild(box);
   }
 
   function renderMeta(entry, message) {
     var meta = entry.node.querySelector(".meta");
     meta.textContent = "";
+    var parts = [];
     if (message.latency_ms !== null && message.latency_ms !== undefined) {
-      meta.appendChild(badge("latency", formatMs(message.latency_ms), "Model call latency"));
+      parts.push("model " + formatMs(message.latency_ms));
     }
     var usage = message.usage;
     if (usage && (usage.prompt_tokens !== null || usage.completion_tokens !== null)) {
+      parts.push(tokens(usage.prompt_tokens) + " in / " + tokens(usage.completion_tokens) + " out");
+    }
+    if (parts.length) {
       meta.appendChild(
-        badge(
-          "tokens",
-          (usage.prompt_tokens || 0) + " → " + (usage.completion_tokens || 0) + " tok",
-          "Prompt tokens → completion tokens"
-        )
+        badge("call", parts.join(" · "), "This model call: how long it took, and the tokens it read (in) and wrote (out)")
       );
     }
-    if (message.model) meta.appendChild(badge("model", message.model, "Model"));
+    if (message.model) meta.appendChild(badge("model", message.model, "The model that wrote this"));
+    if (STAFF && message.run_id && message.content) {
+      var audit = h("a", "chip chip-link", "audit");
+      audit.href = "/audit/runs/" + encodeURIComponent(message.run_id) + "/";
+      audit.title = "This run in the audit: every model call and tool execution";
+      meta.appendChild(audit);
+    }
+  }
+
+  function tokens(value) {
+    return value === null || value === undefined ? "?" : Number(value).toLocaleString("en");
   }
 
   function badge(kind, text, title) {
@@ -577,6 +949,7 @@
     wrap.appendChild(progress);
 
     var approval = null;
+    var resourceNode = null;
     var card = {
       node: wrap,
       status: "pending",
@@ -633,6 +1006,30 @@
       clearApproval: function () {
         if (approval) approval.remove();
         approval = null;
+      },
+      // The record the call made or read: "Note recorded: Boiler serviced · 14:02".
+      setResource: function (resource, executionId) {
+        if (!resource || resourceNode) return;
+        var made = Boolean(executionId) && resource.created_by_execution_id === executionId;
+        var kind = String(resource.kind || "record");
+        kind = kind.charAt(0).toUpperCase() + kind.slice(1);
+        resourceNode = h("div", "resource-card");
+        resourceNode.appendChild(h("span", "resource-kind", kind + (made ? " recorded:" : ":")));
+        var link = h("a", "resource-title", resource.title || "(untitled)");
+        link.href = STAFF
+          ? "/admin/tools/resource/" + encodeURIComponent(resource.id) + "/change/"
+          : API + "/resources/" + encodeURIComponent(resource.id) + "/";
+        link.target = "_blank";
+        link.rel = "noopener";
+        link.title = STAFF ? "Open it in the admin" : "Open it in the API";
+        resourceNode.appendChild(link);
+        var when = new Date(resource.created_at);
+        if (!isNaN(when.getTime())) {
+          var time = h("time", "resource-when", when.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" }));
+          time.dateTime = resource.created_at;
+          resourceNode.appendChild(time);
+        }
+        wrap.insertBefore(resourceNode, progress);
       },
       setName: function (value) {
         if (value) nameNode.textContent = value;
@@ -710,6 +1107,19 @@
         }
         break;
       }
+      case "messages.superseded":
+        removeSuperseded(data);
+        break;
+      case "message.suggestions": {
+        var answered = state.messages[data.message_id];
+        if (answered) {
+          if (answered.message) answered.message.suggestions = data.suggestions;
+          renderSuggestions(answered, data.suggestions);
+          refreshActions();
+          if (nearEnd()) scrollToEnd();
+        }
+        break;
+      }
       case "message.delta": {
         var target = messageNode(data.message_id, "assistant");
         var stick = nearEnd();
@@ -753,7 +1163,10 @@
         card.setStatus(data.status || "succeeded");
         card.setDuration(data.duration_ms);
         if (data.truncated) card.setTruncated();
-        if (data.message) card.setResult(data.message.content);
+        if (data.message) {
+          card.setResult(data.message.content);
+          if (data.message.resource) card.setResource(data.message.resource, data.execution_id);
+        }
         break;
       case "run.completed":
         if (data.message_id && state.messages[data.message_id]) {
@@ -765,7 +1178,7 @@
         endRun(event.run_id);
         break;
       case "run.failed":
-        renderFailure(data.error, state.lastUserContent);
+        renderFailure(data.error);
         endRun(event.run_id);
         break;
       case "run.cancelled":
@@ -793,15 +1206,116 @@
   }
 
   function endRun(runId) {
+    if (runId) state.ended[runId] = true;
     if (!state.activeRunId || state.activeRunId === runId) setActiveRun(null);
+  }
+
+  // A run the REST API started: its events may have come (even its end) before the answer.
+  function adoptRun(runId) {
+    if (runId && !state.activeRunId && !state.ended[runId]) setActiveRun(runId);
   }
 
   function updateComposer() {
     var busy = Boolean(state.activeRunId) || Boolean(state.pendingSend);
-    var ready = Boolean(state.current) || Boolean(state.opening);
+    var ready = Boolean(state.current) || Boolean(state.opening) || Boolean(state.draft);
     el.send.disabled = !ready || busy || !el.input.value.trim() || overLimit();
+    el.send.textContent = state.editing ? "Resend" : "Send";
     el.cancel.hidden = !state.activeRunId;
     el.composer.classList.toggle("busy", busy);
+    refreshActions();
+  }
+
+  // A regenerated answer or an edited question: what the page showed of the replaced
+  // turn goes (answers, tool cards, an error and its Retry); the record keeps it.
+  function removeSuperseded(data) {
+    var start = null;
+    var anchor = data.after_message_id && state.messages[data.after_message_id];
+    if (anchor) {
+      start = anchor.node.nextElementSibling;
+    } else {
+      var ids = {};
+      (data.message_ids || []).forEach(function (id) {
+        ids[id] = true;
+      });
+      start = Array.prototype.filter.call(el.log.children, function (node) {
+        return node.dataset && ids[node.dataset.id];
+      })[0] || null;
+    }
+    while (start) {
+      var next = start.nextElementSibling;
+      if (start !== (state.pendingSend && state.pendingSend.node)) {
+        if (start.dataset && start.dataset.id) delete state.messages[start.dataset.id];
+        start.querySelectorAll("[data-tool-call-id]").forEach(function (card) {
+          delete state.cards[card.dataset.toolCallId];
+        });
+        if (start.dataset && start.dataset.toolCallId) delete state.cards[start.dataset.toolCallId];
+        start.remove();
+      }
+      start = next;
+    }
+    if (data.message_ids && state.editing && data.message_ids.indexOf(state.editing) >= 0) cancelEdit();
+    refreshActions();
+  }
+
+  function regenerate() {
+    if (!state.current || state.activeRunId || state.pendingSend) return;
+    showError("");
+    var id = state.current.id;
+    api("POST", "/conversations/" + id + "/regenerate/")
+      .then(function (data) {
+        adoptRun(data.run && data.run.id);
+        touchConversation(id);
+      })
+      .catch(function (error) {
+        showError("Could not regenerate: " + error.message);
+      });
+  }
+
+  function startEdit(entry) {
+    if (state.activeRunId || state.pendingSend || !entry.node.dataset.id) return;
+    cancelEdit();
+    state.editing = entry.node.dataset.id;
+    entry.node.classList.add("editing");
+    el.input.value = (entry.message && entry.message.content) || entry.text.textContent;
+    el.editing.hidden = false;
+    fitInput();
+    checkLength();
+    updateComposer();
+    el.input.focus();
+  }
+
+  function cancelEdit() {
+    el.editing.hidden = true;
+    if (!state.editing) return;
+    var entry = state.messages[state.editing];
+    if (entry) entry.node.classList.remove("editing");
+    state.editing = null;
+    el.input.value = "";
+    fitInput();
+    checkLength();
+    updateComposer();
+  }
+
+  el.editCancel.addEventListener("click", function () {
+    cancelEdit();
+    el.input.focus();
+  });
+
+  // An edit goes through the REST API (`replaces`); its events arrive on the socket.
+  function sendEdit(content) {
+    var replaces = state.editing;
+    var id = state.current.id;
+    el.send.disabled = true;
+    api("POST", "/conversations/" + id + "/messages/", { content: content, replaces: replaces })
+      .then(function (data) {
+        if (state.editing === replaces) cancelEdit();
+        adoptRun(data.run && data.run.id);
+        touchConversation(id);
+      })
+      .catch(function (error) {
+        showError(error.message);
+        updateComposer();
+      });
   }
 
   // ------------------------------------------------------------------ socket
@@ -864,6 +1378,7 @@
   // A user message's event: this tab's own (it may come before the ack: the
   // pending bubble takes its id), or one sent from another tab or client.
   function receiveUserMessage(data, runId) {
+    if (state.current) touchConversation(state.current.id);
     var id = data.message_id;
     if (!id || state.messages[id]) return;
     var pending = state.pendingSend;
@@ -881,7 +1396,10 @@
     pending.id = id;
     pending.node.classList.remove("pending");
     pending.node.dataset.id = id;
+    pending.entry.message = { id: id, role: "user", content: pending.content };
     state.messages[id] = pending.entry;
+    addActions(pending.entry);
+    refreshActions();
   }
 
   function handleAck(payload) {
@@ -943,6 +1461,10 @@
     var content = el.input.value;
     if (!content.trim() || el.send.disabled) return;
     showError("");
+    if (state.editing) {
+      sendEdit(content);
+      return;
+    }
     var entry = messageNode(null, "user");
     entry.text.textContent = content;
     entry.node.classList.add("pending");
@@ -952,6 +1474,10 @@
     fitInput();
     updateComposer();
     scrollToEnd();
+    if (state.draft) {
+      createFromDraft();
+      return;
+    }
     flushPending();
   }
 
@@ -1000,6 +1526,11 @@
   });
 
   el.input.addEventListener("keydown", function (event) {
+    if (event.key === "Escape" && state.editing) {
+      event.preventDefault();
+      cancelEdit();
+      return;
+    }
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       send();
@@ -1027,6 +1558,8 @@
       } else if (items.length) {
         window.history.replaceState(null, "", "#" + items[0].id);
         openConversation(items[0].id);
+      } else {
+        startDraft(true); // type at once: the first message creates the conversation
       }
     })
     .catch(function (error) {

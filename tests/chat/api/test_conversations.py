@@ -322,3 +322,58 @@ def test_deleting_someone_elses_conversation_is_a_404_and_deletes_nothing(api, o
     foreign = ConversationFactory(owner=other_user)
     assert api.delete(detail(foreign.id)).status_code == 404
     assert Conversation.objects.filter(pk=foreign.id).exists()
+
+
+# --- search and order -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_list_is_by_last_activity_and_searches_titles_and_messages(api, user, other_user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chat.models import Conversation, Message, Role
+
+    old = ConversationFactory(owner=user, title="Boiler")
+    recent = ConversationFactory(owner=user, title="Maths")
+    Message.objects.create(
+        conversation=recent, position=0, role=Role.USER, content="What is the BOILER pressure?"
+    )
+    replaced = ConversationFactory(owner=user, title="Other")
+    Message.objects.create(
+        conversation=replaced,
+        position=0,
+        role=Role.USER,
+        content="boiler, said once",
+        superseded_at=timezone.now(),
+    )
+    ConversationFactory(owner=other_user, title="Their boiler")
+    now = timezone.now()
+    Conversation.objects.filter(pk=old.pk).update(updated_at=now - timedelta(days=2))
+    Conversation.objects.filter(pk=recent.pk).update(updated_at=now - timedelta(hours=1))
+    Conversation.objects.filter(pk=replaced.pk).update(updated_at=now)
+
+    everything = [c["id"] for c in api.get("/api/v1/conversations/").json()["results"]]
+    assert everything == [str(replaced.pk), str(recent.pk), str(old.pk)]
+
+    found = api.get("/api/v1/conversations/", {"q": "boiler"}).json()["results"]
+    # The title, and a message (any case); not a superseded message, not someone else's.
+    assert [c["id"] for c in found] == [str(recent.pk), str(old.pk)]
+    assert api.get("/api/v1/conversations/", {"q": "zzz"}).json()["results"] == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query", ["a\x00b", "x" * 201])
+def test_a_bad_search_is_a_400(api, query):
+    response = api.get("/api/v1/conversations/", {"q": query})
+    assert response.status_code == 400
+    assert response.json()["field"] == "q"
+
+
+@pytest.mark.django_db
+def test_a_search_in_broken_utf8_finds_nothing_rather_than_failing(api):
+    # A lone surrogate cannot travel in a URL: its UTF-8 bytes arrive, and are replaced.
+    response = api.get("/api/v1/conversations/?q=%ED%A0%80")
+    assert response.status_code == 200
+    assert response.json()["results"] == []

@@ -63,6 +63,8 @@ def test_every_operation_of_design_section_7_and_ours_is_described(schema):
         ("/api/v1/tool-executions/{execution_id}/reject/", "post"),
         # Beyond section 7: answer the last question again (docs/api.md).
         ("/api/v1/conversations/{conversation_id}/regenerate/", "post"),
+        # ...and read the record a resource card links to.
+        ("/api/v1/resources/{resource_id}/", "get"),
     }
 
 
