@@ -48,6 +48,9 @@ def log_in(page: Page, base_url: str, username: str = "ada") -> None:
 
 def new_conversation(page: Page, mode: str = "two_pass") -> None:
     """Open a new conversation: a draft, created (and connected) by its first message."""
+    toggle = page.get_by_role("button", name="Conversations")
+    if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()  # a narrow screen: the sidebar opens on demand
     page.get_by_label("Mode").select_option(mode)
     page.get_by_role("button", name="New conversation").click()
     expect(page.locator("#thread-title")).to_have_text("New conversation")

@@ -370,8 +370,14 @@ def unfinished_calls_answer(run: Run, result_for: Callable[..., ToolResult]) -> 
     now = timezone.now()
     for execution in unfinished:
         result = result_for(execution.name, tool_call_id=execution.tool_call_id)
+        # A call that had started ran until now, as far as the audit knows.
+        started = execution.started_at
         ToolExecution.objects.filter(pk=execution.pk).update(
-            status=result.status, finished_at=now, content=result.content, error=result.error
+            status=result.status,
+            finished_at=now,
+            duration_ms=int((now - started).total_seconds() * 1000) if started else None,
+            content=result.content,
+            error=result.error,
         )
         tool_message_create(run=run, execution=execution, content=result.content)
     return unfinished

@@ -820,7 +820,7 @@
     var busy = Boolean(state.activeRunId) || Boolean(state.pendingSend) || Boolean(state.opening);
     var lastQuestion = lastOf(".msg-user[data-id]");
     var lastAnswer = lastOf(".msg-assistant .msg-actions");
-    lastAnswer = lastAnswer && lastAnswer.parentNode;
+    lastAnswer = lastAnswer && lastAnswer.closest(".msg");
     // An answer older than the last question is not what Regenerate would replace.
     if (lastAnswer && lastQuestion && lastQuestion.compareDocumentPosition(lastAnswer) & Node.DOCUMENT_POSITION_PRECEDING) {
       lastAnswer = null;
@@ -1053,6 +1053,8 @@
         }
       },
       setProgress: function (percent, message) {
+        // A progress event that crossed the cancel on the way: the call is over.
+        if (card.status !== "running" && card.status !== "pending") return;
         progress.hidden = false;
         bar.value = Math.max(0, Math.min(100, Number(percent) || 0));
         progressText.textContent = (message ? message + " · " : "") + Math.round(bar.value) + "%";
