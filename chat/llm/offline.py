@@ -11,7 +11,9 @@ interface:
 - for a structured-output request (the `llm` decider) it answers the JSON the
   schema asks for.
 
-It streams word by word and reports usage as word counts.
+Text streams word by word, `word_delay_s` apart (TOOLCHAT_OFFLINE_WORD_DELAY_MS),
+so that the app shows its streaming; JSON answers are for the engine, not the
+user, and arrive at once. Usage is reported as word counts.
 """
 
 from __future__ import annotations
@@ -49,25 +51,32 @@ class OfflineProvider:
         started = time.monotonic()
         completion = self._answer(request)
         text = completion.content or ""
-        pieces = re.findall(r"\S+\s*", text)
+        structured = request.response_format is not None
+        pieces = ([text] if text else []) if structured else re.findall(r"\s*\S+\s*", text)
         for piece in pieces:
+            self._pause(0.0 if structured else self.word_delay_s, stop)
             if completion.first_token_ms is None:
                 completion.first_token_ms = int((time.monotonic() - started) * 1000)
-            if stop is not None and stop.wait(self.word_delay_s):
-                raise ProviderStopped("the run stopped the model call")
-            if stop is None and self.word_delay_s:
-                time.sleep(self.word_delay_s)
             yield TextDelta(piece)
         completion.prompt_tokens = sum(
             len(str(m.get("content") or "").split()) for m in request.messages
         )
-        completion.completion_tokens = len(pieces) + sum(
+        completion.completion_tokens = len(re.findall(r"\S+", text)) + sum(
             len(c.arguments.split()) for c in completion.tool_calls
         )
         completion.latency_ms = int((time.monotonic() - started) * 1000)
         if completion.first_token_ms is None:
             completion.first_token_ms = completion.latency_ms
         yield Done(completion)
+
+    @staticmethod
+    def _pause(delay_s: float, stop: threading.Event | None) -> None:
+        """Wait before the next word; a set `stop` ends the call at once."""
+        if stop is not None:
+            if stop.wait(delay_s) if delay_s > 0 else stop.is_set():
+                raise ProviderStopped("the run stopped the model call")
+        elif delay_s > 0:
+            time.sleep(delay_s)
 
     # --- deciding what to say ------------------------------------------------------
 

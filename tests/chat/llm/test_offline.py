@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
+import chat.llm.offline
 from chat.llm import get_provider
-from chat.llm.base import ChatRequest, Completion, Done, TextDelta
+from chat.llm.base import ChatRequest, Completion, Done, ProviderStopped, TextDelta
 from chat.llm.offline import OfflineProvider
 
 
@@ -192,3 +195,53 @@ def test_get_provider_defaults_to_offline(settings):
     settings.LLM_PROVIDER = "openai"
     settings.OPENAI_API_KEY = "sk-test"
     assert get_provider().name == "openai"
+
+
+# --- Paced streaming -------------------------------------------------------------------
+
+
+def text_request():
+    return ChatRequest(
+        model="offline", messages=[{"role": "user", "content": "hello"}], tools=TOOLS
+    )
+
+
+def test_text_streams_a_word_at_a_time_at_the_configured_pace():
+    delay = 0.01
+    started = time.monotonic()
+    events = list(OfflineProvider(word_delay_s=delay).stream(text_request()))
+    elapsed = time.monotonic() - started
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 10
+    assert elapsed >= len(deltas) * delay
+    assert events[-1].completion.first_token_ms >= delay * 1000 * 0.9
+
+
+def test_without_a_delay_nothing_sleeps_or_waits(monkeypatch):
+    class NoWaiting(threading.Event):
+        def wait(self, timeout=None):
+            raise AssertionError("waited")
+
+    def no_sleep(seconds):
+        raise AssertionError("slept")
+
+    monkeypatch.setattr(chat.llm.offline.time, "sleep", no_sleep)
+    assert complete(OfflineProvider(word_delay_s=0), text_request()).content
+    events = list(OfflineProvider(word_delay_s=0).stream(text_request(), stop=NoWaiting()))
+    assert isinstance(events[-1], Done)
+
+
+@pytest.mark.parametrize("delay", [0, 0.01])
+def test_a_stop_between_words_ends_the_call(delay):
+    stop = threading.Event()
+    stream = OfflineProvider(word_delay_s=delay).stream(text_request(), stop=stop)
+    assert isinstance(next(stream), TextDelta)
+    stop.set()
+    with pytest.raises(ProviderStopped):
+        next(stream)
+
+
+def test_get_provider_paces_the_offline_model_by_the_setting(settings):
+    settings.LLM_PROVIDER = "offline"
+    settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS = 35
+    assert get_provider().word_delay_s == pytest.approx(0.035)
