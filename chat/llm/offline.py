@@ -13,7 +13,14 @@ interface:
 
 Text streams word by word, `word_delay_s` apart (TOOLCHAT_OFFLINE_WORD_DELAY_MS),
 so that the app shows its streaming; JSON answers are for the engine, not the
-user, and arrive at once. Usage is reported as word counts.
+user, and arrive at once.
+
+Usage is counted with a stand-in tokenizer (`token_count`): every word (a run
+of letters, digits and underscores) and every other non-space character is
+one token. It is deterministic and of the same order as a real tokenizer's
+count. The prompt counts every message's role, text and tool calls, the
+offered tools' schemas and the response format; the completion counts the
+answer's text and its tool calls' names and arguments.
 """
 
 from __future__ import annotations
@@ -34,6 +41,13 @@ from chat.llm.base import (
     TextDelta,
 )
 from chat.llm.offline_tools import tool_call_pick
+
+TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def token_count(text: str) -> int:
+    """Tokens as the offline model counts them: each word and each other non-space character."""
+    return len(TOKEN.findall(text))
 
 
 class OfflineProvider:
@@ -58,11 +72,9 @@ class OfflineProvider:
             if completion.first_token_ms is None:
                 completion.first_token_ms = int((time.monotonic() - started) * 1000)
             yield TextDelta(piece)
-        completion.prompt_tokens = sum(
-            len(str(m.get("content") or "").split()) for m in request.messages
-        )
-        completion.completion_tokens = len(re.findall(r"\S+", text)) + sum(
-            len(c.arguments.split()) for c in completion.tool_calls
+        completion.prompt_tokens = _prompt_tokens(request)
+        completion.completion_tokens = token_count(text) + sum(
+            token_count(call.name) + token_count(call.arguments) for call in completion.tool_calls
         )
         completion.latency_ms = int((time.monotonic() - started) * 1000)
         if completion.first_token_ms is None:
@@ -192,3 +204,22 @@ class OfflineProvider:
                         {"type": "function", "function": f} for f in tools if isinstance(f, dict)
                     ]
         return []
+
+
+def _prompt_tokens(request: ChatRequest) -> int:
+    """The request as the model reads it: messages, tool calls, tool schemas, response format."""
+    count = 0
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text", "")) for part in content)
+        count += token_count(str(message.get("role") or "")) + token_count(str(content or ""))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            count += token_count(str(function.get("name") or ""))
+            count += token_count(str(function.get("arguments") or ""))
+    if request.tools:
+        count += token_count(json.dumps(request.tools))
+    if request.response_format:
+        count += token_count(json.dumps(request.response_format))
+    return count

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 import chat.llm.offline
 from chat.llm import get_provider
 from chat.llm.base import ChatRequest, Completion, Done, ProviderStopped, TextDelta
-from chat.llm.offline import OfflineProvider
+from chat.llm.offline import OfflineProvider, token_count
 
 
 def function(name, description, properties, required):
@@ -143,7 +143,7 @@ def test_answers_from_tool_results_message_first_and_streams_word_by_word():
     done = events[-1]
     assert isinstance(done, Done)
     assert done.completion.content == "12*7 = 84."
-    assert done.completion.completion_tokens == 3
+    assert done.completion.completion_tokens == 6  # 12 * 7 = 84 .
 
 
 def test_a_failed_tool_is_reported_plainly():
@@ -245,3 +245,27 @@ def test_get_provider_paces_the_offline_model_by_the_setting(settings):
     settings.LLM_PROVIDER = "offline"
     settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS = 35
     assert get_provider().word_delay_s == pytest.approx(0.035)
+
+
+# --- Usage -----------------------------------------------------------------------------
+
+
+def test_tokens_are_words_and_marks_as_the_module_says():
+    assert "one token" in chat.llm.offline.__doc__
+    assert token_count("Hello, world.") == 4
+    assert token_count("`2**10` = **1024**.") == 13
+    assert token_count("") == 0
+
+
+def test_usage_counts_the_answer_and_the_whole_prompt_the_same_way_every_time():
+    completion = ask("what is 2**10")
+    (call,) = completion.tool_calls
+    assert completion.completion_tokens == token_count(call.name) + token_count(call.arguments)
+    # The prompt counts the offered tools' schemas, as a real model does.
+    assert completion.prompt_tokens == token_count("user what is 2**10") + token_count(
+        json.dumps(TOOLS)
+    )
+    assert ask("what is 2**10").prompt_tokens == completion.prompt_tokens
+
+    answered = complete(OfflineProvider(), text_request())
+    assert answered.completion_tokens == token_count(answered.content)
