@@ -40,7 +40,7 @@ from chat.llm.base import (
     StreamEvent,
     TextDelta,
 )
-from chat.llm.offline_tools import tool_call_pick
+from chat.llm.offline_tools import call_make, tool_pick
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -99,10 +99,12 @@ class OfflineProvider:
         if request.response_format:
             return self._decide(request, user_text)
         if last.get("role") == "user" and request.tools:
-            call = tool_call_pick(user_text, request.tools)
-            if call:
+            pick = tool_pick(user_text, request.tools)
+            if pick:
+                # "What time is it in London and Paris" is one call for each city.
+                calls = [call_make(pick.name, arguments) for arguments in pick.calls]
                 return Completion(
-                    content=None, tool_calls=[call], finish_reason="tool_calls", model=request.model
+                    content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
                 )
         results = self._results_since_user(messages)
         text = self._compose(results) if results else self._small_talk(user_text, request.tools)
@@ -178,11 +180,9 @@ class OfflineProvider:
         if results:
             decision["final_output"] = self._compose(results)
         else:
-            call = tool_call_pick(user_text, request.tools or self._tools_in_prompt(request))
-            if call:
-                decision.update(
-                    done=False, next_tool=call.name, arguments=json.loads(call.arguments)
-                )
+            pick = tool_pick(user_text, request.tools or self._tools_in_prompt(request))
+            if pick:
+                decision.update(done=False, next_tool=pick.name, arguments=pick.calls[0])
             else:
                 decision["final_output"] = self._small_talk(user_text, request.tools)
         return Completion(content=json.dumps(decision), finish_reason="stop", model=request.model)

@@ -78,11 +78,19 @@ def ask(text, tools=TOOLS):
     [
         ("what is 12*7", "calculator", {"expression": "12*7"}),
         ("What's (3 + 4) * 2?", "calculator", {"expression": "(3 + 4) * 2"}),
-        ("what time is it in Tokyo", "get_current_time", {"timezone": "Tokyo"}),
+        ("what is 12 times 7", "calculator", {"expression": "12*7"}),
+        ("What is 1024 squared?", "calculator", {"expression": "1024**2"}),
+        ("what time is it in Tokyo", "get_current_time", {"timezone": "Asia/Tokyo"}),
+        (
+            "what's the time in new york right now",
+            "get_current_time",
+            {"timezone": "America/New_York"},
+        ),
+        ("what time is it", "get_current_time", {}),
         (
             "note that the boiler was serviced today",
             "record_note",
-            {"title": "boiler was serviced today"},
+            {"title": "the boiler was serviced today"},
         ),
         ("find my notes about boiler", "search_notes", {"query": "boiler"}),
         (
@@ -90,6 +98,7 @@ def ask(text, tools=TOOLS):
             "search_notes",
             {"query": "dentist appointment"},
         ),
+        ("list my notes", "search_notes", {"query": ""}),
         ("generate a dataset of 500 rows", "generate_dataset", {"rows": 500}),
     ],
 )
@@ -195,6 +204,42 @@ def test_get_provider_defaults_to_offline(settings):
     settings.LLM_PROVIDER = "openai"
     settings.OPENAI_API_KEY = "sk-test"
     assert get_provider().name == "openai"
+
+
+def calls_of(completion):
+    return [(c.name, json.loads(c.arguments)) for c in completion.tool_calls]
+
+
+def test_the_time_in_two_cities_is_two_calls_in_one_step():
+    completion = ask("what time is it in London and New York")
+    assert calls_of(completion) == [
+        ("get_current_time", {"timezone": "Europe/London"}),
+        ("get_current_time", {"timezone": "America/New_York"}),
+    ]
+    assert completion.tool_calls[0].id != completion.tool_calls[1].id
+
+
+# --- Note titles as written ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sentence", "arguments"),
+    [
+        (
+            "note that **the boiler** needs `descaling`: - filter - valve",
+            {"title": "the boiler needs descaling", "body": "- filter - valve"},
+        ),
+        ("note that the boiler was serviced today", {"title": "the boiler was serviced today"}),
+        ("note boiler: - filter - valve", {"title": "boiler", "body": "- filter - valve"}),
+        ("note boiler\nfilter\nvalve", {"title": "boiler", "body": "filter\nvalve"}),
+        ("make a note: buy milk", {"title": "buy milk"}),
+        ("note that the meeting is at 14:30", {"title": "the meeting is at 14:30"}),
+        ("Please note that my car needs *new* tyres.", {"title": "my car needs new tyres"}),
+        ("note that 2**10 is 1024", {"title": "2**10 is 1024"}),
+    ],
+)
+def test_a_note_title_is_kept_as_the_user_wrote_it(sentence, arguments):
+    assert calls_of(ask(sentence)) == [("record_note", arguments)]
 
 
 # --- Paced streaming -------------------------------------------------------------------
