@@ -6,8 +6,7 @@ interface:
 - when the last message is the user's and tools are offered, it picks the tool
   whose name, description and parameter names best match the user's words, and
   fills the arguments from the message by the schema (chat/llm/offline_tools.py);
-- after tool results, it writes the answer from them (their `message` fields
-  first);
+- after tool results, it writes the answer from them (chat/llm/offline_answers.py);
 - for a structured-output request (the `llm` decider) it answers the JSON the
   schema asks for.
 
@@ -40,6 +39,8 @@ from chat.llm.base import (
     StreamEvent,
     TextDelta,
 )
+from chat.llm.offline_answers import answer_compose, answer_small_talk
+from chat.llm.offline_history import last_user_text, message_text, turn_results
 from chat.llm.offline_tools import call_make, tool_pick
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -61,7 +62,7 @@ class OfflineProvider:
     def stream(
         self, request: ChatRequest, *, stop: threading.Event | None = None
     ) -> Iterator[StreamEvent]:
-        """Answer the request: tool calls, a decision, or text streamed word by word."""
+        """Answer the request: tool calls, JSON, or text streamed word by word."""
         started = time.monotonic()
         completion = self._answer(request)
         text = completion.content or ""
@@ -94,126 +95,67 @@ class OfflineProvider:
 
     def _answer(self, request: ChatRequest) -> Completion:
         messages = request.messages
-        last = messages[-1] if messages else {}
-        user_text = self._last_user_text(messages)
         if request.response_format:
-            return self._decide(request, user_text)
+            return self._decide(request)
+        last = messages[-1] if messages else {}
         if last.get("role") == "user" and request.tools:
-            pick = tool_pick(user_text, request.tools)
+            pick = tool_pick(last_user_text(messages), request.tools)
             if pick:
                 # "What time is it in London and Paris" is one call for each city.
                 calls = [call_make(pick.name, arguments) for arguments in pick.calls]
                 return Completion(
                     content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
                 )
-        results = self._results_since_user(messages)
-        text = self._compose(results) if results else self._small_talk(user_text, request.tools)
+        results = turn_results(messages)
+        text = answer_compose(results) if results else _without_tools(request)
         return Completion(content=text, finish_reason="stop", model=request.model)
 
-    @staticmethod
-    def _last_user_text(messages: list[dict[str, Any]]) -> str:
-        for message in reversed(messages):
-            if message.get("role") == "user":
-                content = message.get("content")
-                if isinstance(content, list):
-                    return " ".join(part.get("text", "") for part in content)
-                return str(content or "")
-        return ""
-
-    @staticmethod
-    def _results_since_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = []
-        for message in reversed(messages):
-            if message.get("role") == "user":
-                break
-            if message.get("role") == "tool":
-                results.append(message)
-        return list(reversed(results))
-
-    @staticmethod
-    def _compose(results: list[dict[str, Any]]) -> str:
-        sentences = []
-        for message in results:
-            content = message.get("content")
-            text = content if isinstance(content, str) else json.dumps(content)
-            try:
-                data = json.loads(text)
-            except ValueError:
-                sentences.append(text.strip())
-                continue
-            if not isinstance(data, dict):
-                sentences.append(f"The result is {json.dumps(data)}.")
-            elif data.get("success") is False or ("error" in data and "message" not in data):
-                sentences.append(
-                    f"Sorry, that did not work: {data.get('error') or 'unknown error'}."
-                )
-            elif data.get("message"):
-                sentences.append(str(data["message"]))
-            elif "result" in data:
-                sentences.append(f"The result is {data['result']}.")
-            else:
-                sentences.append("Done: " + json.dumps(data)[:300])
-        return " ".join(s if s.endswith((".", "!", "?")) else s + "." for s in sentences if s)
-
-    @staticmethod
-    def _small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:
-        if not text:
-            return "Hello! How can I help?"
-        names = [t["function"]["name"] for t in tools or [] if t.get("type") == "function"]
-        hint = (
-            f' I can use these tools: {", ".join(names)}. Try "what is 12*7" or '
-            '"note that the boiler was serviced today".'
-            if names
-            else ""
-        )
-        return f"I am the offline model, so I only understand requests for my tools.{hint}"
-
-    def _decide(self, request: ChatRequest, user_text: str) -> Completion:
+    def _decide(self, request: ChatRequest) -> Completion:
         """Answer the `llm` decider's structured request: {done, next_tool, arguments, final_output}."""
-        results = self._results_since_user(request.messages)
+        results = turn_results(request.messages)
         decision: dict[str, Any] = {
             "done": True,
             "next_tool": None,
             "arguments": {},
             "final_output": None,
         }
+        tools = request.tools or _tools_in_prompt(request)
+        pick = tool_pick(last_user_text(request.messages), tools) if tools else None
         if results:
-            decision["final_output"] = self._compose(results)
+            decision["final_output"] = answer_compose(results)
+        elif pick:
+            decision.update(done=False, next_tool=pick.name, arguments=pick.calls[0])
         else:
-            pick = tool_pick(user_text, request.tools or self._tools_in_prompt(request))
-            if pick:
-                decision.update(done=False, next_tool=pick.name, arguments=pick.calls[0])
-            else:
-                decision["final_output"] = self._small_talk(user_text, request.tools)
+            decision["final_output"] = _without_tools(request)
         return Completion(content=json.dumps(decision), finish_reason="stop", model=request.model)
 
-    @staticmethod
-    def _tools_in_prompt(request: ChatRequest) -> list[dict[str, Any]]:
-        """The decider lists the tools in its system message as JSON; read them back."""
-        for message in request.messages:
-            if message.get("role") == "system":
-                match = re.search(r"<tools>(.*?)</tools>", str(message.get("content") or ""), re.S)
-                if match:
-                    try:
-                        tools = json.loads(match.group(1))
-                    except ValueError:
-                        return []
-                    if not isinstance(tools, list):
-                        return []
-                    return [
-                        {"type": "function", "function": f} for f in tools if isinstance(f, dict)
-                    ]
-        return []
+
+def _without_tools(request: ChatRequest) -> str:
+    """The answer when no tool is called and none has answered."""
+    return answer_small_talk(last_user_text(request.messages), request.tools)
+
+
+def _tools_in_prompt(request: ChatRequest) -> list[dict[str, Any]]:
+    """The decider lists the tools in its system message as JSON; read them back."""
+    for message in request.messages:
+        if message.get("role") == "system":
+            match = re.search(r"<tools>(.*?)</tools>", message_text(message), re.S)
+            if match:
+                try:
+                    tools = json.loads(match.group(1))
+                except ValueError:
+                    return []
+                if not isinstance(tools, list):
+                    return []
+                return [{"type": "function", "function": f} for f in tools if isinstance(f, dict)]
+    return []
 
 
 def _prompt_tokens(request: ChatRequest) -> int:
     """The request as the model reads it: messages, tool calls, tool schemas, response format."""
     count = 0
     for message in request.messages:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = " ".join(str(part.get("text", "")) for part in content)
-        count += token_count(str(message.get("role") or "")) + token_count(str(content or ""))
+        count += token_count(str(message.get("role") or "")) + token_count(message_text(message))
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             count += token_count(str(function.get("name") or ""))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import threading
 import time
 
@@ -11,9 +13,12 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
 import chat.llm.offline
+from chat.engine.continuation import COMPOSE_INSTRUCTION
 from chat.llm import get_provider
 from chat.llm.base import ChatRequest, Completion, Done, ProviderStopped, TextDelta
 from chat.llm.offline import OfflineProvider, token_count
+from tools.builtin.calculator import calculator
+from tools.builtin.current_time import get_current_time
 
 
 def function(name, description, properties, required):
@@ -58,11 +63,19 @@ TOOLS = [
 ]
 
 
+def valid(messages):
+    """The history is one the OpenAI API accepts."""
+    TypeAdapter(list[ChatCompletionMessageParam]).validate_python(messages)
+
+
 def complete(provider, request) -> Completion:
     """Run a streamed call to its end and return the completion."""
     events = list(provider.stream(request))
     done = events[-1]
     assert isinstance(done, Done)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
+        done.completion.content or ""
+    )
     return done.completion
 
 
@@ -116,7 +129,8 @@ def test_tool_call_ids_are_unique_across_identical_requests():
 def test_without_a_matching_tool_it_says_what_it_can_do():
     completion = ask("hello there")
     assert completion.tool_calls == []
-    assert "calculator" in completion.content
+    assert "`calculator`" in completion.content
+    assert "`what is 2**10 and what time is it in London?`" in completion.content
 
 
 def test_no_tools_offered_means_no_tool_call():
@@ -124,7 +138,7 @@ def test_no_tools_offered_means_no_tool_call():
     assert completion.tool_calls == []
 
 
-def test_answers_from_tool_results_message_first_and_streams_word_by_word():
+def test_answers_from_tool_results_and_streams_word_by_word():
     messages = [
         {"role": "user", "content": "what is 12*7"},
         {
@@ -141,18 +155,19 @@ def test_answers_from_tool_results_message_first_and_streams_word_by_word():
         {
             "role": "tool",
             "tool_call_id": "call_1",
-            "content": json.dumps({"success": True, "result": 84, "message": "12*7 = 84"}),
+            "content": json.dumps(
+                {"success": True, "result": 84, "expression": "12*7", "message": "12*7 = 84"}
+            ),
         },
         {"role": "system", "content": "Answer the user naturally."},
     ]
-    TypeAdapter(list[ChatCompletionMessageParam]).validate_python(messages)
+    valid(messages)
     events = list(OfflineProvider().stream(ChatRequest(model="offline", messages=messages)))
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
-    assert deltas == ["12*7 ", "= ", "84."]
+    assert deltas == ["`12*7` ", "= ", "**84**."]
     done = events[-1]
     assert isinstance(done, Done)
-    assert done.completion.content == "12*7 = 84."
-    assert done.completion.completion_tokens == 6  # 12 * 7 = 84 .
+    assert done.completion.content == "`12*7` = **84**."
 
 
 def test_a_failed_tool_is_reported_plainly():
@@ -240,6 +255,102 @@ def test_the_time_in_two_cities_is_two_calls_in_one_step():
 )
 def test_a_note_title_is_kept_as_the_user_wrote_it(sentence, arguments):
     assert calls_of(ask(sentence)) == [("record_note", arguments)]
+
+
+# --- Clean sentences -------------------------------------------------------------------
+
+
+def answer_to(*results):
+    """The answer the model writes after tool calls that gave these (name, content) results."""
+    calls = [
+        {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": name, "arguments": "{}"},
+        }
+        for i, (name, _) in enumerate(results)
+    ]
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        *(
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{i}",
+                "content": content if isinstance(content, str) else json.dumps(content),
+            }
+            for i, (_, content) in enumerate(results)
+        ),
+        {"role": "system", "content": COMPOSE_INSTRUCTION},
+    ]
+    valid(messages)
+    return complete(OfflineProvider(), ChatRequest(model="offline", messages=messages)).content
+
+
+RESULTS = [
+    ("calculator", calculator(None, expression="2**10")),
+    ("calculator", calculator(None, expression="1/3")),
+    ("calculator", calculator(None, expression="1/0")),
+    ("calculator", calculator(None, expression="9**9**9")),
+    ("get_current_time", get_current_time(None, timezone="Europe/London")),
+    ("get_current_time", get_current_time(None, timezone="Londn")),
+    (
+        "record_note",
+        {"success": True, "data": {"title": "call mom."}, "message": "Noted: call mom."},
+    ),
+    ("record_note", {"success": True, "data": {"title": "wait..."}, "message": "Noted: wait..."}),
+    (
+        "search_notes",
+        {"success": True, "data": [], "total_available": 0, "message": "There are no notes yet."},
+    ),
+    (
+        "generate_dataset",
+        {"success": True, "message": "Generated 500 rows; showing the first 100."},
+    ),
+    ("delete_notes", {"success": False, "error": "No such note."}),
+    ("echo", {"success": True, "status": "ok", "count": 3}),
+    ("echo", {"success": True}),
+    ("echo", "plain text without a stop"),
+    (
+        "echo",
+        '{"success": true, "data": "' + "x" * 50 + "\n...[truncated: 900 of 1000 characters cut]",
+    ),
+    ("echo", [1, 2, 3]),
+    ("echo", 7),
+]
+
+
+@pytest.mark.parametrize("result", RESULTS, ids=lambda r: r[0])
+def test_every_answer_is_clean_sentences(result):
+    text = answer_to(result)
+    assert text
+    assert ".." not in text
+    assert not re.search(r"\.\s+\.", text)
+    assert "Done:" not in text
+    assert "{" not in text  # no JSON dumps
+    assert text.endswith((".", "!", "?", "\u2026"))
+
+
+def test_answers_over_several_results_stay_clean():
+    for pair in itertools.combinations(RESULTS, 2):
+        text = answer_to(*pair)
+        assert ".." not in text, text
+        assert not re.search(r"\.\s+\.", text), text
+        assert "\n" not in text  # two results: one paragraph
+    text = answer_to(*RESULTS[:4])
+    assert text.startswith("Here is what I found:\n\n- ")
+    assert len(text.splitlines()) == 6
+    assert ".." not in text
+
+
+def test_the_answers_read_naturally():
+    assert answer_to(RESULTS[0]) == "`2**10` = **1024**."
+    assert answer_to(RESULTS[2]) == "Could not calculate `1/0`: Division by zero is undefined."
+    assert answer_to(RESULTS[6]) == "Noted: call mom."
+    assert answer_to(RESULTS[7]) == "Noted: wait\u2026"
+    assert answer_to(RESULTS[11]) == "It came back with status ok and count **3**."
+    assert answer_to(RESULTS[13]) == "Plain text without a stop."
+    assert answer_to(RESULTS[0], RESULTS[4]).startswith("`2**10` = **1024**. It is ")
 
 
 # --- Paced streaming -------------------------------------------------------------------
