@@ -3,9 +3,9 @@
 It reads the request the way a real model would and answers through the same
 interface:
 
-- when the last message is the user's and tools are offered, it picks the tool
-  whose name, description and parameter names best match the user's words, and
-  fills the arguments from the message by the schema (chat/llm/offline_tools.py);
+- when the last message is the user's and tools are offered, it calls the
+  tools the message asks for, several in one step when it asks several things,
+  and works "that" out from the conversation (chat/llm/offline_requests.py);
 - after tool results, it writes the answer from them (chat/llm/offline_answers.py);
 - for a structured-output request (the `llm` decider) it answers the JSON the
   schema asks for.
@@ -39,9 +39,13 @@ from chat.llm.base import (
     StreamEvent,
     TextDelta,
 )
-from chat.llm.offline_answers import answer_compose, answer_small_talk
-from chat.llm.offline_history import last_user_text, message_text, turn_results
-from chat.llm.offline_tools import call_make, tool_pick
+from chat.llm.offline_answers import (
+    answer_compose,
+    answer_no_earlier_result,
+    answer_small_talk,
+)
+from chat.llm.offline_history import last_number, last_user_text, message_text, turn_results
+from chat.llm.offline_requests import calls_plan, refers_back
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -99,10 +103,8 @@ class OfflineProvider:
             return self._decide(request)
         last = messages[-1] if messages else {}
         if last.get("role") == "user" and request.tools:
-            pick = tool_pick(last_user_text(messages), request.tools)
-            if pick:
-                # "What time is it in London and Paris" is one call for each city.
-                calls = [call_make(pick.name, arguments) for arguments in pick.calls]
+            calls = calls_plan(messages, request.tools)
+            if calls:
                 return Completion(
                     content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
                 )
@@ -111,20 +113,35 @@ class OfflineProvider:
         return Completion(content=text, finish_reason="stop", model=request.model)
 
     def _decide(self, request: ChatRequest) -> Completion:
-        """Answer the `llm` decider's structured request: {done, next_tool, arguments, final_output}."""
+        """Answer the `llm` decider's structured request: {done, next_tool, arguments, final_output}.
+
+        The decider runs one tool at a time: the next of the calls the message
+        asks for that has not run yet in this turn.
+        """
         results = turn_results(request.messages)
+        ran = {(result.name, json.dumps(result.arguments, sort_keys=True)) for result in results}
+        tools = request.tools or _tools_in_prompt(request)
+        planned = calls_plan(request.messages, tools) if tools else []
+        following = next(
+            (
+                call
+                for call in planned
+                if (call.name, json.dumps(json.loads(call.arguments), sort_keys=True)) not in ran
+            ),
+            None,
+        )
         decision: dict[str, Any] = {
             "done": True,
             "next_tool": None,
             "arguments": {},
             "final_output": None,
         }
-        tools = request.tools or _tools_in_prompt(request)
-        pick = tool_pick(last_user_text(request.messages), tools) if tools else None
-        if results:
+        if following:
+            decision.update(
+                done=False, next_tool=following.name, arguments=json.loads(following.arguments)
+            )
+        elif results:
             decision["final_output"] = answer_compose(results)
-        elif pick:
-            decision.update(done=False, next_tool=pick.name, arguments=pick.calls[0])
         else:
             decision["final_output"] = _without_tools(request)
         return Completion(content=json.dumps(decision), finish_reason="stop", model=request.model)
@@ -132,7 +149,10 @@ class OfflineProvider:
 
 def _without_tools(request: ChatRequest) -> str:
     """The answer when no tool is called and none has answered."""
-    return answer_small_talk(last_user_text(request.messages), request.tools)
+    text = last_user_text(request.messages)
+    if refers_back(text) and last_number(request.messages) is None:
+        return answer_no_earlier_result()
+    return answer_small_talk(text, request.tools)
 
 
 def _tools_in_prompt(request: ChatRequest) -> list[dict[str, Any]]:

@@ -54,6 +54,13 @@ def answer_small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:
     return f"I am the offline model, so I only understand requests for my tools.{hint}"
 
 
+def answer_no_earlier_result() -> str:
+    """The answer to "multiply that by 3" when nothing earlier gave a number."""
+    return (
+        "There is no earlier result to work with yet. Ask me something like `what is 2**10` first."
+    )
+
+
 def sentence(text: str) -> str:
     """The text as one tidy sentence: single spaces, a capital, exactly one final stop."""
     text = re.sub(r"\s+", " ", text).strip().replace("...", "\u2026")

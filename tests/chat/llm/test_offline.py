@@ -13,7 +13,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
 import chat.llm.offline
-from chat.engine.continuation import COMPOSE_INSTRUCTION
+from chat.engine.continuation import COMPOSE_INSTRUCTION, DECISION_FORMAT
 from chat.llm import get_provider
 from chat.llm.base import ChatRequest, Completion, Done, ProviderStopped, TextDelta
 from chat.llm.offline import OfflineProvider, token_count
@@ -197,22 +197,6 @@ def test_a_failed_tool_is_reported_plainly():
     assert completion.content == "Sorry, that did not work: Division by zero."
 
 
-def test_structured_decision_for_the_llm_decider():
-    request = ChatRequest(
-        model="offline",
-        messages=[{"role": "user", "content": "what is 2+3"}],
-        tools=TOOLS,
-        response_format={"type": "json_schema", "json_schema": {"name": "decision", "schema": {}}},
-    )
-    decision = json.loads(complete(OfflineProvider(), request).content)
-    assert decision == {
-        "done": False,
-        "next_tool": "calculator",
-        "arguments": {"expression": "2+3"},
-        "final_output": None,
-    }
-
-
 def test_get_provider_defaults_to_offline(settings):
     settings.LLM_PROVIDER = "offline"
     assert get_provider().name == "offline"
@@ -221,17 +205,205 @@ def test_get_provider_defaults_to_offline(settings):
     assert get_provider().name == "openai"
 
 
+# --- Several requests in one message: several calls in one step ------------------------
+
+
 def calls_of(completion):
     return [(c.name, json.loads(c.arguments)) for c in completion.tool_calls]
 
 
-def test_the_time_in_two_cities_is_two_calls_in_one_step():
-    completion = ask("what time is it in London and New York")
-    assert calls_of(completion) == [
-        ("get_current_time", {"timezone": "Europe/London"}),
-        ("get_current_time", {"timezone": "America/New_York"}),
+@pytest.mark.parametrize(
+    ("sentence", "calls"),
+    [
+        (
+            "what is 2**10 and what time is it in London",
+            [
+                ("calculator", {"expression": "2**10"}),
+                ("get_current_time", {"timezone": "Europe/London"}),
+            ],
+        ),
+        (
+            "What is 2**10? What time is it in Tokyo?",
+            [
+                ("calculator", {"expression": "2**10"}),
+                ("get_current_time", {"timezone": "Asia/Tokyo"}),
+            ],
+        ),
+        (
+            "what is 2+2 and 3*3",
+            [("calculator", {"expression": "2+2"}), ("calculator", {"expression": "3*3"})],
+        ),
+        (
+            "note that I need milk and search my notes for milk",
+            [("record_note", {"title": "I need milk"}), ("search_notes", {"query": "milk"})],
+        ),
+        (
+            "calculate 2+2, then note that the result was 4",
+            [("calculator", {"expression": "2+2"}), ("record_note", {"title": "the result was 4"})],
+        ),
+        (
+            "note that Dr. Smith called. What time is it in Paris?",
+            [
+                ("record_note", {"title": "Dr. Smith called"}),
+                ("get_current_time", {"timezone": "Europe/Paris"}),
+            ],
+        ),
+        (
+            "what time is it in London and New York",
+            [
+                ("get_current_time", {"timezone": "Europe/London"}),
+                ("get_current_time", {"timezone": "America/New_York"}),
+            ],
+        ),
+    ],
+)
+def test_several_requests_are_several_calls_in_one_step(sentence, calls):
+    completion = ask(sentence)
+    assert completion.finish_reason == "tool_calls"
+    assert calls_of(completion) == calls
+    assert len({c.id for c in completion.tool_calls}) == len(calls)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "calls"),
+    [
+        (
+            "note that the boiler and the valve were serviced",
+            [("record_note", {"title": "the boiler and the valve were serviced"})],
+        ),
+        (
+            "note that the dentist called then the time changed",
+            [("record_note", {"title": "the dentist called then the time changed"})],
+        ),
+        ("Hi! What is 2+2?", [("calculator", {"expression": "2+2"})]),
+        ("what is 2 and 3", []),  # "and" in arithmetic is no second request
+    ],
+)
+def test_one_request_with_and_in_it_stays_one(sentence, calls):
+    assert calls_of(ask(sentence)) == calls
+
+
+# --- Follow-ups that point back --------------------------------------------------------
+
+
+def turn(prompt, name, arguments, result, answer):
+    """One finished turn of history: the question, the call, its result, the answer."""
+    call_id = f"call_{name}_{len(prompt)}"
+    return [
+        {"role": "user", "content": prompt},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)},
+        {"role": "assistant", "content": answer},
     ]
-    assert completion.tool_calls[0].id != completion.tool_calls[1].id
+
+
+def calculated(expression):
+    """A calculator turn with the calculator's real result."""
+    result = calculator(None, expression=expression)
+    return turn(f"what is {expression}", "calculator", {"expression": expression}, result, "ok")
+
+
+def follow_up(history, text, tools=TOOLS):
+    messages = [*history, {"role": "user", "content": text}]
+    valid(messages)
+    return complete(OfflineProvider(), ChatRequest(model="offline", messages=messages, tools=tools))
+
+
+@pytest.mark.parametrize(
+    ("text", "expression"),
+    [
+        ("multiply that by 3", "1024*3"),
+        ("add 5 to the last result", "1024+5"),
+        ("divide it by 2", "1024/2"),
+        ("what is that squared", "1024**2"),
+        ("that times 3", "1024*3"),
+        ("subtract 24 from that", "1024-24"),
+        ("what is 10% of that", "1024*10/100"),
+        ("double it", "1024*2"),
+        ("what is the square root of that", "1024**0.5"),
+    ],
+)
+def test_a_follow_up_calculates_with_the_last_result(text, expression):
+    completion = follow_up(calculated("2**10"), text)
+    assert calls_of(completion) == [("calculator", {"expression": expression})]
+    # The calculator takes what the model wrote.
+    assert calculator(None, expression=expression)["success"] is True
+
+
+def test_the_last_result_is_the_newest_turns():
+    history = calculated("2**10") + calculated("6*7")
+    assert calls_of(follow_up(history, "multiply that by 3")) == [
+        ("calculator", {"expression": "42*3"})
+    ]
+
+
+def test_negative_and_decimal_results_are_used_as_numbers():
+    assert calls_of(follow_up(calculated("2-10"), "what is that squared")) == [
+        ("calculator", {"expression": "(-8)**2"})
+    ]
+    assert calls_of(follow_up(calculated("3/2"), "multiply that by 4")) == [
+        ("calculator", {"expression": "1.5*4"})
+    ]
+
+
+def test_a_result_stated_in_an_earlier_answer_counts_too():
+    history = [
+        {"role": "user", "content": "what is six times seven?"},
+        {"role": "assistant", "content": "Six times seven is **42**."},
+    ]
+    assert calls_of(follow_up(history, "add 8 to that")) == [("calculator", {"expression": "42+8"})]
+
+
+def test_a_clock_time_is_not_a_result():
+    history = turn(
+        "what time is it",
+        "get_current_time",
+        {},
+        {
+            "success": True,
+            "timezone": "UTC",
+            "message": "It is 14:02 on Monday 3 March 2025 in UTC.",
+        },
+        "It is 14:02 on Monday 3 March 2025 in UTC.",
+    )
+    completion = follow_up(history, "multiply that by 3")
+    assert completion.tool_calls == []
+    assert completion.content.startswith("There is no earlier result to work with yet.")
+
+
+def test_a_later_part_of_the_message_uses_the_earlier_parts_result():
+    completion = ask("what is 2**10, then multiply that by 3")
+    assert calls_of(completion) == [
+        ("calculator", {"expression": "2**10"}),
+        ("calculator", {"expression": "(2**10)*3"}),
+    ]
+
+
+def test_search_my_notes_for_that_searches_the_last_note():
+    history = turn(
+        "note that the boiler needs descaling",
+        "record_note",
+        {"title": "the boiler needs descaling"},
+        {
+            "success": True,
+            "data": {"id": "1", "title": "the boiler needs descaling", "body": ""},
+            "message": "Noted: the boiler needs descaling",
+        },
+        "Noted: the boiler needs descaling.",
+    )
+    assert calls_of(follow_up(history, "search my notes for that")) == [
+        ("search_notes", {"query": "the boiler needs descaling"})
+    ]
 
 
 # --- Note titles as written ------------------------------------------------------------
@@ -425,3 +597,42 @@ def test_usage_counts_the_answer_and_the_whole_prompt_the_same_way_every_time():
 
     answered = complete(OfflineProvider(), text_request())
     assert answered.completion_tokens == token_count(answered.content)
+
+
+# --- The `llm` decider -----------------------------------------------------------------
+
+
+def decide(messages):
+    request = ChatRequest(
+        model="offline", messages=messages, tools=TOOLS, response_format=DECISION_FORMAT
+    )
+    return json.loads(complete(OfflineProvider(), request).content)
+
+
+def test_structured_decision_for_the_llm_decider():
+    assert decide([{"role": "user", "content": "what is 2+3"}]) == {
+        "done": False,
+        "next_tool": "calculator",
+        "arguments": {"expression": "2+3"},
+        "final_output": None,
+    }
+
+
+def test_the_decider_runs_several_requests_one_after_the_other():
+    messages = [{"role": "user", "content": "what is 2**10 and what time is it in London"}]
+    first = decide(messages)
+    assert (first["next_tool"], first["arguments"]) == ("calculator", {"expression": "2**10"})
+    messages += turn(
+        "", "calculator", first["arguments"], calculator(None, expression="2**10"), ""
+    )[1:3]
+    second = decide(messages)
+    assert (second["next_tool"], second["arguments"]) == (
+        "get_current_time",
+        {"timezone": "Europe/London"},
+    )
+    time_now = get_current_time(None, timezone="Europe/London")
+    messages += turn("x", "get_current_time", second["arguments"], time_now, "")[1:3]
+    valid(messages)
+    last = decide(messages)
+    assert last["done"] is True
+    assert last["final_output"] == f"`2**10` = **1024**. {time_now['message']}"
