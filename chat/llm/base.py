@@ -14,6 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+# The `json_schema` name of a request for follow-up suggestions: the answer is
+# {"suggestions": [...]}, two or three short prompts the user might send next.
+SUGGESTIONS_FORMAT_NAME = "follow_up_suggestions"
+
 
 @dataclass(frozen=True)
 class ToolCall:

@@ -7,8 +7,9 @@ interface:
   tools the message asks for, several in one step when it asks several things,
   and works "that" out from the conversation (chat/llm/offline_requests.py);
 - after tool results, it writes the answer from them (chat/llm/offline_answers.py);
-- for a structured-output request (the `llm` decider) it answers the JSON the
-  schema asks for.
+- for a structured-output request it answers the JSON the schema asks for:
+  follow-up suggestions (chat/llm/offline_suggestions.py), or the `llm`
+  decider's next step.
 
 Text streams word by word, `word_delay_s` apart (TOOLCHAT_OFFLINE_WORD_DELAY_MS),
 so that the app shows its streaming; JSON answers are for the engine, not the
@@ -32,6 +33,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chat.llm.base import (
+    SUGGESTIONS_FORMAT_NAME,
     ChatRequest,
     Completion,
     Done,
@@ -46,6 +48,7 @@ from chat.llm.offline_answers import (
 )
 from chat.llm.offline_history import last_number, last_user_text, message_text, turn_results
 from chat.llm.offline_requests import calls_plan, refers_back
+from chat.llm.offline_suggestions import suggestions_make
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -99,6 +102,9 @@ class OfflineProvider:
 
     def _answer(self, request: ChatRequest) -> Completion:
         messages = request.messages
+        if _format_name(request) == SUGGESTIONS_FORMAT_NAME:
+            content = json.dumps({"suggestions": suggestions_make(messages)})
+            return Completion(content=content, finish_reason="stop", model=request.model)
         if request.response_format:
             return self._decide(request)
         last = messages[-1] if messages else {}
@@ -153,6 +159,11 @@ def _without_tools(request: ChatRequest) -> str:
     if refers_back(text) and last_number(request.messages) is None:
         return answer_no_earlier_result()
     return answer_small_talk(text, request.tools)
+
+
+def _format_name(request: ChatRequest) -> str:
+    schema = (request.response_format or {}).get("json_schema")
+    return str(schema.get("name") or "") if isinstance(schema, dict) else ""
 
 
 def _tools_in_prompt(request: ChatRequest) -> list[dict[str, Any]]:

@@ -1,4 +1,7 @@
-"""The offline model picks the right tool from plain sentences and answers from results."""
+"""The offline model picks the right tools from plain sentences and answers from results.
+
+Everything goes through `provider.stream(...)`, as the engine calls it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import json
 import re
 import threading
 import time
+import uuid
 
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
@@ -15,10 +19,21 @@ from pydantic import TypeAdapter
 import chat.llm.offline
 from chat.engine.continuation import COMPOSE_INSTRUCTION, DECISION_FORMAT
 from chat.llm import get_provider
-from chat.llm.base import ChatRequest, Completion, Done, ProviderStopped, TextDelta
+from chat.llm.base import (
+    SUGGESTIONS_FORMAT_NAME,
+    ChatRequest,
+    Completion,
+    Done,
+    ProviderStopped,
+    TextDelta,
+)
 from chat.llm.offline import OfflineProvider, token_count
 from tools.builtin.calculator import calculator
 from tools.builtin.current_time import get_current_time
+from tools.context import ToolContext
+from tools.executor import execute_tool
+from tools.models import Resource
+from tools.registry import registry
 
 
 def function(name, description, properties, required):
@@ -61,6 +76,32 @@ TOOLS = [
         ["rows"],
     ),
 ]
+# The demo tools as `make run` offers them, with their own descriptions.
+DEMO_TOOLS = registry.openai_tools(
+    [
+        "calculator",
+        "get_current_time",
+        "record_note",
+        "search_notes",
+        "generate_dataset",
+        "delete_notes",
+    ]
+)
+SUGGESTIONS_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": SUGGESTIONS_FORMAT_NAME,
+        "schema": {
+            "type": "object",
+            "properties": {
+                "suggestions": {"type": "array", "items": {"type": "string"}, "maxItems": 3}
+            },
+            "required": ["suggestions"],
+            "additionalProperties": False,
+        },
+    },
+}
+SUGGEST_INSTRUCTION = "Suggest 2-3 short follow-up prompts the user might send next."
 
 
 def valid(messages):
@@ -190,19 +231,12 @@ def test_a_failed_tool_is_reported_plainly():
             "content": json.dumps({"success": False, "error": "Division by zero"}),
         },
     ]
+    valid(messages)
     completion = complete(
         OfflineProvider(), ChatRequest(model="offline", messages=messages, tools=TOOLS)
     )
     assert completion.tool_calls == []
     assert completion.content == "Sorry, that did not work: Division by zero."
-
-
-def test_get_provider_defaults_to_offline(settings):
-    settings.LLM_PROVIDER = "offline"
-    assert get_provider().name == "offline"
-    settings.LLM_PROVIDER = "openai"
-    settings.OPENAI_API_KEY = "sk-test"
-    assert get_provider().name == "openai"
 
 
 # --- Several requests in one message: several calls in one step ------------------------
@@ -575,6 +609,14 @@ def test_get_provider_paces_the_offline_model_by_the_setting(settings):
     assert get_provider().word_delay_s == pytest.approx(0.035)
 
 
+def test_get_provider_defaults_to_offline(settings):
+    settings.LLM_PROVIDER = "offline"
+    assert get_provider().name == "offline"
+    settings.LLM_PROVIDER = "openai"
+    settings.OPENAI_API_KEY = "sk-test"
+    assert get_provider().name == "openai"
+
+
 # --- Usage -----------------------------------------------------------------------------
 
 
@@ -597,6 +639,100 @@ def test_usage_counts_the_answer_and_the_whole_prompt_the_same_way_every_time():
 
     answered = complete(OfflineProvider(), text_request())
     assert answered.completion_tokens == token_count(answered.content)
+
+
+# --- Follow-up suggestions -------------------------------------------------------------
+
+
+def suggestions_for(history):
+    messages = [*history, {"role": "system", "content": SUGGEST_INSTRUCTION}]
+    valid(messages)
+    request = ChatRequest(
+        model="offline", messages=messages, tools=None, response_format=SUGGESTIONS_FORMAT
+    )
+    completion = complete(OfflineProvider(), request)
+    answer = json.loads(completion.content)
+    assert set(answer) == {"suggestions"}
+    assert 2 <= len(answer["suggestions"]) <= 3
+    assert all(isinstance(s, str) and 0 < len(s) <= 60 for s in answer["suggestions"])
+    return answer["suggestions"]
+
+
+def converse(user, history, text):
+    """One turn as the engine runs it, with the real demo tools; the history grows."""
+    history.append({"role": "user", "content": text})
+    provider = OfflineProvider()
+    completion = complete(
+        provider, ChatRequest(model="offline", messages=list(history), tools=DEMO_TOOLS)
+    )
+    if completion.tool_calls:
+        history.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [c.to_openai() for c in completion.tool_calls],
+            }
+        )
+        for call in completion.tool_calls:
+            context = ToolContext(
+                user=user,
+                conversation_id=uuid.uuid4(),
+                run_id=uuid.uuid4(),
+                tool_call_id=call.id,
+            )
+            result = execute_tool(name=call.name, arguments=call.arguments, context=context)
+            assert result.status == "succeeded", result.content
+            history.append({"role": "tool", "tool_call_id": call.id, "content": result.content})
+        instruction = {"role": "system", "content": COMPOSE_INSTRUCTION}
+        completion = complete(
+            provider, ChatRequest(model="offline", messages=[*history, instruction])
+        )
+    history.append({"role": "assistant", "content": completion.content})
+    valid(history)
+    return completion
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "opening",
+    [
+        "what is 2**10",
+        "what time is it in London",
+        "note that **the boiler** needs `descaling`: - filter - valve",
+        "search my notes for boiler",
+        "generate a dataset of 20 rows",
+        "what is 2**10 and what time is it in London",
+        "hello",
+    ],
+)
+def test_every_suggestion_is_one_the_offline_model_acts_on(user, opening):
+    history: list[dict] = []
+    converse(user, history, opening)
+    for suggestion in suggestions_for(history):
+        # Each is asked in a conversation of its own, after the same opening.
+        follow = [dict(m) for m in history]
+        answer = converse(user, follow, suggestion)
+        assert follow[-2]["role"] == "tool", (suggestion, answer.content)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_suggestions_follow_from_what_just_happened(user):
+    history: list[dict] = []
+    converse(user, history, "what is 2**10")
+    assert suggestions_for(history)[:2] == ["Multiply that by 3", "What is 1024 squared?"]
+    converse(user, history, "what time is it in Tokyo")
+    assert suggestions_for(history)[0] == "What time is it in New York?"
+    converse(user, history, "note that **the boiler** needs `descaling`: - filter - valve")
+    note = Resource.objects.get()
+    assert (note.title, note.data["body"]) == ("the boiler needs descaling", "- filter - valve")
+    assert suggestions_for(history)[0] == "Search my notes for boiler"
+    converse(user, history, "search my notes for boiler")
+    assert suggestions_for(history)[0] == "Note that the boiler was checked today"
+    assert suggestions_for([{"role": "user", "content": "hi"}]) == [
+        "What is 2**10 and what time is it in London?",
+        "Note that the boiler was serviced today",
+        "What time is it in Tokyo?",
+    ]
 
 
 # --- The `llm` decider -----------------------------------------------------------------
