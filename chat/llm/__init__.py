@@ -28,4 +28,4 @@ def get_provider(name: str | None = None) -> ChatProvider:
         )
     from chat.llm.offline import OfflineProvider
 
-    return OfflineProvider()
+    return OfflineProvider(word_delay_s=settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS / 1000)

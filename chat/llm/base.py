@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-# The json_schema name of the follow-up suggestions request (chat/engine/suggestions.py).
+# The `json_schema` name of a request for follow-up suggestions (chat/engine/suggestions.py):
+# the answer is {"suggestions": [...]}, two or three short prompts the user might send next.
 SUGGESTIONS_FORMAT_NAME = "follow_up_suggestions"
 
 

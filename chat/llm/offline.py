@@ -3,15 +3,24 @@
 It reads the request the way a real model would and answers through the same
 interface:
 
-- when the last message is the user's and tools are offered, it picks the tool
-  whose name, description and parameter names best match the user's words, and
-  fills the arguments from the message by the schema (chat/llm/offline_tools.py);
-- after tool results, it writes the answer from them (their `message` fields
-  first);
-- for a structured-output request (the `llm` decider) it answers the JSON the
-  schema asks for.
+- when the last message is the user's and tools are offered, it calls the
+  tools the message asks for, several in one step when it asks several things,
+  and works "that" out from the conversation (chat/llm/offline_requests.py);
+- after tool results, it writes the answer from them (chat/llm/offline_answers.py);
+- for a structured-output request it answers the JSON the schema asks for:
+  follow-up suggestions (chat/llm/offline_suggestions.py), or the `llm`
+  decider's next step.
 
-It streams word by word and reports usage as word counts.
+Text streams word by word, `word_delay_s` apart (TOOLCHAT_OFFLINE_WORD_DELAY_MS),
+so that the app shows its streaming; JSON answers are for the engine, not the
+user, and arrive at once.
+
+Usage is counted with a stand-in tokenizer (`token_count`): every word (a run
+of letters, digits and underscores) and every other non-space character is
+one token. It is deterministic and of the same order as a real tokenizer's
+count. The prompt counts every message's role, text and tool calls, the
+offered tools' schemas and the response format; the completion counts the
+answer's text and its tool calls' names and arguments.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chat.llm.base import (
+    SUGGESTIONS_FORMAT_NAME,
     ChatRequest,
     Completion,
     Done,
@@ -31,7 +41,21 @@ from chat.llm.base import (
     StreamEvent,
     TextDelta,
 )
-from chat.llm.offline_tools import tool_call_pick
+from chat.llm.offline_answers import (
+    answer_compose,
+    answer_no_earlier_result,
+    answer_small_talk,
+)
+from chat.llm.offline_history import last_number, last_user_text, message_text, turn_results
+from chat.llm.offline_requests import calls_plan, refers_back
+from chat.llm.offline_suggestions import suggestions_make
+
+TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def token_count(text: str) -> int:
+    """Tokens as the offline model counts them: each word and each other non-space character."""
+    return len(TOKEN.findall(text))
 
 
 class OfflineProvider:
@@ -45,141 +69,130 @@ class OfflineProvider:
     def stream(
         self, request: ChatRequest, *, stop: threading.Event | None = None
     ) -> Iterator[StreamEvent]:
-        """Answer the request: tool calls, a decision, or text streamed word by word."""
+        """Answer the request: tool calls, JSON, or text streamed word by word."""
         started = time.monotonic()
         completion = self._answer(request)
         text = completion.content or ""
-        pieces = re.findall(r"\S+\s*", text)
+        structured = request.response_format is not None
+        pieces = ([text] if text else []) if structured else re.findall(r"\s*\S+\s*", text)
         for piece in pieces:
+            self._pause(0.0 if structured else self.word_delay_s, stop)
             if completion.first_token_ms is None:
                 completion.first_token_ms = int((time.monotonic() - started) * 1000)
-            if stop is not None and stop.wait(self.word_delay_s):
-                raise ProviderStopped("the run stopped the model call")
-            if stop is None and self.word_delay_s:
-                time.sleep(self.word_delay_s)
             yield TextDelta(piece)
-        completion.prompt_tokens = sum(
-            len(str(m.get("content") or "").split()) for m in request.messages
-        )
-        completion.completion_tokens = len(pieces) + sum(
-            len(c.arguments.split()) for c in completion.tool_calls
+        completion.prompt_tokens = _prompt_tokens(request)
+        completion.completion_tokens = token_count(text) + sum(
+            token_count(call.name) + token_count(call.arguments) for call in completion.tool_calls
         )
         completion.latency_ms = int((time.monotonic() - started) * 1000)
         if completion.first_token_ms is None:
             completion.first_token_ms = completion.latency_ms
         yield Done(completion)
 
+    @staticmethod
+    def _pause(delay_s: float, stop: threading.Event | None) -> None:
+        """Wait before the next word; a set `stop` ends the call at once."""
+        if stop is not None:
+            if stop.wait(delay_s) if delay_s > 0 else stop.is_set():
+                raise ProviderStopped("the run stopped the model call")
+        elif delay_s > 0:
+            time.sleep(delay_s)
+
     # --- deciding what to say ------------------------------------------------------
 
     def _answer(self, request: ChatRequest) -> Completion:
         messages = request.messages
-        last = messages[-1] if messages else {}
-        user_text = self._last_user_text(messages)
+        if _format_name(request) == SUGGESTIONS_FORMAT_NAME:
+            content = json.dumps({"suggestions": suggestions_make(messages)})
+            return Completion(content=content, finish_reason="stop", model=request.model)
         if request.response_format:
-            return self._decide(request, user_text)
+            return self._decide(request)
+        last = messages[-1] if messages else {}
         if last.get("role") == "user" and request.tools:
-            call = tool_call_pick(user_text, request.tools)
-            if call:
+            calls = calls_plan(messages, request.tools)
+            if calls:
                 return Completion(
-                    content=None, tool_calls=[call], finish_reason="tool_calls", model=request.model
+                    content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
                 )
-        results = self._results_since_user(messages)
-        text = self._compose(results) if results else self._small_talk(user_text, request.tools)
+        results = turn_results(messages)
+        text = answer_compose(results) if results else _without_tools(request)
         return Completion(content=text, finish_reason="stop", model=request.model)
 
-    @staticmethod
-    def _last_user_text(messages: list[dict[str, Any]]) -> str:
-        for message in reversed(messages):
-            if message.get("role") == "user":
-                content = message.get("content")
-                if isinstance(content, list):
-                    return " ".join(part.get("text", "") for part in content)
-                return str(content or "")
-        return ""
+    def _decide(self, request: ChatRequest) -> Completion:
+        """Answer the `llm` decider's structured request: {done, next_tool, arguments, final_output}.
 
-    @staticmethod
-    def _results_since_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results: list[dict[str, Any]] = []
-        for message in reversed(messages):
-            if message.get("role") == "user":
-                break
-            if message.get("role") == "tool":
-                results.append(message)
-        return list(reversed(results))
-
-    @staticmethod
-    def _compose(results: list[dict[str, Any]]) -> str:
-        sentences = []
-        for message in results:
-            content = message.get("content")
-            text = content if isinstance(content, str) else json.dumps(content)
-            try:
-                data = json.loads(text)
-            except ValueError:
-                sentences.append(text.strip())
-                continue
-            if not isinstance(data, dict):
-                sentences.append(f"The result is {json.dumps(data)}.")
-            elif data.get("success") is False or ("error" in data and "message" not in data):
-                sentences.append(
-                    f"Sorry, that did not work: {data.get('error') or 'unknown error'}."
-                )
-            elif data.get("message"):
-                sentences.append(str(data["message"]))
-            elif "result" in data:
-                sentences.append(f"The result is {data['result']}.")
-            else:
-                sentences.append("Done: " + json.dumps(data)[:300])
-        return " ".join(s if s.endswith((".", "!", "?")) else s + "." for s in sentences if s)
-
-    @staticmethod
-    def _small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:
-        if not text:
-            return "Hello! How can I help?"
-        names = [t["function"]["name"] for t in tools or [] if t.get("type") == "function"]
-        hint = (
-            f' I can use these tools: {", ".join(names)}. Try "what is 12*7" or '
-            '"note that the boiler was serviced today".'
-            if names
-            else ""
+        The decider runs one tool at a time: the next of the calls the message
+        asks for that has not run yet in this turn.
+        """
+        results = turn_results(request.messages)
+        ran = {(result.name, json.dumps(result.arguments, sort_keys=True)) for result in results}
+        tools = request.tools or _tools_in_prompt(request)
+        planned = calls_plan(request.messages, tools) if tools else []
+        following = next(
+            (
+                call
+                for call in planned
+                if (call.name, json.dumps(json.loads(call.arguments), sort_keys=True)) not in ran
+            ),
+            None,
         )
-        return f"I am the offline model, so I only understand requests for my tools.{hint}"
-
-    def _decide(self, request: ChatRequest, user_text: str) -> Completion:
-        """Answer the `llm` decider's structured request: {done, next_tool, arguments, final_output}."""
-        results = self._results_since_user(request.messages)
         decision: dict[str, Any] = {
             "done": True,
             "next_tool": None,
             "arguments": {},
             "final_output": None,
         }
-        if results:
-            decision["final_output"] = self._compose(results)
+        if following:
+            decision.update(
+                done=False, next_tool=following.name, arguments=json.loads(following.arguments)
+            )
+        elif results:
+            decision["final_output"] = answer_compose(results)
         else:
-            call = tool_call_pick(user_text, request.tools or self._tools_in_prompt(request))
-            if call:
-                decision.update(
-                    done=False, next_tool=call.name, arguments=json.loads(call.arguments)
-                )
-            else:
-                decision["final_output"] = self._small_talk(user_text, request.tools)
+            decision["final_output"] = _without_tools(request)
         return Completion(content=json.dumps(decision), finish_reason="stop", model=request.model)
 
-    @staticmethod
-    def _tools_in_prompt(request: ChatRequest) -> list[dict[str, Any]]:
-        """The decider lists the tools in its system message as JSON; read them back."""
-        for message in request.messages:
-            if message.get("role") == "system":
-                match = re.search(r"<tools>(.*?)</tools>", str(message.get("content") or ""), re.S)
-                if match:
-                    try:
-                        tools = json.loads(match.group(1))
-                    except ValueError:
-                        return []
-                    if not isinstance(tools, list):
-                        return []
-                    return [
-                        {"type": "function", "function": f} for f in tools if isinstance(f, dict)
-                    ]
-        return []
+
+def _without_tools(request: ChatRequest) -> str:
+    """The answer when no tool is called and none has answered."""
+    text = last_user_text(request.messages)
+    if refers_back(text) and last_number(request.messages) is None:
+        return answer_no_earlier_result()
+    return answer_small_talk(text, request.tools)
+
+
+def _format_name(request: ChatRequest) -> str:
+    schema = (request.response_format or {}).get("json_schema")
+    return str(schema.get("name") or "") if isinstance(schema, dict) else ""
+
+
+def _tools_in_prompt(request: ChatRequest) -> list[dict[str, Any]]:
+    """The decider lists the tools in its system message as JSON; read them back."""
+    for message in request.messages:
+        if message.get("role") == "system":
+            match = re.search(r"<tools>(.*?)</tools>", message_text(message), re.S)
+            if match:
+                try:
+                    tools = json.loads(match.group(1))
+                except ValueError:
+                    return []
+                if not isinstance(tools, list):
+                    return []
+                return [{"type": "function", "function": f} for f in tools if isinstance(f, dict)]
+    return []
+
+
+def _prompt_tokens(request: ChatRequest) -> int:
+    """The request as the model reads it: messages, tool calls, tool schemas, response format."""
+    count = 0
+    for message in request.messages:
+        count += token_count(str(message.get("role") or "")) + token_count(message_text(message))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            count += token_count(str(function.get("name") or ""))
+            count += token_count(str(function.get("arguments") or ""))
+    if request.tools:
+        count += token_count(json.dumps(request.tools))
+    if request.response_format:
+        count += token_count(json.dumps(request.response_format))
+    return count

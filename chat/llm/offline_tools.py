@@ -1,11 +1,18 @@
-"""How the offline model picks a tool and fills its arguments from the user's words.
+"""How the offline model picks a tool for one request and fills its arguments.
 
 It scores each offered tool by the user's words against the tool's name,
 parameter names and description (stemmed, without stop words); an arithmetic
-expression in the message counts strongly for a tool with an `expression`
-parameter. The arguments come from the message by the schema: the expression,
-numbers, an enum value named in the text, quoted strings, and the remaining
-words for a string parameter.
+expression in the request counts strongly for a tool with an `expression`
+parameter. The arguments come from the request by the schema:
+
+- `expression`: the arithmetic in the text ("12 times 7" is `12*7`);
+- numbers, an enum value named in the text, quoted strings;
+- a title and a body (`title`, `body`, ...): the user's words as written, after
+  the words that asked for the tool ("note that"), without Markdown emphasis or
+  code marks; what follows a colon or a line break is the body;
+- a time zone: the IANA name of a city the text names, one call per city;
+- a query: the words that are left, or the last note's title for "that";
+- any other string: the words that are left.
 """
 
 from __future__ import annotations
@@ -17,120 +24,41 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat.llm.base import ToolCall
+from chat.llm.offline_words import (
+    ARTICLES,
+    BODY_PARAMS,
+    CONNECTORS,
+    FILLERS,
+    POLITE,
+    QUERY_PARAMS,
+    REFERENCE,
+    REQUEST_VERBS,
+    STOPWORDS,
+    TIMEZONE_PARAMS,
+    TITLE_PARAMS,
+    WORD,
+    city_zones,
+)
 
-WORD = re.compile(r"[A-Za-z0-9_']+")
 QUOTED = re.compile(r"\"([^\"]+)\"|'([^']+)'|“([^”]+)”")
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 # An arithmetic expression: numbers joined by at least one operator.
 EXPRESSION = re.compile(r"[-(\s]*\d[\d.\s]*(?:(?:\*\*|[-+*/%^x\u00d7\u00f7])[\s(]*-?[\d.]+[\s)]*)+")
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "from",
-        "by",
-        "with",
-        "about",
-        "as",
-        "into",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "am",
-        "do",
-        "does",
-        "did",
-        "what",
-        "whats",
-        "what's",
-        "which",
-        "who",
-        "whom",
-        "how",
-        "when",
-        "where",
-        "why",
-        "it",
-        "its",
-        "it's",
-        "this",
-        "that",
-        "these",
-        "those",
-        "there",
-        "here",
-        "me",
-        "my",
-        "mine",
-        "i",
-        "you",
-        "your",
-        "we",
-        "our",
-        "us",
-        "please",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "shall",
-        "may",
-        "might",
-        "must",
-        "let",
-        "lets",
-        "let's",
-        "tell",
-        "show",
-        "give",
-        "get",
-        "find",
-        "me",
-        "now",
-        "some",
-        "any",
-        "all",
-        "just",
-        "up",
-        "out",
-        "over",
-        "tell",
-        "know",
-    ]
-)
-FILLERS = frozenset(
-    [
-        "that",
-        "about",
-        "for",
-        "my",
-        "the",
-        "a",
-        "an",
-        "please",
-        "of",
-        "on",
-        "in",
-        "to",
-        "me",
-        "is",
-        "it",
-    ]
-)
+_NUM = r"-?\d+(?:\.\d+)?"
+# Arithmetic said in words, between numbers: "12 times 7", "1024 squared".
+SPOKEN_OPERATORS = [
+    (re.compile(rf"({_NUM})\s+(?:times|multiplied by)\s+(?=-?\d)", re.I), r"\1*"),
+    (re.compile(rf"({_NUM})\s+(?:divided by|over)\s+(?=-?\d)", re.I), r"\1/"),
+    (re.compile(rf"({_NUM})\s+plus\s+(?=-?\d)", re.I), r"\1+"),
+    (re.compile(rf"({_NUM})\s+minus\s+(?=-?\d)", re.I), r"\1-"),
+    (re.compile(rf"({_NUM})\s+(?:to the power of|raised to)\s+(?=-?\d)", re.I), r"\1**"),
+    (re.compile(rf"({_NUM})\s+(?:mod|modulo)\s+(?=-?\d)", re.I), r"\1%"),
+    (re.compile(rf"({_NUM})\s+squared\b", re.I), r"\1**2"),
+    (re.compile(rf"({_NUM})\s+cubed\b", re.I), r"\1**3"),
+    (re.compile(rf"\bsquare root of\s+({_NUM})", re.I), r"\1**0.5"),
+]
+# "Confident": enough for a part of a message to count as a request of its own.
+CONFIDENT_SCORE = 3.0
 
 
 def _stem(word: str) -> str:
@@ -139,6 +67,9 @@ def _stem(word: str) -> str:
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
             return word[: -len(suffix)]
     return word
+
+
+_STOP_STEMS = frozenset(_stem(word) for word in STOPWORDS)
 
 
 @dataclass(frozen=True)
@@ -158,11 +89,37 @@ class _Tool:
     def vocabulary(self) -> set[str]:
         words = set(self.name_words) | {p.lower() for p in self.param_names}
         words |= {w.lower() for w in WORD.findall(self.description)}
-        return {_stem(w) for w in words} - {_stem(s) for s in STOPWORDS}
+        return {_stem(w) for w in words} - _STOP_STEMS
 
 
-def tool_call_pick(text: str, tools: list[dict[str, Any]]) -> ToolCall | None:
-    """The offered tool the user's words ask for, with its arguments filled; None if none fits."""
+@dataclass(frozen=True)
+class Pick:
+    """The tool a request asks for, how strongly, and the arguments of its calls."""
+
+    name: str
+    score: float
+    calls: list[dict[str, Any]]
+    complete: bool  # every required parameter has a value
+
+    @property
+    def confident(self) -> bool:
+        """Sure enough to stand as a request of its own within a longer message."""
+        return self.complete and self.score >= CONFIDENT_SCORE
+
+
+def tool_pick(
+    text: str,
+    tools: list[dict[str, Any]],
+    *,
+    expression: str | None = None,
+    note_title: str | None = None,
+) -> Pick | None:
+    """The offered tool the words ask for, with its arguments; None if none fits.
+
+    `expression` is arithmetic the caller already read from the words (a
+    follow-up such as "multiply that by 3"); `note_title` is what "that" means
+    to a query.
+    """
     candidates = [
         _Tool(
             name=t["function"]["name"],
@@ -172,14 +129,19 @@ def tool_call_pick(text: str, tools: list[dict[str, Any]]) -> ToolCall | None:
         for t in tools
         if t.get("type") == "function"
     ]
+    text = plain_text(text)
     words = list(WORD.findall(text))
     exact = {w.lower() for w in words}
-    stems = {_stem(w) for w in words} - {_stem(s) for s in STOPWORDS}
-    expression = _expression(text)
+    stems = {_stem(w) for w in words} - _STOP_STEMS
+    expression = expression or expression_find(text)
+    # The verb a request opens with names its tool: "note that the time changed" is a note.
+    opening = next((_stem(w) for w in words if w.lower() not in POLITE), "")
     best: tuple[float, _Tool] | None = None
     for tool in candidates:
         score = 0.0
         name_words = set(tool.name_words)
+        if opening in {_stem(w) for w in name_words}:
+            score += 1.5
         score += 3 * len(exact & name_words)  # the exact word of the tool's name
         score += 2 * len(stems & {_stem(w) for w in name_words})
         score += 1.5 * len(stems & {_stem(p) for p in tool.param_names})
@@ -190,14 +152,36 @@ def tool_call_pick(text: str, tools: list[dict[str, Any]]) -> ToolCall | None:
             best = (score, tool)
     if best is None or best[0] < 2:
         return None
-    tool = best[1]
-    arguments = _fill(tool, text, expression)
-    return ToolCall(
-        id=f"call_{uuid.uuid4().hex[:24]}", name=tool.name, arguments=json.dumps(arguments)
-    )
+    score, tool = best
+    arguments = _fill(tool, text, expression, note_title)
+    required = set(tool.parameters.get("required") or [])
+    calls = [arguments]
+    zone_param = next((p for p in tool.param_names if p.lower() in TIMEZONE_PARAMS), None)
+    if zone_param:
+        # "in London and Paris" asks for two times: one call for each city.
+        zones = city_zones(text)
+        if len(zones) > 1:
+            calls = [{**arguments, zone_param: zone} for zone in zones]
+    return Pick(tool.name, score, calls, complete=required <= set(arguments))
 
 
-def _expression(text: str) -> str | None:
+def call_make(name: str, arguments: dict[str, Any]) -> ToolCall:
+    """A tool call with a fresh id, as a model would send it."""
+    return ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=json.dumps(arguments))
+
+
+def plain_text(text: str) -> str:
+    """The text without Markdown emphasis and code marks (`**the boiler**` is the boiler)."""
+    text = re.sub(r"`([^`\n]*)`", r"\1", text)
+    # Only marks that open and close around words: 2**10 is arithmetic, not emphasis.
+    text = re.sub(r"(?<![\w*])(\*\*|__)(?=\S)(.+?)(?<=\S)\1(?![\w*])", r"\2", text)
+    return re.sub(r"(?<![\w*])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])", r"\2", text)
+
+
+def expression_find(text: str) -> str | None:
+    """The arithmetic expression in the text (numbers and operators, or said in words)."""
+    for pattern, replacement in SPOKEN_OPERATORS:
+        text = pattern.sub(replacement, text)
     found = [m.group(0).strip() for m in EXPRESSION.finditer(text)]
     found = [f for f in found if re.search(r"\d\s*(\*\*|[-+*/%^x\u00d7\u00f7])\s*[\d(-]", f)]
     if not found:
@@ -211,12 +195,14 @@ def _expression(text: str) -> str | None:
     )
 
 
-def _fill(tool: _Tool, text: str, expression: str | None) -> dict[str, Any]:
+def _fill(tool: _Tool, text: str, expression: str | None, note_title: str | None) -> dict[str, Any]:
     properties: dict[str, Any] = tool.parameters.get("properties") or {}
     required = set(tool.parameters.get("required") or [])
     quoted = [next(g for g in m.groups() if g) for m in QUOTED.finditer(text)]
     numbers = [] if expression else NUMBER.findall(text)
     rest = _remaining_text(text, tool)
+    title, body = _title_and_body(text, tool)
+    has_title = any(p.lower() in TITLE_PARAMS for p in properties)
     arguments: dict[str, Any] = {}
     used_rest = False
     # Required parameters first: the remaining text goes where it is needed most.
@@ -224,19 +210,36 @@ def _fill(tool: _Tool, text: str, expression: str | None) -> dict[str, Any]:
     for name in order:
         schema = properties[name]
         kind = schema.get("type")
+        key = name.lower()
         if name == "expression" and expression:
             arguments[name] = expression
         elif kind in {"integer", "number"} and numbers:
             value = numbers.pop(0)
             arguments[name] = int(float(value)) if kind == "integer" else float(value)
-        elif kind == "string" and schema.get("enum"):
+        elif kind != "string":
+            continue
+        elif schema.get("enum"):
             lowered = text.lower()
             match = next((v for v in schema["enum"] if str(v).lower() in lowered), None)
             if match is not None:
                 arguments[name] = match
-        elif kind == "string" and quoted:
+        elif key in TIMEZONE_PARAMS and city_zones(text):
+            arguments[name] = city_zones(text)[0]
+        elif key in TITLE_PARAMS and title:
+            # A title-only tool keeps the details in its title rather than lose them.
+            has_body = any(p.lower() in BODY_PARAMS for p in properties)
+            arguments[name] = title if has_body or not body else f"{title}: {body}"
+        elif key in BODY_PARAMS and has_title:
+            if body:
+                arguments[name] = body
+        elif key in BODY_PARAMS and (title or body):
+            arguments[name] = f"{title}\n{body}".strip()
+        elif quoted:
             arguments[name] = quoted.pop(0)
-        elif kind == "string" and rest and not used_rest and (name in required or not arguments):
+        elif key in QUERY_PARAMS and not rest and name in required:
+            # "search my notes for that": the note just made; "list my notes": all of them.
+            arguments[name] = note_title if note_title and REFERENCE.search(text) else ""
+        elif rest and not used_rest and (name in required or not arguments):
             arguments[name] = rest
             used_rest = True
     return arguments
@@ -253,3 +256,51 @@ def _remaining_text(text: str, tool: _Tool) -> str:
             continue
         break
     return " ".join(words).strip(" ,:;")
+
+
+def _title_and_body(text: str, tool: _Tool) -> tuple[str, str]:
+    """A note's title as the user wrote it (after "note that"), and its body.
+
+    The body is what follows the first colon or line break: "note boiler: -
+    filter - valve" is the title "boiler" with the body "- filter - valve".
+    """
+    head, body = _split_at_colon(text)
+    title = _after_request(head, tool)
+    if not title and body:
+        title, body = _split_at_colon(body)
+    return title.strip().rstrip("?.!,;:").strip(), body.strip()
+
+
+def _split_at_colon(text: str) -> tuple[str, str]:
+    # A colon inside a clock time (14:30) does not start a body.
+    parts = re.split(r":(?:\s+|$)|\n", text.strip(), maxsplit=1)
+    return parts[0].strip(), parts[1].strip() if len(parts) > 1 else ""
+
+
+def _after_request(text: str, tool: _Tool) -> str:
+    verbs = REQUEST_VERBS | set(tool.name_words)
+    verb_stems = {_stem(v) for v in verbs}
+    words = text.split()
+
+    def bare(index: int) -> str:
+        return re.sub(r"[^\w']", "", words[index]).lower() if index < len(words) else ""
+
+    index, asked = 0, False
+    while index < len(words):
+        word = bare(index)
+        if not word or (not asked and word in POLITE):
+            index += 1
+        elif word in verbs or _stem(word) in verb_stems:
+            asked, index = True, index + 1
+        elif asked and word in ARTICLES and _stem(bare(index + 1)) in verb_stems:
+            index += 1  # "make a note"
+        elif asked and word in ARTICLES and bare(index + 1) == "new":
+            index += 2  # "take a new note"
+        elif asked and word == "to" and bare(index + 1) == "self":
+            index += 2  # "note to self"
+        elif asked and word in CONNECTORS:
+            index += 1
+            break
+        else:
+            break
+    return " ".join(words[index:]) if asked else text

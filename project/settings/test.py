@@ -39,3 +39,7 @@ TOOLCHAT_TOOL_MODULES = [*TOOLCHAT_TOOL_MODULES, "tests.chat.engine.slow_tools"]
 # the tests call runs_recover() themselves.
 if not os.environ.get("TOOLCHAT_RECOVER_S"):
     TOOLCHAT_RECOVER_S = 0.0
+
+# The offline model streams at once in tests (a test of the pacing sets its own).
+if not os.environ.get("TOOLCHAT_OFFLINE_WORD_DELAY_MS"):
+    TOOLCHAT_OFFLINE_WORD_DELAY_MS = 0

@@ -78,6 +78,14 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3)
 # the whole call with its retries.
 LLM_ATTEMPT_DEADLINE_S = env_float("LLM_ATTEMPT_DEADLINE_S", 300.0)
 LLM_CALL_DEADLINE_S = env_float("LLM_CALL_DEADLINE_S", 600.0)
+# The offline model streams its answers a word at a time, this far apart, so that
+# the app shows what streaming looks like; 0 sends each answer at once.
+TOOLCHAT_OFFLINE_WORD_DELAY_MS = env_int("TOOLCHAT_OFFLINE_WORD_DELAY_MS", 20)
+if TOOLCHAT_OFFLINE_WORD_DELAY_MS < 0:
+    raise ImproperlyConfigured(
+        f"TOOLCHAT_OFFLINE_WORD_DELAY_MS={env_str('TOOLCHAT_OFFLINE_WORD_DELAY_MS')!r}: "
+        "use 0 or more milliseconds."
+    )
 
 # --- Tools and limits ---------------------------------------------------------------
 

@@ -41,6 +41,7 @@ print(json.dumps({
     "LLM_PROVIDER": settings.LLM_PROVIDER,
     "LLM_MODEL": settings.LLM_MODEL,
     "LLM_MAX_RETRIES": settings.LLM_MAX_RETRIES,
+    "TOOLCHAT_OFFLINE_WORD_DELAY_MS": settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS,
 }, default=str))
 """
 
@@ -159,6 +160,12 @@ def test_provider_is_offline_without_a_key_and_openai_with_one():
     assert dumped["LLM_PROVIDER"] == "offline"
 
 
+def test_the_offline_model_streams_20_ms_a_word_unless_told_otherwise():
+    assert dump_settings(DJANGO_DEBUG="1")["TOOLCHAT_OFFLINE_WORD_DELAY_MS"] == 20
+    dumped = dump_settings(DJANGO_DEBUG="1", TOOLCHAT_OFFLINE_WORD_DELAY_MS="0")
+    assert dumped["TOOLCHAT_OFFLINE_WORD_DELAY_MS"] == 0
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -166,6 +173,8 @@ def test_provider_is_offline_without_a_key_and_openai_with_one():
         ("LLM_MAX_RETRIES", "three"),
         ("LLM_TIMEOUT_S", "soon"),
         ("DJANGO_DEBUG", "maybe"),
+        ("TOOLCHAT_OFFLINE_WORD_DELAY_MS", "fast"),
+        ("TOOLCHAT_OFFLINE_WORD_DELAY_MS", "-5"),
     ],
 )
 def test_a_bad_value_fails_with_a_message_naming_the_variable(variable, value):

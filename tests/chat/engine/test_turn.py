@@ -300,6 +300,25 @@ def test_the_offline_model_runs_the_demo_sentences(settings, conversation):
     assert_valid_history(history_for_model(conversation=conversation))
 
 
+def test_the_offline_model_asks_two_tools_at_once_and_follows_up(settings, conversation):
+    settings.LLM_PROVIDER = "offline"
+    settings.LLM_MODEL = "offline"
+    run = wait_for_run(
+        run_start(conversation=conversation, content="what is 2**10 and what time is it in London")
+    )
+    assert run.status == RunStatus.COMPLETED, run.error
+    rows = stored(conversation)
+    calls = [call["function"]["name"] for call in rows[1].tool_calls]
+    assert calls == ["calculator", "get_current_time"]  # one step, two calls
+    answer = rows[-1].content
+    assert answer.startswith("`2**10` = **1024**. It is ")
+    assert "Europe/London" in answer
+    run = wait_for_run(run_start(conversation=conversation, content="multiply that by 3"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "`1024*3` = **3072**."
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
 def test_a_tool_that_raises_is_reported_to_the_model(llm_server, conversation):
     llm_server.push(
         tool_calls_reply([("explode", '{"reason": "disk on fire"}')]), text_reply("It broke.")

@@ -1,0 +1,136 @@
+"""How the offline model words its answers: from tool results, or when no tool fits.
+
+Each result becomes one sentence: a calculation as "`2**10` = **1024**.", a
+failure in the tool's own words (or "Sorry, that did not work: ..."), else the
+result's `message`, else its plain fields. One or two sentences make one
+paragraph; three or more, a short Markdown list. Every sentence ends with
+exactly one stop: never "1024.." or ". .".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chat.llm.offline_history import TurnResult
+
+# The longest tool text quoted as it is (a result that is not JSON).
+MAX_QUOTED_CHARS = 300
+# The demo's own sentences, shown as examples when the offered tools can answer them.
+EXAMPLES = [
+    (("calculator", "get_current_time"), "what is 2**10 and what time is it in London?"),
+    (("record_note",), "note that the boiler was serviced today"),
+    (("calculator",), "what is 12*7"),
+]
+_GREETING = re.compile(r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|howdy)\b", re.I)
+_THANKS = re.compile(r"\b(?:thanks|thank you|cheers)\b", re.I)
+_ENDS_A_SENTENCE = re.compile(r"[.!?\u2026][\"'\u201d\u2019)*_`]*$")
+
+
+def answer_compose(results: list[TurnResult]) -> str:
+    """The answer to the user from this turn's tool results."""
+    sentences = [s for s in (_result_sentence(result) for result in results) if s]
+    if len(sentences) >= 3:
+        return "Here is what I found:\n\n" + "\n".join(f"- {s}" for s in sentences)
+    return " ".join(sentences)
+
+
+def answer_small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:
+    """The answer when no tool fits: what the offline model is, and what to try."""
+    names = [t["function"]["name"] for t in tools or [] if t.get("type") == "function"]
+    hint = ""
+    if names:
+        listed = ", ".join(f"`{name}`" for name in names)
+        tries = [f"`{ex}`" for needs, ex in EXAMPLES if set(needs) <= set(names)][:2]
+        hint = f" I can use these tools: {listed}."
+        if tries:
+            hint += f" Try {' or '.join(tries)}."
+    if not text.strip():
+        return "Hello! How can I help?"
+    if _GREETING.match(text):
+        return f"Hello! I am the offline model: I answer by running my tools.{hint}"
+    if _THANKS.search(text):
+        return "You are welcome!"
+    return f"I am the offline model, so I only understand requests for my tools.{hint}"
+
+
+def answer_no_earlier_result() -> str:
+    """The answer to "multiply that by 3" when nothing earlier gave a number."""
+    return (
+        "There is no earlier result to work with yet. Ask me something like `what is 2**10` first."
+    )
+
+
+def sentence(text: str) -> str:
+    """The text as one tidy sentence: single spaces, a capital, exactly one final stop."""
+    text = re.sub(r"\s+", " ", text).strip().replace("...", "\u2026")
+    text = re.sub(r"\.(?:\s*\.)+", ".", text)
+    if not text:
+        return ""
+    if text[0].islower():
+        text = text[0].upper() + text[1:]
+    return text if _ENDS_A_SENTENCE.search(text) else text + "."
+
+
+def number_shown(value: int | float) -> str:
+    """A number as a person writes it (no binary noise, no trailing .0)."""
+    return f"{value:.12g}" if isinstance(value, float) else str(value)
+
+
+def _result_sentence(result: TurnResult) -> str:
+    data = result.data
+    if isinstance(data, str):
+        return sentence(_shortened(data))
+    if isinstance(data, list):
+        if not data or any(isinstance(item, dict | list) for item in data):
+            return sentence(f"The result has {len(data)} items")
+        shown = ", ".join(_shown(item) for item in data[:3])
+        return sentence(
+            f"The result has {len(data)} items: {shown}{' and more' if len(data) > 3 else ''}"
+        )
+    if not isinstance(data, dict):
+        return sentence(f"The result is {_shown(data)}")
+    expression = data.get("expression")
+    message = data.get("message")
+    if result.failed:
+        if isinstance(message, str) and message.strip():
+            return sentence(_in_code(message, expression))
+        return sentence(f"Sorry, that did not work: {data.get('error') or 'unknown error'}")
+    value = data.get("result")
+    if isinstance(expression, str) and isinstance(value, int | float):
+        return sentence(f"`{expression}` = **{number_shown(value)}**")
+    if isinstance(message, str) and message.strip():
+        return sentence(_in_code(message, expression))
+    if "result" in data:
+        return sentence(f"The result is {_shown(value)}")
+    fields = [
+        f"{key.replace('_', ' ')} {_shown(item)}"
+        for key, item in data.items()
+        if key != "success" and isinstance(item, str | int | float) and not isinstance(item, bool)
+    ][:4]
+    if not fields:
+        return "Done."
+    listed = ", ".join(fields[:-1]) + (" and " if len(fields) > 1 else "") + fields[-1]
+    return sentence(f"It came back with {listed}")
+
+
+def _in_code(message: str, expression: Any) -> str:
+    """The message with the expression in it as code, so that Markdown leaves 2**10 alone."""
+    if isinstance(expression, str) and expression and f"`{expression}`" not in message:
+        return message.replace(expression, f"`{expression}`", 1)
+    return message
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return {True: "yes", False: "no", None: "nothing"}[value]
+    if isinstance(value, int | float):
+        return f"**{number_shown(value)}**"
+    return _shortened(str(value))
+
+
+def _shortened(text: str) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) <= MAX_QUOTED_CHARS:
+        return text
+    return text[:MAX_QUOTED_CHARS].rsplit(" ", 1)[0] + " \u2026"
