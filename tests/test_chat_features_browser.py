@@ -220,17 +220,15 @@ def test_a_note_shows_a_resource_card_and_a_follow_up_chip_that_sends(
     assert record.status == 200
     assert record.json()["title"] == note.title
 
-    chip = page.get_by_role("button", name='Search my notes for "serviced"')
+    chip = page.get_by_role("button", name='Search my notes for "boiler"')
     expect(chip).to_be_visible()
     page.screenshot(path=screenshots_dir / "chat-resource-card.png")
     chip.click()
-    expect(page.locator(".msg-user").last).to_have_text(
-        re.compile('Search my notes for "serviced"')
-    )
+    expect(page.locator(".msg-user").last).to_have_text(re.compile('Search my notes for "boiler"'))
     expect(page.locator(".tool-card .tool-name").last).to_have_text("search_notes")
     expect(page.locator(ANSWER).last).to_contain_text("boiler")
     # Chips belong to the last answer only.
-    expect(page.get_by_role("button", name='Search my notes for "serviced"')).to_be_hidden()
+    expect(page.get_by_role("button", name='Search my notes for "boiler"')).to_be_hidden()
 
 
 def test_a_staff_user_gets_the_admin_link_and_an_audit_link_per_answer(
@@ -295,10 +293,10 @@ def test_the_keyboard_reaches_everything_and_streamed_text_is_announced(
     for _ in range(12):
         page.keyboard.press("Shift+Tab")
         reached.append(page.evaluate("document.activeElement.textContent.trim()"))
-    assert 'Search my notes for "serviced"' in reached
+    assert 'Search my notes for "boiler"' in reached
     assert "Regenerate" in reached
     # A chip is a button: Enter sends it.
-    page.get_by_role("button", name='Search my notes for "serviced"').focus()
+    page.get_by_role("button", name='Search my notes for "boiler"').focus()
     page.keyboard.press("Enter")
     expect(page.locator(".tool-card .tool-name").last).to_have_text("search_notes")
     # The sidebar: search field, then the conversation, which Enter opens.

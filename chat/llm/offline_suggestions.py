@@ -43,6 +43,10 @@ def suggestions_make(messages: Sequence[Message]) -> list[str]:
 
 def _after(result: TurnResult) -> dict[str, str]:
     data = result.data if isinstance(result.data, dict) else {}
+    offered = data.get("suggestions")
+    if isinstance(offered, list) and offered:
+        # The tool offered its own follow-ups (stored with the answer, shown first).
+        return {}
     value = data.get("result")
     if isinstance(value, int | float) and not isinstance(value, bool):
         shown = number_shown(value)

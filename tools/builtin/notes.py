@@ -42,9 +42,15 @@ def record_note(
     }
 
 
+# Words that say little about what a note is about.
+_PLAIN_WORDS = {"that", "this", "with", "from", "have", "been", "were", "will", "today"}
+
+
 def _keyword(title: str) -> str:
-    """The title's longest word: what the user would most likely search the note by."""
-    return max(re.findall(r"\w+", title), key=len, default=title)[:40]
+    """The word the user would most likely search the note by: its first telling one."""
+    words = re.findall(r"\w+", title)
+    telling = [w for w in words if len(w) > 3 and w.lower() not in _PLAIN_WORDS]
+    return (telling or words or [title])[0][:40]
 
 
 @tool(timeout=20)

@@ -46,10 +46,10 @@ def test_a_tools_suggestions_are_stored_with_the_answer_and_listed(user, llm_ser
 
     body = ask(user, conversation, "note that the boiler was serviced")
 
-    assert body["message"]["suggestions"] == ['Search my notes for "serviced"']
+    assert body["message"]["suggestions"] == ['Search my notes for "Boiler"']
     listed = token_client(user).get(f"/api/v1/conversations/{conversation.id}/messages/").json()
     final = listed["results"][-1]
-    assert final["suggestions"] == ['Search my notes for "serviced"']
+    assert final["suggestions"] == ['Search my notes for "Boiler"']
     # The tool call's own message carries none: only the final answer does.
     assert all(m.get("suggestions") is None for m in listed["results"][:-1])
     # ...and the live event of the answer carries them too.
@@ -57,7 +57,7 @@ def test_a_tools_suggestions_are_stored_with_the_answer_and_listed(user, llm_ser
         e.data["message"]
         for e in RunEvent.objects.filter(run_id=body["run"]["id"], type="message.completed")
     ]
-    assert completed[-1]["suggestions"] == ['Search my notes for "serviced"']
+    assert completed[-1]["suggestions"] == ['Search my notes for "Boiler"']
     assert len(llm_server.requests) == 2  # "off": no model call for suggestions
 
 
@@ -69,7 +69,7 @@ def test_the_model_adds_its_own_after_the_answer(user, llm_server, settings):
         text_reply("Noted."),
         text_reply(
             json.dumps(
-                {"suggestions": ["What time is it?", 'search my notes for "serviced"', "x" * 500]}
+                {"suggestions": ["What time is it?", 'search my notes for "boiler"', "x" * 500]}
             )
         ),
     )
@@ -83,7 +83,7 @@ def test_the_model_adds_its_own_after_the_answer(user, llm_server, settings):
     )
     final = Message.objects.get(pk=body["message"]["id"])
     # The tool's first, then the model's; duplicates (any case) and overlong ones dropped.
-    assert final.suggestions == ['Search my notes for "serviced"', "What time is it?"]
+    assert final.suggestions == ['Search my notes for "Boiler"', "What time is it?"]
     assert event.data == {"message_id": str(final.pk), "suggestions": final.suggestions}
     request = llm_server.requests[-1]
     assert request["response_format"]["json_schema"]["name"] == "follow_up_suggestions"
@@ -108,6 +108,18 @@ def test_a_model_that_answers_garbage_leaves_the_turn_alone(user, llm_server, se
     assert "JSONDecodeError" in call.error
     assert Message.objects.get(pk=body["message"]["id"]).suggestions is None
     assert not RunEvent.objects.filter(type="message.suggestions").exists()
+
+
+def test_the_offline_model_suggests_by_default(user, settings):
+    assert settings.LLM_SUGGESTIONS == "auto"
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+
+    body = ask(user, conversation, "what is 2**10")
+
+    final = eventually(
+        lambda: Message.objects.filter(pk=body["message"]["id"], suggestions__isnull=False).first()
+    )
+    assert 2 <= len(final.suggestions) <= 3
 
 
 def test_only_the_current_turns_tool_results_count():
