@@ -18,9 +18,9 @@ from pydantic import TypeAdapter
 
 import chat.llm.offline
 from chat.engine.continuation import COMPOSE_INSTRUCTION, DECISION_FORMAT
+from chat.engine.suggestions import SUGGESTIONS_FORMAT, SUGGESTIONS_INSTRUCTION
 from chat.llm import get_provider
 from chat.llm.base import (
-    SUGGESTIONS_FORMAT_NAME,
     ChatRequest,
     Completion,
     Done,
@@ -87,21 +87,7 @@ DEMO_TOOLS = registry.openai_tools(
         "delete_notes",
     ]
 )
-SUGGESTIONS_FORMAT = {
-    "type": "json_schema",
-    "json_schema": {
-        "name": SUGGESTIONS_FORMAT_NAME,
-        "schema": {
-            "type": "object",
-            "properties": {
-                "suggestions": {"type": "array", "items": {"type": "string"}, "maxItems": 3}
-            },
-            "required": ["suggestions"],
-            "additionalProperties": False,
-        },
-    },
-}
-SUGGEST_INSTRUCTION = "Suggest 2-3 short follow-up prompts the user might send next."
+SUGGEST_INSTRUCTION = SUGGESTIONS_INSTRUCTION  # what the engine sends
 
 
 def valid(messages):
