@@ -299,6 +299,7 @@ def test_the_keyboard_reaches_everything_and_streamed_text_is_announced(
     page.get_by_role("button", name='Search my notes for "boiler"').focus()
     page.keyboard.press("Enter")
     expect(page.locator(".tool-card .tool-name").last).to_have_text("search_notes")
+    expect(page.locator(ANSWER).last).to_contain_text("Found 1 note")
     # The sidebar: search field, then the conversation, which Enter opens.
     page.get_by_label("Search conversations").focus()
     page.keyboard.press("Tab")
@@ -357,3 +358,38 @@ def _contrast(first: str, second: str) -> float:
     """The WCAG contrast ratio of two colours (1 to 21)."""
     lighter, darker = sorted((_luminance(first), _luminance(second)), reverse=True)
     return (lighter + 0.05) / (darker + 0.05)
+
+
+def test_the_same_features_work_at_375_px(asgi_server: str, page: Page, screenshots_dir: Path):
+    page.set_viewport_size({"width": 375, "height": 740})
+    log_in(page, asgi_server)
+    ask(page, "Note that **the boiler** needs `descaling`: - filter - valve")
+    expect(page.locator(".resource-card a")).to_have_text("the boiler needs descaling")
+    chip = page.get_by_role("button", name='Search my notes for "boiler"')
+    expect(chip).to_be_in_viewport()
+    page.screenshot(path=screenshots_dir / "chat-note-375.png")
+    chip.click()
+    expect(page.locator(ANSWER).last).to_contain_text("Found 1 note")
+    last = page.locator(".msg-assistant").last
+    last.get_by_role("button", name="Regenerate").click()
+    expect(page.locator(".msg-user")).to_have_count(2)
+    expect(page.locator(ANSWER).last).to_contain_text("Found 1 note")
+    page.locator(".msg-user").last.get_by_role("button", name="Edit").click()
+    box = page.get_by_label("Message", exact=True)
+    box.fill("What is 2**10 and what time is it in London?")
+    box.press("Enter")
+    expect(page.locator(ANSWER).last).to_contain_text("1024")
+    expect(page.locator(".tool-card")).to_have_count(3)  # the note, and the two calls
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.screenshot(path=screenshots_dir / "chat-features-375.png")
+    # The sidebar opens on demand: rename there, then it closes on Escape.
+    page.get_by_role("button", name="Conversations").click()
+    item = page.locator(".conversation-item").first
+    item.get_by_role("button", name=re.compile("^Rename")).click()
+    page.get_by_label("New title").fill("Boiler and maths")
+    page.get_by_label("New title").press("Enter")
+    expect(item.locator(".conversation-title")).to_have_text("Boiler and maths")
+    page.screenshot(path=screenshots_dir / "chat-sidebar-375.png")
+    page.keyboard.press("Escape")
+    expect(page.locator("#sidebar")).to_be_hidden()
+    expect(page.locator("#thread-title")).to_have_text("Boiler and maths")

@@ -461,7 +461,9 @@
     el.toggle.setAttribute("aria-expanded", open ? "true" : "false");
   });
 
-  root.addEventListener("keydown", function (event) {
+  // Escape closes the narrow screen's sidebar wherever the focus is (even on nothing).
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented) return;
     if (event.key === "Escape" && root.classList.contains("sidebar-open")) {
       closeSidebar();
       el.toggle.focus();

@@ -163,9 +163,41 @@ def asgi_server_session(
 
 
 @pytest.fixture
-def asgi_server(asgi_server_session: AsgiServer, transactional_db: None) -> str:
+def asgi_server(asgi_server_session: AsgiServer, transactional_db: None) -> Iterator[str]:
     """Base URL of a real uvicorn serving the app; the test's rows are committed."""
-    return asgi_server_session.base_url
+    yield asgi_server_session.base_url
+    server_settle()
+
+
+def server_settle(timeout: float = 10.0) -> None:
+    """Wait until the server's background work of this test has stopped writing.
+
+    A test may end as soon as it sees what it checks, while the server still
+    works in its background threads (the rest of a run, its follow-up
+    suggestions). Flushing the test database under those writes deadlocks:
+    wait until no run is active and nothing new was recorded for a moment.
+    """
+    from chat.models import ModelCall, Run, RunEvent, RunStatus, ToolExecution
+
+    # A run awaiting approval does nothing until someone decides: it counts as settled.
+    working = [RunStatus.QUEUED, RunStatus.RUNNING]
+
+    def footprint() -> tuple[int, ...]:
+        return (
+            Run.objects.filter(status__in=working).count(),
+            RunEvent.objects.count(),
+            ModelCall.objects.count(),
+            ToolExecution.objects.exclude(finished_at=None).count(),
+        )
+
+    deadline = time.monotonic() + timeout
+    last = footprint()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = footprint()
+        if now == last and now[0] == 0:
+            return
+        last = now
 
 
 @pytest.fixture
@@ -183,5 +215,6 @@ def scripted_server(llm_server, asgi_server_session, transactional_db):
     server.start()
     try:
         yield server.base_url
+        server_settle()
     finally:
         server.stop()
