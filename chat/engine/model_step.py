@@ -37,7 +37,7 @@ from chat.engine.finish import run_completed_event, run_end_fields, run_fail
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write
 from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.engine.request import request_build, request_hash
-from chat.engine.suggestions import tool_suggestions
+from chat.engine.suggestions import model_suggestions_wanted, tool_suggestions
 from chat.engine.tool_calls import execution_build, execution_start, execution_started_event
 from chat.history import message_to_api
 from chat.live.events import events_publish
@@ -287,6 +287,9 @@ def _answer_write(
         if approval_required(call["function"]["name"], _decoded(call["function"]["arguments"]))
     ]
     inline = len(calls) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS and not held
+    # A final answer ends the run here, unless the model's follow-ups are asked first
+    # (chat/engine/run.py `_answer_finish`): every event of a run precedes its end.
+    ending = not calls and not model_suggestions_wanted(run)
     before = {name: getattr(run, name) for name in _RUN_WRITTEN}
     try:
         with transaction.atomic():
@@ -298,7 +301,7 @@ def _answer_write(
                 if held:
                     # Nobody holds a run that waits for a person: a decision moves it on.
                     fields["status"] = RunStatus.AWAITING_APPROVAL
-            else:
+            elif ending:
                 fields.update(run_end_fields(run, RunStatus.COMPLETED))
             run_write(run, token, **fields)
             message, completed = assistant_message_create(
@@ -332,7 +335,7 @@ def _answer_write(
                     execution.status = ExecutionStatus.AWAITING_APPROVAL
                     events.append(approval_requested_event(execution))
             ToolExecution.objects.bulk_create(executions)
-            if not calls:
+            if ending:
                 events.append(run_completed_event(run, message))
             elif not inline:
                 for execution in executions:

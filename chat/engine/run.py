@@ -74,11 +74,6 @@ def run_advance(*, run_id: Any) -> None:
         logger.exception("run %s failed with an internal error", run.pk)
         run_fail(run, token, f"Internal error while processing the run ({type(exc).__name__}).")
         return
-    if run.status == RunStatus.COMPLETED and model_suggestions_wanted():
-        try:
-            model_suggestions_add(run=run)
-        except Exception:
-            logger.exception("run %s: follow-up suggestions failed", run.pk)
 
 
 def _first_position(run: Run) -> int:
@@ -112,7 +107,7 @@ def _resume(run: Run, token: uuid.UUID) -> None:
         _advance(run, token, last=None, executions=[], position=_first_position(run))
         return
     if not last.tool_calls:
-        run_complete(run, token, last)
+        _answer_finish(run, token, last)  # answered, then its worker died
         return
     executions = list(ToolExecution.objects.filter(message=last))
     _advance(run, token, last=last, executions=executions, position=_after(last))
@@ -209,6 +204,9 @@ def _advance(
                 run_fail(run, token, "The model answered with no text, twice. Try again.")
             return
         empty = 0
+        if step.outcome == StepOutcome.ANSWERED and run.status == RunStatus.RUNNING:
+            assert step.message is not None
+            _answer_finish(run, token, step.message)
         if step.outcome != StepOutcome.CALLS:
             return  # answered (the run is completed), parked on its calls, or failed
         assert step.message is not None
@@ -221,6 +219,13 @@ def _advance(
             rows.append(tool_call_run(run, token, execution, announce=ahead))
         following = dataclasses.replace(following, announced=bool(ahead))
         last, executions, position = step.message, step.executions, _after(step.message)
+
+
+def _answer_finish(run: Run, token: uuid.UUID, final: Message) -> None:
+    """Complete a run whose final answer is stored: the model's follow-ups first, if wanted."""
+    if model_suggestions_wanted(run):
+        model_suggestions_add(run=run, token=token, final=final)
+    run_complete(run, token, final)
 
 
 def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) -> None:

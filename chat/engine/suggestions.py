@@ -6,29 +6,33 @@ They come from two places:
   prompts). They are read from the tool messages the final model call was
   sent, so they cost no query, and are stored with the answer itself;
 - the model, when `LLM_SUGGESTIONS` is on (the default for the offline
-  model, off for a paid one): after the run has completed, one small
+  model, off for a paid one; never in the `direct` mode): after the final
+  answer is stored and shown, and before the run completes, one small
   structured call asks for follow-ups. It is recorded as a `suggest`
   ModelCall, does not count in the run's `model_calls`, and its answer is
-  merged into the final message and announced by `message.suggestions`. If it
-  fails, the answer simply has no model suggestions: the turn is done by then.
+  merged into the final message and announced by `message.suggestions`, so
+  that `run.completed` stays the run's last event. If it fails, the answer
+  simply has no model suggestions.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from chat.engine.lease import Heartbeat
 from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.history import build_model_history
 from chat.live.events import event_publish
 from chat.llm import get_provider
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest, Done
-from chat.models import CallStatus, Message, ModelCall, ModelCallPurpose, Role, Run
+from chat.models import CallStatus, Message, Mode, ModelCall, ModelCallPurpose, Run
 from chat.selectors import history_rows
 
 logger = logging.getLogger(__name__)
@@ -99,22 +103,26 @@ def tool_suggestions(messages: Iterable[dict[str, Any]]) -> list[str]:
     return suggestions_clean(found)
 
 
-def model_suggestions_wanted() -> bool:
-    """Whether to ask the model for follow-ups: LLM_SUGGESTIONS, where `auto` means offline only."""
+def model_suggestions_wanted(run: Run) -> bool:
+    """Whether to ask the model for follow-ups: LLM_SUGGESTIONS (`auto`: offline only).
+
+    Never in the `direct` mode, which promises no model call after the first.
+    """
+    if run.mode == Mode.DIRECT:
+        return False
     wanted = settings.LLM_SUGGESTIONS
     if wanted == "auto":
         return bool(settings.LLM_PROVIDER == "offline")
     return bool(wanted == "on")
 
 
-def model_suggestions_add(*, run: Run) -> None:
-    """Ask the model for follow-ups to the completed run's answer; store and announce them."""
-    final = (
-        Message.objects.filter(run=run, role=Role.ASSISTANT, superseded_at__isnull=True)
-        .order_by("-position")
-        .first()
-    )
-    if final is None or not final.content:
+def model_suggestions_add(*, run: Run, token: uuid.UUID, final: Message) -> None:
+    """Ask the model for follow-ups to the run's final answer; store and announce them.
+
+    The run still holds its lease (its heartbeat keeps it while the model
+    answers); the caller completes it afterwards, whatever happened here.
+    """
+    if not final.content:
         return
     model = run.conversation.model or settings.LLM_MODEL
     messages = build_model_history(
@@ -139,15 +147,17 @@ def model_suggestions_add(*, run: Run) -> None:
     )
     try:
         completion = None
-        for event in provider.stream(request):
-            if isinstance(event, Done):
-                completion = event.completion
+        with Heartbeat(run, token) as heartbeat:
+            for event in provider.stream(request, stop=heartbeat.lost_event):
+                if isinstance(event, Done):
+                    completion = event.completion
         if completion is None:
             raise ValueError("the model ended its answer without finishing it")
         parsed = json.loads(completion.content or "")
         found = suggestions_clean(parsed.get("suggestions") or [])
     except Exception as exc:
-        # A nicety after the answer: a failure is logged and recorded, never the run's.
+        # A nicety after the answer: a failure is logged and recorded, never the run's
+        # (a lost lease shows when the caller completes the run).
         logger.warning("run %s: no follow-up suggestions from the model: %s", run.pk, exc)
         failed_call_record(model_call, f"{type(exc).__name__}: {exc}")
         return

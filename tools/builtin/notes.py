@@ -50,7 +50,8 @@ def _keyword(title: str) -> str:
     """The word the user would most likely search the note by: its first telling one."""
     words = re.findall(r"\w+", title)
     telling = [w for w in words if len(w) > 3 and w.lower() not in _PLAIN_WORDS]
-    return (telling or words or [title])[0][:40]
+    first: str = (telling or words or [title])[0]
+    return first[:40]
 
 
 @tool(timeout=20)

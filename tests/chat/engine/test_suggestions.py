@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -24,16 +23,6 @@ def ask(user, conversation, content):
     )
     assert response.status_code == 200, response.json()
     return response.json()
-
-
-def eventually(check, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("not within the timeout")
 
 
 def test_a_tools_suggestions_are_stored_with_the_answer_and_listed(user, llm_server, settings):
@@ -77,10 +66,13 @@ def test_the_model_adds_its_own_after_the_answer(user, llm_server, settings):
     body = ask(user, conversation, "note that the boiler was serviced")
     run_id = body["run"]["id"]
 
-    assert body["run"]["model_calls"] == 2  # the turn's calls; the suggestions come after
-    event = eventually(
-        lambda: RunEvent.objects.filter(run_id=run_id, type="message.suggestions").first()
-    )
+    assert body["run"]["model_calls"] == 2  # the turn's own calls; the suggestions' is apart
+    # The follow-ups came before the run's end: its last event is still run.completed.
+    event = RunEvent.objects.get(run_id=run_id, type="message.suggestions")
+    last = RunEvent.objects.filter(run_id=run_id).order_by("-seq").first()
+    assert last.type == "run.completed"
+    assert event.seq < last.seq
+    assert body["message"]["suggestions"] == ['Search my notes for "Boiler"', "What time is it?"]
     final = Message.objects.get(pk=body["message"]["id"])
     # The tool's first, then the model's; duplicates (any case) and overlong ones dropped.
     assert final.suggestions == ['Search my notes for "Boiler"', "What time is it?"]
@@ -101,9 +93,7 @@ def test_a_model_that_answers_garbage_leaves_the_turn_alone(user, llm_server, se
     body = ask(user, conversation, "hi")
 
     assert body["run"]["status"] == "completed"
-    call = eventually(
-        lambda: ModelCall.objects.filter(run_id=body["run"]["id"], purpose="suggest").first()
-    )
+    call = ModelCall.objects.get(run_id=body["run"]["id"], purpose="suggest")
     assert call.status == "failed"
     assert "JSONDecodeError" in call.error
     assert Message.objects.get(pk=body["message"]["id"]).suggestions is None
@@ -116,10 +106,7 @@ def test_the_offline_model_suggests_by_default(user, settings):
 
     body = ask(user, conversation, "what is 2**10")
 
-    final = eventually(
-        lambda: Message.objects.filter(pk=body["message"]["id"], suggestions__isnull=False).first()
-    )
-    assert 2 <= len(final.suggestions) <= 3
+    assert 2 <= len(body["message"]["suggestions"]) <= 3  # there when the run has ended
 
 
 def test_only_the_current_turns_tool_results_count():
@@ -133,3 +120,15 @@ def test_only_the_current_turns_tool_results_count():
     ]
     assert tool_suggestions(messages) == ["new one"]
     assert suggestions_clean(["a", "A", " a  b ", "c", "d", "e"]) == ["a", "a b", "c"]
+
+
+def test_the_direct_mode_asks_the_model_nothing_more(user, llm_server, settings):
+    settings.LLM_SUGGESTIONS = "on"
+    conversation = ConversationFactory(owner=user, mode=Mode.DIRECT)
+    llm_server.push(text_reply("Hello!"))
+
+    body = ask(user, conversation, "hi")
+
+    assert body["run"]["status"] == "completed"
+    assert len(llm_server.requests) == 1
+    assert not ModelCall.objects.filter(purpose="suggest").exists()
