@@ -177,15 +177,18 @@ def message_list_with_executions(
     execution = ToolExecution.objects.filter(
         tool_call_id=OuterRef("tool_call_id"), run__conversation_id=OuterRef("conversation_id")
     ).values("pk")[:1]
-    # A user message's run is the turn it started: its outcome comes along (same query),
-    # so that a page shows a failed turn's error, or a finished turn's totals, on reload.
+    # A user message's turn is the newest run it triggered (a regenerated answer's
+    # included): its outcome comes along (same query), so that a page shows a
+    # failed turn's error, or a finished turn's totals, on reload.
+    turn = Run.objects.filter(trigger_message_id=OuterRef("pk")).order_by("-created_at")
     messages = message_list(conversation=conversation, include_superseded=include_superseded)
     return messages.select_related("resource").annotate(
         tool_execution_id=Subquery(execution),
-        run_status=F("run__status"),
-        run_error=F("run__error"),
-        run_latency_ms=F("run__latency_ms"),
-        run_model_calls=F("run__model_calls"),
+        turn_run_id=Subquery(turn.values("pk")[:1]),
+        run_status=Subquery(turn.values("status")[:1]),
+        run_error=Subquery(turn.values("error")[:1]),
+        run_latency_ms=Subquery(turn.values("latency_ms")[:1]),
+        run_model_calls=Subquery(turn.values("model_calls")[:1]),
     )
 
 

@@ -393,3 +393,27 @@ def test_the_same_features_work_at_375_px(asgi_server: str, page: Page, screensh
     page.keyboard.press("Escape")
     expect(page.locator("#sidebar")).to_be_hidden()
     expect(page.locator("#thread-title")).to_have_text("Boiler and maths")
+
+
+def test_only_the_last_turns_failure_offers_retry(scripted_server: str, llm_server, page: Page):
+    from tests.llm_server import error_reply, text_reply
+
+    llm_server.push(
+        error_reply(400, "first failure"), text_reply("Fine."), error_reply(400, "third failure")
+    )
+    log_in(page, scripted_server)
+    new_conversation(page, "direct")
+    ask(page, "one")
+    first = page.locator(".notice-error", has_text="first failure")
+    expect(first.get_by_role("button", name="Retry")).to_be_visible()
+    ask(page, "two")
+    expect(page.locator(ANSWER).last).to_have_text("Fine.")
+    # Retry answers the last question again: under an older turn it would replace "Fine.".
+    expect(first.get_by_role("button", name="Retry")).to_be_hidden()
+    ask(page, "three")
+    third = page.locator(".notice-error", has_text="third failure")
+    expect(third.get_by_role("button", name="Retry")).to_be_visible()
+    expect(first.get_by_role("button", name="Retry")).to_be_hidden()
+    page.reload()
+    expect(page.get_by_role("button", name="Retry")).to_have_count(1)
+    expect(third.get_by_role("button", name="Retry")).to_be_visible()

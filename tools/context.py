@@ -75,6 +75,8 @@ class ToolContext:
     sink: EventSink | None = None
     tool_name: str = ""
     resource_ids: list[str] = field(default_factory=list)
+    # The rows behind resource_ids, so that the tool message can link one without a query.
+    touched: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -169,16 +171,23 @@ class ToolContext:
         """The user's own Resources: create, get and search."""
         return Resources(self)
 
-    def _touch(self, resource_id: Any) -> None:
-        key = str(resource_id)
+    def _touch(self, resource: Resource) -> None:
+        key = str(resource.pk)
         if key in self.resource_ids:
             self.resource_ids.remove(key)
         self.resource_ids.append(key)
+        self.touched[key] = resource
 
     @property
     def last_resource_id(self) -> str | None:
         """The Resource the tool created or read last, if any."""
         return self.resource_ids[-1] if self.resource_ids else None
+
+    @property
+    def last_resource(self) -> Resource | None:
+        """That Resource's row, as the tool had it."""
+        key = self.last_resource_id
+        return self.touched.get(key) if key else None
 
 
 def call_sink(sink: EventSink, event_type: str, data: dict[str, Any]) -> None:
@@ -214,7 +223,7 @@ class Resources:
             data=data if data is not None else {},
             created_by_execution_id=self._context.execution_id,
         )
-        self._context._touch(resource.pk)
+        self._context._touch(resource)
         return resource
 
     def get(self, resource_id: uuid.UUID | str, *, kind: str | None = None) -> Resource:
@@ -232,7 +241,7 @@ class Resources:
         if resource is None:
             # Same answer whether it is missing or someone else's: ids reveal nothing.
             raise ResourceNotFound(f"No {described} belongs to this user.")
-        self._context._touch(resource.pk)
+        self._context._touch(resource)
         return resource
 
     def delete(self, resource_ids: Sequence[uuid.UUID | str], *, kind: str) -> list[Resource]:

@@ -276,6 +276,7 @@ def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: Outcome) -> T
         result_chars=len(full),
         truncated=truncated,
         resource_id=context.last_resource_id,
+        resource=context.last_resource,
         return_direct=spec.return_direct and not reported_failure,
         tool_call_id=context.tool_call_id,
     )

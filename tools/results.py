@@ -49,6 +49,8 @@ class ToolResult:
     audit_arguments: dict[str, Any] | None = None
     arguments_raw: str = ""
     resource_id: str | None = None
+    # The Resource row itself (not stored, not compared): the tool message links it as is.
+    resource: Any = field(default=None, repr=False, compare=False)
     return_direct: bool = False
     tool_call_id: str = ""
     details: Any = field(default=None, repr=False)
@@ -128,6 +130,7 @@ def _failure(
         result_chars=len(content),
         details=details,
         resource_id=context.last_resource_id if context else None,
+        resource=context.last_resource if context else None,
         tool_call_id=context.tool_call_id if context else "",
     )
 

@@ -90,6 +90,9 @@ class ToolCallSerializer(serializers.Serializer[Any]):
 class TurnSerializer(serializers.Serializer[Any]):
     """How the turn a user message started went (user messages in the message list)."""
 
+    run_id = serializers.UUIDField(
+        help_text="The newest run on this message: a regenerated answer's, or `run_id`."
+    )
     status = serializers.ChoiceField(choices=RunStatus.choices)
     error = serializers.CharField(allow_null=True, help_text="Why the run failed, if it did.")
     latency_ms = serializers.IntegerField(
@@ -177,6 +180,7 @@ def message_data(message: Message) -> dict[str, Any]:
     data = message_to_api(message)
     if message.role == Role.USER and getattr(message, "run_status", None):
         data["turn"] = {
+            "run_id": str(message.turn_run_id),  # type: ignore[attr-defined]
             "status": message.run_status,  # type: ignore[attr-defined]
             "error": message.run_error or None,  # type: ignore[attr-defined]
             "latency_ms": message.run_latency_ms,  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from chat.engine.continuation import Action, Decision, decide_after_tools, direct_reply
 from chat.engine.finish import run_complete, run_completed_event, run_end_fields, run_fail
@@ -24,8 +25,9 @@ from chat.engine.model_step import (
 )
 from chat.engine.request import history_load
 from chat.engine.suggestions import (
-    model_suggestions_add,
+    model_suggestions_ask,
     model_suggestions_wanted,
+    model_suggestions_write,
     tool_suggestions,
 )
 from chat.engine.tool_calls import run_park, tool_call_run
@@ -206,7 +208,7 @@ def _advance(
         empty = 0
         if step.outcome == StepOutcome.ANSWERED and run.status == RunStatus.RUNNING:
             assert step.message is not None
-            _answer_finish(run, token, step.message)
+            _answer_finish(run, token, step.message, rows)
         if step.outcome != StepOutcome.CALLS:
             return  # answered (the run is completed), parked on its calls, or failed
         assert step.message is not None
@@ -221,11 +223,24 @@ def _advance(
         last, executions, position = step.message, step.executions, _after(step.message)
 
 
-def _answer_finish(run: Run, token: uuid.UUID, final: Message) -> None:
-    """Complete a run whose final answer is stored: the model's follow-ups first, if wanted."""
-    if model_suggestions_wanted(run):
-        model_suggestions_add(run=run, token=token, final=final)
-    run_complete(run, token, final)
+def _answer_finish(
+    run: Run, token: uuid.UUID, final: Message, rows: list[Message] | None = None
+) -> None:
+    """Complete a run whose final answer is stored: the model's follow-ups first, if wanted.
+
+    The turn's latency ends at its answer. The follow-ups are stored with the
+    completion, in one transaction that first checks the lease: a run
+    cancelled during the call stores and announces none of them.
+    """
+    if not model_suggestions_wanted(run):
+        run_complete(run, token, final)
+        return
+    ended = run_end_fields(run, RunStatus.COMPLETED)
+    suggested = model_suggestions_ask(run=run, token=token, final=final, rows=rows)
+    with transaction.atomic():
+        run_write(run, token, **{**ended, "heartbeat_at": timezone.now()})
+        events = model_suggestions_write(run=run, final=final, suggested=suggested)
+        events_publish(run=run, events=[*events, run_completed_event(run, final)])
 
 
 def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) -> None:

@@ -9,10 +9,11 @@ They come from two places:
   model, off for a paid one; never in the `direct` mode): after the final
   answer is stored and shown, and before the run completes, one small
   structured call asks for follow-ups. It is recorded as a `suggest`
-  ModelCall, does not count in the run's `model_calls`, and its answer is
-  merged into the final message and announced by `message.suggestions`, so
-  that `run.completed` stays the run's last event. If it fails, the answer
-  simply has no model suggestions.
+  ModelCall, does not count in the run's `model_calls` nor in its latency
+  (the turn took until its answer), and its answer is merged into the final
+  message and announced by `message.suggestions`, in the transaction that
+  completes the run: `run.completed` stays the run's last event, and a run
+  cancelled meanwhile gets none. If it fails, the answer simply has none.
 """
 
 from __future__ import annotations
@@ -21,19 +22,19 @@ import json
 import logging
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
 from chat.engine.lease import Heartbeat
-from chat.engine.model_calls import completion_fill, failed_call_record
+from chat.engine.model_calls import completion_fill
+from chat.engine.request import history_load, request_hash
 from chat.history import build_model_history
-from chat.live.events import event_publish
 from chat.llm import get_provider
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest, Done
 from chat.models import CallStatus, Message, Mode, ModelCall, ModelCallPurpose, Run
-from chat.selectors import history_rows
 
 logger = logging.getLogger(__name__)
 
@@ -116,17 +117,30 @@ def model_suggestions_wanted(run: Run) -> bool:
     return bool(wanted == "on")
 
 
-def model_suggestions_add(*, run: Run, token: uuid.UUID, final: Message) -> None:
-    """Ask the model for follow-ups to the run's final answer; store and announce them.
+@dataclass
+class Suggested:
+    """The model's answer to the follow-ups request: its audit row, and the merged list."""
 
-    The run still holds its lease (its heartbeat keeps it while the model
-    answers); the caller completes it afterwards, whatever happened here.
+    model_call: ModelCall
+    suggestions: list[str] | None  # None when the call failed or added nothing
+
+
+def model_suggestions_ask(
+    *, run: Run, token: uuid.UUID, final: Message, rows: list[Message] | None
+) -> Suggested | None:
+    """Ask the model for follow-ups to the run's final answer (nothing is written yet).
+
+    `rows` is the history the run loop keeps (the answer not yet in it), or
+    None to read it (bounded as every model call's is). The run still holds
+    its lease: its heartbeat keeps it while the model answers, and a cancel
+    ends the call. A failure is logged and comes back as a failed call.
     """
     if not final.content:
-        return
+        return None
+    history = [*rows, final] if rows is not None else history_load(run)
     model = run.conversation.model or settings.LLM_MODEL
     messages = build_model_history(
-        history_rows(conversation=run.conversation),
+        history,
         system_prompt=run.conversation.system_prompt,
         max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
         max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
@@ -143,6 +157,7 @@ def model_suggestions_add(*, run: Run, token: uuid.UUID, final: Message) -> None
         model=model,
         provider=provider.name,
         message_count=len(messages),
+        request_hash=request_hash(request),
         started_at=timezone.now(),
     )
     try:
@@ -156,20 +171,31 @@ def model_suggestions_add(*, run: Run, token: uuid.UUID, final: Message) -> None
         parsed = json.loads(completion.content or "")
         found = suggestions_clean(parsed.get("suggestions") or [])
     except Exception as exc:
-        # A nicety after the answer: a failure is logged and recorded, never the run's
-        # (a lost lease shows when the caller completes the run).
+        # A nicety after the answer: a failure is the call's, never the run's.
         logger.warning("run %s: no follow-up suggestions from the model: %s", run.pk, exc)
-        failed_call_record(model_call, f"{type(exc).__name__}: {exc}")
-        return
+        model_call.status = CallStatus.FAILED
+        model_call.error = f"{type(exc).__name__}: {exc}"
+        return Suggested(model_call, None)
     model_call.status = CallStatus.SUCCEEDED
     completion_fill(model_call, completion)
-    model_call.save(force_insert=True)
     merged = suggestions_clean([*(final.suggestions or []), *found])
-    if not merged or merged == final.suggestions:
-        return
-    Message.objects.filter(pk=final.pk).update(suggestions=merged)
-    event_publish(
-        run=run,
-        type="message.suggestions",
-        data={"message_id": str(final.pk), "suggestions": merged},
-    )
+    return Suggested(model_call, merged if merged and merged != final.suggestions else None)
+
+
+def model_suggestions_write(
+    *, run: Run, final: Message, suggested: Suggested | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """Store the call and the merged suggestions; the `message.suggestions` event to publish.
+
+    In the transaction that completes the run, after its lease was checked:
+    a run cancelled meanwhile stores and announces none of it.
+    """
+    if suggested is None:
+        return []
+    ModelCall.objects.bulk_create([suggested.model_call])
+    if suggested.suggestions is None:
+        return []
+    Message.objects.filter(pk=final.pk).update(suggestions=suggested.suggestions)
+    final.suggestions = suggested.suggestions
+    data = {"message_id": str(final.pk), "suggestions": suggested.suggestions}
+    return [("message.suggestions", data)]

@@ -44,6 +44,7 @@ from chat.models import (
 from tools.audit import arguments_for_audit
 from tools.context import ToolContext
 from tools.executor import execute_tool
+from tools.models import Resource
 from tools.registry import registry as tool_registry
 from tools.results import ToolResult, interrupted_result
 
@@ -87,9 +88,19 @@ def tool_message_position(execution: ToolExecution) -> int:
 
 
 def tool_message_create(
-    *, run: Run, execution: ToolExecution, content: str, resource_id: Any = None
+    *,
+    run: Run,
+    execution: ToolExecution,
+    content: str,
+    resource_id: Any = None,
+    resource: Resource | None = None,
 ) -> Message:
-    """The `tool` message that answers a call (`execution.message` loaded)."""
+    """The `tool` message that answers a call (`execution.message` loaded).
+
+    With the `resource` row at hand, the message's event shows its card without a query.
+    """
+    at_hand = resource is not None and str(resource.pk) == str(resource_id)
+    link: dict[str, Any] = {"resource": resource} if at_hand else {"resource_id": resource_id}
     return Message.objects.create(
         conversation_id=run.conversation_id,
         run=run,
@@ -98,7 +109,7 @@ def tool_message_create(
         tool_call_id=execution.tool_call_id,
         name=execution.name,
         content=content,
-        resource_id=resource_id,
+        **link,
     )
 
 
@@ -251,6 +262,7 @@ def tool_call_run(
                 execution=execution,
                 content=result.content,
                 resource_id=result.resource_id,
+                resource=result.resource,
             )
             events_publish(
                 run=run,
@@ -347,7 +359,11 @@ def tool_result_store(*, execution_id: Any, result: ToolResult) -> None:
             _late_result_keep(execution, result)
             return
         message = tool_message_create(
-            run=run, execution=execution, content=result.content, resource_id=result.resource_id
+            run=run,
+            execution=execution,
+            content=result.content,
+            resource_id=result.resource_id,
+            resource=result.resource,
         )
         events = [completed_event(execution, result, message)]
         events += latch_release(run, execution.message_id)

@@ -94,9 +94,9 @@ def run_regenerate(*, conversation: Conversation) -> Run:
         if question is None:
             raise Conflict("There is no question to answer again: post a message first.")
         superseded = _supersede(locked, from_position=question.position + 1)
+        # The question stays with the run it was posted with (its audit keeps it); the
+        # message list shows the outcome of the newest run it triggered.
         run = Run.objects.create(conversation=locked, mode=locked.mode, trigger_message=question)
-        # The question's turn is now this run (the message list shows its outcome).
-        Message.objects.filter(pk=question.pk).update(run=run)
         # Always announced, even with nothing superseded (a failed turn has no answer):
         # a page clears what it showed after the question (an error, a Retry button).
         _superseded_publish(run, superseded, after_message_id=str(question.pk))

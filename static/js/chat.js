@@ -65,6 +65,8 @@
     editing: null, // the id of the user message being edited (sent with `replaces`)
     search: "", // the sidebar's search text
     searchTimer: null,
+    listRequest: 0, // numbers the list's loads: a late answer to an older search is dropped
+    requesting: false, // a regenerate or an edit is on its way to the server
     messages: {}, // message id -> {node, text}
     cards: {}, // tool_call_id -> card object
     generation: 0, // bumps on every open, so late answers of an old open are ignored
@@ -265,7 +267,9 @@
 
   function loadConversations() {
     var query = state.search ? "&q=" + encodeURIComponent(state.search) : "";
+    var request = ++state.listRequest;
     return apiAll("/conversations/?page_size=200" + query, 1).then(function (items) {
+      if (request !== state.listRequest) return state.conversations;
       state.conversations = items;
       renderConversationList();
       return items;
@@ -317,7 +321,6 @@
     renderConversationList();
     el.input.disabled = false;
     updateComposer();
-    closeSidebar();
     if (focusComposer) el.input.focus();
   }
 
@@ -339,12 +342,31 @@
     state.draft = false;
     state.opening = true;
     updateComposer();
+    var generation = state.generation;
+    var content = state.pendingSend && state.pendingSend.content;
     api("POST", "/conversations/", { mode: el.newMode.value })
       .then(function (conversation) {
         upsertConversation(conversation);
-        selectConversation(conversation.id, true, true);
+        if (generation === state.generation) {
+          selectConversation(conversation.id, true, true);
+          return;
+        }
+        // The user went elsewhere meanwhile: the message still goes to its conversation.
+        if (content) {
+          api("POST", "/conversations/" + conversation.id + "/messages/", { content: content })
+            .then(function () {
+              touchConversation(conversation.id);
+              var title = clip(content.replace(/\s+/g, " ").trim(), 60);
+              return api("PATCH", "/conversations/" + conversation.id + "/", { title: title });
+            })
+            .then(upsertConversation)
+            .catch(function (error) {
+              showError("Your message to the new conversation was not sent: " + error.message);
+            });
+        }
       })
       .catch(function (error) {
+        if (generation !== state.generation) return;
         state.opening = false;
         state.draft = true;
         failSend("Could not create a conversation: " + error.message);
@@ -353,6 +375,7 @@
 
   el.newForm.addEventListener("submit", function (event) {
     event.preventDefault();
+    closeSidebar(); // on a narrow screen, back to the thread to type
     startDraft(true);
   });
 
@@ -594,8 +617,10 @@
       if (message.role === "user") {
         endTurn();
         state.lastUserContent = message.content;
-        if (message.turn && message.run_id !== activeRunId) {
-          turn = { runId: message.run_id, outcome: message.turn, content: message.content };
+        // Its turn is the newest run it triggered (a regenerated answer's).
+        var turnRun = (message.turn && message.turn.run_id) || message.run_id;
+        if (message.turn && turnRun !== activeRunId) {
+          turn = { runId: turnRun, outcome: message.turn, content: message.content };
         }
       }
       renderMessage(message);
@@ -649,6 +674,7 @@
     var node = renderNotice("error", "The run failed: " + (error || "unknown error"));
     var retry = h("button", "button-small button-ghost notice-action", "Retry");
     retry.type = "button";
+    retry.dataset.only = "last-failure"; // Retry answers the last question: only its turn's
     retry.addEventListener("click", regenerate);
     node.appendChild(retry);
     return node;
@@ -819,7 +845,8 @@
   }
 
   function refreshActions() {
-    var busy = Boolean(state.activeRunId) || Boolean(state.pendingSend) || Boolean(state.opening);
+    var busy = Boolean(state.activeRunId) || Boolean(state.pendingSend) || Boolean(state.opening) ||
+      Boolean(state.requesting);
     var lastQuestion = lastOf(".msg-user[data-id]");
     var lastAnswer = lastOf(".msg-assistant .msg-actions");
     lastAnswer = lastAnswer && lastAnswer.closest(".msg");
@@ -835,6 +862,14 @@
     });
     el.log.querySelectorAll(".msg .suggestion-chips").forEach(function (chips) {
       chips.hidden = busy || chips.closest(".msg") !== lastAnswer;
+    });
+    var notices = el.log.querySelectorAll(".notice");
+    var lastNotice = notices.length ? notices[notices.length - 1] : null;
+    el.log.querySelectorAll('[data-only="last-failure"]').forEach(function (button) {
+      var notice = button.closest(".notice");
+      var afterQuestion = !lastQuestion ||
+        Boolean(lastQuestion.compareDocumentPosition(notice) & Node.DOCUMENT_POSITION_FOLLOWING);
+      button.hidden = busy || notice !== lastNotice || !afterQuestion;
     });
   }
 
@@ -1220,7 +1255,7 @@
   }
 
   function updateComposer() {
-    var busy = Boolean(state.activeRunId) || Boolean(state.pendingSend);
+    var busy = Boolean(state.activeRunId) || Boolean(state.pendingSend) || Boolean(state.requesting);
     var ready = Boolean(state.current) || Boolean(state.opening) || Boolean(state.draft);
     el.send.disabled = !ready || busy || !el.input.value.trim() || overLimit();
     el.send.textContent = state.editing ? "Resend" : "Send";
@@ -1262,17 +1297,27 @@
   }
 
   function regenerate() {
-    if (!state.current || state.activeRunId || state.pendingSend) return;
+    if (!state.current || state.activeRunId || state.pendingSend || state.requesting) return;
     showError("");
     var id = state.current.id;
+    var generation = state.generation;
+    setRequesting(true);
     api("POST", "/conversations/" + id + "/regenerate/")
       .then(function (data) {
-        adoptRun(data.run && data.run.id);
         touchConversation(id);
+        if (generation === state.generation) adoptRun(data.run && data.run.id);
       })
       .catch(function (error) {
-        showError("Could not regenerate: " + error.message);
+        if (generation === state.generation) showError("Could not regenerate: " + error.message);
+      })
+      .then(function () {
+        setRequesting(false);
       });
+  }
+
+  function setRequesting(on) {
+    state.requesting = on;
+    updateComposer();
   }
 
   function startEdit(entry) {
@@ -1307,18 +1352,23 @@
 
   // An edit goes through the REST API (`replaces`); its events arrive on the socket.
   function sendEdit(content) {
+    if (state.requesting) return;
     var replaces = state.editing;
     var id = state.current.id;
-    el.send.disabled = true;
+    var generation = state.generation;
+    setRequesting(true);
     api("POST", "/conversations/" + id + "/messages/", { content: content, replaces: replaces })
       .then(function (data) {
+        touchConversation(id);
+        if (generation !== state.generation) return;
         if (state.editing === replaces) cancelEdit();
         adoptRun(data.run && data.run.id);
-        touchConversation(id);
       })
       .catch(function (error) {
-        showError(error.message);
-        updateComposer();
+        if (generation === state.generation) showError(error.message);
+      })
+      .then(function () {
+        setRequesting(false);
       });
   }
 

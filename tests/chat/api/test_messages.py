@@ -53,6 +53,7 @@ def test_the_history_is_openai_messages_with_our_fields(api, conversation, turn)
     assert_paired(openai_messages)
     # The user message says how its turn went; the others carry no turn.
     assert user["turn"] == {
+        "run_id": str(turn.id),
         "status": "completed",
         "error": None,
         "latency_ms": turn.latency_ms,
@@ -63,9 +64,10 @@ def test_the_history_is_openai_messages_with_our_fields(api, conversation, turn)
 
 def test_a_failed_turns_error_is_on_its_user_message(api, conversation):
     run = RunFactory(conversation=conversation, status=RunStatus.FAILED, error="The model said no.")
-    Message.objects.create(
+    run.trigger_message = Message.objects.create(
         conversation=conversation, run=run, position=0, role=Role.USER, content="hello"
     )
+    run.save(update_fields=["trigger_message"])
     (user,) = api.get(url(conversation)).json()["results"]
     assert user["turn"]["status"] == "failed"
     assert user["turn"]["error"] == "The model said no."

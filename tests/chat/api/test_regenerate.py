@@ -68,7 +68,9 @@ def test_regenerate_answers_the_same_question_again_and_keeps_the_first_answer(
         ("assistant", "12 times 7 makes 84."),
     ]
     assert current[0]["turn"]["status"] == "completed"
-    assert current[0]["run_id"] == str(run.pk)
+    assert current[0]["turn"]["run_id"] == str(run.pk)
+    # The question stays with the run it was posted with (that run's audit shows it).
+    assert current[0]["run_id"] == first["run"]["id"]
     # ...and the first answer is still on record, marked superseded.
     everything = history(api, two_pass, include_superseded="true")
     assert [m["role"] for m in everything] == [

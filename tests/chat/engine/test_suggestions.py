@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from chat.engine.suggestions import suggestions_clean, tool_suggestions
-from chat.models import Message, Mode, ModelCall, RunEvent
+from chat.models import Message, Mode, ModelCall, Role, Run, RunEvent
 from tests.chat.api.conftest import token_client
 from tests.factories import ConversationFactory
 from tests.llm_server import text_reply, tool_calls_reply
+from tests.stack import wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -132,3 +134,34 @@ def test_the_direct_mode_asks_the_model_nothing_more(user, llm_server, settings)
     assert body["run"]["status"] == "completed"
     assert len(llm_server.requests) == 1
     assert not ModelCall.objects.filter(purpose="suggest").exists()
+
+
+def test_a_cancel_during_the_follow_ups_call_leaves_none_and_ends_the_run(
+    user, llm_server, settings
+):
+    settings.LLM_SUGGESTIONS = "on"
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.push(
+        text_reply("Hello!"),
+        text_reply('{"suggestions": ["Too late"]}', delay_s=3),
+    )
+    client = token_client(user)
+    posted = client.post(
+        f"/api/v1/conversations/{conversation.id}/messages/", {"content": "hi"}, format="json"
+    ).json()
+    run_id = posted["run"]["id"]
+    deadline = time.monotonic() + 10
+    while len(llm_server.requests) < 2:  # the answer is in; the follow-ups are being asked
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    assert client.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 200
+
+    run = wait_for_run(Run.objects.get(pk=run_id))
+    time.sleep(0.5)  # what a late writer would have written by now
+    assert run.status == "cancelled"
+    events = list(RunEvent.objects.filter(run_id=run_id).order_by("seq"))
+    assert events[-1].type == "run.cancelled"
+    assert not [e for e in events if e.type == "message.suggestions"]
+    answer = Message.objects.get(run_id=run_id, role=Role.ASSISTANT)
+    assert (answer.content, answer.suggestions) == ("Hello!", None)
