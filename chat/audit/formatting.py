@@ -12,6 +12,9 @@ from typing import Any
 from chat.models import Message
 from tools.audit import masked_tool_calls
 
+# How much of the user's message that began a run a row of runs shows (cut by the database).
+QUESTION_CHARS = 160
+
 
 def pretty_json(value: Any) -> str:
     """A JSON value indented for reading, unescaped; "" for None (nothing stored)."""
