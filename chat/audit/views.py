@@ -1,5 +1,5 @@
 """The staff audit pages: statistics for a period with its runs, a conversation's runs,
-one run's timeline, and the tool and model tables as CSV."""
+one run's waterfall and timeline, and the tool and model tables as CSV."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from chat.audit.formatting import pretty_json, shown_tool_calls
+from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
 from chat.audit.period import PRESETS, period_errors, period_from_query
 from chat.audit.plots import histogram_plot, timeseries_plot, width_text
 from chat.audit.queries import (
@@ -28,6 +28,7 @@ from chat.audit.queries import (
 )
 from chat.audit.stats import audit_stats, model_stats, tool_stats
 from chat.audit.tables import Table, model_table, table_csv, tool_table
+from chat.audit.waterfall import run_waterfall
 from chat.exceptions import ConversationNotFound, RunNotFound
 from chat.models import RunStatus
 
@@ -139,21 +140,24 @@ def audit_conversation(request: HttpRequest, conversation_id: uuid.UUID) -> Http
 @require_GET
 @staff_required
 def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
-    """One run as an auditor reads it: the messages in order, each tool call's audit row."""
+    """One run as an auditor reads it: its waterfall, its steps, its messages in order."""
     try:
         run = audit_run_get(run_id=run_id)
     except RunNotFound:
         raise Http404("Run not found.") from None
     timeline = run_timeline(run)
     breakdown = run_latency_breakdown(run)
-    executions: list[dict[str, Any]] = [
-        {
-            "row": execution,
-            "arguments": pretty_json(execution.arguments),
-            "result": pretty_json(execution.result),
-        }
-        for execution in run.tool_executions.all()
-    ]
+    executions: list[dict[str, Any]] = []
+    for execution in run.tool_executions.all():
+        arguments, arguments_raw = shown_arguments(execution)
+        executions.append(
+            {
+                "row": execution,
+                "arguments": pretty_json(arguments),
+                "arguments_raw": arguments_raw,
+                "result": pretty_json(execution.result),
+            }
+        )
     by_call_id = {item["row"].tool_call_id: item for item in executions}
     entries = [
         {
@@ -171,16 +175,24 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
         }
         for entry in timeline.entries
     ]
+    trigger = next(
+        (e.message for e in timeline.entries if e.message.pk == run.trigger_message_id), None
+    )
     return render(
         request,
         "audit/run_detail.html",
         {
             "run": run,
             "conversation": run.conversation,
+            "trigger": trigger,
             "entries": entries,
             "breakdown": breakdown,
+            "waterfall": run_waterfall(run),
             "unreported": [by_call_id[e.tool_call_id] for e in timeline.unreported_executions],
             "unanswered": timeline.unanswered_model_calls,
+            # The header counts what the step table lists, so the two agree.
+            "steps": len({line.step for line in breakdown}),
+            "model_calls": sum(1 for line in breakdown if line.kind == "model"),
             "tool_calls": len(executions),
             "failures": sum(1 for line in breakdown if line.failed),
         },

@@ -270,6 +270,17 @@ def test_a_conversation_lists_its_runs_oldest_first(staff_client: Client, run, s
     assert f'href="/#{mine.conversation_id}">in the chat</a>' in html
 
 
+def test_the_run_page_shows_the_question_and_links_the_conversation(staff_client: Client, run):
+    html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    question = html.split('data-testid="run-question">')[1].split("</blockquote>")[0]
+    assert 'href="#m0"' in question
+    assert "Find my notes, divide 1 by 0, and note it down." in question
+    assert (
+        f'href="/audit/conversations/{run.conversation_id}/" data-testid="conversation-link"'
+        in html
+    )
+
+
 def test_failed_runs_and_runs_with_failed_tools_are_highlighted(staff_client: Client, run):
     failed = RunFactory(status=RunStatus.FAILED, error="model unreachable")
     clean = RunFactory(status=RunStatus.COMPLETED, latency_ms=50)
