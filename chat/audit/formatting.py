@@ -48,3 +48,13 @@ def shown_arguments(execution: ToolExecution) -> tuple[dict[str, Any] | None, st
     shown = mask_arguments(arguments, sensitive) if isinstance(arguments, dict) else arguments
     raw = MASK if sensitive and execution.arguments_raw else execution.arguments_raw
     return shown, raw
+
+
+def shown_event_data(data: Any) -> Any:
+    """A run event's data as staff see it: a tool call's arguments in it masked once more."""
+    if not isinstance(data, dict) or not isinstance(data.get("arguments"), dict):
+        return data
+    spec = registry.get(str(data.get("name") or ""))
+    if spec is None or not spec.sensitive:
+        return data
+    return {**data, "arguments": mask_arguments(data["arguments"], spec.sensitive)}

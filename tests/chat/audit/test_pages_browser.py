@@ -1,10 +1,11 @@
-"""The audit pages in a real browser, at 1280 px and at 375 px.
+"""The audit pages and the admin in a real browser, at 1280 px and at 375 px.
 
 The runs are the engine's own, made in this process against the scripted
 model server; a real uvicorn serves the pages. Screenshots go to
 screenshots/ (gitignored): audit-run-1280.png, audit-run-375.png,
-audit-stats-1280.png, audit-stats-375.png, and the waterfall and the plots
-alone (audit-run-375-waterfall.png, audit-stats-375-plots.png, ...).
+audit-stats-1280.png, audit-stats-375.png, admin-run-1280.png,
+admin-messages-1280.png, and the waterfall and the plots alone
+(audit-run-375-waterfall.png, audit-stats-375-plots.png, ...).
 """
 
 from __future__ import annotations
@@ -112,3 +113,44 @@ def test_the_statistics_page_at_1280_and_375_px(
     slowest.get_by_role("link").click()
     expect(page.get_by_test_id("waterfall")).to_be_visible()
     expect(page.get_by_test_id("run-question")).to_have_text(question)
+
+
+def test_the_admin_is_branded_leads_to_the_audit_and_fits_1280_px(
+    asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
+):
+    owner = UserFactory(username="ada")
+    run = loop_run(llm_server, owner)
+    page = staff_page
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    page.goto(f"{asgi_server}/admin/")
+    expect(page.locator("#site-name")).to_contain_text("toolchat administration")
+    expect(page.locator("#user-tools").get_by_role("link", name="Audit")).to_have_attribute(
+        "href", "/audit/"
+    )
+    page.goto(f"{asgi_server}/admin/chat/message/?role__exact=assistant")
+    table = page.locator("#result_list")
+    expect(table).to_be_visible()
+    page.screenshot(path=screenshots_dir / "admin-messages-1280.png", full_page=True)
+    for column in ("latency", "tokens"):
+        header = table.locator(
+            f"th.column-{column}" if column == "tokens" else "th.column-latency_ms"
+        )
+        box = header.bounding_box()
+        assert box is not None, column
+        assert box["x"] + box["width"] <= 1280, (column, box)
+    # The list itself does not scroll sideways.
+    assert page.evaluate(
+        "(() => { const el = document.querySelector('#changelist .results');"
+        " return el.scrollWidth <= el.clientWidth; })()"
+    )
+    fits(page, 1280)
+
+    page.goto(f"{asgi_server}/admin/chat/run/{run.pk}/change/")
+    expect(page.get_by_test_id("waterfall").locator("rect.wf-bar")).to_have_count(7)
+    page.screenshot(path=screenshots_dir / "admin-run-1280.png", full_page=True)
+    page.get_by_role("link", name="Open the timeline").click()
+    expect(page.get_by_test_id("waterfall")).to_be_visible()
+    assert failed == [], failed  # no 404 for a favicon, or anything else

@@ -172,7 +172,7 @@ def test_the_run_page_costs_the_same_queries_for_a_two_pass_or_a_loop_run(
 
 @pytest.mark.django_db(transaction=True)
 def test_markup_in_a_tool_name_and_a_question_is_escaped_everywhere(
-    llm_server, staff_client: Client
+    llm_server, staff_client: Client, admin_client: Client
 ):
     conversation = ConversationFactory(owner=UserFactory(username="ada"))
     name = "<script>alert(1)</script>"
@@ -195,10 +195,11 @@ def test_markup_in_a_tool_name_and_a_question_is_escaped_everywhere(
         "conversation": staff_client.get(
             f"/audit/conversations/{conversation.pk}/"
         ).content.decode(),
+        "admin run": admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode(),
     }
     for page, html in pages.items():
         assert "<script>alert" not in html, page
-    for page in ("run",):
+    for page in ("run", "admin run"):
         svg = waterfall_svg(pages[page])  # parses: nothing in it was taken for markup
         labels = [unescape(el.text or "") for el in by_class(svg, "text", "wf-label")]
         assert any(label.startswith(name) for label in labels), page
@@ -266,6 +267,24 @@ def test_the_summary_row_shows_the_queue_and_toolchats_gaps():
     assert waterfall.bars[0].first_token_pct == pytest.approx(20.0)
     assert waterfall.untimed == ["pending_one (pending)"]
     assert [t.label for t in waterfall.ticks] == ["0ms", "200ms", "400ms", "600ms", "800ms", "1s"]
+
+
+@pytest.mark.django_db
+def test_the_admin_run_page_shows_the_same_waterfall(admin_client: Client, staff_client: Client):
+    run = timed_run()
+    audit = waterfall_svg(staff_client.get(f"/audit/runs/{run.pk}/").content.decode())
+    admin = waterfall_svg(admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode())
+    shown = lambda svg: [(b.get("x"), b.get("width")) for b in by_class(svg, "rect", "wf-bar")]  # noqa: E731
+    assert (
+        shown(audit)
+        == shown(admin)
+        == [
+            ("15.0%", "20.0%"),
+            ("40.0%", "10.0%"),
+            ("42.0%", "4.0%"),
+            ("60.0%", "30.0%"),
+        ]
+    )
 
 
 @pytest.mark.django_db
