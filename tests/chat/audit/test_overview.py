@@ -20,10 +20,16 @@ from django.utils import timezone
 
 from chat.audit import stats as stats_module
 from chat.audit.buckets import LATENCY_EDGES_MS
-from chat.models import Message, Role
+from chat.models import Message, Role, RunStatus
 from tests.chat.audit.test_queries import HOSTILE, audited_run
 from tests.chat.audit.test_stats import STATS_QUERIES, a_run, asking_message, many_runs
-from tests.factories import ConversationFactory, ModelCallFactory, ToolExecutionFactory, UserFactory
+from tests.factories import (
+    ConversationFactory,
+    ModelCallFactory,
+    RunFactory,
+    ToolExecutionFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -197,3 +203,19 @@ def test_the_page_costs_a_fixed_number_of_queries_whatever_the_data(staff_client
     with CaptureQueriesContext(connection) as download:
         staff_client.get("/audit/tools.csv?period=hour")
     assert len(download) == csv_queries + 2
+
+
+def test_the_runs_of_a_period_are_paged_keeping_the_period_and_the_status(staff_client: Client):
+    for _ in range(55):
+        RunFactory(status=RunStatus.FAILED)
+    RunFactory(status=RunStatus.COMPLETED)
+
+    html = staff_client.get("/audit/?period=hour&status=failed").content.decode()
+
+    runs = html.split('data-testid="runs"')[1]
+    assert runs.count("data-run=") == 50
+    assert '<a href="?period=hour&amp;status=failed&amp;page=2">Older →</a>' in runs
+    assert '<input type="hidden" name="period" value="hour">' in html  # the filter keeps it
+    second = staff_client.get("/audit/?period=hour&status=failed&page=2").content.decode()
+    assert second.split('data-testid="runs"')[1].count("data-run=") == 5
+    assert '<dd data-testid="run-count">56</dd>' in second  # the statistics cover every status
