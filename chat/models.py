@@ -181,6 +181,13 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["conversation", "-created_at"], name="run_conversation_recent"),
             models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            # The audit's reads by period: runs begun between two times, newest first
+            # (chat/audit/). PostgreSQL counts and bins them from the index alone.
+            models.Index(
+                fields=["created_at"],
+                include=["status", "latency_ms", "model_calls"],
+                name="run_created_stats",
+            ),
         ]
         constraints = [
             models.CheckConstraint(
@@ -240,7 +247,22 @@ class ModelCall(models.Model):
 
     class Meta:
         ordering = ["run", "started_at"]
-        indexes = [models.Index(fields=["run", "step"], name="modelcall_run_step")]
+        indexes = [
+            models.Index(fields=["run", "step"], name="modelcall_run_step"),
+            # The audit's statistics per model for a period, from the index alone on PostgreSQL.
+            models.Index(
+                fields=["started_at"],
+                include=[
+                    "model",
+                    "status",
+                    "latency_ms",
+                    "first_token_ms",
+                    "prompt_tokens",
+                    "completion_tokens",
+                ],
+                name="modelcall_started_stats",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.purpose} call to {self.model} (step {self.step})"
@@ -318,6 +340,13 @@ class ToolExecution(models.Model):
             models.Index(fields=["run", "step"], name="toolexec_run_step"),
             models.Index(fields=["name", "-created_at"], name="toolexec_name_recent"),
             models.Index(fields=["status"], name="toolexec_status"),
+            # The audit's statistics per tool for a period, from the index alone on PostgreSQL
+            # (the rows themselves hold results and are wide).
+            models.Index(
+                fields=["created_at"],
+                include=["name", "status", "duration_ms", "truncated"],
+                name="toolexec_created_stats",
+            ),
         ]
         constraints = [
             models.CheckConstraint(

@@ -1,12 +1,19 @@
 from django.urls import path
 
 from chat import views
-from chat.audit.views import audit_run_detail, audit_run_list
+from chat.audit import views as audit
 
 app_name = "chat"
 
 urlpatterns = [
     path("", views.index, name="index"),
-    path("audit/", audit_run_list, name="audit_runs"),
-    path("audit/runs/<uuid:run_id>/", audit_run_detail, name="audit_run"),
+    path("audit/", audit.audit_overview, name="audit_runs"),
+    path("audit/tools.csv", audit.audit_tools_csv, name="audit_tools_csv"),
+    path("audit/models.csv", audit.audit_models_csv, name="audit_models_csv"),
+    path("audit/runs/<uuid:run_id>/", audit.audit_run_detail, name="audit_run"),
+    path(
+        "audit/conversations/<uuid:conversation_id>/",
+        audit.audit_conversation,
+        name="audit_conversation",
+    ),
 ]

@@ -84,7 +84,7 @@ def test_the_admin_login_page_has_its_css(asgi_server: str, page: Page):
 
     page.goto(f"{asgi_server}/admin/")
     expect(page).to_have_url(f"{asgi_server}/admin/login/?next=/admin/")
-    expect(page.locator("#site-name")).to_contain_text("Django administration")
+    expect(page.locator("#site-name")).to_contain_text("toolchat administration")
     # admin/css/base.css colours the header; unstyled, it would be transparent.
     header = page.locator("#header")
     background = header.evaluate("el => getComputedStyle(el).backgroundColor")

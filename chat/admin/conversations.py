@@ -8,12 +8,15 @@ from django.contrib import admin
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from chat.admin.base import ReadOnlyAdminMixin, json_pre, pre
+from chat.admin.base import ReadOnlyAdminMixin, admin_link, json_pre, pre
 from chat.audit.formatting import shown_tool_calls
-from chat.models import Conversation, Message, Run
+from chat.models import Conversation, Message, Role, Run
 
 if TYPE_CHECKING:
     # django-stubs makes these generic; at runtime Django's classes are not subscriptable.
@@ -24,7 +27,8 @@ else:
     ConversationAdminBase = MessageAdminBase = admin.ModelAdmin
     RunInlineBase = admin.TabularInline
 
-SHORT_CONTENT_CHARS = 80
+SHORT_CONTENT_CHARS = 60
+SHORT_TITLE_CHARS = 28
 
 
 def _count_per_conversation(model: type[Message] | type[Run]) -> Coalesce:
@@ -99,17 +103,17 @@ class ConversationAdmin(ConversationAdminBase):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
+    # Latency and tokens come right after the text, so that at 1280 px they are in view.
     list_display = (
         "position",
         "role",
         "short_content",
-        "name",
-        "tool_call_id",
         "latency_ms",
         "tokens",
         "model",
-        "conversation",
-        "created_at",
+        "tool",
+        "conversation_link",
+        "created",
     )
     list_display_links = ("position", "role")
     list_filter = ("role", "model")
@@ -147,6 +151,21 @@ class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
             )
             return f"(calls {names})" if names else "—"
         return Truncator(obj.content).chars(SHORT_CONTENT_CHARS)
+
+    @admin.display(description="tool (call id)")
+    def tool(self, obj: Message) -> SafeString:
+        if obj.role != Role.TOOL:
+            return format_html("{}", "—")
+        return format_html('{}<br><span class="quiet">{}</span>', obj.name, obj.tool_call_id)
+
+    @admin.display(description="conversation", ordering="conversation__title")
+    def conversation_link(self, obj: Message) -> SafeString:
+        title = Truncator(str(obj.conversation)).chars(SHORT_TITLE_CHARS)
+        return admin_link("chat_conversation_change", obj.conversation_id, title)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: Message) -> str:
+        return date_format(timezone.localtime(obj.created_at), "Y-m-d H:i:s")
 
     @admin.display(description="tokens (in / out)")
     def tokens(self, obj: Message) -> str:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.contrib import admin
+from django.db.models import prefetch_related_objects
+from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -17,7 +20,9 @@ from chat.admin.base import (
     pre,
     short_id,
 )
-from chat.audit.queries import run_latency_breakdown
+from chat.audit.formatting import shown_arguments, shown_event_data
+from chat.audit.queries import run_calls_prefetch, run_latency_breakdown
+from chat.audit.waterfall import run_waterfall
 from chat.models import ModelCall, Run, RunEvent, ToolExecution
 
 if TYPE_CHECKING:
@@ -103,6 +108,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "steps",
         "model_calls",
         "latency_ms",
+        "waterfall",
         "latency_breakdown",
         "created_at",
         "started_at",
@@ -110,8 +116,17 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "heartbeat_at",
         "error_text",
     )
-    readonly_fields = ("audit_link", "latency_breakdown", "error_text")
+    readonly_fields = ("audit_link", "waterfall", "latency_breakdown", "error_text")
     inlines = (ModelCallInline, ToolExecutionInline)
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Run | None:
+        run = super().get_object(request, object_id, from_field)
+        if run is not None:
+            # The waterfall and the breakdown read the same rows: fetch them once.
+            prefetch_related_objects([run], *run_calls_prefetch())
+        return run
 
     @admin.display(description="run", ordering="created_at")
     def short_id(self, obj: Run) -> str:
@@ -126,6 +141,14 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         return format_html(
             '<a href="{}">{}</a>', reverse("chat:audit_run", args=[obj.pk]), "Open the timeline"
         )
+
+    @admin.display(description="waterfall")
+    def waterfall(self, obj: Run) -> SafeString:
+        # The audit page's own template: the same picture, escaped the same way.
+        html = render_to_string(
+            "audit/_waterfall.html", {"waterfall": run_waterfall(obj), "uid": obj.pk.hex[:8]}
+        )
+        return format_html("{}", html)  # a rendered template is safe already: kept as it is
 
     @admin.display(description="latency by step")
     def latency_breakdown(self, obj: Run) -> SafeString:
@@ -285,11 +308,12 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
 
     @admin.display(description="arguments")
     def arguments_pretty(self, obj: ToolExecution) -> SafeString:
-        return json_pre(obj.arguments)
+        # Masked like every other place that shows arguments: see tools/audit.py.
+        return json_pre(shown_arguments(obj)[0])
 
     @admin.display(description="arguments as sent (when not valid JSON)")
     def arguments_raw_text(self, obj: ToolExecution) -> SafeString:
-        return pre(obj.arguments_raw)
+        return pre(shown_arguments(obj)[1])
 
     @admin.display(description="raw result")
     def result_pretty(self, obj: ToolExecution) -> SafeString:
@@ -322,4 +346,4 @@ class RunEventAdmin(RunRecordAdminMixin, RunEventAdminBase):
 
     @admin.display(description="data")
     def data_pretty(self, obj: RunEvent) -> SafeString:
-        return json_pre(obj.data)
+        return json_pre(shown_event_data(obj.data))

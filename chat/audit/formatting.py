@@ -9,8 +9,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chat.models import Message
-from tools.audit import masked_tool_calls
+from chat.models import Message, ToolExecution
+from tools.audit import MASK, mask_arguments, masked_tool_calls
+from tools.registry import registry
+
+# How much of the user's message that began a run a row of runs shows (cut by the database).
+QUESTION_CHARS = 160
+
+# How much of the user's message that began a run a row of runs shows (cut by the database).
+QUESTION_CHARS = 160
 
 
 def pretty_json(value: Any) -> str:
@@ -26,3 +33,28 @@ def shown_tool_calls(message: Message) -> list[dict[str, Any]]:
     # about a hand-edited row readable rather than a 500.
     calls = [call for call in message.tool_calls or [] if isinstance(call, dict)]
     return masked_tool_calls(calls) or []
+
+
+def shown_arguments(execution: ToolExecution) -> tuple[dict[str, Any] | None, str]:
+    """A call's stored (arguments, arguments_raw) as staff see them: masked once more.
+
+    The row was masked when it was stored; masking again with the tool's sensitive
+    parameters as registered now also covers a row stored before a parameter was
+    marked sensitive.
+    """
+    spec = registry.get(execution.name)
+    sensitive = spec.sensitive if spec is not None else frozenset()
+    arguments = execution.arguments
+    shown = mask_arguments(arguments, sensitive) if isinstance(arguments, dict) else arguments
+    raw = MASK if sensitive and execution.arguments_raw else execution.arguments_raw
+    return shown, raw
+
+
+def shown_event_data(data: Any) -> Any:
+    """A run event's data as staff see it: a tool call's arguments in it masked once more."""
+    if not isinstance(data, dict) or not isinstance(data.get("arguments"), dict):
+        return data
+    spec = registry.get(str(data.get("name") or ""))
+    if spec is None or not spec.sensitive:
+        return data
+    return {**data, "arguments": mask_arguments(data["arguments"], spec.sensitive)}

@@ -7,18 +7,21 @@ read costs a fixed number of queries whatever the size of the run or the page.
 
 from __future__ import annotations
 
-import math
 import uuid
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Substr
 
-from chat.exceptions import RunNotFound
+from chat.audit.formatting import QUESTION_CHARS
+from chat.audit.period import Period
+from chat.exceptions import ConversationNotFound, RunNotFound
 from chat.models import (
     CallStatus,
+    Conversation,
     ExecutionStatus,
     Message,
     ModelCall,
@@ -38,66 +41,105 @@ FAILED_EXECUTION_STATUSES = (
 )
 
 
-def audit_run_page(*, page: int | str | None = 1, status: str = "") -> Page[Run]:
-    """Recent runs, newest first, each with `tool_calls` and `failures` counted (two queries).
+def _count(model: type[ToolExecution] | type[ModelCall], **conditions: Any) -> Coalesce:
+    """A correlated COUNT of the run's rows: computed for the page's rows only, no join."""
+    counted = (
+        model.objects.filter(run_id=OuterRef("pk"), **conditions)
+        .order_by()
+        .values("run_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
 
-    `failures` counts the run's failed, timed-out or interrupted tool calls and
-    its failed model calls. An unknown `status` is ignored.
+
+def _step_count() -> Coalesce:
+    """The run's steps as the step table counts them: the distinct steps of its model calls."""
+    counted = (
+        ModelCall.objects.filter(run_id=OuterRef("pk"))
+        .order_by()
+        .values("run_id")
+        .annotate(n=Count("step", distinct=True))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def audit_runs(
+    *,
+    status: str = "",
+    period: Period | None = None,
+    conversation_id: uuid.UUID | None = None,
+) -> QuerySet[Run]:
+    """Runs, newest first, each with the start of its user's message and its counts.
+
+    Annotated: `question` (the first QUESTION_CHARS of the message that began
+    the run), `tool_calls`, `failed_tools`, `failed_model_calls`, `model_steps`,
+    `model_call_count`. The counts are correlated subqueries, so a page of
+    runs costs one query whatever the runs hold, and counting the runs costs
+    none of them. An unknown `status` is ignored.
     """
     runs: QuerySet[Run] = (
         Run.objects.select_related("conversation__owner")
         .annotate(
-            tool_calls=Count("tool_executions", distinct=True),
-            failed_tools=Count(
-                "tool_executions",
-                filter=Q(tool_executions__status__in=FAILED_EXECUTION_STATUSES),
-                distinct=True,
-            ),
-            failed_model_calls=Count(
-                "model_call_rows",
-                filter=Q(model_call_rows__status=CallStatus.FAILED),
-                distinct=True,
-            ),
+            question=Substr("trigger_message__content", 1, QUESTION_CHARS),
+            tool_calls=_count(ToolExecution),
+            failed_tools=_count(ToolExecution, status__in=FAILED_EXECUTION_STATUSES),
+            failed_model_calls=_count(ModelCall, status=CallStatus.FAILED),
+            model_call_count=_count(ModelCall),
+            model_steps=_step_count(),
         )
         .order_by("-created_at", "-id")
     )
     if status in RunStatus.values:
         runs = runs.filter(status=status)
+    if period is not None:
+        runs = runs.filter(created_at__gte=period.start, created_at__lt=period.end)
+    if conversation_id is not None:
+        runs = runs.filter(conversation_id=conversation_id)
+    return runs
+
+
+def audit_run_page(
+    *,
+    page: int | str | None = 1,
+    status: str = "",
+    period: Period | None = None,
+    conversation_id: uuid.UUID | None = None,
+    oldest_first: bool = False,
+) -> Page[Run]:
+    """A page of `audit_runs` (two queries: the count and the page)."""
+    runs = audit_runs(status=status, period=period, conversation_id=conversation_id)
+    if oldest_first:
+        runs = runs.order_by("created_at", "id")
     return Paginator(runs, RUNS_PER_PAGE).get_page(page)
 
 
 def run_failures(run: Run) -> int:
-    """The failures `audit_run_page` counted for this run."""
+    """The failures `audit_runs` counted for this run: failed tool calls and model calls."""
     return int(getattr(run, "failed_tools", 0)) + int(getattr(run, "failed_model_calls", 0))
 
 
-def percentile(values: Iterable[int | None], pct: float) -> int | None:
-    """The nearest-rank percentile of the values that are not None; None when there are none."""
-    ordered = sorted(v for v in values if v is not None)
-    if not ordered:
-        return None
-    rank = max(1, math.ceil(pct / 100 * len(ordered)))
-    return ordered[rank - 1]
+def audit_conversation_get(*, conversation_id: uuid.UUID | str) -> Conversation:
+    """Any conversation with its owner (one query). ConversationNotFound for a missing one."""
+    try:
+        return Conversation.objects.select_related("owner").get(pk=conversation_id)
+    except (Conversation.DoesNotExist, ValidationError, ValueError):
+        raise ConversationNotFound("Conversation not found.") from None
 
 
-@dataclass(frozen=True)
-class LatencySummary:
-    """p50 and p95 of run latency over a set of runs, and how many runs had one."""
-
-    count: int
-    p50_ms: int | None
-    p95_ms: int | None
-    max_ms: int | None
-
-
-def latency_summary(runs: Sequence[Run]) -> LatencySummary:
-    """Latency figures over the given runs (finished runs only have a latency)."""
-    values = [run.latency_ms for run in runs if run.latency_ms is not None]
-    return LatencySummary(
-        count=len(values),
-        p50_ms=percentile(values, 50),
-        p95_ms=percentile(values, 95),
-        max_ms=max(values) if values else None,
+def run_calls_prefetch() -> tuple[Prefetch[Any], Prefetch[Any]]:
+    """A run's model calls and tool executions, in the order the breakdown and waterfall read."""
+    return (
+        Prefetch(
+            "model_call_rows", queryset=ModelCall.objects.order_by("step", "started_at", "id")
+        ),
+        Prefetch(
+            "tool_executions",
+            queryset=ToolExecution.objects.select_related("approved_by").order_by(
+                "step", "created_at", "tool_call_id"
+            ),
+        ),
     )
 
 
@@ -112,16 +154,7 @@ def audit_run_get(*, run_id: uuid.UUID | str) -> Run:
             Run.objects.select_related("conversation__owner")
             .prefetch_related(
                 Prefetch("messages", queryset=Message.objects.order_by("position")),
-                Prefetch(
-                    "model_call_rows",
-                    queryset=ModelCall.objects.order_by("step", "started_at", "id"),
-                ),
-                Prefetch(
-                    "tool_executions",
-                    queryset=ToolExecution.objects.select_related("approved_by").order_by(
-                        "step", "created_at", "tool_call_id"
-                    ),
-                ),
+                *run_calls_prefetch(),
             )
             .get(pk=run_id)
         )

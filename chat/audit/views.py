@@ -1,4 +1,5 @@
-"""The staff audit pages: recent runs with their latency, and one run's timeline."""
+"""The staff audit pages: statistics for a period with its runs, a conversation's runs,
+one run's waterfall and timeline, and the tool and model tables as CSV."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import uuid
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
@@ -13,16 +15,21 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from chat.audit.formatting import pretty_json, shown_tool_calls
+from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
+from chat.audit.period import PRESETS, period_errors, period_from_query
+from chat.audit.plots import histogram_plot, timeseries_plot, width_text
 from chat.audit.queries import (
+    audit_conversation_get,
     audit_run_get,
     audit_run_page,
-    latency_summary,
     run_failures,
     run_latency_breakdown,
     run_timeline,
 )
-from chat.exceptions import RunNotFound
+from chat.audit.stats import audit_stats, model_stats, tool_stats
+from chat.audit.tables import Table, model_table, table_csv, tool_table
+from chat.audit.waterfall import run_waterfall
+from chat.exceptions import ConversationNotFound, RunNotFound
 from chat.models import RunStatus
 
 View = Callable[..., HttpResponse]
@@ -42,23 +49,90 @@ def staff_required(view: View) -> View:
     return wrapper
 
 
+def _run_rows(runs: list[Any]) -> list[dict[str, Any]]:
+    return [{"run": run, "failures": run_failures(run)} for run in runs]
+
+
 @require_GET
 @staff_required
-def audit_run_list(request: HttpRequest) -> HttpResponse:
-    """Recent runs of every user, with latency percentiles over the page."""
+def audit_overview(request: HttpRequest) -> HttpResponse:
+    """Statistics for a period (tools, models, latency, volume, slowest runs), then its runs."""
+    period, form = period_from_query(request.GET)
+    context: dict[str, Any] = {
+        "form": form,
+        "presets": PRESETS,
+        "period": period,
+        "errors": period_errors(form),
+    }
+    if period is None:
+        return render(request, "audit/overview.html", context, status=400)
     status = request.GET.get("status", "")
-    page = audit_run_page(page=request.GET.get("page"), status=status)
-    runs = list(page.object_list)
-    rows = [{"run": run, "failures": run_failures(run)} for run in runs]
+    stats = audit_stats(period)
+    page = audit_run_page(page=request.GET.get("page"), status=status, period=period)
+    context.update(
+        stats=stats,
+        tools=tool_table(stats.tools),
+        models=model_table(stats.models),
+        histogram=histogram_plot(stats.histogram),
+        over_time=timeseries_plot(stats.over_time),
+        over_time_width=width_text(stats.over_time.width_s),
+        period_params=period.query(),
+        period_query=urlencode(period.query()),
+        page=page,
+        rows=_run_rows(list(page.object_list)),
+        status=status if status in RunStatus.values else "",
+        statuses=RunStatus.choices,
+    )
+    return render(request, "audit/overview.html", context)
+
+
+def _csv(request: HttpRequest, name: str, build: Callable[..., Table]) -> HttpResponse:
+    period, form = period_from_query(request.GET)
+    if period is None:
+        return HttpResponse(
+            "\n".join(["Bad period.", *period_errors(form)]) + "\n",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    response = HttpResponse(table_csv(build(period)), content_type="text/csv; charset=utf-8")
+    filename = f"toolchat-{name}-{period.start:%Y%m%dT%H%M}-{period.end:%Y%m%dT%H%M}.csv"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_GET
+@staff_required
+def audit_tools_csv(request: HttpRequest) -> HttpResponse:
+    """The per-tool table of the overview, as CSV."""
+    return _csv(request, "tools", lambda period: tool_table(tool_stats(period)))
+
+
+@require_GET
+@staff_required
+def audit_models_csv(request: HttpRequest) -> HttpResponse:
+    """The per-model table of the overview, as CSV."""
+    return _csv(request, "models", lambda period: model_table(model_stats(period)))
+
+
+@require_GET
+@staff_required
+def audit_conversation(request: HttpRequest, conversation_id: uuid.UUID) -> HttpResponse:
+    """A conversation's runs, oldest first, each with the message that began it."""
+    try:
+        conversation = audit_conversation_get(conversation_id=conversation_id)
+    except ConversationNotFound:
+        raise Http404("Conversation not found.") from None
+    page = audit_run_page(
+        page=request.GET.get("page"), conversation_id=conversation.pk, oldest_first=True
+    )
     return render(
         request,
-        "audit/run_list.html",
+        "audit/conversation.html",
         {
+            "conversation": conversation,
             "page": page,
-            "rows": rows,
-            "summary": latency_summary(runs),
-            "status": status if status in RunStatus.values else "",
-            "statuses": RunStatus.choices,
+            "rows": _run_rows(list(page.object_list)),
+            "own": conversation.owner_id == request.user.pk,
         },
     )
 
@@ -66,21 +140,24 @@ def audit_run_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 @staff_required
 def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
-    """One run as an auditor reads it: the messages in order, each tool call's audit row."""
+    """One run as an auditor reads it: its waterfall, its steps, its messages in order."""
     try:
         run = audit_run_get(run_id=run_id)
     except RunNotFound:
         raise Http404("Run not found.") from None
     timeline = run_timeline(run)
     breakdown = run_latency_breakdown(run)
-    executions: list[dict[str, Any]] = [
-        {
-            "row": execution,
-            "arguments": pretty_json(execution.arguments),
-            "result": pretty_json(execution.result),
-        }
-        for execution in run.tool_executions.all()
-    ]
+    executions: list[dict[str, Any]] = []
+    for execution in run.tool_executions.all():
+        arguments, arguments_raw = shown_arguments(execution)
+        executions.append(
+            {
+                "row": execution,
+                "arguments": pretty_json(arguments),
+                "arguments_raw": arguments_raw,
+                "result": pretty_json(execution.result),
+            }
+        )
     by_call_id = {item["row"].tool_call_id: item for item in executions}
     entries = [
         {
@@ -98,16 +175,24 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
         }
         for entry in timeline.entries
     ]
+    trigger = next(
+        (e.message for e in timeline.entries if e.message.pk == run.trigger_message_id), None
+    )
     return render(
         request,
         "audit/run_detail.html",
         {
             "run": run,
             "conversation": run.conversation,
+            "trigger": trigger,
             "entries": entries,
             "breakdown": breakdown,
+            "waterfall": run_waterfall(run),
             "unreported": [by_call_id[e.tool_call_id] for e in timeline.unreported_executions],
             "unanswered": timeline.unanswered_model_calls,
+            # The header counts what the step table lists, so the two agree.
+            "steps": len({line.step for line in breakdown}),
+            "model_calls": sum(1 for line in breakdown if line.kind == "model"),
             "tool_calls": len(executions),
             "failures": sum(1 for line in breakdown if line.failed),
         },

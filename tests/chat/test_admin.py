@@ -178,6 +178,10 @@ def test_the_message_list_shows_latency_tokens_and_filters_by_role(admin_client:
     html = admin_client.get("/admin/chat/message/?role__exact=assistant").content.decode()
     assert "451" in html
     assert "120 / 37" in html
+    # Latency and tokens come right after the text (so they are in view at 1280 px).
+    headers = html.split("<thead>")[1].split("</thead>")[0]
+    columns = ["column-short_content", "column-latency_ms", "column-tokens", "column-model"]
+    assert [headers.index(c) for c in columns] == sorted(headers.index(c) for c in columns)
     assert "(calls search_notes, calculator, record_note)" in html
     assert "Find my notes" not in html  # the user message is filtered out
 
@@ -212,3 +216,71 @@ def test_sensitive_arguments_of_a_tool_call_are_masked_in_the_admin(
     listing = admin_client.get("/admin/chat/message/").content.decode()
     assert SECRET not in listing
     assert "(calls sign_in)" in listing
+
+
+# --- Branding, the way to the audit, the run's waterfall (issue 14) --------------------
+
+
+def test_the_admin_is_branded_and_links_to_the_audit_and_its_icon(admin_client: Client, run):
+    for url in ("/admin/", "/admin/chat/message/", f"/admin/chat/run/{run.pk}/change/"):
+        html = admin_client.get(url).content.decode()
+        assert "toolchat administration" in html, url
+        assert '<a class="audit-link" href="/audit/">Audit</a>' in html, url
+        assert '<link rel="icon" href="/static/img/logo.svg" type="image/svg+xml">' in html, url
+        assert '<link rel="icon" href="/static/img/favicon.png"' in html, url
+    assert (
+        "<title>Conversations, runs and their audit trail | toolchat admin</title>"
+        in admin_client.get("/admin/").content.decode()
+    )
+
+
+def test_the_icons_the_admin_names_are_there():
+    from django.contrib.staticfiles import finders
+
+    for name in ("img/logo.svg", "img/favicon.png"):
+        assert finders.find(name), name
+
+
+def test_the_run_page_shows_its_waterfall(admin_client: Client, run):
+    html = admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode()
+    waterfall = html.split('data-testid="waterfall"')[1].split("</figure>")[0]
+    assert waterfall.count('class="wf-bar"') == 2 + 3  # two model calls, three tools
+    assert waterfall.count('class="wf-first-token"') == 2
+
+
+def test_the_message_list_shows_the_tool_and_links_the_conversation(admin_client: Client, run):
+    html = admin_client.get("/admin/chat/message/?role__exact=tool").content.decode()
+    notes = ToolExecution.objects.get(run=run, name="search_notes")
+    assert f'search_notes<br><span class="quiet">{notes.tool_call_id}</span>' in html
+    assert f'href="/admin/chat/conversation/{run.conversation_id}/change/">Groceries</a>' in html
+
+
+def test_sensitive_arguments_stored_before_a_tool_marked_them_are_masked(
+    admin_client: Client, run, monkeypatch
+):
+    """A row stored unmasked (the parameter was marked sensitive later) is masked when shown."""
+    message = call_with_a_secret(run, monkeypatch)
+    execution = ToolExecution.objects.create(
+        run=run,
+        message=message,
+        tool_call_id="call_sign_in",
+        name="sign_in",
+        arguments={"username": "ada@example.com", "password": SECRET},
+    )
+    RunEvent.objects.create(
+        conversation=run.conversation,
+        run=run,
+        seq=999,
+        type="tool_call.started",
+        data={"name": "sign_in", "arguments": {"username": "ada", "password": SECRET}},
+    )
+    event = RunEvent.objects.get(seq=999, conversation=run.conversation)
+    pages = [
+        f"/admin/chat/toolexecution/{execution.pk}/change/",
+        f"/admin/chat/runevent/{event.pk}/change/",
+        f"/audit/runs/{run.pk}/",
+    ]
+    for url in pages:
+        html = admin_client.get(url).content.decode()
+        assert SECRET not in html, url
+        assert "&quot;password&quot;: &quot;***&quot;" in html, url

@@ -14,8 +14,6 @@ from django.utils import timezone
 from chat.audit.queries import (
     audit_run_get,
     audit_run_page,
-    latency_summary,
-    percentile,
     run_latency_breakdown,
     run_timeline,
 )
@@ -167,29 +165,41 @@ def run() -> Run:
 # --- Access ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/audit/", "/audit/runs/{run}/"])
+PAGES = [
+    "/audit/",
+    "/audit/runs/{run}/",
+    "/audit/conversations/{conversation}/",
+    "/audit/tools.csv",
+    "/audit/models.csv",
+]
+
+
+@pytest.mark.parametrize("path", PAGES)
 def test_anonymous_users_are_sent_to_the_login_page(client: Client, run, path):
-    url = path.format(run=run.pk)
+    url = path.format(run=run.pk, conversation=run.conversation_id)
     response = client.get(url)
     assert response.status_code == 302
     assert response["Location"] == f"/login/?next={url}"
 
 
-@pytest.mark.parametrize("path", ["/audit/", "/audit/runs/{run}/"])
+@pytest.mark.parametrize("path", PAGES)
 def test_signed_in_users_who_are_not_staff_are_refused(client: Client, run, path):
     # Even the owner of the run: the audit pages show every user's data.
     client.force_login(run.conversation.owner)
-    assert client.get(path.format(run=run.pk)).status_code == 403
+    url = path.format(run=run.pk, conversation=run.conversation_id)
+    assert client.get(url).status_code == 403
 
 
-def test_an_unknown_run_is_not_found(staff_client: Client):
-    response = staff_client.get("/audit/runs/00000000-0000-0000-0000-000000000000/")
+@pytest.mark.parametrize("path", ["/audit/runs/{id}/", "/audit/conversations/{id}/"])
+def test_an_unknown_run_or_conversation_is_not_found(staff_client: Client, path):
+    response = staff_client.get(path.format(id="00000000-0000-0000-0000-000000000000"))
     assert response.status_code == 404
 
 
-def test_the_audit_pages_are_read_only(staff_client: Client, run):
-    assert staff_client.post("/audit/").status_code == 405
-    assert staff_client.post(f"/audit/runs/{run.pk}/").status_code == 405
+@pytest.mark.parametrize("path", PAGES)
+def test_the_audit_pages_are_read_only(staff_client: Client, run, path):
+    url = path.format(run=run.pk, conversation=run.conversation_id)
+    assert staff_client.post(url).status_code == 405
 
 
 def test_staff_see_an_audit_link_in_the_nav_and_others_do_not(client: Client, staff):
@@ -202,17 +212,7 @@ def test_staff_see_an_audit_link_in_the_nav_and_others_do_not(client: Client, st
 # --- The run list ---------------------------------------------------------------------
 
 
-def test_percentile_is_nearest_rank_and_skips_missing_values():
-    assert percentile([], 50) is None
-    assert percentile([None, None], 95) is None
-    assert percentile([5], 95) == 5
-    values = [100, 200, 300, 400, 1000, 1234, None]
-    assert percentile(values, 50) == 300
-    assert percentile(values, 95) == 1234
-    assert percentile(range(1, 101), 95) == 95
-
-
-def test_the_run_list_shows_latency_percentiles_over_the_page(staff_client: Client, run):
+def test_the_overview_shows_latency_percentiles_over_the_period(staff_client: Client, run):
     for latency in (100, 200, 300, 400, 1000):
         RunFactory(status=RunStatus.COMPLETED, latency_ms=latency, steps=1, model_calls=2)
     RunFactory(status=RunStatus.QUEUED)  # no latency yet: not in the percentiles
@@ -223,13 +223,62 @@ def test_the_run_list_shows_latency_percentiles_over_the_page(staff_client: Clie
     html = response.content.decode()
     assert '<link rel="stylesheet" href="/static/css/audit.css">' in html
     assert '<dd data-testid="run-count">7</dd>' in html
-    assert '<dd data-testid="p50">300 ms</dd>' in html
-    assert '<dd data-testid="p95">1234 ms</dd>' in html
-    assert "over the 6 runs on this page that have a latency" in html
+    # percentile_cont over 100, 200, 300, 400, 1000, 1234: 350 and 1175.5.
+    assert '<dd data-testid="p50">350 ms</dd>' in html
+    assert '<dd data-testid="p95">1176 ms</dd>' in html
     assert f'href="/audit/runs/{run.pk}/"' in html
     assert "1234 ms" in html
     assert "ada" in html
     assert "Groceries" in html
+
+
+def test_a_run_row_shows_the_users_message_and_links_its_conversation(staff_client: Client, run):
+    html = staff_client.get("/audit/").content.decode()
+    row = html.split(f'data-run="{run.pk}"')[1].split("</tr>")[0]
+    assert (
+        f'<a href="/audit/runs/{run.pk}/" title="Find my notes, divide 1 by 0, and note it down."'
+        ' data-testid="question">Find my notes, divide 1 by 0, and note it down.</a>'
+    ) in row
+    assert f'href="/audit/conversations/{run.conversation_id}/"' in row
+    assert "Groceries" in row
+    # A long message is cut in the database, not after loading it whole.
+    long = audited_run(run.conversation)
+    Message.objects.filter(pk=long.trigger_message_id).update(content="x" * 10_000)
+    runs = {r.pk: r for r in audit_run_page().object_list}
+    assert runs[long.pk].question == "x" * 160
+
+
+def test_a_conversation_lists_its_runs_oldest_first(staff_client: Client, run, staff):
+    later = audited_run(run.conversation)
+    Message.objects.filter(pk=later.trigger_message_id).update(content="And then?")
+    other = audited_run()
+
+    response = staff_client.get(f"/audit/conversations/{run.conversation_id}/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<h1>Groceries</h1>" in html
+    assert "owner ada" in html
+    assert '<dd data-testid="conversation-runs">2</dd>' in html
+    assert html.index(f'data-run="{run.pk}"') < html.index(f'data-run="{later.pk}"')
+    assert f'data-run="{other.pk}"' not in html
+    assert "And then?" in html
+    assert f'href="/admin/chat/conversation/{run.conversation_id}/change/"' in html
+    assert "in the chat" not in html  # the chat opens only one's own conversations
+    mine = audited_run(ConversationFactory(owner=staff))
+    html = staff_client.get(f"/audit/conversations/{mine.conversation_id}/").content.decode()
+    assert f'href="/#{mine.conversation_id}">in the chat</a>' in html
+
+
+def test_the_run_page_shows_the_question_and_links_the_conversation(staff_client: Client, run):
+    html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    question = html.split('data-testid="run-question">')[1].split("</blockquote>")[0]
+    assert 'href="#m0"' in question
+    assert "Find my notes, divide 1 by 0, and note it down." in question
+    assert (
+        f'href="/audit/conversations/{run.conversation_id}/" data-testid="conversation-link"'
+        in html
+    )
 
 
 def test_failed_runs_and_runs_with_failed_tools_are_highlighted(staff_client: Client, run):
@@ -243,8 +292,7 @@ def test_failed_runs_and_runs_with_failed_tools_are_highlighted(staff_client: Cl
     html = staff_client.get("/audit/").content.decode()
 
     rows = {
-        r.pk: html.split(f'href="/audit/runs/{r.pk}/"')[0].rsplit("<tr", 1)[1]
-        for r in (run, failed, clean)
+        r.pk: html.split(f'data-run="{r.pk}"')[0].rsplit("<tr", 1)[1] for r in (run, failed, clean)
     }
     assert 'class="is-failed"' in rows[run.pk]
     assert 'class="is-failed"' in rows[failed.pk]
@@ -254,8 +302,9 @@ def test_failed_runs_and_runs_with_failed_tools_are_highlighted(staff_client: Cl
 def test_the_run_list_filters_by_status(staff_client: Client, run):
     failed = RunFactory(status=RunStatus.FAILED)
     html = staff_client.get("/audit/?status=failed").content.decode()
-    assert f"/audit/runs/{failed.pk}/" in html
-    assert f"/audit/runs/{run.pk}/" not in html
+    runs = html.split('data-testid="runs"')[1].split("</table>")[0]
+    assert f"/audit/runs/{failed.pk}/" in runs
+    assert f"/audit/runs/{run.pk}/" not in runs
     # An unknown status is ignored rather than an error.
     assert staff_client.get("/audit/?status=bogus").status_code == 200
 
@@ -437,8 +486,6 @@ def test_a_failed_model_call_and_a_pending_tool_call_are_shown(staff_client: Cli
 
 
 def test_the_run_page_summary_for_staff(staff_client: Client, run):
-    summary = latency_summary([run])
-    assert (summary.p50_ms, summary.p95_ms, summary.count) == (1234, 1234, 1)
     html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
     assert f'href="/admin/chat/run/{run.pk}/change/"' in html
     assert "Groceries" in html

@@ -1,0 +1,341 @@
+"""Statistics across runs for a period: per tool, per model, run latency and volume.
+
+Everything is aggregated by the database (counts, sums, percentiles, histogram
+and time bins), so a read costs the same few queries and returns the same few
+rows whatever the number of runs: on PostgreSQL one query per figure below,
+on SQLite one more per percentile column (chat/audit/percentiles.py). Rows
+are chosen by when they began: a run by `created_at`, a tool call by
+`created_at`, a model call by `started_at`. Each has an index for it that
+carries the columns read here, so PostgreSQL aggregates a period from the
+index alone; hence COUNT(*) or COUNT(status) (never NULL), not COUNT(id), which
+would need the row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models.functions import Substr
+
+from chat.audit.buckets import LATENCY_BINS, LatencyBin, TimeBin, latency_bin, time_bin_width
+from chat.audit.formatting import QUESTION_CHARS
+from chat.audit.percentiles import Percentile, grouped_rows
+from chat.audit.period import Period
+from chat.audit.queries import FAILED_EXECUTION_STATUSES
+from chat.models import CallStatus, ExecutionStatus, ModelCall, Run, RunStatus, ToolExecution
+
+# The most rows a table shows: tool names come from models, so there is no telling how many.
+MAX_GROUPS = 100
+SLOWEST_RUNS = 10
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    """A tool's calls in the period: how many, how they ended, how long they took."""
+
+    name: str
+    calls: int
+    failed: int  # failed, timed out or interrupted
+    timeouts: int
+    truncated: int
+    p50_ms: float | None
+    p95_ms: float | None
+    max_ms: int | None
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failed / self.calls if self.calls else 0.0
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """A model's calls in the period: latency, time to first token, tokens."""
+
+    model: str
+    calls: int
+    failed: int
+    p50_ms: float | None
+    p95_ms: float | None
+    p50_first_token_ms: float | None
+    p95_first_token_ms: float | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class RunTotals:
+    """The period's runs at a glance."""
+
+    runs: int
+    completed: int
+    failed: int
+    cancelled: int
+    p50_ms: float | None
+    p95_ms: float | None
+    max_ms: int | None
+    model_calls: int
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failed / self.runs if self.runs else 0.0
+
+
+@dataclass(frozen=True)
+class HistogramBin:
+    bin: LatencyBin
+    runs: int
+
+
+@dataclass(frozen=True)
+class TimeBinCount:
+    """The runs created in [start, start + width): all of them, and how many failed."""
+
+    start: datetime
+    runs: int
+    completed: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class TimeSeries:
+    width_s: int
+    bins: list[TimeBinCount]
+
+
+@dataclass(frozen=True)
+class SlowRun:
+    id: uuid.UUID
+    created_at: datetime
+    status: str
+    latency_ms: int
+    question: str | None
+    owner: str
+    conversation_id: uuid.UUID
+    conversation_title: str
+
+
+@dataclass(frozen=True)
+class AuditStats:
+    period: Period
+    totals: RunTotals
+    tools: list[ToolRow]
+    tools_cut: bool  # more tools than MAX_GROUPS were called
+    models: list[ModelRow]
+    models_cut: bool
+    histogram: list[HistogramBin]
+    over_time: TimeSeries
+    slowest: list[SlowRun]
+
+
+def _runs(period: Period) -> QuerySet[Run]:
+    return Run.objects.filter(created_at__gte=period.start, created_at__lt=period.end)
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def tool_stats(period: Period, *, limit: int = MAX_GROUPS) -> list[ToolRow]:
+    """Per tool name, most called first: calls, failures, timeouts, truncations, p50/p95."""
+    rows = grouped_rows(
+        ToolExecution.objects.filter(created_at__gte=period.start, created_at__lt=period.end),
+        group="name",
+        aggregates={
+            "calls": Count("*"),
+            "failed": Count("status", filter=Q(status__in=FAILED_EXECUTION_STATUSES)),
+            "timeouts": Count("status", filter=Q(status=ExecutionStatus.TIMED_OUT)),
+            "truncations": Count("truncated", filter=Q(truncated=True)),
+            "max_ms": Max("duration_ms"),
+        },
+        percentiles={
+            "p50_ms": Percentile("duration_ms", 0.5),
+            "p95_ms": Percentile("duration_ms", 0.95),
+        },
+        order_by=("-calls", "name"),
+        limit=limit,
+    )
+    return [
+        ToolRow(
+            name=row["name"],
+            calls=row["calls"],
+            failed=row["failed"],
+            timeouts=row["timeouts"],
+            truncated=row["truncations"],
+            p50_ms=_ms(row["p50_ms"]),
+            p95_ms=_ms(row["p95_ms"]),
+            max_ms=row["max_ms"],
+        )
+        for row in rows
+    ]
+
+
+def model_stats(period: Period, *, limit: int = MAX_GROUPS) -> list[ModelRow]:
+    """Per model, most called first: calls, failures, latency and first-token p50/p95, tokens."""
+    rows = grouped_rows(
+        ModelCall.objects.filter(started_at__gte=period.start, started_at__lt=period.end),
+        group="model",
+        aggregates={
+            "calls": Count("*"),
+            "failed": Count("status", filter=Q(status=CallStatus.FAILED)),
+            "prompt": Sum("prompt_tokens", default=0),
+            "completion": Sum("completion_tokens", default=0),
+        },
+        percentiles={
+            "p50_ms": Percentile("latency_ms", 0.5),
+            "p95_ms": Percentile("latency_ms", 0.95),
+            "p50_ft": Percentile("first_token_ms", 0.5),
+            "p95_ft": Percentile("first_token_ms", 0.95),
+        },
+        order_by=("-calls", "model"),
+        limit=limit,
+    )
+    return [
+        ModelRow(
+            model=row["model"],
+            calls=row["calls"],
+            failed=row["failed"],
+            p50_ms=_ms(row["p50_ms"]),
+            p95_ms=_ms(row["p95_ms"]),
+            p50_first_token_ms=_ms(row["p50_ft"]),
+            p95_first_token_ms=_ms(row["p95_ft"]),
+            prompt_tokens=int(row["prompt"]),
+            completion_tokens=int(row["completion"]),
+        )
+        for row in rows
+    ]
+
+
+def run_totals(period: Period) -> RunTotals:
+    """How many runs, how they ended, their latency p50/p95 and their model calls."""
+    (row,) = grouped_rows(
+        _runs(period),
+        group=None,
+        aggregates={
+            "runs": Count("*"),
+            "completed": Count("status", filter=Q(status=RunStatus.COMPLETED)),
+            "failed": Count("status", filter=Q(status=RunStatus.FAILED)),
+            "cancelled": Count("status", filter=Q(status=RunStatus.CANCELLED)),
+            "max_ms": Max("latency_ms"),
+            "model_calls": Sum("model_calls", default=0),
+        },
+        percentiles={
+            "p50_ms": Percentile("latency_ms", 0.5),
+            "p95_ms": Percentile("latency_ms", 0.95),
+        },
+    )
+    return RunTotals(
+        runs=row["runs"],
+        completed=row["completed"],
+        failed=row["failed"],
+        cancelled=row["cancelled"],
+        p50_ms=_ms(row.get("p50_ms")),
+        p95_ms=_ms(row.get("p95_ms")),
+        max_ms=row["max_ms"],
+        model_calls=int(row["model_calls"]),
+    )
+
+
+def latency_histogram(period: Period) -> list[HistogramBin]:
+    """How many runs of the period took how long, in LATENCY_BINS (every bin, empty ones too)."""
+    counted = dict(
+        _runs(period)
+        .filter(latency_ms__isnull=False)
+        .order_by()
+        .annotate(bin=latency_bin("latency_ms"))
+        .values("bin")
+        .annotate(runs=Count("*"))
+        .values_list("bin", "runs")
+    )
+    return [HistogramBin(bin=b, runs=counted.get(b.index, 0)) for b in LATENCY_BINS]
+
+
+def runs_over_time(period: Period) -> TimeSeries:
+    """Runs created per time bin across the period (every bin, empty ones too)."""
+    width = time_bin_width(period.span_s)
+    counted = {
+        row["bin"]: row
+        for row in _runs(period)
+        .order_by()
+        .annotate(bin=TimeBin("created_at", start=period.start, width_s=width))
+        .values("bin")
+        .annotate(
+            runs=Count("*"),
+            completed=Count("status", filter=Q(status=RunStatus.COMPLETED)),
+            failed=Count("status", filter=Q(status=RunStatus.FAILED)),
+        )
+    }
+    bins: list[TimeBinCount] = []
+    start = period.start
+    index = 0
+    while start < period.end:
+        row = counted.get(index, {})
+        bins.append(
+            TimeBinCount(
+                start=start,
+                runs=row.get("runs", 0),
+                completed=row.get("completed", 0),
+                failed=row.get("failed", 0),
+            )
+        )
+        index += 1
+        start = period.start + timedelta(seconds=width * index)
+    return TimeSeries(width_s=width, bins=bins)
+
+
+def slowest_runs(period: Period, *, limit: int = SLOWEST_RUNS) -> list[SlowRun]:
+    """The period's slowest runs, slowest first, with the start of the message that began each."""
+    # The few runs first, then their joins: a LIMIT above the joins would sort every run.
+    slowest = (
+        _runs(period)
+        .filter(latency_ms__isnull=False)
+        .order_by("-latency_ms", "-created_at")
+        .values("pk")[:limit]
+    )
+    rows = (
+        Run.objects.filter(pk__in=slowest)
+        .order_by("-latency_ms", "-created_at")
+        .annotate(question=Substr("trigger_message__content", 1, QUESTION_CHARS))
+        .values(
+            "id",
+            "created_at",
+            "status",
+            "latency_ms",
+            "question",
+            "conversation_id",
+            "conversation__title",
+            "conversation__owner__username",
+        )
+    )
+    return [
+        SlowRun(
+            id=row["id"],
+            created_at=row["created_at"],
+            status=row["status"],
+            latency_ms=row["latency_ms"],
+            question=row["question"],
+            owner=row["conversation__owner__username"],
+            conversation_id=row["conversation_id"],
+            conversation_title=row["conversation__title"],
+        )
+        for row in rows
+    ]
+
+
+def audit_stats(period: Period) -> AuditStats:
+    """Every statistic of the audit overview for `period` (a fixed number of queries)."""
+    tools = tool_stats(period, limit=MAX_GROUPS + 1)
+    models = model_stats(period, limit=MAX_GROUPS + 1)
+    return AuditStats(
+        period=period,
+        totals=run_totals(period),
+        tools=tools[:MAX_GROUPS],
+        tools_cut=len(tools) > MAX_GROUPS,
+        models=models[:MAX_GROUPS],
+        models_cut=len(models) > MAX_GROUPS,
+        histogram=latency_histogram(period),
+        over_time=runs_over_time(period),
+        slowest=slowest_runs(period),
+    )

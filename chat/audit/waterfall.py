@@ -1,0 +1,387 @@
+"""A run's waterfall: its model calls and tool executions on one time axis.
+
+Time 0 is when the run was created (the user's message was stored), the end
+is when it finished. A first row sums the run up: the wait in the queue, the
+time in model calls and in tools, and the gaps between them, which are
+toolchat's own overhead (storing each step, events, dispatch). Then one row
+per model call, with a mark at its first token, and one row per tool
+execution, so calls that ran in parallel sit on parallel rows.
+
+Geometry is in percent of the width, so the server-rendered SVG stretches to
+any screen while its text keeps its size (templates/audit/_waterfall.html).
+Pure Python over the rows `audit_run_get` prefetched: no query of its own.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from chat.audit.buckets import short_duration
+from chat.audit.queries import FAILED_EXECUTION_STATUSES
+from chat.models import CallStatus, ModelCall, Run, ToolExecution
+
+LABEL_CHARS = 36
+INSTANT_PCT = 0.4
+# Rows: the summary, then the bars; each row has a line of text above its bar.
+AXIS_HEIGHT = 22
+ROW_HEIGHT = 36
+BAR_OFFSET = 17
+BAR_HEIGHT = 14
+
+
+def _pct(ms: float, total_ms: float) -> float:
+    return round(100.0 * ms / total_ms, 4) if total_ms > 0 else 0.0
+
+
+def _ms_between(start: datetime, end: datetime) -> float:
+    return (end - start).total_seconds() * 1000.0
+
+
+def duration_text(ms: float | None) -> str:
+    """12 ms, 1,234 ms: how the pages write a duration."""
+    if ms is None:
+        return "—"
+    return f"{round(ms):,} ms"
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One model call or tool execution on the axis (geometry in percent, y in px)."""
+
+    kind: str  # "model" or "tool"
+    label: str
+    title: str  # the tooltip: everything the row knows
+    status: str
+    failed: bool
+    step: int
+    start_ms: float
+    duration_ms: float | None
+    first_token_ms: float | None
+    x_pct: float
+    width_pct: float
+    first_token_pct: float | None
+    y: int
+    object_id: uuid.UUID
+
+    @property
+    def end_pct(self) -> float:
+        return self.x_pct + self.width_pct
+
+    @property
+    def instant(self) -> bool:
+        """Too short to see as a bar: drawn with a mark as well."""
+        return self.width_pct < INSTANT_PCT
+
+    @property
+    def label_anchor(self) -> str:
+        """Text starts at the bar, or ends at it when the bar is in the right half."""
+        return "start" if self.x_pct < 50 else "end"
+
+    @property
+    def label_x_pct(self) -> float:
+        return self.x_pct if self.label_anchor == "start" else self.end_pct
+
+    @property
+    def text_y(self) -> int:
+        return self.y + 12
+
+    @property
+    def bar_y(self) -> int:
+        return self.y + BAR_OFFSET
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of the summary row: queue, model, tool or overhead."""
+
+    kind: str
+    start_ms: float
+    end_ms: float
+    x_pct: float
+    width_pct: float
+
+    @property
+    def title(self) -> str:
+        names = {"queue": "queued", "model": "model", "tool": "tools", "overhead": "toolchat"}
+        return f"{names[self.kind]}: {duration_text(self.end_ms - self.start_ms)}"
+
+
+@dataclass(frozen=True)
+class Tick:
+    x_pct: float
+    label: str
+    anchor: str
+
+
+@dataclass(frozen=True)
+class Waterfall:
+    total_ms: float
+    queue_ms: float
+    model_ms: float  # the model calls' latency, summed (they never overlap)
+    tool_ms: float  # wall time with at least one tool running
+    tool_work_ms: float  # the tools' durations, summed (more than tool_ms when parallel)
+    overhead_ms: float  # neither queued, nor in a model call, nor in a tool
+    max_parallel: int
+    segments: list[Segment]
+    bars: list[Bar]
+    untimed: list[str]  # calls with no time to draw (not started), named
+    ticks: list[Tick]
+    height: int
+    summary_y: int
+
+    @property
+    def summary_bar_y(self) -> int:
+        return self.summary_y + BAR_OFFSET
+
+    @property
+    def summary_text_y(self) -> int:
+        return self.summary_y + 12
+
+
+@dataclass(frozen=True)
+class _Span:
+    kind: str
+    start: float
+    end: float
+
+
+def _union(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _length(spans: Iterable[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in spans)
+
+
+def _max_parallel(spans: Iterable[tuple[float, float]]) -> int:
+    edges = sorted([(s, 1) for s, e in spans if e > s] + [(e, -1) for s, e in spans if e > s])
+    running = best = 0
+    for _, change in edges:
+        running += change
+        best = max(best, running)
+    return best
+
+
+def _tick_step(total_ms: float) -> float:
+    """A round step giving about five ticks."""
+    if total_ms <= 0:
+        return 1.0
+    raw = total_ms / 5
+    power = 10.0 ** math.floor(math.log10(raw))
+    for factor in (1.0, 2.0, 2.5, 5.0):
+        if raw <= factor * power:
+            return factor * power
+    return 10.0 * power
+
+
+def _ticks(total_ms: float) -> list[Tick]:
+    step = _tick_step(total_ms)
+    ticks: list[Tick] = []
+    value = 0.0
+    while value <= total_ms + 1e-9:
+        pct = _pct(value, total_ms)
+        anchor = "start" if pct < 3 else ("end" if pct > 92 else "middle")
+        ticks.append(Tick(pct, short_duration(round(value, 3)), anchor))
+        value += step
+    return ticks
+
+
+@dataclass(frozen=True)
+class _Item:
+    """A model call or a tool execution placed on the axis, before geometry."""
+
+    kind: str
+    label: str
+    details: str
+    status: str
+    failed: bool
+    step: int
+    start: float
+    duration: float | None
+    first_token: float | None
+    object_id: uuid.UUID
+
+    @property
+    def end(self) -> float:
+        return self.start + (self.duration or 0.0)
+
+
+def _model_item(call: ModelCall, origin: datetime) -> _Item:
+    details = [f"step {call.step}", call.status]
+    if call.first_token_ms is not None:
+        details.append(f"first token {duration_text(call.first_token_ms)}")
+    if call.prompt_tokens is not None or call.completion_tokens is not None:
+        details.append(f"{call.prompt_tokens or 0} → {call.completion_tokens or 0} tokens")
+    if call.attempts > 1:
+        details.append(f"{call.attempts} attempts")
+    return _Item(
+        kind="model",
+        label=f"{call.get_purpose_display()} · {call.model}",
+        details=", ".join(details),
+        status=call.status,
+        failed=call.status == CallStatus.FAILED,
+        step=call.step,
+        start=max(0.0, _ms_between(origin, call.started_at)),
+        duration=None if call.latency_ms is None else float(call.latency_ms),
+        first_token=None if call.first_token_ms is None else float(call.first_token_ms),
+        object_id=call.pk,
+    )
+
+
+def _tool_item(execution: ToolExecution, origin: datetime, started_at: datetime) -> _Item:
+    duration: float | None = None
+    if execution.duration_ms is not None:
+        duration = float(execution.duration_ms)
+    elif execution.finished_at is not None:
+        duration = max(0.0, _ms_between(started_at, execution.finished_at))
+    details = [f"step {execution.step}", execution.status]
+    if execution.truncated:
+        details.append("truncated")
+    if execution.attempts > 1:
+        details.append(f"{execution.attempts} attempts")
+    return _Item(
+        kind="tool",
+        label=execution.name,
+        details=", ".join(details),
+        status=execution.status,
+        failed=execution.status in FAILED_EXECUTION_STATUSES,
+        step=execution.step,
+        start=max(0.0, _ms_between(origin, started_at)),
+        duration=duration,
+        first_token=None,
+        object_id=execution.pk,
+    )
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def _bar(item: _Item, total: float, y: int) -> Bar:
+    first_pct = None
+    if item.first_token is not None and item.duration:
+        first_pct = _pct(item.start + min(item.first_token, item.duration), total)
+    return Bar(
+        kind=item.kind,
+        label=f"{_short(item.label)} · {duration_text(item.duration)}",
+        title=(
+            f"{item.label}: {duration_text(item.duration)}, "
+            f"from {duration_text(item.start)} ({item.details})"
+        ),
+        status=item.status,
+        failed=item.failed,
+        step=item.step,
+        start_ms=item.start,
+        duration_ms=item.duration,
+        first_token_ms=item.first_token,
+        x_pct=_pct(item.start, total),
+        width_pct=_pct(item.duration or 0.0, total),
+        first_token_pct=first_pct,
+        y=y,
+        object_id=item.object_id,
+    )
+
+
+def run_waterfall(run: Run) -> Waterfall:
+    """The waterfall of a run whose model calls and tool executions are prefetched."""
+    origin = run.created_at
+    items = [_model_item(call, origin) for call in run.model_call_rows.all()]
+    untimed: list[str] = []
+    for execution in run.tool_executions.all():
+        if execution.started_at is None:
+            untimed.append(f"{execution.name} ({execution.get_status_display().lower()})")
+        else:
+            items.append(_tool_item(execution, origin, execution.started_at))
+    items.sort(key=lambda item: (item.start, item.kind != "model"))
+
+    ends = [item.end for item in items]
+    if run.finished_at is not None:
+        total = max([_ms_between(origin, run.finished_at), *ends])
+    else:
+        total = max([0.0, *ends])
+    queue_ms = (
+        min(max(0.0, _ms_between(origin, run.started_at)), total) if run.started_at else total
+    )
+    first_row = AXIS_HEIGHT + ROW_HEIGHT  # below the axis and the summary row
+    bars = [_bar(item, total, first_row + i * ROW_HEIGHT) for i, item in enumerate(items)]
+
+    model_spans = [(item.start, item.end) for item in items if item.kind == "model"]
+    tool_spans = [(item.start, item.end) for item in items if item.kind == "tool"]
+    tool_union = _union(tool_spans)
+    busy = _clip(_union([*model_spans, *tool_spans]), queue_ms, total)
+    return Waterfall(
+        total_ms=total,
+        queue_ms=queue_ms,
+        model_ms=sum(end - start for start, end in model_spans),
+        tool_ms=_length(tool_union),
+        tool_work_ms=sum(end - start for start, end in tool_spans),
+        overhead_ms=max(0.0, total - queue_ms - _length(busy)),
+        max_parallel=_max_parallel(tool_spans),
+        segments=_segments(total, queue_ms, _union(model_spans), tool_union),
+        bars=bars,
+        untimed=untimed,
+        ticks=_ticks(total),
+        height=first_row + len(bars) * ROW_HEIGHT + 4,
+        summary_y=AXIS_HEIGHT,
+    )
+
+
+def _clip(spans: list[tuple[float, float]], low: float, high: float) -> list[tuple[float, float]]:
+    return [(max(s, low), min(e, high)) for s, e in spans if min(e, high) > max(s, low)]
+
+
+def _segments(
+    total: float,
+    queue_ms: float,
+    model_spans: list[tuple[float, float]],
+    tool_spans: list[tuple[float, float]],
+) -> list[Segment]:
+    """The summary row: queue, then model, tool and overhead stretches to the end."""
+    marks: list[_Span] = []
+    if queue_ms > 0:
+        marks.append(_Span("queue", 0.0, queue_ms))
+    # Model calls and tools do not overlap in a run (a step's tools wait for its call);
+    # should clocks disagree, the model call wins the overlap.
+    work = [_Span("model", s, e) for s, e in _clip(model_spans, queue_ms, total)]
+    for s, e in _clip(tool_spans, queue_ms, total):
+        pieces = [(s, e)]
+        for m in work:
+            if m.kind != "model":
+                continue
+            pieces = [
+                piece
+                for ps, pe in pieces
+                for piece in ((ps, min(pe, m.start)), (max(ps, m.end), pe))
+                if piece[1] > piece[0]
+            ]
+        work.extend(_Span("tool", ps, pe) for ps, pe in pieces)
+    work.sort(key=lambda span: span.start)
+    cursor = queue_ms
+    for span in work:
+        if span.start > cursor:
+            marks.append(_Span("overhead", cursor, span.start))
+        marks.append(span)
+        cursor = max(cursor, span.end)
+    if total > cursor:
+        marks.append(_Span("overhead", cursor, total))
+    return [
+        Segment(
+            kind=m.kind,
+            start_ms=m.start,
+            end_ms=m.end,
+            x_pct=_pct(m.start, total),
+            width_pct=_pct(m.end - m.start, total),
+        )
+        for m in marks
+        if m.end > m.start
+    ]

@@ -1,0 +1,156 @@
+"""The audit pages and the admin in a real browser, at 1280 px and at 375 px.
+
+The runs are the engine's own, made in this process against the scripted
+model server; a real uvicorn serves the pages. Screenshots go to
+screenshots/ (gitignored): audit-run-1280.png, audit-run-375.png,
+audit-stats-1280.png, audit-stats-375.png, admin-run-1280.png,
+admin-messages-1280.png, and the waterfall and the plots alone
+(audit-run-375-waterfall.png, audit-stats-375-plots.png, ...).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.chat.audit.scripted import loop_run, two_pass_run
+from tests.factories import UserFactory
+from tests.test_pages_browser import PASSWORD, log_in
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed").expect
+
+pytestmark = [pytest.mark.postgres, pytest.mark.browser]
+
+WIDTHS = (1280, 375)
+
+
+@pytest.fixture
+def staff_page(asgi_server: str, page: Page) -> Page:
+    UserFactory(username="auditor", is_staff=True, is_superuser=True)
+    log_in(page, asgi_server, "auditor", PASSWORD)
+    expect(page.get_by_role("link", name="Audit")).to_be_visible()
+    return page
+
+
+WIDER_THAN_THE_WINDOW = """
+(width) => [...document.querySelectorAll("body *")]
+  .filter((el) => el.getBoundingClientRect().right > width + 0.5)
+  .filter((el) => !el.closest(".table-wrap, pre"))
+  .slice(0, 5)
+  .map((el) => `${el.tagName.toLowerCase()}.${el.className.baseVal ?? el.className}`)
+"""
+
+
+def fits(page: Page, width: int) -> None:
+    """Nothing makes the page wider than the window."""
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, page.evaluate(
+        WIDER_THAN_THE_WINDOW, width
+    )
+
+
+def test_the_run_waterfall_at_1280_and_375_px(
+    asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
+):
+    owner = UserFactory(username="ada")
+    run = loop_run(llm_server, owner, question="Fetch and index my notes, then add 4*10")
+    page = staff_page
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{asgi_server}/audit/runs/{run.pk}/#waterfall")
+        waterfall = page.get_by_test_id("waterfall")
+        expect(waterfall).to_be_visible()
+        bars = waterfall.locator("rect.wf-bar")
+        expect(bars).to_have_count(3 + 4)  # three model calls, four tool executions
+        svg = waterfall.locator("svg").bounding_box()
+        assert svg is not None
+        assert svg["width"] <= width
+        # Every bar is inside the picture, and the labels keep their size.
+        for index in range(bars.count()):
+            box = bars.nth(index).bounding_box()
+            assert box is not None
+            assert (
+                svg["x"] - 1 <= box["x"] <= box["x"] + box["width"] <= svg["x"] + svg["width"] + 1
+            )
+        size = waterfall.locator("g.wf-row text").first.evaluate(
+            "el => getComputedStyle(el).fontSize"
+        )
+        assert size == "12px"
+        page.screenshot(path=screenshots_dir / f"audit-run-{width}.png", full_page=True)
+        waterfall.screenshot(path=screenshots_dir / f"audit-run-{width}-waterfall.png")
+        fits(page, width)
+
+
+def test_the_statistics_page_at_1280_and_375_px(
+    asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
+):
+    owner = UserFactory(username="ada")
+    two_pass_run(llm_server, owner, question="What is 12*7?")
+    two_pass_run(llm_server, owner, question="And what is 6*7, please?")
+    loop_run(llm_server, owner, question="Fetch and index my notes, then add 4*10")
+    page = staff_page
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{asgi_server}/audit/?period=hour")
+        expect(page.get_by_test_id("run-count")).to_have_text("3")
+        expect(page.get_by_test_id("latency-histogram")).to_be_visible()
+        expect(page.get_by_test_id("runs-over-time")).to_be_visible()
+        expect(page.get_by_test_id("tool-table")).to_contain_text("slow_step")
+        expect(page.get_by_test_id("model-table")).to_contain_text("test-model")
+        expect(page.get_by_test_id("runs")).to_contain_text("And what is 6*7, please?")
+        page.screenshot(path=screenshots_dir / f"audit-stats-{width}.png", full_page=True)
+        page.locator(".plots").screenshot(path=screenshots_dir / f"audit-stats-{width}-plots.png")
+        fits(page, width)
+
+    # The slowest run leads to its waterfall.
+    page.set_viewport_size({"width": 1280, "height": 900})
+    slowest = page.get_by_test_id("slowest").locator("li").first
+    question = slowest.locator(".slow-question").inner_text()
+    slowest.get_by_role("link").click()
+    expect(page.get_by_test_id("waterfall")).to_be_visible()
+    expect(page.get_by_test_id("run-question")).to_have_text(question)
+
+
+def test_the_admin_is_branded_leads_to_the_audit_and_fits_1280_px(
+    asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
+):
+    owner = UserFactory(username="ada")
+    run = loop_run(llm_server, owner)
+    page = staff_page
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    page.goto(f"{asgi_server}/admin/")
+    expect(page.locator("#site-name")).to_contain_text("toolchat administration")
+    expect(page.locator("#user-tools").get_by_role("link", name="Audit")).to_have_attribute(
+        "href", "/audit/"
+    )
+    page.goto(f"{asgi_server}/admin/chat/message/?role__exact=assistant")
+    table = page.locator("#result_list")
+    expect(table).to_be_visible()
+    page.screenshot(path=screenshots_dir / "admin-messages-1280.png", full_page=True)
+    for column in ("latency", "tokens"):
+        header = table.locator(
+            f"th.column-{column}" if column == "tokens" else "th.column-latency_ms"
+        )
+        box = header.bounding_box()
+        assert box is not None, column
+        assert box["x"] + box["width"] <= 1280, (column, box)
+    # The list itself does not scroll sideways.
+    assert page.evaluate(
+        "(() => { const el = document.querySelector('#changelist .results');"
+        " return el.scrollWidth <= el.clientWidth; })()"
+    )
+    fits(page, 1280)
+
+    page.goto(f"{asgi_server}/admin/chat/run/{run.pk}/change/")
+    expect(page.get_by_test_id("waterfall").locator("rect.wf-bar")).to_have_count(7)
+    page.screenshot(path=screenshots_dir / "admin-run-1280.png", full_page=True)
+    page.get_by_role("link", name="Open the timeline").click()
+    expect(page.get_by_test_id("waterfall")).to_be_visible()
+    assert failed == [], failed  # no 404 for a favicon, or anything else
