@@ -6,7 +6,7 @@ import pytest
 
 from chat.models import Message, Mode, Run, RunEvent, RunStatus
 from tests.assertions import assert_paired
-from tests.chat.api.conftest import MESSAGES, as_openai
+from tests.chat.api.conftest import MESSAGES, as_openai, token_client
 from tests.factories import ConversationFactory, RunFactory
 from tests.llm_server import text_reply, tool_calls_reply
 from tests.stack import wait_for_run
@@ -194,3 +194,22 @@ def test_a_failed_turn_is_retried_without_a_second_copy_of_the_question(
     current = history(api, two_pass)
     assert [(m["role"], m["content"]) for m in current] == [("user", "hi"), ("assistant", "Hello!")]
     assert current[0]["turn"]["status"] == "completed"
+
+
+def test_the_audit_keeps_the_first_answer_marked_superseded(user, llm_server, client):
+    from django.contrib.auth import get_user_model
+
+    staff = get_user_model().objects.create_user("auditor", password="pw", is_staff=True)
+    conversation = ConversationFactory(owner=user, mode=Mode.DIRECT)
+    api = token_client(user)
+    llm_server.push(text_reply("First answer."), text_reply("Second answer."))
+    first = ask(api, conversation, "hello")
+    response = api.post(f"/api/v1/conversations/{conversation.id}/regenerate/")
+    wait_for_run(Run.objects.get(pk=response.json()["run"]["id"]))
+
+    client.force_login(staff)
+    page = client.get(f"/audit/runs/{first['run']['id']}/").content.decode()
+
+    assert "First answer." in page
+    assert "hello" in page  # its question stays with it
+    assert ">superseded</span>" in page
