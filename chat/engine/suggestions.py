@@ -152,7 +152,7 @@ def model_suggestions_ask(
     provider = get_provider()
     model_call = ModelCall(
         run=run,
-        step=run.steps,
+        step=run.steps + 1,  # the final answer's step (as `step_open` numbers it)
         purpose=ModelCallPurpose.SUGGEST,
         model=model,
         provider=provider.name,
