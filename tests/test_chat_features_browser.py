@@ -205,6 +205,7 @@ def test_conversations_are_made_by_a_message_renamed_deleted_searched_and_sorted
 def test_a_note_shows_a_resource_card_and_a_follow_up_chip_that_sends(
     asgi_server: str, page: Page, screenshots_dir: Path
 ):
+    page.set_viewport_size({"width": 1280, "height": 560})  # the answer fills the log
     log_in(page, asgi_server)
     new_conversation(page)
     ask(page, "note that the boiler was serviced today")
@@ -222,6 +223,10 @@ def test_a_note_shows_a_resource_card_and_a_follow_up_chip_that_sends(
 
     chip = page.get_by_role("button", name='Search my notes for "boiler"')
     expect(chip).to_be_visible()
+    # The model's follow-ups join the tool's, and the log keeps the last of them in view.
+    chips = page.locator(".msg-assistant .suggestion-chips").last.get_by_role("button")
+    expect(chips).to_have_count(3)
+    expect(chips.last).to_be_in_viewport()
     page.screenshot(path=screenshots_dir / "chat-resource-card.png")
     chip.click()
     expect(page.locator(".msg-user").last).to_have_text(re.compile('Search my notes for "boiler"'))

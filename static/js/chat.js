@@ -1152,10 +1152,11 @@
       case "message.suggestions": {
         var answered = state.messages[data.message_id];
         if (answered) {
+          var stickHere = nearEnd(); // measured before the chips make the log taller
           if (answered.message) answered.message.suggestions = data.suggestions;
           renderSuggestions(answered, data.suggestions);
           refreshActions();
-          if (nearEnd()) scrollToEnd();
+          if (stickHere) scrollToEnd();
         }
         break;
       }
@@ -1207,15 +1208,17 @@
           if (data.message.resource) card.setResource(data.message.resource, data.execution_id);
         }
         break;
-      case "run.completed":
+      case "run.completed": {
+        // The badge adds a line under the answer, and the end of the run shows its
+        // actions and chips: measured first, so that the log keeps its end in view.
+        var stickToEnd = nearEnd();
         if (data.message_id && state.messages[data.message_id]) {
-          var meta = state.messages[data.message_id].node.querySelector(".meta");
-          var stickToEnd = nearEnd();
-          meta.appendChild(turnBadge(data));
-          if (stickToEnd) scrollToEnd();  // the badge adds a line under the answer
+          state.messages[data.message_id].node.querySelector(".meta").appendChild(turnBadge(data));
         }
         endRun(event.run_id);
+        if (stickToEnd) scrollToEnd();
         break;
+      }
       case "run.failed":
         renderFailure(data.error);
         endRun(event.run_id);
