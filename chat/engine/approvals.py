@@ -19,15 +19,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from chat.engine.call_records import completed_event, execution_event, tool_message_create
 from chat.engine.dispatch import dispatch_tool
-from chat.engine.tool_calls import (
-    call_lock,
-    completed_event,
-    execution_event,
-    latch_release,
-    result_write,
-    tool_message_create,
-)
+from chat.engine.tool_calls import call_lock, latch_release, result_write
 from chat.live.events import events_publish
 from chat.models import ExecutionStatus, Run, RunStatus, ToolExecution
 from tools.registry import registry as tool_registry

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from chat.engine.answer import decision_completion, repaired_tool_calls
 from chat.engine.approvals import approval_requested_event, approval_required
+from chat.engine.call_records import execution_build, execution_start, execution_started_event
 from chat.engine.deltas import DeltaBuffer
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import run_completed_event, run_end_fields, run_fail
@@ -38,7 +39,6 @@ from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_writ
 from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.engine.request import request_build, request_hash
 from chat.engine.suggestions import model_suggestions_wanted, tool_suggestions
-from chat.engine.tool_calls import execution_build, execution_start, execution_started_event
 from chat.history import message_to_api
 from chat.live.events import events_publish
 from chat.llm import get_provider

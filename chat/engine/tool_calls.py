@@ -1,4 +1,4 @@
-"""Tool calls: their audit rows, running one call, storing its result, and the step's latch.
+"""Tool calls: running one call, storing its result, and the step's latch.
 
 A step's single call is run by the run's own worker, right after the answer
 that asked for it is stored (`tool_call_run`): its row is marked running in
@@ -8,9 +8,7 @@ each result is stored as it completes (audit row, tool message, event), and
 the last one to finish releases the latch: it queues the run again. While
 those tools work the run holds no lease ("parked"), so no worker waits on them.
 
-The answer to a call goes right after the assistant message that asked for
-it, in the order of its calls (`tool_message_position`), whenever it arrives:
-the history stays valid with no lock on the conversation.
+The rows, messages and events a call leaves are built in chat/engine/call_records.py.
 """
 
 from __future__ import annotations
@@ -27,24 +25,26 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from chat.engine.call_liveness import CallHeartbeat, call_dead_in
+from chat.engine.call_records import (
+    completed_event,
+    execution_start,
+    execution_started_event,
+    tool_message_create,
+)
 from chat.engine.dispatch import dispatch_run, dispatch_tool
-from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write, worker_name
-from chat.history import message_to_api
+from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     ExecutionStatus,
     Message,
-    Role,
     Run,
     RunEvent,
     RunStatus,
     ToolExecution,
 )
-from tools.audit import arguments_for_audit
 from tools.context import ToolContext
 from tools.executor import execute_tool
-from tools.models import Resource
 from tools.registry import registry as tool_registry
 from tools.results import ToolResult, interrupted_result
 
@@ -52,79 +52,6 @@ logger = logging.getLogger(__name__)
 
 # A run whose calls may run: the ones that need no approval run while others wait.
 _WORKING_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
-
-
-def execution_build(
-    *, run: Run, message: Message, call: dict[str, Any], step: int
-) -> ToolExecution:
-    """The (unsaved) audit row of one call of an assistant message, arguments masked."""
-    name = call["function"]["name"]
-    arguments, arguments_raw = arguments_for_audit(name, call["function"]["arguments"])
-    return ToolExecution(
-        run=run,
-        message=message,
-        step=step,
-        tool_call_id=call["id"],
-        name=name[:64],
-        arguments=arguments,
-        arguments_raw=arguments_raw,
-    )
-
-
-def execution_event(execution: ToolExecution, **fields: Any) -> dict[str, Any]:
-    """The data of a tool_call.* event: which call, and what there is to say about it."""
-    return {
-        "execution_id": str(execution.pk),
-        "tool_call_id": execution.tool_call_id,
-        "name": execution.name,
-        **fields,
-    }
-
-
-def tool_message_position(execution: ToolExecution) -> int:
-    """Where the answer to a call goes: right after its assistant message, in call order."""
-    ids = [call.get("id") for call in execution.message.tool_calls or []]
-    return execution.message.position + 1 + ids.index(execution.tool_call_id)
-
-
-def tool_message_create(
-    *,
-    run: Run,
-    execution: ToolExecution,
-    content: str,
-    resource_id: Any = None,
-    resource: Resource | None = None,
-) -> Message:
-    """The `tool` message that answers a call (`execution.message` loaded).
-
-    With the `resource` row at hand, the message's event shows its card without a query.
-    """
-    at_hand = resource is not None and str(resource.pk) == str(resource_id)
-    link: dict[str, Any] = {"resource": resource} if at_hand else {"resource_id": resource_id}
-    return Message.objects.create(
-        conversation_id=run.conversation_id,
-        run=run,
-        position=tool_message_position(execution),
-        role=Role.TOOL,
-        tool_call_id=execution.tool_call_id,
-        name=execution.name,
-        content=content,
-        **link,
-    )
-
-
-def execution_start(execution: ToolExecution) -> None:
-    """Mark the (in-memory) row as started by this worker; the caller saves it."""
-    execution.status = ExecutionStatus.RUNNING
-    execution.started_at = execution.heartbeat_at = timezone.now()
-    execution.attempts += 1
-    execution.worker = worker_name()
-
-
-def execution_started_event(execution: ToolExecution) -> tuple[str, dict[str, Any]]:
-    """The `tool_call.started` event of a started row (its arguments are masked already)."""
-    data = execution_event(execution, arguments=execution.arguments, attempt=execution.attempts)
-    return ("tool_call.started", data)
 
 
 def run_park(run: Run, token: Any, unfinished: list[ToolExecution]) -> bool:
@@ -317,19 +244,6 @@ def _late_result_keep(execution: ToolExecution, result: ToolResult) -> None:
         duration_ms=result.duration_ms,
         error=f"{error}; the tool finished after the run ended".strip("; "),
     )
-
-
-def completed_event(
-    execution: ToolExecution, result: ToolResult, message: Message
-) -> tuple[str, dict[str, Any]]:
-    data = execution_event(
-        execution,
-        status=result.status,
-        duration_ms=result.duration_ms,
-        truncated=result.truncated,
-        message=message_to_api(message),
-    )
-    return ("tool_call.completed", data)
 
 
 def call_lock(executions: QuerySet[ToolExecution], execution_id: Any) -> tuple[Run, ToolExecution]:

@@ -1,0 +1,110 @@
+"""A tool call's records: its audit row, the tool message that answers it, and its events.
+
+What the engine writes about a call, in one place, whoever runs it: the run's
+own worker, a tool task, an approval, or the end of a run
+(chat/engine/tool_calls.py runs calls and stores their results).
+
+The answer to a call goes right after the assistant message that asked for
+it, in the order of its calls (`tool_message_position`), whenever it arrives:
+the history stays valid with no lock on the conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from chat.engine.lease import worker_name
+from chat.history import message_to_api
+from chat.models import ExecutionStatus, Message, Role, Run, ToolExecution
+from tools.audit import arguments_for_audit
+from tools.models import Resource
+from tools.results import ToolResult
+
+
+def execution_build(
+    *, run: Run, message: Message, call: dict[str, Any], step: int
+) -> ToolExecution:
+    """The (unsaved) audit row of one call of an assistant message, arguments masked."""
+    name = call["function"]["name"]
+    arguments, arguments_raw = arguments_for_audit(name, call["function"]["arguments"])
+    return ToolExecution(
+        run=run,
+        message=message,
+        step=step,
+        tool_call_id=call["id"],
+        name=name[:64],
+        arguments=arguments,
+        arguments_raw=arguments_raw,
+    )
+
+
+def execution_event(execution: ToolExecution, **fields: Any) -> dict[str, Any]:
+    """The data of a tool_call.* event: which call, and what there is to say about it."""
+    return {
+        "execution_id": str(execution.pk),
+        "tool_call_id": execution.tool_call_id,
+        "name": execution.name,
+        **fields,
+    }
+
+
+def tool_message_position(execution: ToolExecution) -> int:
+    """Where the answer to a call goes: right after its assistant message, in call order."""
+    ids = [call.get("id") for call in execution.message.tool_calls or []]
+    return execution.message.position + 1 + ids.index(execution.tool_call_id)
+
+
+def tool_message_create(
+    *,
+    run: Run,
+    execution: ToolExecution,
+    content: str,
+    resource_id: Any = None,
+    resource: Resource | None = None,
+) -> Message:
+    """The `tool` message that answers a call (`execution.message` loaded).
+
+    With the `resource` row at hand, the message's event shows its card without a query.
+    """
+    at_hand = resource is not None and str(resource.pk) == str(resource_id)
+    link: dict[str, Any] = {"resource": resource} if at_hand else {"resource_id": resource_id}
+    return Message.objects.create(
+        conversation_id=run.conversation_id,
+        run=run,
+        position=tool_message_position(execution),
+        role=Role.TOOL,
+        tool_call_id=execution.tool_call_id,
+        name=execution.name,
+        content=content,
+        **link,
+    )
+
+
+def execution_start(execution: ToolExecution) -> None:
+    """Mark the (in-memory) row as started by this worker; the caller saves it."""
+    execution.status = ExecutionStatus.RUNNING
+    execution.started_at = execution.heartbeat_at = timezone.now()
+    execution.attempts += 1
+    execution.worker = worker_name()
+
+
+def execution_started_event(execution: ToolExecution) -> tuple[str, dict[str, Any]]:
+    """The `tool_call.started` event of a started row (its arguments are masked already)."""
+    data = execution_event(execution, arguments=execution.arguments, attempt=execution.attempts)
+    return ("tool_call.started", data)
+
+
+def completed_event(
+    execution: ToolExecution, result: ToolResult, message: Message
+) -> tuple[str, dict[str, Any]]:
+    """The `tool_call.completed` event of a stored result, with the tool message it made."""
+    data = execution_event(
+        execution,
+        status=result.status,
+        duration_ms=result.duration_ms,
+        truncated=result.truncated,
+        message=message_to_api(message),
+    )
+    return ("tool_call.completed", data)
