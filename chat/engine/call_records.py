@@ -68,8 +68,7 @@ def tool_message_create(
 
     With the `resource` row at hand, the message's event shows its card without a query.
     """
-    at_hand = resource is not None and str(resource.pk) == str(resource_id)
-    link: dict[str, Any] = {"resource": resource} if at_hand else {"resource_id": resource_id}
+    link: dict[str, Any] = {"resource": resource} if resource else {"resource_id": resource_id}
     return Message.objects.create(
         conversation_id=run.conversation_id,
         run=run,

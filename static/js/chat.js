@@ -356,8 +356,7 @@
           api("POST", "/conversations/" + conversation.id + "/messages/", { content: content })
             .then(function () {
               touchConversation(conversation.id);
-              var title = clip(content.replace(/\s+/g, " ").trim(), 60);
-              return api("PATCH", "/conversations/" + conversation.id + "/", { title: title });
+              return api("PATCH", "/conversations/" + conversation.id + "/", { title: titleFrom(content) });
             })
             .then(upsertConversation)
             .catch(function (error) {
@@ -1496,10 +1495,14 @@
   }
 
   // The first message names an untitled conversation (a PATCH, like any client could).
+  function titleFrom(content) {
+    return clip(content.replace(/\s+/g, " ").trim(), 60);
+  }
+
   function maybeTitle(content) {
     var conversation = state.current;
     if (!conversation || conversation.title) return;
-    var title = clip(content.replace(/\s+/g, " ").trim(), 60);
+    var title = titleFrom(content);
     conversation.title = title;
     el.title.textContent = title;
     renderConversationList();
