@@ -1,3 +1,5 @@
+import atexit
+
 from django.apps import AppConfig
 from django.conf import settings
 
@@ -8,7 +10,11 @@ class ToolsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Import the tool modules listed in TOOLCHAT_TOOL_MODULES, so their tools register."""
+        """Register the tools: TOOLCHAT_TOOL_MODULES' Python ones, TOOLCHAT_MCP_CONFIG's servers'."""
+        from tools import mcp
         from tools.registry import load_tool_modules
 
         load_tool_modules(getattr(settings, "TOOLCHAT_TOOL_MODULES", []))
+        if mcp.configure_from_settings() is not None:
+            # Stop the stdio servers with the process rather than leave them to notice.
+            atexit.register(mcp.unconfigure)

@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 from django.conf import settings
-from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from tools.audit import audit_form, mask_arguments
@@ -25,6 +24,7 @@ from tools.fields import storable_json
 from tools.registry import ToolRegistry
 from tools.registry import registry as default_registry
 from tools.results import (
+    ToolOutput,
     ToolResult,
     ToolStatus,
     _failure,
@@ -34,7 +34,7 @@ from tools.results import (
     truncate_content,
 )
 from tools.running import Outcome, run_with_deadline
-from tools.spec import ToolSpec
+from tools.spec import ArgumentsInvalid, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -138,14 +138,8 @@ def _prepare(
     audit_arguments = mask_arguments(decoded, sensitive)
     try:
         kwargs = spec.validate_arguments(decoded)
-    except ValidationError as exc:
-        errors = [
-            {
-                "field": ".".join(str(part) for part in error["loc"]) or "(arguments)",
-                "message": error["msg"],
-            }
-            for error in exc.errors(include_url=False, include_input=False, include_context=False)
-        ]
+    except ArgumentsInvalid as exc:
+        errors = exc.errors
         summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         result = _failure(
             name,
@@ -229,11 +223,21 @@ def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: Outcome) -> T
         )
         return result
 
+    value = outcome.value
+    output = value if isinstance(value, ToolOutput) else None
     try:
-        raw = outcome.value if isinstance(outcome.value, str) else to_jsonable_python(outcome.value)
-        # What the audit keeps and what the model reads agree, and both can be stored.
-        raw = storable_json(raw)
-        full = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, allow_nan=False)
+        if output is not None:
+            raw = storable_json(to_jsonable_python(output.result))
+            full = storable_json(str(output.content))
+        else:
+            raw = value if isinstance(value, str) else to_jsonable_python(value)
+            # What the audit keeps and what the model reads agree, and both can be stored.
+            raw = storable_json(raw)
+            full = (
+                raw
+                if isinstance(raw, str)
+                else json.dumps(raw, ensure_ascii=False, allow_nan=False)
+            )
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         logger.warning("tool %s returned a value that is not JSON: %s", name, exc)
         return _failure(
@@ -263,7 +267,10 @@ def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: Outcome) -> T
     # content is untouched, the audit says failed.
     reported_failure = False
     error = ""
-    if isinstance(raw, dict) and raw.get("success") is False:
+    if output is not None:
+        reported_failure = bool(output.error)
+        error = str(output.error)
+    elif isinstance(raw, dict) and raw.get("success") is False:
         reported_failure = True
         error = str(raw.get("error") or raw.get("message") or f"{name} reported a failure.")
     return ToolResult(

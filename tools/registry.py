@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar, Unpack, overload
+from typing import Any, Protocol, TypeVar, Unpack, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -30,6 +30,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolOptions",
     "ToolRegistry",
+    "ToolSource",
     "ToolSpec",
     "load_tool_modules",
     "registry",
@@ -37,11 +38,32 @@ __all__ = [
 ]
 
 
+class ToolSource(Protocol):
+    """Tools registered from elsewhere than Python code: an MCP server's (tools/mcp/)."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    def get(self, name: str) -> ToolSpec | None: ...
+
+
 class ToolRegistry:
-    """A set of tools by name. The module-level `registry` is the one the app uses."""
+    """A set of tools by name. The module-level `registry` is the one the app uses.
+
+    Python tools are registered with `@tool`; sources (MCP servers) add theirs
+    beside them. A Python tool's name wins over a source's.
+    """
 
     def __init__(self) -> None:
         self._specs: dict[str, ToolSpec] = {}
+        self._sources: list[ToolSource] = []
+
+    def add_source(self, source: ToolSource) -> None:
+        """Offer a source's tools beside the registered ones."""
+        self._sources.append(source)
+
+    def remove_source(self, source: ToolSource) -> None:
+        """Stop offering a source's tools."""
+        self._sources.remove(source)
 
     @overload
     def tool(self, func: F, /) -> F: ...
@@ -83,37 +105,47 @@ class ToolRegistry:
 
     def get(self, name: str) -> ToolSpec | None:
         """The tool called `name`, or None."""
-        return self._specs.get(name)
+        spec = self._specs.get(name)
+        if spec is None:
+            for source in self._sources:
+                spec = source.get(name)
+                if spec is not None:
+                    return spec
+        return spec
 
     def names(self) -> list[str]:
-        """The registered tool names, in registration order."""
-        return list(self._specs)
+        """The registered tool names, in registration order (sources' tools last)."""
+        return [spec.name for spec in self.specs()]
 
     def specs(self) -> list[ToolSpec]:
-        """The registered tools, in registration order."""
-        return list(self._specs.values())
+        """The registered tools, in registration order (sources' tools last)."""
+        specs = list(self._specs.values())
+        for source in self._sources:
+            specs.extend(spec for spec in source.specs() if spec.name not in self._specs)
+        return specs
 
     def openai_tools(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """The OpenAI `tools` request parameter for the named tools (all when None)."""
         if names is None:
-            return [spec.openai_tool() for spec in self._specs.values()]
+            return [spec.openai_tool() for spec in self.specs()]
         wanted = list(names)
-        unknown = [n for n in wanted if n not in self._specs]
+        found = {name: self.get(name) for name in wanted}
+        unknown = [name for name, spec in found.items() if spec is None]
         if unknown:
             raise LookupError(
                 f"Unknown tool(s) {', '.join(map(repr, unknown))}; "
-                f"registered: {', '.join(self._specs) or 'none'}."
+                f"registered: {', '.join(self.names()) or 'none'}."
             )
-        return [self._specs[n].openai_tool() for n in wanted]
+        return [spec.openai_tool() for spec in found.values() if spec is not None]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._specs
+        return isinstance(name, str) and self.get(name) is not None
 
     def __iter__(self) -> Iterator[ToolSpec]:
-        return iter(list(self._specs.values()))
+        return iter(self.specs())
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return len(self.specs())
 
 
 registry = ToolRegistry()

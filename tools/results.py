@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "ToolOutput",
     "ToolResult",
     "ToolStatus",
     "cancelled_result",
@@ -30,6 +31,20 @@ class ToolStatus(enum.StrEnum):
     REJECTED = "rejected"
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
+
+
+@dataclass
+class ToolOutput:
+    """What a tool returns when what the audit keeps and what the model reads differ.
+
+    An MCP result is one: the audit keeps its content items and structured
+    content as the server sent them; the model reads their text. `error` set
+    means the call failed in the tool's own words (the model reads `content`).
+    """
+
+    result: Any
+    content: str
+    error: str = ""
 
 
 @dataclass

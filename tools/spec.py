@@ -17,7 +17,7 @@ import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict, Unpack
+from typing import Any, Protocol, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -34,6 +34,58 @@ DEFAULT_TIMEOUT_S = 30.0
 
 class ToolDefinitionError(TypeError):
     """A tool is misdefined; raised while its module is imported."""
+
+
+class ArgumentsInvalid(ValueError):
+    """A call's arguments do not fit the tool's parameters: one `{field, message}` per mistake."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
+
+
+class ToolArguments(Protocol):
+    """How a tool checks a call's decoded arguments and turns them into keyword arguments."""
+
+    @property
+    def param_names(self) -> list[str]: ...
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments for the tool's function; ArgumentsInvalid when they do not fit."""
+        ...
+
+
+@dataclass(frozen=True)
+class ModelArguments:
+    """A Python tool's parameters, checked by the pydantic model made from its type hints."""
+
+    model: type[BaseModel]
+    # Parameter name -> the field of `model` that holds it. Fields have neutral
+    # names and the parameter name as alias, so that a parameter may be called
+    # `json`, `schema` or `model_name` without clashing with BaseModel.
+    fields: Mapping[str, str]
+
+    @property
+    def param_names(self) -> list[str]:
+        return list(self.fields)
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            instance = self.model.model_validate(arguments)
+        except ValidationError as exc:
+            raise ArgumentsInvalid(
+                [
+                    {
+                        "field": ".".join(str(part) for part in error["loc"]) or "(arguments)",
+                        "message": error["msg"],
+                    }
+                    for error in exc.errors(
+                        include_url=False, include_input=False, include_context=False
+                    )
+                ]
+            ) from exc
+        # Not model_dump(): a nested model must reach the tool as the model itself.
+        return {param: getattr(instance, field) for param, field in self.fields.items()}
 
 
 class ToolOptions(TypedDict, total=False):
@@ -69,11 +121,7 @@ class ToolSpec:
     func: Callable[..., Any]
     is_async: bool
     parameters: dict[str, Any]
-    arguments_model: type[BaseModel]
-    # Parameter name -> the field of `arguments_model` that holds it. Fields have
-    # neutral names and the parameter name as alias, so that a parameter may be
-    # called `json`, `schema` or `model_name` without clashing with BaseModel.
-    fields: Mapping[str, str]
+    arguments: ToolArguments
     context_param: str
     context_by_keyword: bool
     timeout: float
@@ -83,6 +131,8 @@ class ToolSpec:
     approval_rule: Callable[[Mapping[str, Any]], bool] | None
     describe: Callable[[Mapping[str, Any]], str] | None
     sensitive: frozenset[str]
+    # The MCP server the tool comes from (tools/mcp/); "" for a Python tool.
+    server: str = ""
 
     def needs_approval(self, arguments: Any) -> bool:
         """Whether this call (its decoded arguments) waits for its owner's approval.
@@ -98,7 +148,7 @@ class ToolSpec:
             return False
         try:
             self.validate_arguments(arguments)
-        except ValidationError:
+        except ArgumentsInvalid:
             return False
         if self.approval_rule is None:
             return True
@@ -124,7 +174,7 @@ class ToolSpec:
     @property
     def param_names(self) -> list[str]:
         """The tool's parameters as the model names them, in signature order."""
-        return list(self.fields)
+        return self.arguments.param_names
 
     def openai_tool(self) -> dict[str, Any]:
         """This tool as one entry of the OpenAI `tools` request parameter."""
@@ -140,11 +190,9 @@ class ToolSpec:
     def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Validate decoded arguments and return the keyword arguments for the function.
 
-        Raises pydantic's ValidationError with one entry per bad field.
+        Raises ArgumentsInvalid with one entry per bad field.
         """
-        instance = self.arguments_model.model_validate(arguments)
-        # Not model_dump(): a nested model must reach the tool as the model itself.
-        return {param: getattr(instance, field) for param, field in self.fields.items()}
+        return self.arguments.validate(arguments)
 
     def bind(self, context: ToolContext, kwargs: Mapping[str, Any]) -> Any:
         """Call the function with the context and validated arguments (a coroutine if async)."""
@@ -282,8 +330,7 @@ def build_spec(
         func=func,
         is_async=inspect.iscoroutinefunction(func),
         parameters=parameters,
-        arguments_model=arguments_model,
-        fields=fields,
+        arguments=ModelArguments(arguments_model, fields),
         context_param=context_param,
         context_by_keyword=context_by_keyword,
         timeout=float(timeout),

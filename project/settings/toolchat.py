@@ -99,6 +99,14 @@ TOOLCHAT_TOOL_MODULES = env_list(
     ],
 )
 TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 10_000)
+# MCP servers whose tools are offered beside the Python ones: an `mcpServers`
+# JSON file (docs/tools.md). Each process connects when their tools are first
+# wanted, waiting at most CONNECT_TIMEOUT for a server; lists them again every
+# REFRESH seconds, and tries a server that did not answer again after RETRY.
+TOOLCHAT_MCP_CONFIG = env_str("TOOLCHAT_MCP_CONFIG", "")
+TOOLCHAT_MCP_CONNECT_TIMEOUT_S = env_float("TOOLCHAT_MCP_CONNECT_TIMEOUT_S", 10.0)
+TOOLCHAT_MCP_REFRESH_S = env_float("TOOLCHAT_MCP_REFRESH_S", 300.0)
+TOOLCHAT_MCP_RETRY_S = env_float("TOOLCHAT_MCP_RETRY_S", 30.0)
 MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 32_000)
 # A conversation's system prompt is sent on every model call, outside the
 # history budget: bounded like a message.

@@ -17,7 +17,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from jsonschema import Draft202012Validator
 from openai.types.chat import ChatCompletionToolParam
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter
 
 from tools.context import ToolContext
 from tools.docstrings import parse_args_section
@@ -28,6 +28,7 @@ from tools.registry import (
     load_tool_modules,
     registry,
 )
+from tools.spec import ArgumentsInvalid
 
 OPENAI_TOOL = TypeAdapter(ChatCompletionToolParam)
 
@@ -271,7 +272,7 @@ def test_schema_of_each_type(name):
     assert not list(validator.iter_errors(valid))
     SCHEMAS.get(name).validate_arguments(valid)
     assert list(validator.iter_errors(invalid))
-    with pytest.raises(ValidationError):
+    with pytest.raises(ArgumentsInvalid):
         SCHEMAS.get(name).validate_arguments(invalid)
 
 
@@ -311,7 +312,7 @@ def test_enum_arguments_reach_the_tool_as_members():
 def test_extra_arguments_are_refused_and_the_schema_says_so():
     spec = SCHEMAS.get("t_str")
     assert spec.parameters["additionalProperties"] is False
-    with pytest.raises(ValidationError, match="Extra inputs"):
+    with pytest.raises(ArgumentsInvalid, match="Extra inputs"):
         spec.validate_arguments({"value": "a", "other": 1})
 
 

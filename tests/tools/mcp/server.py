@@ -1,0 +1,109 @@
+"""A small MCP server for the tests, written with the SDK's FastMCP.
+
+    python tests/tools/mcp/server.py                 # over stdio
+    python tests/tools/mcp/server.py --http PORT     # over streamable HTTP at /mcp
+
+Its tools cover what a client must survive: progress, an error result, a
+slow call, a crash mid-call, structured content, an image, a schema the
+model API refuses, and a name OpenAI does not allow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import sys
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.fastmcp.utilities.types import Image
+from pydantic import BaseModel
+
+# A 1x1 PNG.
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+server = FastMCP("toolchat-test", log_level="WARNING")
+
+
+@server.tool()
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return str(a + b)
+
+
+@server.tool()
+def whoami() -> str:
+    """The server's process id (tells a reused server from a restarted one)."""
+    return str(os.getpid())
+
+
+@server.tool()
+async def count(steps: int, ctx: Context) -> str:
+    """Count to `steps`, reporting progress at each step."""
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        await asyncio.sleep(0.05)
+    return f"counted to {steps}"
+
+
+@server.tool()
+def refuse(reason: str) -> str:
+    """Always fails, saying why."""
+    raise ToolError(f"refused: {reason}")
+
+
+@server.tool()
+async def sleep(seconds: float) -> str:
+    """Sleep, then say so."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds} s"
+
+
+@server.tool()
+async def crash(after: float = 0.2) -> str:
+    """The server process exits in the middle of this call."""
+    await asyncio.sleep(after)
+    os._exit(3)
+
+
+class Forecast(BaseModel):
+    city: str
+    temperature_c: float
+    sky: str
+
+
+@server.tool()
+def forecast(city: str) -> Forecast:
+    """Tomorrow's weather in a city (structured content)."""
+    return Forecast(city=city, temperature_c=21.5, sky="clear")
+
+
+@server.tool()
+def picture() -> Image:
+    """A tiny picture."""
+    return Image(data=PIXEL, format="png")
+
+
+@server.tool(name="files.read")
+def files_read(path: str) -> str:
+    """A tool whose name has a dot, which OpenAI function names may not."""
+    return f"contents of {path}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, help="serve streamable HTTP on this port")
+    options = parser.parse_args()
+    if options.http:
+        server.settings.port = options.http
+        server.run("streamable-http")
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

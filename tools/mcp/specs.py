@@ -1,0 +1,179 @@
+"""An MCP server's tools as toolchat ToolSpecs: names, schemas, arguments, options.
+
+Each tool is offered to the model as `<server>__<tool>` with its input schema
+as the server gave it. A schema the model API would reject, or that is not
+valid JSON Schema, leaves that one tool out with a logged reason; the rest of
+the server's tools are offered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import SchemaError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from mcp import types
+from referencing import Registry
+
+from tools.context import ToolContext
+from tools.mcp.config import McpServerConfig
+from tools.spec import TOOL_NAME_RE, ArgumentsInvalid, ToolSpec
+
+logger = logging.getLogger("tools.mcp")
+
+SEPARATOR = "__"
+# Every model call carries every tool's schema: one this large is a mistake.
+MAX_SCHEMA_CHARS = 50_000
+MAX_ERRORS = 20
+# What the OpenAI API refuses at the top of a function's parameters.
+_TOP_LEVEL_REFUSED = ("anyOf", "oneOf", "allOf", "not", "enum")
+
+CallTool = Callable[[McpServerConfig, str, ToolContext, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class SchemaArguments:
+    """An MCP tool's parameters, checked against its JSON Schema."""
+
+    schema: Mapping[str, Any]
+    validator: Validator = field(repr=False)
+
+    @property
+    def param_names(self) -> list[str]:
+        properties = self.schema.get("properties")
+        return list(properties) if isinstance(properties, dict) else []
+
+    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        errors = sorted(
+            self.validator.iter_errors(dict(arguments)), key=lambda e: [str(p) for p in e.path]
+        )
+        if errors:
+            raise ArgumentsInvalid(
+                [
+                    {
+                        "field": ".".join(str(part) for part in error.absolute_path)
+                        or "(arguments)",
+                        "message": error.message[:300],
+                    }
+                    for error in errors[:MAX_ERRORS]
+                ]
+            )
+        return dict(arguments)
+
+
+@dataclass
+class Listing:
+    """The specs made from one listing of a server's tools, and the tools left out."""
+
+    specs: dict[str, ToolSpec] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # the server's tool name -> why
+
+
+def build_specs(config: McpServerConfig, tools: list[types.Tool], call: CallTool) -> Listing:
+    """The ToolSpecs of a server's listed tools, by their namespaced names."""
+    listing = Listing()
+    for tool in tools:
+        if not config.allows(tool.name):
+            continue
+        reason = parameters_problem(tool.inputSchema)
+        if reason is not None:
+            listing.skipped[tool.name] = reason
+            logger.warning(
+                "MCP server %s: tool %r is not offered to the model: %s",
+                config.name,
+                tool.name,
+                reason,
+            )
+            continue
+        name = qualified_name(config.name, tool.name, taken=listing.specs)
+        listing.specs[name] = _spec(config, tool, name, call)
+    if config.allow_tools is not None:
+        missing = sorted(config.allow_tools - {tool.name for tool in tools})
+        if missing:
+            logger.warning(
+                "MCP server %s: allowTools names %s, which it does not list",
+                config.name,
+                ", ".join(missing),
+            )
+    return listing
+
+
+def qualified_name(server: str, tool: str, *, taken: Mapping[str, Any] = {}) -> str:
+    """`<server>__<tool>`, made a valid OpenAI function name and unique among `taken`."""
+    name = f"{server}{SEPARATOR}{tool}"
+    if TOOL_NAME_RE.match(name) and name not in taken:
+        return name
+    # MCP allows dots, slashes and 128 characters; OpenAI does not. A short hash
+    # of the original keeps two cleaned-up names apart.
+    cleaned = re.sub(r"[^a-zA-Z0-9_-]", "_", tool)
+    digest = hashlib.sha256(tool.encode()).hexdigest()[:6]
+    return f"{server}{SEPARATOR}{cleaned}"[:57] + f"_{digest}"
+
+
+def parameters_problem(schema: Any) -> str | None:
+    """Why a tool's input schema cannot be sent to the model as its parameters, or None."""
+    if not isinstance(schema, dict):
+        return "its inputSchema is not a JSON object"
+    if schema.get("type") != "object":
+        return 'its inputSchema is not of "type": "object", which function parameters must be'
+    refused = [key for key in _TOP_LEVEL_REFUSED if key in schema]
+    if refused:
+        return f"its inputSchema has {', '.join(refused)} at the top level, which the model API refuses"
+    if "properties" in schema and not isinstance(schema["properties"], dict):
+        return "its inputSchema's properties is not an object"
+    try:
+        size = len(json.dumps(schema, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        return f"its inputSchema is not plain JSON ({exc})"
+    if size > MAX_SCHEMA_CHARS:
+        return f"its inputSchema is {size} characters, over {MAX_SCHEMA_CHARS}"
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        return f"its inputSchema is not valid JSON Schema: {exc.message}"
+    return None
+
+
+def _spec(config: McpServerConfig, tool: types.Tool, name: str, call: CallTool) -> ToolSpec:
+    schema = tool.inputSchema
+    # An empty registry: a `$ref` resolves inside the schema, never over the network.
+    validator = validator_for(schema)(schema, registry=Registry())
+    annotations = tool.annotations
+    # An MCP server's hints are its own claims; only "safe to repeat" is taken from
+    # them (a call interrupted by a dead worker is then run again, not abandoned).
+    idempotent = bool(annotations and (annotations.readOnlyHint or annotations.idempotentHint))
+    description = (tool.description or tool.title or "").strip() or (
+        f"The {tool.name} tool of the {config.name} MCP server."
+    )
+    remote_name = tool.name
+
+    def run(context: ToolContext, /, **arguments: Any) -> Any:
+        return call(config, remote_name, context, arguments)
+
+    run.__name__ = name
+    run.__qualname__ = f"mcp:{config.name}/{remote_name}"
+    return ToolSpec(
+        name=name,
+        description=description,
+        func=run,
+        is_async=False,
+        parameters=dict(schema),
+        arguments=SchemaArguments(schema, validator),
+        context_param="context",
+        context_by_keyword=False,
+        timeout=config.timeout,
+        idempotent=idempotent,
+        return_direct=False,
+        requires_approval=config.tool_requires_approval(remote_name),
+        approval_rule=None,
+        describe=None,
+        sensitive=frozenset(),
+        server=config.name,
+    )
