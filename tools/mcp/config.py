@@ -54,8 +54,8 @@ class McpServerConfig:
 
     name: str
     transport: Literal["stdio", "http"]
-    command: str = ""
-    args: tuple[str, ...] = ()
+    command: str = field(default="", repr=False)
+    args: tuple[str, ...] = field(default=(), repr=False)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     cwd: str | None = None
     url: str = field(default="", repr=False)
@@ -66,6 +66,8 @@ class McpServerConfig:
     # True or False for every tool, or the names of the tools whose calls need approval.
     requires_approval: bool | frozenset[str] = False
     timeout: float = DEFAULT_TIMEOUT_S
+    # The command line or URL as the file writes it, `${VARIABLES}` unfilled.
+    written: str = ""
 
     def tool_requires_approval(self, tool: str) -> bool:
         """Whether calls of the server's tool `tool` wait for their owner's approval."""
@@ -79,10 +81,14 @@ class McpServerConfig:
 
     @property
     def where(self) -> str:
-        """Where the server is, for logs and the API: its command or its URL, no secrets."""
+        """Where the server is, for logs and the API: its command or its URL, no secrets.
+
+        Written as in the file, before `${VARIABLES}` are filled in, and a URL
+        without its user, password, query and fragment.
+        """
         if self.transport == "stdio":
-            return " ".join([self.command, *self.args])[:200]
-        return _url_without_secrets(self.url)
+            return self.written[:200]
+        return _url_without_secrets(self.written)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> list[McpServerConfig]:
@@ -187,12 +193,18 @@ def _server(name: str, entry: Any, *, label: str, environ: Mapping[str, str]) ->
             args=tuple(fill(a, "args") for a in args),
             env=strings("env"),
             cwd=cwd,
+            written=" ".join([command, *args]),
             **options,
         )
     if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", fill(url, "url")):
         raise ImproperlyConfigured(f"{where}: url must be an http:// or https:// URL.")
     return McpServerConfig(
-        name=name, transport="http", url=fill(url, "url"), headers=strings("headers"), **options
+        name=name,
+        transport="http",
+        url=fill(url, "url"),
+        headers=strings("headers"),
+        written=url,
+        **options,
     )
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -34,6 +34,13 @@ from mcp.types import CONNECTION_CLOSED
 from tools.mcp.config import McpServerConfig
 
 logger = logging.getLogger("tools.mcp")
+
+T = TypeVar("T")
+
+# The SDK's answer to a request an HTTP server refused for an unknown (expired) session.
+SESSION_TERMINATED = 32600
+# While an HTTP call waits, how often the server is pinged to see that it is still there.
+PING_INTERVAL_S = 1.0
 
 
 # Errors that mean the connection is gone (not that the server refused a call).
@@ -63,6 +70,8 @@ class ServerConnection:
         self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
         self._alive = False
+        # Set, with the reason, when the open connection ends: requests in flight stop waiting.
+        self._lost: asyncio.Future[str] | None = None
 
     @property
     def name(self) -> str:
@@ -85,7 +94,10 @@ class ServerConnection:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[ClientSession] = loop.create_future()
         self._stop = asyncio.Event()
-        self._holder = asyncio.create_task(self._hold(ready, self._stop), name=f"mcp-{self.name}")
+        self._lost = lost = loop.create_future()
+        self._holder = asyncio.create_task(
+            self._hold(ready, self._stop, lost), name=f"mcp-{self.name}"
+        )
         started = time.monotonic()
         try:
             session = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
@@ -110,7 +122,10 @@ class ServerConnection:
         )
         return session
 
-    async def _hold(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
+    async def _hold(
+        self, ready: asyncio.Future[ClientSession], stop: asyncio.Event, lost: asyncio.Future[str]
+    ) -> None:
+        reason = "the connection was closed"
         try:
             async with AsyncExitStack() as stack:
                 read, write = await self._transport(stack)
@@ -138,6 +153,10 @@ class ServerConnection:
                 logger.warning("MCP server %s: its connection ended: %s", self.name, reason)
         finally:
             self._alive = False
+            # The SDK answers a stdio server's pending requests when it exits, but not
+            # those of a transport that failed (an HTTP server gone): they are told here.
+            if not lost.done():
+                lost.set_result(reason)
 
     async def _transport(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         config = self.config
@@ -198,12 +217,16 @@ class ServerConnection:
     async def list_tools(self) -> list[types.Tool]:
         """Every tool the server lists (all pages)."""
         session = await self.open_session()
+        lost = self._lost
         tools: list[types.Tool] = []
         cursor: str | None = None
         try:
             while True:
-                page = await session.list_tools(
-                    params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await _until_lost(
+                    session.list_tools(
+                        params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                    ),
+                    lost,
                 )
                 tools.extend(page.tools)
                 cursor = page.nextCursor
@@ -213,7 +236,7 @@ class ServerConnection:
             raise McpServerError(
                 f"The MCP server {self.name!r} refused to list its tools: {exc.error.message}"
             ) from exc
-        except _TRANSPORT_ERRORS as exc:
+        except (*_TRANSPORT_ERRORS, ConnectionLost) as exc:
             self._alive = False
             raise McpServerError(
                 f"The MCP server {self.name!r} was lost while listing its tools: {_reason(exc)}"
@@ -227,48 +250,109 @@ class ServerConnection:
         timeout: float,
         progress: ProgressFnT | None = None,
     ) -> types.CallToolResult:
-        """Call one tool; a connection found dead before the request was sent is reopened once."""
+        """Call one tool; a request the server never received is sent again on a new connection."""
+        retry: BaseException
         for attempt in (1, 2):
             session = await self.open_session()
+            watch = self._watch(session) if self.config.transport == "http" else None
             try:
-                return await session.call_tool(
-                    tool,
-                    arguments,
-                    read_timeout_seconds=timedelta(seconds=timeout),
-                    progress_callback=progress,
+                return await _until_lost(
+                    session.call_tool(
+                        tool,
+                        arguments,
+                        read_timeout_seconds=timedelta(seconds=timeout),
+                        progress_callback=progress,
+                    ),
+                    self._lost,
                 )
             except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
                 # Raised by the write: the request never reached the server.
-                self._alive = False
-                logger.warning(
-                    "MCP server %s had stopped before a call to %s; restarting it", self.name, tool
-                )
-                if attempt == 2:
-                    raise McpServerError(
-                        f"The MCP server {self.name!r} stopped again right after a restart: "
-                        f"{_reason(exc)}"
-                    ) from exc
+                retry = exc
             except McpError as exc:
-                if exc.error.code != CONNECTION_CLOSED:
+                if exc.error.code == SESSION_TERMINATED:
+                    # An HTTP server that restarted refuses the old session, and the call.
+                    retry = exc
+                elif exc.error.code == CONNECTION_CLOSED:
+                    raise self._lost_during(tool, "it closed the connection") from exc
+                else:
                     raise McpServerError(
                         f"The MCP server {self.name!r} answered the call with an error: "
                         f"{exc.error.message}"
                     ) from exc
-                self._alive = False
-                logger.warning(
-                    "MCP server %s closed its connection during a call to %s", self.name, tool
-                )
-                raise McpServerError(
-                    f"The MCP server {self.name!r} closed its connection during the call (it "
-                    "stopped or crashed), so the call may or may not have taken effect. The "
-                    "server is restarted for the next call."
-                ) from exc
+            except ConnectionLost as exc:
+                raise self._lost_during(tool, str(exc)) from exc
             except _TRANSPORT_ERRORS as exc:
                 self._alive = False
                 raise McpServerError(
                     f"The MCP server {self.name!r} could not be reached: {_reason(exc)}"
                 ) from exc
+            finally:
+                if watch is not None:
+                    watch.cancel()
+            self._alive = False
+            logger.warning(
+                "MCP server %s had stopped before a call to %s (%s); reconnecting",
+                self.name,
+                tool,
+                _reason(retry),
+            )
+            if attempt == 2:
+                raise McpServerError(
+                    f"The MCP server {self.name!r} stopped again right after a restart: "
+                    f"{_reason(retry)}"
+                ) from retry
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _watch(self, session: ClientSession) -> asyncio.Task[None]:
+        """Ping an HTTP server while a call waits: one that died mid-call is noticed in seconds.
+
+        (A stdio server's exit is seen at once; an HTTP response stream that breaks
+        is not, and the call would wait for its timeout.) A ping that is merely
+        slow is no sign of death: a busy server may answer late.
+        """
+        lost = self._lost
+
+        async def watch() -> None:
+            while lost is not None and not lost.done():
+                await asyncio.sleep(PING_INTERVAL_S)
+                try:
+                    await asyncio.wait_for(session.send_ping(), PING_INTERVAL_S * 5)
+                except (TimeoutError, McpError):
+                    continue
+                except Exception as exc:
+                    if not lost.done():
+                        lost.set_result(f"it stopped answering: {_reason(exc)}")
+                    return
+
+        return asyncio.create_task(watch(), name=f"mcp-{self.name}-watch")
+
+    def _lost_during(self, tool: str, reason: str) -> McpServerError:
+        self._alive = False
+        logger.warning("MCP server %s was lost during a call to %s: %s", self.name, tool, reason)
+        return McpServerError(
+            f"The MCP server {self.name!r} was lost during the call ({reason}), so the call "
+            "may or may not have taken effect. It is restarted for the next call."
+        )
+
+
+class ConnectionLost(Exception):
+    """The connection ended while a request waited for its answer."""
+
+
+async def _until_lost(request: Coroutine[Any, Any, T], lost: asyncio.Future[str] | None) -> T:
+    """The request's answer, or ConnectionLost as soon as the connection ends."""
+    task = asyncio.ensure_future(request)
+    if lost is None:
+        return await task
+    waiters: set[asyncio.Future[Any]] = {task, lost}
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done():
+            task.cancel()
+    if task.done() and not task.cancelled():
+        return task.result()
+    raise ConnectionLost(lost.result() if lost.done() else "the connection was closed")
 
 
 def _reason(exc: BaseException) -> str:

@@ -109,5 +109,8 @@ def _embedded(
     if isinstance(contents, types.TextResourceContents):
         entry["text"] = contents.text
         return entry, f"[resource {contents.uri}]\n{contents.text}"
-    entry["bytes"] = len(contents.blob) * 3 // 4
+    try:
+        entry["bytes"] = len(base64.b64decode(contents.blob, validate=True))
+    except (binascii.Error, ValueError):
+        entry["error"] = "invalid base64 data"
     return entry, f"[resource {contents.uri}: {contents.mimeType or 'binary'}, not shown]"

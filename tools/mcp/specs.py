@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import SchemaError
+from jsonschema import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from mcp import types
@@ -55,17 +55,17 @@ class SchemaArguments:
             self.validator.iter_errors(dict(arguments)), key=lambda e: [str(p) for p in e.path]
         )
         if errors:
-            raise ArgumentsInvalid(
-                [
-                    {
-                        "field": ".".join(str(part) for part in error.absolute_path)
-                        or "(arguments)",
-                        "message": error.message[:300],
-                    }
-                    for error in errors[:MAX_ERRORS]
-                ]
-            )
+            raise ArgumentsInvalid([_error(error) for error in errors[:MAX_ERRORS]])
         return dict(arguments)
+
+
+def _error(error: ValidationError) -> dict[str, str]:
+    path = [str(part) for part in error.absolute_path]
+    # A missing property is that property's mistake, as a Python tool reports it.
+    missing = re.match(r"^'(.+)' is a required property$", error.message)
+    if error.validator == "required" and missing:
+        path.append(missing.group(1))
+    return {"field": ".".join(path) or "(arguments)", "message": error.message[:300]}
 
 
 @dataclass
@@ -113,8 +113,12 @@ def qualified_name(server: str, tool: str, *, taken: Mapping[str, Any] = {}) -> 
     # MCP allows dots, slashes and 128 characters; OpenAI does not. A short hash
     # of the original keeps two cleaned-up names apart.
     cleaned = re.sub(r"[^a-zA-Z0-9_-]", "_", tool)
-    digest = hashlib.sha256(tool.encode()).hexdigest()[:6]
-    return f"{server}{SEPARATOR}{cleaned}"[:57] + f"_{digest}"
+    for salt in range(100):
+        digest = hashlib.sha256(f"{tool}{salt or ''}".encode()).hexdigest()[:6]
+        name = f"{server}{SEPARATOR}{cleaned}"[:57] + f"_{digest}"
+        if name not in taken:
+            return name
+    raise ValueError(f"no free name for the tool {tool!r} of {server!r}")  # pragma: no cover
 
 
 def parameters_problem(schema: Any) -> str | None:
