@@ -38,6 +38,7 @@ def _tool_data(spec: ToolSpec) -> dict[str, Any]:
         "return_direct": spec.return_direct,
         "requires_approval": spec.requires_approval,
         "sensitive": sorted(spec.sensitive),
+        "server": spec.server or None,
     }
 
 
@@ -59,12 +60,24 @@ class ToolListApi(APIView):
         sensitive = serializers.ListField(
             child=serializers.CharField(), help_text="Arguments masked in the audit rows."
         )
+        server = serializers.CharField(
+            allow_null=True,
+            help_text=(
+                "The MCP server the tool comes from (its name is `<server>__<tool>`); "
+                "null for a tool written in Python."
+            ),
+        )
 
     @extend_schema(
         tags=TAG,
         operation_id="tools_list",
         summary="List the tools",
-        description="Every registered tool, in registration order (a short list: one page).",
+        description=(
+            "Every registered tool, in registration order (a short list: one page): the "
+            "Python tools, then those of the MCP servers in TOOLCHAT_MCP_CONFIG. A server "
+            "is connected the first time its tools are wanted; one that does not answer "
+            "is left out until it does."
+        ),
         responses={
             200: page_serializer("ToolPageSerializer", ToolSerializer),
             **docs.errors(),
@@ -89,7 +102,23 @@ class ToolListApi(APIView):
                             "return_direct": False,
                             "requires_approval": False,
                             "sensitive": [],
-                        }
+                            "server": None,
+                        },
+                        {
+                            "name": "time__get_current_time",
+                            "description": "Get current time in a specific timezones",
+                            "parameters": {
+                                "type": "object",
+                                "properties": {"timezone": {"type": "string"}},
+                                "required": ["timezone"],
+                            },
+                            "timeout_s": 30.0,
+                            "idempotent": True,
+                            "return_direct": False,
+                            "requires_approval": False,
+                            "sensitive": [],
+                            "server": "time",
+                        },
                     ],
                 },
             )

@@ -42,7 +42,7 @@ def unconfigure() -> None:
         hub.close()
 
 
-def hub() -> McpHub | None:
+def active_hub() -> McpHub | None:
     """The hub of the configured servers, or None when there are none."""
     return _hub
 
