@@ -136,7 +136,7 @@ def tool_pick(
     expression = expression or expression_find(text)
     # The verb a request opens with names its tool: "note that the time changed" is a note.
     opening = next((_stem(w) for w in words if w.lower() not in POLITE), "")
-    best: tuple[float, _Tool] | None = None
+    scored: list[tuple[float, _Tool]] = []
     for tool in candidates:
         score = 0.0
         name_words = set(tool.name_words)
@@ -148,12 +148,18 @@ def tool_pick(
         score += 0.5 * len(stems & tool.vocabulary())
         if expression and "expression" in tool.param_names:
             score += 6
-        if score > 0 and (best is None or score > best[0]):
-            best = (score, tool)
-    if best is None or best[0] < 2:
+        if score >= 2:
+            scored.append((score, tool))
+    # The best-matching tool whose required arguments the words give (first offered
+    # wins a tie); if none, the best match, whose call then says what is missing.
+    scored.sort(key=lambda pair: -pair[0])
+    picks = [(score, tool, _fill(tool, text, expression, note_title)) for score, tool in scored]
+    complete = [
+        pick for pick in picks if set(pick[1].parameters.get("required") or []) <= set(pick[2])
+    ]
+    if not picks:
         return None
-    score, tool = best
-    arguments = _fill(tool, text, expression, note_title)
+    score, tool, arguments = (complete or picks)[0]
     required = set(tool.parameters.get("required") or [])
     calls = [arguments]
     zone_param = next((p for p in tool.param_names if p.lower() in TIMEZONE_PARAMS), None)
