@@ -84,7 +84,13 @@ class _Tool:
 
     @property
     def param_names(self) -> list[str]:
-        return list((self.parameters.get("properties") or {}).keys())
+        properties = self.parameters.get("properties")
+        return list(properties) if isinstance(properties, dict) else []
+
+    @property
+    def required(self) -> list[str]:
+        required = self.parameters.get("required")
+        return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
 
     def vocabulary(self) -> set[str]:
         words = set(self.name_words) | {p.lower() for p in self.param_names}
@@ -154,13 +160,11 @@ def tool_pick(
     # wins a tie); if none, the best match, whose call then says what is missing.
     scored.sort(key=lambda pair: -pair[0])
     picks = [(score, tool, _fill(tool, text, expression, note_title)) for score, tool in scored]
-    complete = [
-        pick for pick in picks if set(pick[1].parameters.get("required") or []) <= set(pick[2])
-    ]
+    complete = [pick for pick in picks if set(pick[1].required) <= set(pick[2])]
     if not picks:
         return None
     score, tool, arguments = (complete or picks)[0]
-    required = set(tool.parameters.get("required") or [])
+    required = set(tool.required)
     calls = [arguments]
     zone_param = next((p for p in tool.param_names if p.lower() in TIMEZONE_PARAMS), None)
     if zone_param:
@@ -202,8 +206,15 @@ def expression_find(text: str) -> str | None:
 
 
 def _fill(tool: _Tool, text: str, expression: str | None, note_title: str | None) -> dict[str, Any]:
-    properties: dict[str, Any] = tool.parameters.get("properties") or {}
-    required = set(tool.parameters.get("required") or [])
+    # An MCP server's schema may be anything JSON Schema allows (`"x": true`, a list
+    # for `required`): only the parts this model can use are read.
+    found = tool.parameters.get("properties")
+    properties = {
+        name: schema
+        for name, schema in (found.items() if isinstance(found, dict) else ())
+        if isinstance(schema, dict)
+    }
+    required = set(tool.required)
     quoted = [next(g for g in m.groups() if g) for m in QUOTED.finditer(text)]
     numbers = [] if expression else NUMBER.findall(text)
     rest = _remaining_text(text, tool)

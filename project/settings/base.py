@@ -290,7 +290,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django": {"level": env_str("DJANGO_LOG_LEVEL", "INFO")}},
+    "loggers": {
+        "django": {"level": env_str("DJANGO_LOG_LEVEL", "INFO")},
+        # httpx logs every request's URL at INFO: an MCP server's URL may hold a
+        # token, and an HTTP MCP call pings its server every second while it waits.
+        "httpx": {"level": "WARNING"},
+    },
 }
 
 # --- toolchat's own settings: the turn engine, live events, models, tools ----------

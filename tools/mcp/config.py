@@ -68,6 +68,18 @@ class McpServerConfig:
     timeout: float = DEFAULT_TIMEOUT_S
     # The command line or URL as the file writes it, `${VARIABLES}` unfilled.
     written: str = ""
+    # The values filled in for `${VARIABLES}`, and the headers': never shown (`redact`).
+    secrets: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def redact(self, text: str) -> str:
+        """A message without this server's secrets: filled-in values, header values, and
+        the credentials and query of any URL in it."""
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            if len(secret) >= 3:
+                text = text.replace(secret, "***")
+        return re.sub(
+            r"https?://[^\s'\"<>]+", lambda match: _url_without_secrets(match.group(0)), text
+        )
 
     def tool_requires_approval(self, tool: str) -> bool:
         """Whether calls of the server's tool `tool` wait for their owner's approval."""
@@ -142,6 +154,8 @@ def _server(name: str, entry: Any, *, label: str, environ: Mapping[str, str]) ->
             f"{', '.join(sorted(_KEYS))}."
         )
 
+    secrets: set[str] = set()
+
     def fill(value: str, key: str) -> str:
         def variable(match: re.Match[str]) -> str:
             if match.group(1) not in environ:
@@ -149,6 +163,7 @@ def _server(name: str, entry: Any, *, label: str, environ: Mapping[str, str]) ->
                     f"{where}: {key} names the environment variable ${{{match.group(1)}}}, "
                     "which is not set."
                 )
+            secrets.add(environ[match.group(1)])
             return environ[match.group(1)]
 
         return _VARIABLE_RE.sub(variable, value)
@@ -194,16 +209,21 @@ def _server(name: str, entry: Any, *, label: str, environ: Mapping[str, str]) ->
             env=strings("env"),
             cwd=cwd,
             written=" ".join([command, *args]),
+            secrets=frozenset(secrets),
             **options,
         )
     if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", fill(url, "url")):
         raise ImproperlyConfigured(f"{where}: url must be an http:// or https:// URL.")
+    headers = strings("headers")
+    # A header's value is a credential more often than not (Authorization, X-Api-Key).
+    secrets.update(value.split(" ", 1)[-1] for value in headers.values())
     return McpServerConfig(
         name=name,
         transport="http",
         url=fill(url, "url"),
-        headers=strings("headers"),
+        headers=headers,
         written=url,
+        secrets=frozenset(secrets),
         **options,
     )
 

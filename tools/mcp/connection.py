@@ -41,6 +41,8 @@ T = TypeVar("T")
 SESSION_TERMINATED = 32600
 # While an HTTP call waits, how often the server is pinged to see that it is still there.
 PING_INTERVAL_S = 1.0
+# A tool list over more pages than this is a server's bug, not a list.
+MAX_PAGES = 50
 
 
 # Errors that mean the connection is gone (not that the server refused a call).
@@ -102,7 +104,12 @@ class ServerConnection:
         try:
             session = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
         except TimeoutError:
-            await self._close()
+            # Stuck before it was ready (in `initialize`), where asking it to stop does
+            # not reach it: cancelled (the SDK still ends a stdio server's process).
+            holder, self._holder = self._holder, None
+            if holder is not None:
+                holder.cancel()
+                await asyncio.wait({holder}, timeout=5)
             raise McpServerError(
                 f"The MCP server {self.name!r} ({self.config.where}) did not answer within "
                 f"{self.connect_timeout:g} s of being started."
@@ -141,7 +148,7 @@ class ServerConnection:
                 ready.cancel()
             raise
         except BaseException as exc:
-            reason = _reason(exc)
+            reason = self._reason(exc)
             if not ready.done():
                 ready.set_exception(
                     McpServerError(
@@ -220,8 +227,14 @@ class ServerConnection:
         lost = self._lost
         tools: list[types.Tool] = []
         cursor: str | None = None
+        seen: set[str] = set()
         try:
             while True:
+                if len(seen) >= MAX_PAGES:
+                    raise McpServerError(
+                        f"The MCP server {self.name!r} lists its tools over more than "
+                        f"{MAX_PAGES} pages; it was not listed."
+                    )
                 page = await _until_lost(
                     session.list_tools(
                         params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -230,16 +243,18 @@ class ServerConnection:
                 )
                 tools.extend(page.tools)
                 cursor = page.nextCursor
-                if not cursor:
+                if not cursor or cursor in seen:
                     return tools
+                seen.add(cursor)
         except McpError as exc:
             raise McpServerError(
-                f"The MCP server {self.name!r} refused to list its tools: {exc.error.message}"
+                f"The MCP server {self.name!r} refused to list its tools: "
+                f"{self.config.redact(exc.error.message)}"
             ) from exc
         except (*_TRANSPORT_ERRORS, ConnectionLost) as exc:
             self._alive = False
             raise McpServerError(
-                f"The MCP server {self.name!r} was lost while listing its tools: {_reason(exc)}"
+                f"The MCP server {self.name!r} was lost while listing its tools: {self._reason(exc)}"
             ) from exc
 
     async def call_tool(
@@ -277,14 +292,14 @@ class ServerConnection:
                 else:
                     raise McpServerError(
                         f"The MCP server {self.name!r} answered the call with an error: "
-                        f"{exc.error.message}"
+                        f"{self.config.redact(exc.error.message)}"
                     ) from exc
             except ConnectionLost as exc:
                 raise self._lost_during(tool, str(exc)) from exc
             except _TRANSPORT_ERRORS as exc:
                 self._alive = False
                 raise McpServerError(
-                    f"The MCP server {self.name!r} could not be reached: {_reason(exc)}"
+                    f"The MCP server {self.name!r} could not be reached: {self._reason(exc)}"
                 ) from exc
             finally:
                 if watch is not None:
@@ -294,12 +309,12 @@ class ServerConnection:
                 "MCP server %s had stopped before a call to %s (%s); reconnecting",
                 self.name,
                 tool,
-                _reason(retry),
+                self._reason(retry),
             )
             if attempt == 2:
                 raise McpServerError(
                     f"The MCP server {self.name!r} stopped again right after a restart: "
-                    f"{_reason(retry)}"
+                    f"{self._reason(retry)}"
                 ) from retry
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -321,10 +336,13 @@ class ServerConnection:
                     continue
                 except Exception as exc:
                     if not lost.done():
-                        lost.set_result(f"it stopped answering: {_reason(exc)}")
+                        lost.set_result(f"it stopped answering: {self._reason(exc)}")
                     return
 
         return asyncio.create_task(watch(), name=f"mcp-{self.name}-watch")
+
+    def _reason(self, exc: BaseException) -> str:
+        return self.config.redact(_reason(exc))
 
     def _lost_during(self, tool: str, reason: str) -> McpServerError:
         self._alive = False
@@ -363,5 +381,8 @@ def _reason(exc: BaseException) -> str:
         return "; ".join(_reason(inner) for inner in exc.exceptions)
     if isinstance(exc, McpError):
         return exc.error.message
+    if isinstance(exc, httpx.HTTPStatusError):
+        # Its text holds the whole URL; the status is what matters.
+        return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".strip()
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -95,6 +95,7 @@ class McpHub:
         self._thread: threading.Thread | None = None
         self._pid: int | None = None
         self._connections: dict[str, ServerConnection] = {}
+        self._closed = False
 
     # --- The registry's view --------------------------------------------------------------
 
@@ -122,7 +123,7 @@ class McpHub:
         names = list(self._states) if servers is None else [s for s in servers if s in self._states]
         futures = [self._start_listing(name) for name in names]
         if wait:
-            concurrent.futures.wait(futures, timeout=self.connect_timeout + 30)
+            concurrent.futures.wait(futures, timeout=self.connect_timeout * 2 + 1)
 
     def status(self) -> list[dict[str, Any]]:
         """Each configured server, whether it answered, and its tools."""
@@ -146,7 +147,7 @@ class McpHub:
             elif retry or state.stale:
                 self._start_listing(name)
         if waits:
-            concurrent.futures.wait(waits, timeout=self.connect_timeout + 30)
+            concurrent.futures.wait(waits, timeout=self.connect_timeout * 2 + 1)
 
     def _start_listing(self, name: str) -> concurrent.futures.Future[None]:
         state = self._states[name]
@@ -154,21 +155,39 @@ class McpHub:
             if state.pending is not None and not state.pending.done():
                 return state.pending
             state.stale = False
-            state.pending = self._submit(self._list(name))
+            listing = self._list(name)
+            try:
+                state.pending = self._submit(listing)
+            except McpServerError:  # closed: nothing is listed any more
+                listing.close()
+                done: concurrent.futures.Future[None] = concurrent.futures.Future()
+                done.set_result(None)
+                return done
             return state.pending
 
     async def _list(self, name: str) -> None:
         state = self._states[name]
         connection = self._connection(name)
         try:
-            tools = await connection.list_tools()
+            # The whole listing, connecting included, within one bound: a server that
+            # never answers is an error (retried later), not a wait on every turn.
+            tools = await asyncio.wait_for(connection.list_tools(), self.connect_timeout * 2)
+        except TimeoutError:
+            state.error = (
+                f"The MCP server {name!r} did not list its tools within "
+                f"{self.connect_timeout * 2:g} s."
+            )
+            state.failed_at = time.monotonic()
+            logger.warning("%s (tried again in %g s)", state.error, self.retry_s)
+            await connection.close()
+            return
         except McpServerError as exc:
             state.error = str(exc)
             state.failed_at = time.monotonic()
             logger.warning("MCP server %s: %s (tried again in %g s)", name, exc, self.retry_s)
             return
         except Exception as exc:
-            state.error = f"The MCP server {name!r} could not be listed: {exc}"
+            state.error = state.config.redact(f"The MCP server {name!r} could not be listed: {exc}")
             state.failed_at = time.monotonic()
             logger.exception("MCP server %s: listing its tools failed", name)
             return
@@ -216,6 +235,11 @@ class McpHub:
             except (ToolCancelled, TypeError, ValueError):
                 logger.debug("MCP server %s: a progress report was dropped", config.name)
 
+        # The loop first: in a forked child it starts afresh, without the parent's connections.
+        try:
+            self._running_loop()
+        except McpServerError as exc:
+            return server_failure(str(exc))
         # The executor's deadline ends the call first; the SDK's is a backstop.
         request = self._connection(config.name).call_tool(
             tool, arguments, timeout=config.timeout + 5, progress=progress
@@ -247,6 +271,8 @@ class McpHub:
         with self._lock:
             if self._loop is not None and self._pid == os.getpid():
                 return self._loop
+            if self._closed:
+                raise McpServerError("The MCP servers were closed: the process is shutting down.")
             # First use in this process (or a forked child's: the parent's thread is not here).
             self._connections = {}
             for state in self._states.values():
@@ -278,6 +304,7 @@ class McpHub:
     def close(self, timeout: float = 10.0) -> None:
         """Close every connection (stdio servers are stopped) and the loop; idempotent."""
         with self._lock:
+            self._closed = True
             loop, self._loop = self._loop, None
             thread, self._thread = self._thread, None
             if loop is None or self._pid != os.getpid():

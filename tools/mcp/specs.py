@@ -21,6 +21,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from mcp import types
 from referencing import Registry
+from referencing.exceptions import Unresolvable
 
 from tools.context import ToolContext
 from tools.mcp.config import McpServerConfig
@@ -32,6 +33,10 @@ SEPARATOR = "__"
 # Every model call carries every tool's schema: one this large is a mistake.
 MAX_SCHEMA_CHARS = 50_000
 MAX_ERRORS = 20
+# OpenAI takes at most 128 tools in a request; a server offering more is cut here.
+MAX_TOOLS_PER_SERVER = 100
+# Every model call carries every description: a longer one is cut (and logged).
+MAX_DESCRIPTION_CHARS = 4_000
 # What the OpenAI API refuses at the top of a function's parameters.
 _TOP_LEVEL_REFUSED = ("anyOf", "oneOf", "allOf", "not", "enum")
 
@@ -82,6 +87,11 @@ def build_specs(config: McpServerConfig, tools: list[types.Tool], call: CallTool
     for tool in tools:
         if not config.allows(tool.name):
             continue
+        if len(listing.specs) >= MAX_TOOLS_PER_SERVER:
+            listing.skipped[tool.name] = (
+                f"the server offers over {MAX_TOOLS_PER_SERVER} tools; choose some with allowTools"
+            )
+            continue
         reason = parameters_problem(tool.inputSchema)
         if reason is not None:
             listing.skipped[tool.name] = reason
@@ -102,6 +112,13 @@ def build_specs(config: McpServerConfig, tools: list[types.Tool], call: CallTool
                 config.name,
                 ", ".join(missing),
             )
+    if len(listing.skipped) > 0 and len(tools) > MAX_TOOLS_PER_SERVER:
+        logger.warning(
+            "MCP server %s lists %d tools; only the first %d are offered (use allowTools)",
+            config.name,
+            len(tools),
+            MAX_TOOLS_PER_SERVER,
+        )
     return listing
 
 
@@ -142,6 +159,14 @@ def parameters_problem(schema: Any) -> str | None:
         validator_for(schema).check_schema(schema)
     except SchemaError as exc:
         return f"its inputSchema is not valid JSON Schema: {exc.message}"
+    try:
+        # A `$ref` that loops or points outside the schema fails every call: found now,
+        # with an instance that reaches every property (its errors do not matter).
+        probe = dict.fromkeys(schema.get("properties") or {})
+        for _error in validator_for(schema)(schema, registry=Registry()).iter_errors(probe):
+            pass
+    except (RecursionError, Unresolvable) as exc:
+        return f"its inputSchema cannot be checked: {type(exc).__name__}: {str(exc)[:200]}"
     return None
 
 
@@ -156,6 +181,15 @@ def _spec(config: McpServerConfig, tool: types.Tool, name: str, call: CallTool) 
     description = (tool.description or tool.title or "").strip() or (
         f"The {tool.name} tool of the {config.name} MCP server."
     )
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        logger.warning(
+            "MCP server %s: the description of %r is %d characters; cut to %d",
+            config.name,
+            tool.name,
+            len(description),
+            MAX_DESCRIPTION_CHARS,
+        )
+        description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
     remote_name = tool.name
 
     def run(context: ToolContext, /, **arguments: Any) -> Any:
