@@ -67,7 +67,7 @@ class ServerConnection:
         self.connect_timeout = connect_timeout
         self.session: ClientSession | None = None
         self.started: int = 0  # how many times a connection was opened (restarts + 1)
-        self.on_tools_changed: Callable[[], None] | None = None
+        self.on_tools_changed: Callable[[], object] | None = None
         self._holder: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None

@@ -55,7 +55,6 @@ class ServerState:
     listed_at: datetime | None = None
     error: str = ""
     failed_at: float | None = None  # monotonic
-    stale: bool = False
     pending: concurrent.futures.Future[None] | None = None
 
     def status(self, connection: ServerConnection | None) -> dict[str, Any]:
@@ -144,7 +143,7 @@ class McpHub:
             retry = state.failed_at is not None and now - state.failed_at >= self.retry_s
             if first:
                 waits.append(self._start_listing(name))
-            elif retry or state.stale:
+            elif retry:
                 self._start_listing(name)
         if waits:
             concurrent.futures.wait(waits, timeout=self.connect_timeout * 2 + 1)
@@ -154,7 +153,6 @@ class McpHub:
         with self._listing_lock:
             if state.pending is not None and not state.pending.done():
                 return state.pending
-            state.stale = False
             listing = self._list(name)
             try:
                 state.pending = self._submit(listing)
@@ -210,12 +208,9 @@ class McpHub:
             connection = ServerConnection(
                 self._states[name].config, connect_timeout=self.connect_timeout
             )
-            connection.on_tools_changed = lambda: self._mark_stale(name)
+            connection.on_tools_changed = lambda: self._start_listing(name)
             self._connections[name] = connection
         return connection
-
-    def _mark_stale(self, name: str) -> None:
-        self._states[name].stale = True
 
     # --- Calls ------------------------------------------------------------------------------
 

@@ -88,6 +88,19 @@ def picture() -> Image:
     return Image(data=PIXEL, format="png")
 
 
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds a tool called `grown` and tells the client its tool list changed."""
+
+    def grown() -> str:
+        """A tool that was not there at first."""
+        return "grown"
+
+    server.add_tool(grown)
+    await ctx.session.send_tool_list_changed()
+    return "grew"
+
+
 @server.tool(name="files.read")
 def files_read(path: str) -> str:
     """A tool whose name has a dot, which OpenAI function names may not."""

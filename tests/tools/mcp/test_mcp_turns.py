@@ -293,3 +293,17 @@ def test_the_tools_api_shows_each_mcp_tool_with_its_server(mcp_servers, user):
     assert current["server"] == "time"
     assert current["parameters"]["required"] == ["timezone"]
     assert current["idempotent"] is True  # the server says it is read-only
+
+
+def test_a_server_whose_tool_list_changes_is_listed_again_at_once(llm_server, mcp_servers, user):
+    hub = mcp_servers({"t": stdio_server()})
+    conversation = ConversationFactory(owner=user)
+    run = turn(llm_server, conversation, [("t__grow", {})])
+    assert executions(run)[0].content == "grew"
+    wait_until(
+        lambda: "t__grown" in {spec.name for spec in hub.specs()},
+        timeout=10,
+        what="the new tool to be listed",
+    )
+    run = turn(llm_server, conversation, [("t__grown", {})])
+    assert executions(run)[0].content == "grown"
