@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from tools.arguments import ArgumentsInvalid
 from tools.audit import audit_form, mask_arguments
 from tools.context import ToolCancelled, ToolContext
 from tools.fields import storable_json
@@ -34,7 +35,7 @@ from tools.results import (
     truncate_content,
 )
 from tools.running import Outcome, run_with_deadline
-from tools.spec import ArgumentsInvalid, ToolSpec
+from tools.spec import ToolSpec
 
 logger = logging.getLogger(__name__)
 

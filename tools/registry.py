@@ -1,6 +1,6 @@
 """`@tool` and the registry: the app's tools by name, and the modules that define them.
 
-A decorated function is checked and described by `build_spec` (tools/spec.py)
+A decorated function is checked and described by `build_spec` (tools/definition.py)
 while its module is imported; a mistake is a `ToolDefinitionError` naming the
 tool.
 """
@@ -14,14 +14,8 @@ from typing import Any, Protocol, TypeVar, Unpack, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
-from tools.spec import (
-    TOOL_NAME_RE,
-    ToolDefinitionError,
-    ToolOptions,
-    ToolSpec,
-    build_spec,
-    where_defined,
-)
+from tools.definition import ToolDefinitionError, ToolOptions, build_spec, where_defined
+from tools.spec import TOOL_NAME_RE, ToolSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator
 from openai.types.chat import ChatCompletionToolParam
 from pydantic import BaseModel, Field, TypeAdapter
 
+from tools.arguments import ArgumentsInvalid
 from tools.context import ToolContext
 from tools.docstrings import parse_args_section
 from tools.registry import (
@@ -28,7 +29,6 @@ from tools.registry import (
     load_tool_modules,
     registry,
 )
-from tools.spec import ArgumentsInvalid
 
 OPENAI_TOOL = TypeAdapter(ChatCompletionToolParam)
 
@@ -653,7 +653,7 @@ def test_load_tool_modules_tells_a_missing_module_from_a_missing_import(module_d
 
 
 def test_an_approval_rule_or_describe_hook_that_is_not_a_function_is_refused():
-    from tools.spec import ToolDefinitionError, build_spec
+    from tools.definition import ToolDefinitionError, build_spec
 
     def launch(ctx: ToolContext, target: str) -> dict:
         """Launch."""
@@ -666,7 +666,7 @@ def test_an_approval_rule_or_describe_hook_that_is_not_a_function_is_refused():
 
 
 def test_an_approval_rule_that_fails_asks_for_approval_and_a_failing_describe_falls_back():
-    from tools.spec import build_spec
+    from tools.definition import build_spec
 
     def launch(ctx: ToolContext, target: str) -> dict:
         """Launch."""

@@ -23,9 +23,10 @@ from mcp import types
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
+from tools.arguments import ArgumentsInvalid
 from tools.context import ToolContext
 from tools.mcp.config import McpServerConfig
-from tools.spec import TOOL_NAME_RE, ArgumentsInvalid, ToolSpec
+from tools.spec import TOOL_NAME_RE, ToolSpec
 
 logger = logging.getLogger("tools.mcp")
 

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from mcp import types
 
+from tools.arguments import ArgumentsInvalid
 from tools.context import ToolContext
 from tools.executor import execute_tool
 from tools.mcp.config import parse_config
@@ -23,7 +24,7 @@ from tools.mcp.specs import (
 )
 from tools.registry import ToolRegistry
 from tools.results import ToolOutput
-from tools.spec import TOOL_NAME_RE, ArgumentsInvalid, ToolSpec
+from tools.spec import TOOL_NAME_RE, ToolSpec
 
 ADD_SCHEMA = {
     "type": "object",
