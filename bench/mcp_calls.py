@@ -23,8 +23,6 @@ import argparse
 import asyncio
 import os
 import platform
-import socket
-import subprocess
 import sys
 import time
 from contextlib import AsyncExitStack
@@ -32,28 +30,8 @@ from typing import Any
 
 from stack import ROOT, percentile, write_results
 
-SERVER = ROOT / "tests" / "tools" / "mcp" / "server.py"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_http(port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(400):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.1).close()
-            return process
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the MCP test server did not start")
+from tests.plugins.services import free_port
+from tests.tools.mcp.servers import SERVER, HttpServer
 
 
 async def bare_calls(entry: dict[str, Any], calls: int) -> list[float]:
@@ -142,12 +120,12 @@ def main() -> None:
     logging.disable(logging.INFO)
 
     rows = measure("stdio", {"command": sys.executable, "args": [str(SERVER)]}, options.calls)
-    port = free_port()
-    process = start_http(port)
+    server = HttpServer(port=free_port())
+    server.start()
     try:
-        rows += measure("http", {"url": f"http://127.0.0.1:{port}/mcp"}, options.calls)
+        rows += measure("http", {"url": server.url}, options.calls)
     finally:
-        process.kill()
+        server.kill()
 
     print(f"{'transport':<10}{'variant':<11}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}{'cold ms':>9}")
     for row in rows:

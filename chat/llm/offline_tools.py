@@ -158,12 +158,18 @@ def tool_pick(
             scored.append((score, tool))
     # The best-matching tool whose required arguments the words give (first offered
     # wins a tie); if none, the best match, whose call then says what is missing.
+    # Arguments are filled best first, and only until one is complete.
     scored.sort(key=lambda pair: -pair[0])
-    picks = [(score, tool, _fill(tool, text, expression, note_title)) for score, tool in scored]
-    complete = [pick for pick in picks if set(pick[1].required) <= set(pick[2])]
-    if not picks:
+    chosen: tuple[float, _Tool, dict[str, Any]] | None = None
+    for score, tool in scored:
+        arguments = _fill(tool, text, expression, note_title)
+        if set(tool.required) <= set(arguments):
+            chosen = (score, tool, arguments)
+            break
+        chosen = chosen or (score, tool, arguments)
+    if chosen is None:
         return None
-    score, tool, arguments = (complete or picks)[0]
+    score, tool, arguments = chosen
     required = set(tool.required)
     calls = [arguments]
     zone_param = next((p for p in tool.param_names if p.lower() in TIMEZONE_PARAMS), None)

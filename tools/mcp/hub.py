@@ -232,14 +232,14 @@ class McpHub:
 
         # The loop first: in a forked child it starts afresh, without the parent's connections.
         try:
-            self._running_loop()
+            loop = self._running_loop()
         except McpServerError as exc:
             return server_failure(str(exc))
         # The executor's deadline ends the call first; the SDK's is a backstop.
         request = self._connection(config.name).call_tool(
             tool, arguments, timeout=config.timeout + 5, progress=progress
         )
-        future = self._submit(request)
+        future = asyncio.run_coroutine_threadsafe(request, loop)
         while True:
             try:
                 result = future.result(timeout=CANCEL_POLL_S)

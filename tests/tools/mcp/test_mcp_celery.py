@@ -13,7 +13,7 @@ from tests.assertions import assert_valid_history
 from tests.factories import ConversationFactory
 from tests.llm_server import text_reply, tool_calls_reply
 from tests.stack import wait_for_run
-from tests.tools.mcp.conftest import stdio_server
+from tests.tools.mcp.servers import stdio_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 

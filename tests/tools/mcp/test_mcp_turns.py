@@ -23,7 +23,7 @@ from tests.chat.api.test_export import assert_fine_tuning_line
 from tests.factories import ConversationFactory
 from tests.llm_server import text_reply, tool_calls_reply
 from tests.stack import wait_for_run
-from tests.tools.mcp.conftest import stdio_server, time_server
+from tests.tools.mcp.servers import stdio_server, time_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
