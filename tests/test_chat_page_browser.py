@@ -16,7 +16,7 @@ import pytest
 from django.core.management import call_command
 
 from tests.factories import UserFactory
-from tests.test_chat_ui_browser import ask, log_in, new_conversation
+from tests.test_chat_ui_browser import PASSWORD, ask, log_in, new_conversation
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -141,6 +141,58 @@ def test_a_message_sent_before_the_socket_opens_waits_for_it(
     expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
     expect(page.locator("#composer-error")).to_be_hidden()
     page.screenshot(path=screenshots_dir / "chat-slow-socket.png")
+
+
+def flush_tasks(page: Page) -> None:
+    """Let the page run what its finished requests scheduled (no timer of ours to wait on)."""
+    page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+
+
+@pytest.mark.parametrize("first", ["list", "create"])
+def test_a_first_message_sent_before_the_conversation_list_arrives_is_answered_in_place(
+    asgi_server: str, page: Page, first: str
+):
+    """A slow first load of the sidebar must not reopen the page over what the user did.
+
+    The list is held back while the user starts a conversation and sends its
+    first message; whichever of the list and the new conversation arrives
+    first, the thread shows the question and its answer, and the sidebar
+    lists the conversation.
+    """
+    held: dict[str, object] = {}
+
+    def hold(route, request) -> None:  # type: ignore[no-untyped-def]
+        if request.method == "GET" and "list" not in held:
+            held["list"] = route
+        elif request.method == "POST" and "create" not in held:
+            held["create"] = route
+        else:
+            route.continue_()
+
+    page.route(re.compile(r".*/api/v1/conversations/(\?.*)?$"), hold)
+    UserFactory(username="ada")
+    page.goto(f"{asgi_server}/login/")
+    page.get_by_label("Username").fill("ada")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{asgi_server}/")
+    page.wait_for_load_state("domcontentloaded")  # the page's script is running
+    page.get_by_role("button", name="New conversation").click()
+    expect(page.get_by_label("Message", exact=True)).to_be_enabled()
+    ask(page, "what is 12*7")
+    order = [first, "create" if first == "list" else "list"]
+    for name in order:
+        while name not in held:
+            page.wait_for_timeout(20)  # the request is on its way
+        with page.expect_request_finished(lambda r: "/api/v1/conversations/" in r.url):
+            held.pop(name).continue_()  # type: ignore[attr-defined]
+        flush_tasks(page)
+    page.unroute(re.compile(r".*/api/v1/conversations/(\?.*)?$"))
+
+    expect(page.locator(".msg-user")).to_have_count(1)
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
+    expect(page).to_have_url(re.compile(r"#[0-9a-f-]{36}$"))
+    expect(page.locator("#conversation-list .conversation-link")).to_have_count(1)
 
 
 def test_a_second_tab_sees_the_users_message_and_the_answer_live(

@@ -66,6 +66,7 @@
     search: "", // the sidebar's search text
     searchTimer: null,
     listRequest: 0, // numbers the list's loads: a late answer to an older search is dropped
+    created: [], // ids of the conversations this page created, in order (a list loaded before keeps them)
     requesting: false, // a regenerate or an edit is on its way to the server
     messages: {}, // message id -> {node, text}
     cards: {}, // tool_call_id -> card object
@@ -268,8 +269,19 @@
   function loadConversations() {
     var query = state.search ? "&q=" + encodeURIComponent(state.search) : "";
     var request = ++state.listRequest;
+    var createdBefore = state.created.length;
     return apiAll("/conversations/?page_size=200" + query, 1).then(function (items) {
       if (request !== state.listRequest) return state.conversations;
+      // A conversation this page created while the list was on its way is not in it yet.
+      if (!state.search) {
+        var listed = {};
+        items.forEach(function (c) {
+          listed[c.id] = true;
+        });
+        state.conversations.forEach(function (c) {
+          if (!listed[c.id] && state.created.indexOf(c.id, createdBefore) !== -1) items.unshift(c);
+        });
+      }
       state.conversations = items;
       renderConversationList();
       return items;
@@ -346,6 +358,7 @@
     var content = state.pendingSend && state.pendingSend.content;
     api("POST", "/conversations/", { mode: el.newMode.value })
       .then(function (conversation) {
+        state.created.push(conversation.id);
         upsertConversation(conversation);
         if (generation === state.generation) {
           selectConversation(conversation.id, true, true);
@@ -1610,8 +1623,11 @@
 
   // -------------------------------------------------------------------- start
 
+  var startGeneration = state.generation;
   loadConversations()
     .then(function (items) {
+      // The user started or opened a conversation while the list loaded: theirs stands.
+      if (state.generation !== startGeneration) return;
       var id = window.location.hash.slice(1);
       if (UUID_RE.test(id)) {
         openConversation(id);
