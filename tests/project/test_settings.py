@@ -183,3 +183,18 @@ def test_a_bad_value_fails_with_a_message_naming_the_variable(variable, value):
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("django.core.exceptions.ImproperlyConfigured: ")
     assert f"{variable}={value!r}" in last_line
+
+
+def test_a_fresh_make_run_start_prints_no_warnings(tmp_path):
+    """What `make run` runs, on a new SQLite file: only the lines a user needs."""
+    env = {"DJANGO_DEBUG": "1", "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}
+    migrate = run(["manage.py", "migrate", "--noinput"], **env)
+    assert migrate.returncode == 0, migrate.stderr
+    demo = run(["manage.py", "demo_user"], **env)
+    assert demo.returncode == 0, demo.stderr
+    serve = run(["-W", "default", "-c", "from project.asgi import application"], **env)
+    assert serve.returncode == 0, serve.stderr
+    for step in (migrate, demo, serve):
+        printed = step.stdout + step.stderr
+        assert "WARNING" not in printed.upper(), printed
+    assert "Created demo user" in demo.stdout
