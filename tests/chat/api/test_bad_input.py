@@ -11,8 +11,9 @@ from urllib.parse import quote
 
 import pytest
 
-from chat.models import Conversation, Message
+from chat.models import Conversation, ExecutionStatus, Message, RunStatus
 from tests.chat.api.conftest import stored_turn
+from tests.factories import MessageFactory, RunFactory, ToolExecutionFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -190,3 +191,54 @@ def test_a_body_over_the_upload_limit_is_a_json_413(api, settings):
     assert response["Content-Type"].startswith("application/json")
     assert response.json()["code"] == "too_large"
     assert not Conversation.objects.exists()
+
+
+# --- a key that is not valid Unicode ------------------------------------------------------
+
+# A lone surrogate, escaped as JSON allows; it has no UTF-8 form, so it cannot be echoed back.
+SURROGATE_KEY_BODY = '{"\\ud800": 1}'
+
+
+def test_a_lone_surrogate_in_a_key_is_a_400_on_every_body_the_api_reads(api, conversation, user):
+    run = RunFactory(conversation=conversation, status=RunStatus.AWAITING_APPROVAL)
+    asking = MessageFactory(
+        conversation=conversation,
+        run=run,
+        role="assistant",
+        content=None,
+        tool_calls=[
+            {
+                "id": "call_d",
+                "type": "function",
+                "function": {"name": "delete_notes", "arguments": "{}"},
+            }
+        ],
+    )
+    execution = ToolExecutionFactory(
+        run=run,
+        message=asking,
+        tool_call_id="call_d",
+        name="delete_notes",
+        status=ExecutionStatus.AWAITING_APPROVAL,
+        result=None,
+    )
+    title = conversation.title
+    urls = {
+        "create": ("post", CONVERSATIONS),
+        "patch": ("patch", f"{CONVERSATIONS}{conversation.id}/"),
+        "message": ("post", messages_url(conversation)),
+        "approve": ("post", f"{EXECUTIONS}{execution.id}/approve/"),
+        "reject": ("post", f"{EXECUTIONS}{execution.id}/reject/"),
+    }
+    for name, (method, url) in urls.items():
+        response = getattr(api, method)(
+            url, data=SURROGATE_KEY_BODY, content_type="application/json"
+        )
+        assert_parse_error(response), name
+        assert "not valid Unicode" in response.json()["message"], name
+    assert Conversation.objects.count() == 1
+    conversation.refresh_from_db()
+    assert conversation.title == title
+    assert Message.objects.filter(role="user").count() == 0
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.AWAITING_APPROVAL
