@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import inspect
 from base64 import b64decode
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any
 from urllib import parse
 
 from asgiref.sync import sync_to_async
@@ -248,39 +248,3 @@ class StrictIntegerField(serializers.IntegerField):
             self.fail("not_an_integer")
         value: int = super().to_internal_value(data)
         return value
-
-
-class TextField(serializers.CharField):
-    """A JSON string, nothing else (DRF would take 12 for "12"), that the database can store."""
-
-    default_error_messages = {
-        "not_a_string": "Must be a string.",
-        "surrogates": "Must be valid Unicode text (it has a lone surrogate).",
-    }
-
-    def to_internal_value(self, data: Any) -> str:
-        """The string, or a validation error naming what is wrong with it."""
-        if not isinstance(data, str):
-            self.fail("not_a_string")
-        value = super().to_internal_value(data)
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            self.fail("surrogates")
-        return value
-
-
-class StrictInputSerializer(serializers.Serializer[Any]):
-    """Input that refuses keys it does not know (a typo is an error, not a silent default)."""
-
-    unknown_field_message: ClassVar[str] = "Unknown field."
-
-    def validate(self, attrs: Any) -> Any:
-        """Refuse unknown keys, naming the first."""
-        initial = self.initial_data if isinstance(self.initial_data, Mapping) else {}
-        unknown = [key for key in initial if key not in self.fields]
-        if unknown:
-            raise serializers.ValidationError(
-                {key: [self.unknown_field_message] for key in unknown}
-            )
-        return attrs

@@ -16,7 +16,6 @@ seconds to wait of a 429.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
@@ -26,10 +25,10 @@ from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
 from chat.exceptions import Conflict, InvalidInput, NotFound, RateLimited, ToolchatError
+from chat.inputs import flatten_errors, validation_error_body
 
 DOMAIN_STATUS: list[tuple[type[ToolchatError], int]] = [
     (InvalidInput, status.HTTP_400_BAD_REQUEST),
@@ -74,35 +73,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return Response(body, status=exc.status_code, headers=headers)
 
 
-def validation_error_body(detail: Any) -> dict[str, Any]:
-    """A serializer's errors in the common shape: the first one named, all of them in details."""
-    errors = dict(_flatten(detail))
-    body: dict[str, Any] = {"code": InvalidInput.code}
-    first_field, first_messages = next(iter(errors.items()), ("", ["Invalid input."]))
-    if first_field and first_field != api_settings.NON_FIELD_ERRORS_KEY:
-        body["message"] = f"{first_field}: {first_messages[0]}"
-        body["field"] = first_field
-    else:
-        body["message"] = first_messages[0]
-    body["details"] = {"errors": errors}
-    return body
-
-
-def _flatten(detail: Any, prefix: str = "") -> Iterator[tuple[str, list[str]]]:
-    """Nested DRF error details as (dotted field path, messages) pairs, in order."""
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            yield from _flatten(value, f"{prefix}.{key}" if prefix else str(key))
-    elif isinstance(detail, list) and detail and not all(isinstance(d, str) for d in detail):
-        for index, value in enumerate(detail):
-            if value:
-                yield from _flatten(value, f"{prefix}[{index}]" if prefix else f"[{index}]")
-    elif isinstance(detail, list):
-        yield prefix, [str(d) for d in detail]
-    else:
-        yield prefix, [str(detail)]
-
-
 def _code(exc: exceptions.APIException) -> str:
     codes = exc.get_codes()
     return codes if isinstance(codes, str) else exc.default_code
@@ -110,7 +80,7 @@ def _code(exc: exceptions.APIException) -> str:
 
 def _text(detail: Any) -> str:
     if isinstance(detail, list | dict):
-        return next((message for _, messages in _flatten(detail) for message in messages), "")
+        return next((message for _, messages in flatten_errors(detail) for message in messages), "")
     return str(detail)
 
 

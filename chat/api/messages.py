@@ -31,14 +31,13 @@ from chat.api.base import (
     AsyncApiView,
     CursorPage,
     EventStreamNegotiation,
-    StrictInputSerializer,
-    TextField,
     accepts_event_stream,
     page_serializer,
     paginate,
 )
 from chat.api.serializers import MessageSerializer, RunSerializer, message_data
 from chat.api.throttling import MessageRateThrottle
+from chat.inputs import MessageInput
 from chat.live.streams import run_end_wait, run_event_stream, sse_response
 from chat.models import ACTIVE_RUN_STATUSES, Run
 from chat.selectors import (
@@ -133,17 +132,8 @@ class MessageCreateApi(AsyncApiView):
     throttle_scope = "messages"
     content_negotiation_class = EventStreamNegotiation
 
-    class InputSerializer(StrictInputSerializer):
-        content = TextField(
-            trim_whitespace=False,
-            help_text="The user's message: not blank, at most MAX_MESSAGE_CHARS (default 32,000).",
-        )
-        replaces = serializers.UUIDField(
-            required=False,
-            help_text="Edit and resend: the id of the conversation's last user message. It and "
-            "its answer are superseded (kept in the record, left out of the history); 409 if it "
-            "is not the last user message.",
-        )
+    class InputSerializer(MessageInput):
+        """The message (the WebSocket's post takes the same, chat/inputs.py)."""
 
     class QuerySerializer(serializers.Serializer[Any]):
         wait = serializers.BooleanField(

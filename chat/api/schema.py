@@ -8,7 +8,7 @@ from typing import Any, Literal
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 
-from chat.api.base import StrictInputSerializer, TextField
+from chat.inputs import StrictInputSerializer, TextField
 
 Direction = Literal["request", "response"]
 

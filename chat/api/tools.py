@@ -14,12 +14,11 @@ from rest_framework.views import APIView
 from chat.api import docs
 from chat.api.base import (
     CursorPage,
-    StrictInputSerializer,
-    TextField,
     page_serializer,
     paginate,
 )
 from chat.api.serializers import ToolExecutionSerializer
+from chat.inputs import StrictInputSerializer, TextField
 from chat.selectors import tool_execution_list
 from chat.services.approvals import MAX_REASON_CHARS, tool_call_decide
 from tools.registry import registry as tool_registry

@@ -34,6 +34,7 @@ from django.conf import settings
 
 from chat.api.throttling import MessageRateThrottle
 from chat.exceptions import RateLimited, ToolchatError
+from chat.inputs import MessageInput, validation_error_body
 from chat.live.slots import slot_give_back, slot_renew, slot_take
 from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
 from chat.selectors import conversation_get
@@ -151,7 +152,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if kind == "resume":
             await self._resume(message.get("after"))
         elif kind == "message":
-            await self._post(message.get("content"))
+            await self._post({key: value for key, value in message.items() if key != "type"})
         elif kind == "cancel":
             await self._cancel(message.get("run_id"))
         elif kind in ("approve", "reject"):
@@ -190,12 +191,22 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             for envelope in missed:
                 await self._send(envelope)
 
-    async def _post(self, content: Any) -> None:
-        if not isinstance(content, str):
-            await self._error("invalid_content", "`content` must be a string.", field="content")
+    async def _post(self, body: dict[str, Any]) -> None:
+        # The REST post's own serializer: the same fields, the same errors.
+        message = MessageInput(data=body)
+        if not message.is_valid():
+            error = validation_error_body(message.errors)
+            await self._error(
+                error["code"], error["message"], field=error.get("field"), details=error["details"]
+            )
             return
         try:
-            run = await _run_start(self.conversation, content, self.scope["user"])
+            run = await _run_start(
+                self.conversation,
+                message.validated_data["content"],
+                self.scope["user"],
+                message.validated_data.get("replaces"),
+            )
         except ToolchatError as exc:
             await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
             return
@@ -307,7 +318,7 @@ def _conversation_get(conversation_id: Any, user: Any) -> Any:
 
 
 @database_sync_to_async
-def _run_start(conversation: Any, content: str, user: Any) -> Any:
+def _run_start(conversation: Any, content: str, user: Any, replaces: Any) -> Any:
     # The REST API's own throttle, same scope and cache key: one budget per user,
     # however the messages arrive.
     throttle = MessageRateThrottle()
@@ -317,7 +328,7 @@ def _run_start(conversation: Any, content: str, user: Any) -> Any:
         raise RateLimited(
             f"Too many messages; try again in {wait} seconds.", details={"retry_after": wait}
         )
-    return run_start(conversation=conversation, content=content, user=user)
+    return run_start(conversation=conversation, content=content, user=user, replaces=replaces)
 
 
 @database_sync_to_async

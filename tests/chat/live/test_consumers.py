@@ -11,7 +11,7 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from chat.live.events import event_publish
-from chat.models import ACTIVE_RUN_STATUSES, Run, RunStatus
+from chat.models import ACTIVE_RUN_STATUSES, Message, Run, RunStatus
 from project.asgi import application
 from tests.assertions import wait_until_async
 from tests.factories import ConversationFactory, RunFactory, UserFactory
@@ -228,7 +228,7 @@ async def test_without_resume_the_socket_carries_events_from_now_on(user):
         ("[1, 2]", "invalid_message"),
         ('{"type": "dance"}', "unknown_type"),
         ('{"type": "resume", "after": "x"}', "invalid_after"),
-        ('{"type": "message", "content": 5}', "invalid_content"),
+        ('{"type": "message", "content": 5}', "invalid"),
         ('{"type": "message", "content": "   "}', "invalid"),
         ('{"type": "cancel", "run_id": "00000000-0000-0000-0000-000000000000"}', "not_found"),
         ('{"type": "cancel", "run_id": "nope"}', "not_found"),
@@ -260,7 +260,7 @@ DEEP = "[" * 50_000 + "]" * 50_000  # within the size limit, far past the parser
         ('{"type": "message", "content": "a\\u0000b"}', "invalid"),
         ('{"type": "message", "content": "half \\ud800 a pair"}', "invalid"),
         ('{"type": "message", "content": "\\u200b\\u200b\\ufeff"}', "invalid"),
-        ('{"type": "message", "content": {"a": [[[["deep"]]]]}}', "invalid_content"),
+        ('{"type": "message", "content": {"a": [[[["deep"]]]]}}', "invalid"),
         (DEEP, "invalid_json"),
         ('{"type": "message", "content": ' + DEEP + "}", "invalid_json"),
         ('{"type": "\\ud800"}', "unknown_type"),
@@ -328,6 +328,54 @@ async def test_a_message_over_the_socket_starts_a_run_and_streams_it(user, setti
     assert {e["run_id"] for e in events} == {ack["run_id"]}
     text = "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
     assert "84" in text
+    await communicator.disconnect()
+
+
+async def test_an_edit_over_the_socket_replaces_the_last_question_as_rest_does(user, settings):
+    settings.LLM_PROVIDER = "offline"
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+
+    async def post(body):
+        await communicator.send_json_to({"type": "message", **body})
+        ack, ended = None, False
+        while ack is None or not ended:
+            (message,) = await receive_events(communicator, 1)
+            if message["type"] == "ack":
+                ack = message
+            elif message["type"] == "error":
+                raise AssertionError(message)
+            ended = ended or message["type"] == "run.completed"
+        return ack
+
+    first = await post({"content": "what is 2+2"})
+    await post({"content": "what is 3+3", "replaces": first["message_id"]})
+    old = await database_sync_to_async(Message.objects.get)(pk=first["message_id"])
+    assert old.superseded_at is not None  # kept in the record, out of the history
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"content": "hi", "colour": "blue"}, "colour"),
+        ({"content": "hi", "replaces": "not-an-id"}, "replaces"),
+        ({"content": "hi", "\ud800": 1}, "\\ud800"),
+        ({"content": ""}, "content"),
+        ({}, "content"),
+    ],
+    ids=["unknown-field", "bad-replaces", "surrogate-key", "blank", "missing"],
+)
+async def test_a_socket_post_is_checked_by_the_rest_posts_rules(user, body, field):
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    await communicator.send_to(text_data=json.dumps({"type": "message", **body}))
+    raw = await communicator.receive_from(timeout=5)
+    raw.encode("utf-8")
+    reply = json.loads(raw)
+    assert (reply["type"], reply["code"], reply["field"]) == ("error", "invalid", field), reply
+    assert field in reply["details"]["errors"]
+    assert not await database_sync_to_async(Run.objects.filter(conversation=conversation).exists)()
     await communicator.disconnect()
 
 

@@ -1,0 +1,103 @@
+"""What a client sends, checked by the same rules whichever door it comes through.
+
+The REST API (chat/api/) and the WebSocket (chat/live/consumers.py) both take
+user messages; both validate them with `MessageInput` and report a failure
+in the one shape `validation_error_body` gives (docs/api.md, "Errors"), so an
+edit sent over the socket is an edit, and an unknown field an error, on both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from rest_framework import serializers
+from rest_framework.settings import api_settings
+
+from chat.exceptions import InvalidInput
+
+
+class TextField(serializers.CharField):
+    """A JSON string, nothing else (DRF would take 12 for "12"), that the database can store."""
+
+    default_error_messages = {
+        "not_a_string": "Must be a string.",
+        "surrogates": "Must be valid Unicode text (it has a lone surrogate).",
+    }
+
+    def to_internal_value(self, data: Any) -> str:
+        """The string, or a validation error naming what is wrong with it."""
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        value = super().to_internal_value(data)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            self.fail("surrogates")
+        return value
+
+
+class StrictInputSerializer(serializers.Serializer[Any]):
+    """Input that refuses keys it does not know (a typo is an error, not a silent default)."""
+
+    unknown_field_message: ClassVar[str] = "Unknown field."
+
+    def validate(self, attrs: Any) -> Any:
+        """Refuse unknown keys, naming the first."""
+        initial = self.initial_data if isinstance(self.initial_data, Mapping) else {}
+        unknown = [key for key in initial if key not in self.fields]
+        if unknown:
+            # A key is echoed back: one that is not valid Unicode is shown escaped.
+            raise serializers.ValidationError(
+                {_printable(key): [self.unknown_field_message] for key in unknown}
+            )
+        return attrs
+
+
+class MessageInput(StrictInputSerializer):
+    """A user message to post: its text, and the question it edits, if any."""
+
+    content = TextField(
+        trim_whitespace=False,
+        help_text="The user's message: not blank, at most MAX_MESSAGE_CHARS (default 32,000).",
+    )
+    replaces = serializers.UUIDField(
+        required=False,
+        help_text="Edit and resend: the id of the conversation's last user message. It and "
+        "its answer are superseded (kept in the record, left out of the history); 409 if it "
+        "is not the last user message.",
+    )
+
+
+def validation_error_body(detail: Any) -> dict[str, Any]:
+    """A serializer's errors in the common shape: the first one named, all of them in details."""
+    errors = dict(flatten_errors(detail))
+    body: dict[str, Any] = {"code": InvalidInput.code}
+    first_field, first_messages = next(iter(errors.items()), ("", ["Invalid input."]))
+    if first_field and first_field != api_settings.NON_FIELD_ERRORS_KEY:
+        body["message"] = f"{first_field}: {first_messages[0]}"
+        body["field"] = first_field
+    else:
+        body["message"] = first_messages[0]
+    body["details"] = {"errors": errors}
+    return body
+
+
+def flatten_errors(detail: Any, prefix: str = "") -> Iterator[tuple[str, list[str]]]:
+    """Nested DRF error details as (dotted field path, messages) pairs, in order."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            yield from flatten_errors(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(detail, list) and detail and not all(isinstance(d, str) for d in detail):
+        for index, value in enumerate(detail):
+            if value:
+                yield from flatten_errors(value, f"{prefix}[{index}]" if prefix else f"[{index}]")
+    elif isinstance(detail, list):
+        yield prefix, [str(d) for d in detail]
+    else:
+        yield prefix, [str(detail)]
+
+
+def _printable(key: str) -> str:
+    """The key as sent, with what has no UTF-8 form (lone surrogates) escaped."""
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
