@@ -51,6 +51,16 @@ CLOSE_TOO_MANY = 4429
 RESUME_GRACE_S = 0.3
 
 
+class UnroutedConsumer(AsyncWebsocketConsumer):
+    """Any other path (or a malformed conversation id): refused with 4404, nothing logged."""
+
+    channel_layer_alias = "none: this socket only says no"
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=CLOSE_NOT_FOUND)
+
+
 class ConversationConsumer(AsyncWebsocketConsumer):
     """One socket: one user watching one of their conversations."""
 

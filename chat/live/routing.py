@@ -1,8 +1,8 @@
-"""WebSocket routes."""
+"""WebSocket routes: a conversation's socket; anything else is closed with 4404."""
 
-from django.urls import path
+from django.urls import path, re_path
 
-from chat.live.consumers import ConversationConsumer
+from chat.live.consumers import ConversationConsumer, UnroutedConsumer
 
 websocket_urlpatterns = [
     path(
@@ -10,4 +10,6 @@ websocket_urlpatterns = [
         ConversationConsumer.as_asgi(),
         name="ws-conversation",
     ),
+    # Without it, Channels' router raises for an unknown path: a 500 and a traceback.
+    re_path(r"", UnroutedConsumer.as_asgi()),
 ]

@@ -103,6 +103,25 @@ async def test_an_unknown_conversation_is_closed_with_4404(user):
     assert (await communicator.receive_output(timeout=5))["code"] == 4404
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/ws/nothing/",
+        "/ws/conversations/not-a-uuid/",
+        "/ws/conversations/12345678-1234-1234-1234-1234567890ab/extra/",
+        "/ws/conversations/",
+        "/elsewhere/",
+    ],
+)
+async def test_an_unrouted_path_or_a_malformed_id_is_closed_with_4404(user, path, caplog):
+    communicator = WebsocketCommunicator(application, path, headers=await headers_for(user))
+    connected, code = await communicator.connect(timeout=5)
+    assert (connected, code) == (True, None)  # accepted only to say why, as other refusals
+    assert await communicator.receive_output(timeout=5) == {"type": "websocket.close", "code": 4404}
+    assert "No route found" not in caplog.text
+    await communicator.wait()
+
+
 async def test_an_anonymous_socket_is_closed_with_4401(user):
     conversation = await make(ConversationFactory, owner=user)
     communicator, connected, _ = await connect(conversation.id, [(b"origin", b"http://testserver")])
