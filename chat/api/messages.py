@@ -37,7 +37,7 @@ from chat.api.base import (
 )
 from chat.api.serializers import MessageSerializer, RunSerializer, message_data
 from chat.api.throttling import MessageRateThrottle
-from chat.inputs import MessageInput
+from chat.inputs import MessageInput, StrictInputSerializer
 from chat.live.streams import run_end_wait, run_event_stream, sse_response
 from chat.models import ACTIVE_RUN_STATUSES, Run
 from chat.selectors import (
@@ -235,6 +235,9 @@ class RegenerateApi(APIView):
     throttle_classes = [MessageRateThrottle]
     throttle_scope = "messages"
 
+    class InputSerializer(StrictInputSerializer):
+        """Nothing: an empty body or `{}` (any field is an error, not ignored)."""
+
     class OutputSerializer(serializers.Serializer[Any]):
         run = RunSerializer()
         message = MessageSerializer(help_text="The user message answered again.")
@@ -250,9 +253,10 @@ class RegenerateApi(APIView):
             "run is active or when there is no user message."
         ),
         parameters=[docs.path_id("conversation_id", "The conversation.")],
-        request=None,
-        responses={202: OutputSerializer, **docs.errors(403, 404, 409, 429)},
+        request=InputSerializer,
+        responses={202: OutputSerializer, **docs.errors(400, 403, 404, 409, 415, 429)},
         examples=[
+            docs.example("Regenerate (or no body at all)", {}, request=True),
             docs.example(
                 "Accepted", {"run": docs.QUEUED_RUN, "message": docs.USER_MESSAGE}, status=202
             ),
@@ -261,6 +265,7 @@ class RegenerateApi(APIView):
     def post(self, request: Request, conversation_id: uuid.UUID) -> Response:
         """Queue the new run; answer 202 with it and the question."""
         conversation = conversation_get(conversation_id=conversation_id, user=request.user)
+        self.InputSerializer(data=request.data).is_valid(raise_exception=True)
         run = run_regenerate(conversation=conversation)
         data, _ = _answer(run, request.user)
         return Response(data, status=status.HTTP_202_ACCEPTED)

@@ -213,3 +213,35 @@ def test_the_audit_keeps_the_first_answer_marked_superseded(user, llm_server, cl
     assert "First answer." in page
     assert "hello" in page  # its question stays with it
     assert ">superseded</span>" in page
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "code"),
+    [
+        (None, None, 202, None),
+        ("{}", "application/json", 202, None),
+        ("garbage", "text/plain", 415, "unsupported_media_type"),
+        ("garbage", "application/json", 400, "parse_error"),
+        ('{"content": "again"}', "application/json", 400, "invalid"),
+        ("[]", "application/json", 400, "invalid"),
+    ],
+    ids=["empty", "empty-object", "text", "not-json", "a-field", "a-list"],
+)
+def test_regenerate_takes_an_empty_body_and_refuses_any_other(
+    api, two_pass, body, content_type, status, code, settings
+):
+    settings.LLM_PROVIDER = "offline"
+    ask(api, two_pass, "What is 12*7?")
+    runs = Run.objects.count()
+    url = f"/api/v1/conversations/{two_pass.id}/regenerate/"
+    if body is None:
+        response = api.post(url)
+    else:
+        response = api.generic("POST", url, body, content_type=content_type)
+    assert response.status_code == status, response.json()
+    if code is None:
+        wait_for_run(Run.objects.get(pk=response.json()["run"]["id"]))
+        assert Run.objects.count() == runs + 1
+    else:
+        assert response.json()["code"] == code
+        assert Run.objects.count() == runs
