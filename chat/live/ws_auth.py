@@ -10,7 +10,7 @@ Two ways in:
   port of the same host, from opening a socket with the user's cookie;
 - any other client, with an `Authorization: Token <key>` header (DRF's
   tokens): no cookie is involved, so a missing Origin is fine, but one that is
-  sent must still be allowed.
+  sent must pass the same rule (scheme, host and port, or a trusted origin).
 
 Sockets that fail the origin check are refused at the handshake (HTTP 403);
 unauthenticated ones (a wrong token, an expired session, or no credentials at
@@ -21,12 +21,12 @@ which closes them with code 4401.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import ParseResult, urlsplit
+from urllib.parse import urlsplit
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
-from channels.security.websocket import OriginValidator, WebsocketDenier
+from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.request import split_domain_port, validate_host
@@ -67,13 +67,15 @@ class TokenAuthMiddleware(BaseMiddleware):
         return await super().__call__(dict(scope, user=user), receive, send)
 
 
-class OptionalOriginValidator(OriginValidator):
-    """Like AllowedHostsOriginValidator, but a client that sends no Origin may pass."""
+class OptionalOriginValidator(BaseMiddleware):
+    """A token client may send no Origin; one it sends must pass the cookie's rule."""
 
-    def valid_origin(self, parsed_origin: ParseResult | None) -> bool:
-        if parsed_origin is None:
-            return True
-        return bool(super().valid_origin(parsed_origin))
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> Any:
+        origin = _header(scope, b"origin")
+        if origin is not None and not origin_allowed(scope, origin):
+            denier = WebsocketDenier()
+            return await denier(scope, receive, send)
+        return await super().__call__(scope, receive, send)
 
 
 def _secure(scope: Scope) -> bool:
@@ -137,7 +139,8 @@ def _allowed_hosts() -> list[str]:
 def websocket_application(inner: ASGIApp) -> ASGIApp:
     """The WebSocket stack: token clients one way, browser (cookie) clients the other."""
     with_session = SameOriginValidator(AuthMiddlewareStack(inner))
-    with_token = OptionalOriginValidator(TokenAuthMiddleware(inner), _allowed_hosts())
+    token_auth = TokenAuthMiddleware(inner)
+    with_token = OptionalOriginValidator(token_auth)
 
     async def application(scope: Scope, receive: Any, send: Any) -> Any:
         if _header(scope, b"authorization"):
@@ -146,6 +149,6 @@ def websocket_application(inner: ASGIApp) -> ASGIApp:
             return await with_session(scope, receive, send)
         # No credentials at all: nothing a foreign page could borrow, so no origin
         # check to fail; the consumer closes the anonymous socket with 4401.
-        return await with_token(scope, receive, send)
+        return await token_auth(scope, receive, send)
 
     return application

@@ -193,6 +193,34 @@ async def test_a_cookie_without_origin_is_refused(user):
     assert not connected
 
 
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        ("http://testserver", True),
+        ("http://testserver:1", False),  # another port of the same host
+        ("https://testserver", False),  # another scheme
+        ("http://evil.example", False),
+        ("https://chat.example.com", True),  # CSRF_TRUSTED_ORIGINS
+    ],
+)
+async def test_a_token_client_that_sends_an_origin_needs_an_allowed_one(
+    user, settings, origin, allowed
+):
+    """The same rule as a cookie's: a page elsewhere cannot use a token it got hold of."""
+    settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.com"]
+    conversation = await make(ConversationFactory, owner=user)
+    token = await database_sync_to_async(Token.objects.create)(user=user)
+    headers = [
+        (b"authorization", f"Token {token.key}".encode()),
+        (b"host", b"testserver"),
+        (b"origin", origin.encode()),
+    ]
+    communicator, connected, _ = await connect(conversation.id, headers, "after=0")
+    assert connected is allowed
+    if connected:
+        await communicator.disconnect()
+
+
 async def test_a_token_client_needs_no_origin(user):
     conversation = await make(ConversationFactory, owner=user)
     token = await database_sync_to_async(Token.objects.create)(user=user)
