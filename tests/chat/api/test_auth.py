@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 
 import pytest
@@ -50,6 +52,25 @@ def test_without_credentials_every_operation_is_a_401(method, path):
         "message": "Authentication credentials were not provided.",
     }
     assert response["WWW-Authenticate"] == "Token"
+
+
+def test_the_schema_and_its_docs_page_are_public_and_every_operation_they_list_is_not():
+    """As docs/api.md says: a client may read the API's description before it has a token."""
+    anonymous = APIClient()
+    assert anonymous.get("/api/v1/docs/").status_code == 200
+    response = anonymous.get("/api/v1/schema/?format=json")
+    assert response.status_code == 200
+    paths = json.loads(response.content)["paths"]
+    operations = [
+        (method, re.sub(r"\{[^}]+\}", str(SOME_ID), path))
+        for path, item in paths.items()
+        for method in item
+        if method in ("get", "post", "patch", "put", "delete")
+    ]
+    assert len(operations) > len(OPERATIONS)
+    for method, path in operations:
+        answer = getattr(anonymous, method)(path, {}, format="json")
+        assert answer.status_code == 401, (method, path, answer.status_code)
 
 
 def test_a_wrong_token_is_a_401():
