@@ -40,6 +40,15 @@ class InvalidInput(ToolchatError):
 
     code = "invalid"
 
+    def as_dict(self) -> dict[str, Any]:
+        """As a serializer's error reads: the field's message also in `details.errors`."""
+        body = super().as_dict()
+        if self.field is not None:
+            details = dict(body.get("details") or {})
+            details.setdefault("errors", {self.field: [self.message]})
+            body["details"] = details
+        return body
+
 
 class NotFound(ToolchatError):
     """No such object, or it belongs to someone else (both answer 404)."""

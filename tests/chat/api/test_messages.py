@@ -201,7 +201,9 @@ def test_a_message_over_the_limit_is_refused(api, conversation, settings):
     assert response.status_code == 400
     body = response.json()
     assert body["field"] == "content"
-    assert body["details"] == {"max_chars": 10, "chars": 11}
+    assert body["details"]["max_chars"] == 10
+    assert body["details"]["chars"] == 11
+    assert body["details"]["errors"] == {"content": [body["message"]]}
     assert not Message.objects.exists()
 
 
@@ -328,3 +330,15 @@ def test_an_active_run_from_before_blocks_posting(api, conversation):
     response = api.post(url(conversation), {"content": "hi"}, format="json")
     assert response.status_code == 409
     assert response.json()["details"]["run_id"] == str(run.id)
+
+
+@pytest.mark.parametrize("content", ["", "   ", "\u200b\n"])
+def test_an_empty_message_is_a_400_with_its_field_and_details_errors(api, conversation, content):
+    response = api.post(
+        f"/api/v1/conversations/{conversation.id}/messages/", {"content": content}, format="json"
+    )
+    assert response.status_code == 400
+    body = response.json()
+    assert (body["code"], body["field"]) == ("invalid", "content")
+    assert body["details"]["errors"]["content"], body
+    assert not conversation.messages.exists()

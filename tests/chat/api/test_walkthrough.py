@@ -26,7 +26,26 @@ DOC = ROOT / "docs" / "api.md"
 
 
 def bash_blocks() -> list[str]:
-    return re.findall(r"^```bash\n(.*?)^```", DOC.read_text(), flags=re.MULTILINE | re.DOTALL)
+    return [block for block, _ in blocks_and_outputs()]
+
+
+def blocks_and_outputs() -> list[tuple[str, str | None]]:
+    """Each ```bash block, with the fenced block right after it that shows what it prints."""
+    text = DOC.read_text()
+    fences = list(re.finditer(r"^```(\w*)\n(.*?)^```\n", text, flags=re.MULTILINE | re.DOTALL))
+    pairs: list[tuple[str, str | None]] = []
+    for fence, after in zip(fences, [*fences[1:], None], strict=True):
+        if fence.group(1) != "bash":
+            continue
+        shown = None
+        if (
+            after is not None
+            and after.group(1) in ("", "json")
+            and not text[fence.end() : after.start()].strip()
+        ):
+            shown = after.group(2)
+        pairs.append((fence.group(2), shown))
+    return pairs
 
 
 def test_the_walkthrough_has_every_step():
@@ -67,6 +86,7 @@ def test_the_walkthrough_runs_as_written(asgi_server):
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     out = result.stdout
+    check_shown_outputs(env)
 
     assert re.search(r"^conversation [0-9a-f-]{36}$", out, flags=re.MULTILINE), out
     documents = list(_json_documents(out))
@@ -98,6 +118,34 @@ def test_the_walkthrough_runs_as_written(asgi_server):
 
     exported = [d for d in documents if isinstance(d, dict) and set(d) == {"messages", "tools"}]
     assert [line["messages"] for line in exported] == [4, 8]
+
+
+def check_shown_outputs(env: dict[str, str]) -> None:
+    """What each block prints is what the document shows after it (streamed deltas counted once)."""
+    marked = "\n".join(
+        f"echo '@@block {index}@@'\n{block}"
+        for index, (block, _) in enumerate(blocks_and_outputs())
+    )
+    result = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + marked],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    printed = re.split(r"^@@block \d+@@\n", result.stdout, flags=re.MULTILINE)[1:]
+    for (block, shown), out in zip(blocks_and_outputs(), printed, strict=True):
+        if shown is None:
+            continue
+        if shown.lstrip().startswith("{"):
+            assert json.loads(out) == json.loads(shown), (block, out)
+        else:
+            lines = [line for line in out.splitlines() if line]
+            deduplicated = [line for i, line in enumerate(lines) if i == 0 or line != lines[i - 1]]
+            assert deduplicated == shown.splitlines(), (block, out)
 
 
 def _json_documents(text: str):
