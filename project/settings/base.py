@@ -226,6 +226,11 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "chat.live.layers.ThreadSafeInMemoryChannelLayer"}}
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+# kombu's Redis transport, except that losing Redis does not end the worker
+# (project/broker.py says how and why); the worker reconnects for as long as it takes.
+CELERY_BROKER_TRANSPORT = "project.broker:Transport" if REDIS_URL else None
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # A task is acknowledged only once it has finished, and a task whose worker died

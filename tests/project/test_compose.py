@@ -108,6 +108,17 @@ def test_worker_runs_celery_and_is_checked_with_inspect_ping(services):
 def test_beat_schedules_the_recovery_of_lost_runs(services):
     assert command_of(services["beat"])[:4] == ["celery", "-A", "project", "beat"]
     assert "ports" not in services["beat"]
+    assert "ping()" in healthcheck_text(services["beat"])  # it can reach the broker
+
+
+def test_every_long_running_service_restarts_and_is_health_checked(services):
+    """After an outage or a crash, the stack comes back by itself (docs/deploy.md)."""
+    for name, service in services.items():
+        if name == "migrate":
+            continue  # runs once
+        assert service["restart"] == "unless-stopped", name
+        assert not service["healthcheck"].get("disable"), name
+        assert healthcheck_text(service), name
 
 
 def test_migrations_run_once_before_web_and_worker_start(services):
