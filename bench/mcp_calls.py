@@ -1,6 +1,6 @@
 """What toolchat adds to an MCP tool call, beside the bare MCP SDK.
 
-Starts the FastMCP test server (tests/tools/mcp/server.py) over stdio and over
+Starts the MCPServer test server (tests/tools/mcp/server.py) over stdio and over
 streamable HTTP, and calls its `add` tool N times, interleaved, two ways:
 
 - **bare SDK**: one `ClientSession` held open in an asyncio loop, `call_tool`

@@ -1,4 +1,4 @@
-"""A small MCP server for the tests, written with the SDK's FastMCP.
+"""A small MCP server for the tests, written with the SDK's MCPServer.
 
     python tests/tools/mcp/server.py                 # over stdio
     python tests/tools/mcp/server.py --http PORT     # over streamable HTTP at /mcp
@@ -16,9 +16,8 @@ import base64
 import os
 import sys
 
-from mcp.server.fastmcp import Context, FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
-from mcp.server.fastmcp.utilities.types import Image
+from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 # A 1x1 PNG.
@@ -26,7 +25,7 @@ PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
 
-server = FastMCP("toolchat-test", log_level="WARNING")
+server = MCPServer("toolchat-test", log_level="WARNING")
 
 
 @server.tool()
@@ -112,8 +111,7 @@ def main() -> None:
     parser.add_argument("--http", type=int, help="serve streamable HTTP on this port")
     options = parser.parse_args()
     if options.http:
-        server.settings.port = options.http
-        server.run("streamable-http")
+        server.run("streamable-http", port=options.http)
     else:
         server.run("stdio")
 
