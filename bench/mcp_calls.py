@@ -46,7 +46,7 @@ async def bare_calls(entry: dict[str, Any], calls: int) -> list[float]:
                 stdio_client(StdioServerParameters(command=entry["command"], args=entry["args"]))
             )
         else:
-            read, write, _ = await stack.enter_async_context(streamable_http_client(entry["url"]))
+            read, write = await stack.enter_async_context(streamable_http_client(entry["url"]))
         session = await stack.enter_async_context(ClientSession(read, write))
         await session.initialize()
         timings = []

@@ -4,8 +4,9 @@
     python tests/tools/mcp/server.py --http PORT     # over streamable HTTP at /mcp
 
 Its tools cover what a client must survive: progress, an error result, a
-slow call, a crash mid-call, structured content, an image, a schema the
-model API refuses, and a name OpenAI does not allow.
+slow call (and whether it was cancelled), a crash mid-call, structured
+content, an image, a schema the model API refuses, and a name OpenAI does
+not allow.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import asyncio
 import base64
 import os
 import sys
+import time
 
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -55,11 +57,28 @@ def refuse(reason: str) -> str:
     raise ToolError(f"refused: {reason}")
 
 
+# The calls of `sleep` the client cancelled, as "sleep <seconds>".
+CANCELLED: list[str] = []
+
+
 @server.tool()
 async def sleep(seconds: float) -> str:
     """Sleep, then say so."""
-    await asyncio.sleep(seconds)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        CANCELLED.append(f"sleep {seconds:g}")
+        raise
     return f"slept {seconds} s"
+
+
+@server.tool()
+async def cancelled() -> str:
+    """The calls of `sleep` the client cancelled (waiting up to 2 s for a first one)."""
+    deadline = time.monotonic() + 2
+    while not CANCELLED and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return ", ".join(CANCELLED) or "none"
 
 
 @server.tool()

@@ -123,9 +123,11 @@ def test_a_slow_tool_times_out_and_the_run_still_answers(llm_server, mcp_servers
     (execution,) = executions(run)
     assert execution.status == ExecutionStatus.TIMED_OUT
     assert execution.duration_ms < 3000
-    # The server is still there for the next call.
+    # The server is still there for the next call, and was told to stop the first.
     run = turn(llm_server, conversation, [("t__add", {"a": 1, "b": 1})])
     assert executions(run)[0].content == "2"
+    run = turn(llm_server, conversation, [("t__cancelled", {})])
+    assert executions(run)[0].content == "sleep 10"
 
 
 def test_killing_the_server_mid_call_gives_an_error_and_the_next_call_restarts_it(
