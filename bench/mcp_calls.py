@@ -1,6 +1,6 @@
 """What toolchat adds to an MCP tool call, beside the bare MCP SDK.
 
-Starts the FastMCP test server (tests/tools/mcp/server.py) over stdio and over
+Starts the MCPServer test server (tests/tools/mcp/server.py) over stdio and over
 streamable HTTP, and calls its `add` tool N times, interleaved, two ways:
 
 - **bare SDK**: one `ClientSession` held open in an asyncio loop, `call_tool`
@@ -46,7 +46,7 @@ async def bare_calls(entry: dict[str, Any], calls: int) -> list[float]:
                 stdio_client(StdioServerParameters(command=entry["command"], args=entry["args"]))
             )
         else:
-            read, write, _ = await stack.enter_async_context(streamable_http_client(entry["url"]))
+            read, write = await stack.enter_async_context(streamable_http_client(entry["url"]))
         session = await stack.enter_async_context(ClientSession(read, write))
         await session.initialize()
         timings = []

@@ -306,9 +306,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "django": {"level": env_str("DJANGO_LOG_LEVEL", "INFO")},
-        # httpx logs every request's URL at INFO: an MCP server's URL may hold a
-        # token, and an HTTP MCP call pings its server every second while it waits.
-        "httpx": {"level": "WARNING"},
+        # httpx2 (the HTTP client of the MCP SDK and of openai) logs every request's
+        # URL at INFO: an MCP server's URL may hold a token, and an HTTP MCP call
+        # pings its server every second while it waits.
+        "httpx2": {"level": "WARNING"},
     },
 }
 

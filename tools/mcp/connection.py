@@ -5,11 +5,13 @@ transport and the `ClientSession` are entered and left in one task (anyio's
 cancel scopes belong to the task that entered them), which holds them open
 until the connection is closed; calls from other tasks share the session.
 
-A stdio server that exits is noticed by the SDK: its pending requests end
-with CONNECTION_CLOSED, and later writes fail at once. The first is an error
-for the call in flight (it may have had effects: it is not repeated); the
-second never reached the server, so the call is sent again on a new
-connection.
+The end of a connection is seen where the SDK reads it: the transport's read
+stream is watched (`_EndWatch`), so a stdio server that exits (or an HTTP
+transport that fails) ends the calls waiting on it at once, and the next call
+opens a new connection first. A call in flight when its server went away is
+an error (it may have had effects: it is not repeated); one the server never
+received (an HTTP server that restarted and forgot the session) is sent
+again on a new connection.
 """
 
 from __future__ import annotations
@@ -19,17 +21,16 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
-from datetime import timedelta
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Self, TypeVar
 
 import anyio
-import httpx
-from mcp import ClientSession, McpError, StdioServerParameters, types
+import httpx2
+from mcp import ClientSession, MCPError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.session import ProgressFnT
-from mcp.types import CONNECTION_CLOSED
+from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR
 
 from tools.mcp.config import McpServerConfig
 
@@ -37,8 +38,8 @@ logger = logging.getLogger("tools.mcp")
 
 T = TypeVar("T")
 
-# The SDK's answer to a request an HTTP server refused for an unknown (expired) session.
-SESSION_TERMINATED = 32600
+# The SDK's answer to a request an HTTP server refused with an error status it does not say.
+HTTP_REFUSED = (INTERNAL_ERROR, "Server returned an error response")
 # While an HTTP call waits, how often the server is pinged to see that it is still there.
 PING_INTERVAL_S = 1.0
 # A tool list over more pages than this is a server's bug, not a list.
@@ -50,7 +51,7 @@ _TRANSPORT_ERRORS = (
     anyio.ClosedResourceError,
     anyio.BrokenResourceError,
     anyio.EndOfStream,
-    httpx.TransportError,
+    httpx2.TransportError,
     OSError,
 )
 
@@ -74,6 +75,10 @@ class ServerConnection:
         self._alive = False
         # Set, with the reason, when the open connection ends: requests in flight stop waiting.
         self._lost: asyncio.Future[str] | None = None
+        # The last HTTP error status the server answered with, e.g. "HTTP 401 Unauthorized".
+        self._refused = ""
+        # An HTTP server answered 404 to our session: it no longer knows it (it restarted).
+        self._session_gone = False
 
     @property
     def name(self) -> str:
@@ -97,6 +102,8 @@ class ServerConnection:
         ready: asyncio.Future[ClientSession] = loop.create_future()
         self._stop = asyncio.Event()
         self._lost = lost = loop.create_future()
+        self._refused = ""
+        self._session_gone = False
         self._holder = asyncio.create_task(
             self._hold(ready, self._stop, lost), name=f"mcp-{self.name}"
         )
@@ -137,7 +144,11 @@ class ServerConnection:
             async with AsyncExitStack() as stack:
                 read, write = await self._transport(stack)
                 session = await stack.enter_async_context(
-                    ClientSession(read, write, message_handler=self._on_message)
+                    ClientSession(
+                        _EndWatch(read, lambda: self._ended(lost, stop)),
+                        write,
+                        message_handler=self._on_message,
+                    )
                 )
                 await session.initialize()
                 if not ready.done():
@@ -160,10 +171,17 @@ class ServerConnection:
                 logger.warning("MCP server %s: its connection ended: %s", self.name, reason)
         finally:
             self._alive = False
-            # The SDK answers a stdio server's pending requests when it exits, but not
-            # those of a transport that failed (an HTTP server gone): they are told here.
             if not lost.done():
                 lost.set_result(reason)
+
+    def _ended(self, lost: asyncio.Future[str], stop: asyncio.Event) -> None:
+        # The server closed the connection (a stdio server exited), or we did: the calls
+        # waiting on it end now, and the next one opens a new connection.
+        self._alive = False
+        if not lost.done():
+            lost.set_result(
+                "the connection was closed" if stop.is_set() else "it closed the connection"
+            )
 
     async def _transport(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         config = self.config
@@ -177,21 +195,31 @@ class ServerConnection:
             read, write = await stack.enter_async_context(stdio_client(parameters))
             return read, write
         client = await stack.enter_async_context(
-            create_mcp_http_client(
-                headers=dict(config.headers) or None,
-                timeout=httpx.Timeout(self.connect_timeout, read=max(300.0, config.timeout)),
+            httpx2.AsyncClient(
+                headers=dict(config.headers),
+                timeout=httpx2.Timeout(self.connect_timeout, read=max(300.0, config.timeout)),
+                event_hooks={"response": [self._note_refusal]},
             )
         )
-        read, write, _session_id = await stack.enter_async_context(
+        read, write = await stack.enter_async_context(
             streamable_http_client(config.url, http_client=client)
         )
         return read, write
 
+    async def _note_refusal(self, response: httpx2.Response) -> None:
+        # The SDK turns an HTTP error into a JSON-RPC error, whose code and message are the
+        # server's or its own, never the status: what the status says is kept here.
+        if response.status_code >= 400:
+            self._refused = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+        if response.status_code == 404 and MCP_SESSION_ID in response.request.headers:
+            # As MCP asks, a 404 to a request in a session means the server ended the
+            # session (or restarted, forgetting it): the request was refused, not run.
+            self._session_gone = True
+            self._alive = False
+
     async def _on_message(self, message: Any) -> None:
         # The server says its tools changed: the hub lists them again.
-        if isinstance(message, types.ServerNotification) and isinstance(
-            message.root, types.ToolListChangedNotification
-        ):
+        if isinstance(message, types.ToolListChangedNotification):
             logger.info("MCP server %s: its tool list changed", self.name)
             if self.on_tools_changed is not None:
                 self.on_tools_changed()
@@ -242,14 +270,13 @@ class ServerConnection:
                     lost,
                 )
                 tools.extend(page.tools)
-                cursor = page.nextCursor
+                cursor = page.next_cursor
                 if not cursor or cursor in seen:
                     return tools
                 seen.add(cursor)
-        except McpError as exc:
+        except MCPError as exc:
             raise McpServerError(
-                f"The MCP server {self.name!r} refused to list its tools: "
-                f"{self.config.redact(exc.error.message)}"
+                f"The MCP server {self.name!r} refused to list its tools: {self._reason(exc)}"
             ) from exc
         except (*_TRANSPORT_ERRORS, ConnectionLost) as exc:
             self._alive = False
@@ -275,24 +302,21 @@ class ServerConnection:
                     session.call_tool(
                         tool,
                         arguments,
-                        read_timeout_seconds=timedelta(seconds=timeout),
+                        read_timeout_seconds=timeout,
                         progress_callback=progress,
                     ),
                     self._lost,
                 )
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-                # Raised by the write: the request never reached the server.
-                retry = exc
-            except McpError as exc:
-                if exc.error.code == SESSION_TERMINATED:
-                    # An HTTP server that restarted refuses the old session, and the call.
+            except MCPError as exc:
+                if self._session_gone:
+                    # An HTTP server that restarted refused the old session, and the call.
                     retry = exc
-                elif exc.error.code == CONNECTION_CLOSED:
+                elif exc.code == CONNECTION_CLOSED:
                     raise self._lost_during(tool, "it closed the connection") from exc
                 else:
                     raise McpServerError(
                         f"The MCP server {self.name!r} answered the call with an error: "
-                        f"{self.config.redact(exc.error.message)}"
+                        f"{self._reason(exc)}"
                     ) from exc
             except ConnectionLost as exc:
                 raise self._lost_during(tool, str(exc)) from exc
@@ -332,7 +356,7 @@ class ServerConnection:
                 await asyncio.sleep(PING_INTERVAL_S)
                 try:
                     await asyncio.wait_for(session.send_ping(), PING_INTERVAL_S * 5)
-                except (TimeoutError, McpError):
+                except (TimeoutError, MCPError):
                     continue
                 except Exception as exc:
                     if not lost.done():
@@ -342,6 +366,9 @@ class ServerConnection:
         return asyncio.create_task(watch(), name=f"mcp-{self.name}-watch")
 
     def _reason(self, exc: BaseException) -> str:
+        inner = _innermost(exc)
+        if isinstance(inner, MCPError) and (inner.code, inner.message) == HTTP_REFUSED:
+            return self.config.redact(self._refused or inner.message)
         return self.config.redact(_reason(exc))
 
     def _lost_during(self, tool: str, reason: str) -> McpServerError:
@@ -355,6 +382,54 @@ class ServerConnection:
 
 class ConnectionLost(Exception):
     """The connection ended while a request waited for its answer."""
+
+
+class _EndWatch:
+    """A transport's read stream, as the SDK's session reads it, that says when it ends.
+
+    The SDK answers the requests waiting on a stream that ended, but a request sent
+    afterwards fails with the same error, as if it had been in flight: told here
+    first, the connection knows it is gone before the next call is sent.
+    """
+
+    def __init__(self, stream: Any, on_end: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    @property
+    def last_context(self) -> Any:
+        # The context of the last message's sender, which the SDK runs its handling in.
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 async def _until_lost(request: Coroutine[Any, Any, T], lost: asyncio.Future[str] | None) -> T:
@@ -373,15 +448,24 @@ async def _until_lost(request: Coroutine[Any, Any, T], lost: asyncio.Future[str]
     raise ConnectionLost(lost.result() if lost.done() else "the connection was closed")
 
 
+def _innermost(exc: BaseException) -> BaseException | None:
+    """The one exception inside the task groups anyio raises, or None when there are several."""
+    while isinstance(exc, BaseExceptionGroup):
+        if len(exc.exceptions) != 1:
+            return None
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _reason(exc: BaseException) -> str:
     """One readable line for an exception, looking inside the task groups anyio raises."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_reason(inner) for inner in exc.exceptions)
-    if isinstance(exc, McpError):
-        return exc.error.message
-    if isinstance(exc, httpx.HTTPStatusError):
+    if isinstance(exc, MCPError):
+        return exc.message
+    if isinstance(exc, httpx2.HTTPStatusError):
         # Its text holds the whole URL; the status is what matters.
         return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".strip()
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -48,7 +48,7 @@ def tool_output(
             items.append(entry)
             texts.append(text)
         elif isinstance(item, types.ResourceLink):
-            items.append(item.model_dump(mode="json", exclude_none=True))
+            items.append(item.model_dump(mode="json", by_alias=True, exclude_none=True))
             notes.append(f"[resource link: {item.uri} ({item.name})]")
         else:  # a content type newer than this code
             kind = str(getattr(item, "type", type(item).__name__))  # type: ignore[unreachable]
@@ -56,16 +56,16 @@ def tool_output(
             notes.append(f"[{kind} content, not shown]")
 
     raw: dict[str, Any] = {"content": items}
-    if result.structuredContent is not None:
-        raw["structuredContent"] = result.structuredContent
-    if result.isError:
+    if result.structured_content is not None:
+        raw["structuredContent"] = result.structured_content
+    if result.is_error:
         raw["isError"] = True
         message = "\n".join(texts + notes).strip() or f"{tool} reported an error with no message."
         content = json.dumps({"success": False, "error": message}, ensure_ascii=False)
         return ToolOutput(result=raw, content=content, error=message)
 
-    if not texts and result.structuredContent is not None:
-        texts = [json.dumps(result.structuredContent, ensure_ascii=False)]
+    if not texts and result.structured_content is not None:
+        texts = [json.dumps(result.structured_content, ensure_ascii=False)]
     content = "\n\n".join(part for part in texts + notes if part) or f"{tool} returned no content."
     return ToolOutput(result=raw, content=content)
 
@@ -86,26 +86,26 @@ def _media(
     try:
         size = len(base64.b64decode(item.data, validate=True))
     except (binascii.Error, ValueError):
-        invalid = {"type": item.type, "mimeType": item.mimeType, "error": "invalid base64 data"}
-        return invalid, f"[{item.type} {item.mimeType}: its data was not valid base64]"
-    entry: dict[str, Any] = {"type": item.type, "mimeType": item.mimeType, "bytes": size}
+        invalid = {"type": item.type, "mimeType": item.mime_type, "error": "invalid base64 data"}
+        return invalid, f"[{item.type} {item.mime_type}: its data was not valid base64]"
+    entry: dict[str, Any] = {"type": item.type, "mimeType": item.mime_type, "bytes": size}
     if size > MAX_MEDIA_BYTES or getattr(context.user, "pk", None) is None:
-        return entry, f"[{item.type} {item.mimeType}, {size} bytes, not stored]"
+        return entry, f"[{item.type} {item.mime_type}, {size} bytes, not stored]"
     resource = context.resources.create(
         kind=item.type,
         title=f"{item.type.capitalize()} from {server}__{tool}",
-        data={"mimeType": item.mimeType, "data": item.data, "server": server, "tool": tool},
+        data={"mimeType": item.mime_type, "data": item.data, "server": server, "tool": tool},
     )
     entry["resource_id"] = str(resource.pk)
-    return entry, f"[{item.type} {item.mimeType}, {size} bytes, stored as resource {resource.pk}]"
+    return entry, f"[{item.type} {item.mime_type}, {size} bytes, stored as resource {resource.pk}]"
 
 
 def _embedded(
     contents: types.TextResourceContents | types.BlobResourceContents,
 ) -> tuple[dict[str, Any], str]:
     entry: dict[str, Any] = {"type": "resource", "uri": str(contents.uri)}
-    if contents.mimeType:
-        entry["mimeType"] = contents.mimeType
+    if contents.mime_type:
+        entry["mimeType"] = contents.mime_type
     if isinstance(contents, types.TextResourceContents):
         entry["text"] = contents.text
         return entry, f"[resource {contents.uri}]\n{contents.text}"
@@ -113,4 +113,4 @@ def _embedded(
         entry["bytes"] = len(base64.b64decode(contents.blob, validate=True))
     except (binascii.Error, ValueError):
         entry["error"] = "invalid base64 data"
-    return entry, f"[resource {contents.uri}: {contents.mimeType or 'binary'}, not shown]"
+    return entry, f"[resource {contents.uri}: {contents.mime_type or 'binary'}, not shown]"

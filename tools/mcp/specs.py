@@ -93,7 +93,7 @@ def build_specs(config: McpServerConfig, tools: list[types.Tool], call: CallTool
                 f"the server offers over {MAX_TOOLS_PER_SERVER} tools; choose some with allowTools"
             )
             continue
-        reason = parameters_problem(tool.inputSchema)
+        reason = parameters_problem(tool.input_schema)
         if reason is not None:
             listing.skipped[tool.name] = reason
             logger.warning(
@@ -172,13 +172,13 @@ def parameters_problem(schema: Any) -> str | None:
 
 
 def _spec(config: McpServerConfig, tool: types.Tool, name: str, call: CallTool) -> ToolSpec:
-    schema = tool.inputSchema
+    schema = tool.input_schema
     # An empty registry: a `$ref` resolves inside the schema, never over the network.
     validator = validator_for(schema)(schema, registry=Registry())
     annotations = tool.annotations
     # An MCP server's hints are its own claims; only "safe to repeat" is taken from
     # them (a call interrupted by a dead worker is then run again, not abandoned).
-    idempotent = bool(annotations and (annotations.readOnlyHint or annotations.idempotentHint))
+    idempotent = bool(annotations and (annotations.read_only_hint or annotations.idempotent_hint))
     description = (tool.description or tool.title or "").strip() or (
         f"The {tool.name} tool of the {config.name} MCP server."
     )

@@ -1,11 +1,12 @@
-"""A small MCP server for the tests, written with the SDK's FastMCP.
+"""A small MCP server for the tests, written with the SDK's MCPServer.
 
     python tests/tools/mcp/server.py                 # over stdio
     python tests/tools/mcp/server.py --http PORT     # over streamable HTTP at /mcp
 
 Its tools cover what a client must survive: progress, an error result, a
-slow call, a crash mid-call, structured content, an image, a schema the
-model API refuses, and a name OpenAI does not allow.
+slow call (and whether it was cancelled), a crash mid-call, structured
+content, an image, a schema the model API refuses, and a name OpenAI does
+not allow.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import asyncio
 import base64
 import os
 import sys
+import time
 
-from mcp.server.fastmcp import Context, FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
-from mcp.server.fastmcp.utilities.types import Image
+from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 # A 1x1 PNG.
@@ -26,7 +27,7 @@ PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
 
-server = FastMCP("toolchat-test", log_level="WARNING")
+server = MCPServer("toolchat-test", log_level="WARNING")
 
 
 @server.tool()
@@ -56,11 +57,28 @@ def refuse(reason: str) -> str:
     raise ToolError(f"refused: {reason}")
 
 
+# The calls of `sleep` the client cancelled, as "sleep <seconds>".
+CANCELLED: list[str] = []
+
+
 @server.tool()
 async def sleep(seconds: float) -> str:
     """Sleep, then say so."""
-    await asyncio.sleep(seconds)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        CANCELLED.append(f"sleep {seconds:g}")
+        raise
     return f"slept {seconds} s"
+
+
+@server.tool()
+async def cancelled() -> str:
+    """The calls of `sleep` the client cancelled (waiting up to 2 s for a first one)."""
+    deadline = time.monotonic() + 2
+    while not CANCELLED and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return ", ".join(CANCELLED) or "none"
 
 
 @server.tool()
@@ -112,8 +130,7 @@ def main() -> None:
     parser.add_argument("--http", type=int, help="serve streamable HTTP on this port")
     options = parser.parse_args()
     if options.http:
-        server.settings.port = options.http
-        server.run("streamable-http")
+        server.run("streamable-http", port=options.http)
     else:
         server.run("stdio")
 

@@ -1,4 +1,4 @@
-"""The MCP servers the tests and benchmarks start: the FastMCP one of server.py, and mcp-server-time."""
+"""The MCP servers the tests and benchmarks start: the MCPServer one of server.py, and mcp-server-time."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Turns that call MCP tools, end to end: the scripted model, the real turn engine, real servers.
 
-The servers are real processes: the FastMCP server of server.py (over stdio
+The servers are real processes: the MCPServer server of server.py (over stdio
 and over streamable HTTP) and mcp-server-time from PyPI. Only the model is
 scripted.
 """
@@ -123,9 +123,11 @@ def test_a_slow_tool_times_out_and_the_run_still_answers(llm_server, mcp_servers
     (execution,) = executions(run)
     assert execution.status == ExecutionStatus.TIMED_OUT
     assert execution.duration_ms < 3000
-    # The server is still there for the next call.
+    # The server is still there for the next call, and was told to stop the first.
     run = turn(llm_server, conversation, [("t__add", {"a": 1, "b": 1})])
     assert executions(run)[0].content == "2"
+    run = turn(llm_server, conversation, [("t__cancelled", {})])
+    assert executions(run)[0].content == "sleep 10"
 
 
 def test_killing_the_server_mid_call_gives_an_error_and_the_next_call_restarts_it(
@@ -164,6 +166,31 @@ def test_killing_the_server_mid_call_gives_an_error_and_the_next_call_restarts_i
     assert execution.status == ExecutionStatus.SUCCEEDED
     assert int(execution.content) != pid
     assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_a_server_that_exited_between_calls_is_restarted_and_the_next_call_succeeds(
+    llm_server, mcp_servers, user
+):
+    mcp_servers({"t": stdio_server()})
+    conversation = ConversationFactory(owner=user)
+    run = turn(llm_server, conversation, [("t__whoami", {})])
+    pid = int(executions(run)[0].content)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: exited(pid), what="the server to exit")
+
+    run = turn(llm_server, conversation, [("t__whoami", {})])
+    (execution,) = executions(run)
+    assert execution.status == ExecutionStatus.SUCCEEDED, execution.error
+    assert int(execution.content) != pid
+
+
+def exited(pid: int) -> bool:
+    """Whether the process has ended (a zombie not yet reaped has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
 
 
 def test_a_crash_inside_the_server_mid_call_is_an_error_result(llm_server, mcp_servers, user):
@@ -223,6 +250,25 @@ def test_an_http_server_is_called_and_one_killed_mid_call_is_noticed_and_reconne
     run = turn(llm_server, conversation, [("h__add", {"a": 2, "b": 2})])
     assert executions(run)[0].content == "4"
     assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_an_http_server_restarted_between_calls_gets_a_new_session_and_the_call_succeeds(
+    llm_server, mcp_servers, mcp_http_server, user
+):
+    hub = mcp_servers({"h": {"url": mcp_http_server.url}})
+    conversation = ConversationFactory(owner=user)
+    run = turn(llm_server, conversation, [("h__add", {"a": 1, "b": 2})])
+    assert executions(run)[0].content == "3"
+
+    # The new process knows nothing of the session the old one gave.
+    mcp_http_server.kill()
+    mcp_http_server.start()
+    run = turn(llm_server, conversation, [("h__add", {"a": 2, "b": 2})])
+    (execution,) = executions(run)
+    assert execution.status == ExecutionStatus.SUCCEEDED, execution.error
+    assert execution.content == "4"
+    (status,) = hub.status()
+    assert status["connections"] == 2
 
 
 def test_a_server_that_is_down_does_not_hold_up_turns(llm_server, mcp_servers, user):

@@ -23,7 +23,7 @@ def text(value: str) -> types.TextContent:
 
 
 def image(data: str = PIXEL, mime: str = "image/png") -> types.ImageContent:
-    return types.ImageContent(type="image", data=data, mimeType=mime)
+    return types.ImageContent(type="image", data=data, mime_type=mime)
 
 
 def output(*content, context=None, **fields) -> ToolOutput:
@@ -46,13 +46,13 @@ def test_text_items_are_what_the_model_reads_joined():
 
 
 def test_structured_content_is_kept_and_the_model_reads_the_text_beside_it():
-    out = output(text('{"total": 3}'), structuredContent={"total": 3, "unit": "€"})
+    out = output(text('{"total": 3}'), structured_content={"total": 3, "unit": "€"})
     assert out.content == '{"total": 3}'
     assert out.result["structuredContent"] == {"total": 3, "unit": "€"}
 
 
 def test_structured_content_alone_is_read_as_json():
-    out = output(structuredContent={"total": 3, "unit": "€"})
+    out = output(structured_content={"total": 3, "unit": "€"})
     assert json.loads(out.content) == {"total": 3, "unit": "€"}
     assert "€" in out.content  # readable, not \\u escapes
     assert out.result == {"content": [], "structuredContent": {"total": 3, "unit": "€"}}
@@ -69,7 +69,7 @@ def test_an_empty_result_says_the_tool_returned_no_content():
 
 
 def test_an_error_result_is_a_failure_the_model_reads_as_such():
-    out = output(text("repository not found"), isError=True)
+    out = output(text("repository not found"), is_error=True)
     assert out.error == "repository not found"
     assert json.loads(out.content) == {"success": False, "error": "repository not found"}
     assert out.result == {
@@ -79,7 +79,7 @@ def test_an_error_result_is_a_failure_the_model_reads_as_such():
 
 
 def test_an_error_result_without_a_message_still_says_it_failed():
-    out = output(isError=True)
+    out = output(is_error=True)
     assert out.error == "snap reported an error with no message."
     assert json.loads(out.content)["success"] is False
 
@@ -134,7 +134,7 @@ def test_an_image_is_stored_as_a_resource_of_the_user(user, other_user):
 @pytest.mark.django_db
 def test_audio_is_stored_like_an_image(user):
     audio = types.AudioContent(
-        type="audio", data=base64.b64encode(b"RIFF0000").decode(), mimeType="audio/wav"
+        type="audio", data=base64.b64encode(b"RIFF0000").decode(), mime_type="audio/wav"
     )
     out = output(audio, context=ToolContext(user=user))
     resource = Resource.objects.get()
@@ -174,7 +174,7 @@ def test_an_embedded_text_resource_is_read_with_its_uri():
     resource = types.EmbeddedResource(
         type="resource",
         resource=types.TextResourceContents(
-            uri="file:///notes/todo.md", mimeType="text/markdown", text="- buy tea"
+            uri="file:///notes/todo.md", mime_type="text/markdown", text="- buy tea"
         ),
     )
     out = output(resource)
@@ -194,7 +194,7 @@ def test_an_embedded_blob_is_summarised_not_shown():
     resource = types.EmbeddedResource(
         type="resource",
         resource=types.BlobResourceContents(
-            uri="file:///report.pdf", mimeType="application/pdf", blob=blob
+            uri="file:///report.pdf", mime_type="application/pdf", blob=blob
         ),
     )
     out = output(resource)
@@ -217,7 +217,10 @@ def test_an_embedded_blob_records_its_decoded_size():
 
 def test_a_resource_link_is_named_for_the_model_and_kept_for_the_audit():
     link = types.ResourceLink(
-        type="resource_link", uri="https://example.com/r/42", name="invoice-42", mimeType="text/csv"
+        type="resource_link",
+        uri="https://example.com/r/42",
+        name="invoice-42",
+        mime_type="text/csv",
     )
     out = output(text("Exported."), link)
     assert out.content == "Exported.\n\n[resource link: https://example.com/r/42 (invoice-42)]"

@@ -57,7 +57,7 @@ def make_tool(name="add", schema=None, description="Add two integers.", **fields
     return types.Tool(
         name=name,
         description=description,
-        inputSchema=copy.deepcopy(schema if schema is not None else ADD_SCHEMA),
+        input_schema=copy.deepcopy(schema if schema is not None else ADD_SCHEMA),
         **fields,
     )
 
@@ -214,7 +214,9 @@ def test_requires_approval_as_a_list_applies_to_the_tools_named():
     ],
 )
 def test_idempotent_follows_the_read_only_and_idempotent_hints(hints, idempotent):
-    tool = make_tool(annotations=types.ToolAnnotations(**hints))
+    tool = make_tool(
+        annotations=types.ToolAnnotations.model_validate(hints)
+    )  # as the wire spells them
     assert only_spec(build([tool])).idempotent is idempotent
 
 
