@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import uuid
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
@@ -311,6 +312,17 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self._send(payload)
 
 
+def _on_any_thread(function: Callable[..., Any]) -> Any:
+    """A socket's database work, run on the pool of worker threads.
+
+    Channels' default runs every consumer's database call on one shared thread
+    (thread-sensitive mode): with a hundred sockets posting at once, each
+    post waited for all the others. These calls share nothing with one
+    another or with the request thread, so any thread will do.
+    """
+    return database_sync_to_async(function, thread_sensitive=False)
+
+
 def _after_from_query(query_string: bytes) -> int | None:
     values = parse_qs(query_string.decode("latin1")).get("after")
     if not values:
@@ -322,12 +334,12 @@ def _after_from_query(query_string: bytes) -> int | None:
     return after if 0 <= after < MAX_SEQ else None
 
 
-@database_sync_to_async
+@_on_any_thread
 def _conversation_get(conversation_id: Any, user: Any) -> Any:
     return conversation_get(conversation_id=conversation_id, user=user)
 
 
-@database_sync_to_async
+@_on_any_thread
 def _run_start(conversation: Any, content: str, user: Any, replaces: Any) -> Any:
     # The REST API's own throttle, same scope and cache key: one budget per user,
     # however the messages arrive.
@@ -341,12 +353,12 @@ def _run_start(conversation: Any, content: str, user: Any, replaces: Any) -> Any
     return run_start(conversation=conversation, content=content, user=user, replaces=replaces)
 
 
-@database_sync_to_async
+@_on_any_thread
 def _run_cancel(conversation_id: Any, run_id: str) -> Any:
     return run_cancel_by_id(conversation_id=conversation_id, run_id=run_id)
 
 
-@database_sync_to_async
+@_on_any_thread
 def _tool_call_decide(
     conversation_id: Any, execution_id: str, user: Any, approve: bool, reason: str
 ) -> Any:

@@ -1,0 +1,107 @@
+"""WebSocket posts under load: how long until each of N sockets posting at once is acknowledged.
+
+On the production stack (uvicorn, Celery worker, PostgreSQL, Redis), N users
+each open a socket on a conversation of their own, wait until every socket is
+open, then all send `{"type": "message"}` at the same moment. What is timed is
+the send to the `ack` (the message and its queued run stored, the task sent):
+the web process's share of a post, which is what a user waits for before
+their message shows as sent. Rounds repeat it on fresh conversations.
+
+    .venv/bin/python bench/ws_posts.py [--sockets 100] [--rounds 3]
+
+Prints a table and writes bench/results/ws_posts.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import time
+
+from stack import percentile, running_stack, write_results
+
+
+async def one_round(ws_url: str, sockets: list[tuple[str, str]]) -> list[float]:
+    """Open every socket, post on all at once; the seconds from each send to its ack."""
+    from websockets.asyncio.client import connect
+
+    opened = [
+        await connect(
+            f"{ws_url}/ws/conversations/{conversation}/?after=0",
+            additional_headers={"Authorization": f"Token {token}"},
+            max_queue=None,
+        )
+        for conversation, token in sockets
+    ]
+    start = asyncio.Event()
+
+    async def post(socket) -> float:  # type: ignore[no-untyped-def]
+        await start.wait()
+        sent = time.perf_counter()
+        await socket.send(json.dumps({"type": "message", "content": "what is 12*7"}))
+        while True:
+            message = json.loads(await asyncio.wait_for(socket.recv(), 60))
+            if message.get("type") == "ack":
+                return time.perf_counter() - sent
+            if message.get("type") == "error":
+                raise RuntimeError(message)
+
+    tasks = [asyncio.create_task(post(socket)) for socket in opened]
+    await asyncio.sleep(0.2)  # every task is waiting on the event
+    start.set()
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for socket in opened:
+            await socket.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sockets", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    extra_env = {"TOOLCHAT_MESSAGE_RATE": "100000/min"}
+    with running_stack(workers=1, concurrency=20, extra_env=extra_env) as stack:
+        from django.contrib.auth import get_user_model
+        from rest_framework.authtoken.models import Token
+
+        from chat.models import Conversation
+
+        users = [
+            get_user_model().objects.create_user(f"bench{i}", password="bench-password-1")
+            for i in range(args.sockets)
+        ]
+        tokens = [Token.objects.create(user=user).key for user in users]
+        rounds = []
+        for _ in range(args.rounds):
+            sockets = [
+                (str(Conversation.objects.create(owner=user, title="bench").id), token)
+                for user, token in zip(users, tokens, strict=True)
+            ]
+            waits = asyncio.run(one_round(stack["ws"], sockets))
+            rounds.append([w * 1000 for w in waits])
+
+    print(f"WebSocket post -> ack, {args.sockets} sockets posting at once, production stack")
+    print(f"{'round':<8}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}")
+    summary = []
+    for index, waits in enumerate(rounds, 1):
+        row = {
+            "p50_ms": round(percentile(waits, 0.5), 1),
+            "p95_ms": round(percentile(waits, 0.95), 1),
+            "max_ms": round(max(waits), 1),
+        }
+        summary.append(row)
+        print(f"{index:<8}{row['p50_ms']:>10}{row['p95_ms']:>10}{row['max_ms']:>10}")
+    path = write_results(
+        "ws_posts",
+        {"sockets": args.sockets, "rounds": summary, "machine": platform.platform()},
+    )
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
