@@ -7,7 +7,7 @@ PORT ?= 8000
 # pytest exits 5 when a pass selects no test; that is not a failure here.
 PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-.PHONY: run test bench lint typecheck pytest migrate clean help
+.PHONY: run test test-python bench lint typecheck pytest migrate clean help
 
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
@@ -50,9 +50,21 @@ pytest: $(VENV)/.installed-dev
 
 test: lint typecheck pytest
 
+# The other Pythons README.md claims: `make test-python PYTHON=python3.13` installs
+# toolchat into .venv-<that Python's version> and runs the SQLite pass there
+# (PYTEST_ARGS narrows it). .ci/run calls it for 3.12 and 3.13.
+test-python:
+	@version=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])') && \
+	venv=.venv-$$version && \
+	{ [ -x $$venv/bin/python ] || $(PYTHON) -m venv $$venv; } && \
+	$$venv/bin/python -m pip install --quiet --upgrade pip && \
+	$$venv/bin/python -m pip install --quiet -e ".[dev]" && \
+	echo "== Python $$version" && \
+	{ TOOLCHAT_TEST_DB=sqlite $$venv/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS) || [ $$? -eq 5 ]; }
+
 # Needs the PostgreSQL and Redis server binaries; see bench/README.md.
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/compare.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis staticfiles
+	rm -rf $(VENV) .venv-3.* .mypy_cache .ruff_cache .pytest_cache .hypothesis staticfiles
