@@ -6,6 +6,9 @@ interface:
 - when the last message is the user's and tools are offered, it calls the
   tools the message asks for, several in one step when it asks several things,
   and works "that" out from the conversation (chat/llm/offline_requests.py);
+- when tools are still offered after tool results (a loop), it calls what the
+  message asks for that this turn has not run yet: a request to delete that
+  first had to search for the ids deletes what the search found;
 - after tool results, it writes the answer from them (chat/llm/offline_answers.py);
 - for a structured-output request it answers the JSON the schema asks for:
   follow-up suggestions (chat/llm/offline_suggestions.py), or the `llm`
@@ -108,13 +111,17 @@ class OfflineProvider:
         if request.response_format:
             return self._decide(request)
         last = messages[-1] if messages else {}
-        if last.get("role") == "user" and request.tools:
+        results = turn_results(messages)
+        if last.get("role") in ("user", "tool") and request.tools:
             calls = calls_plan(messages, request.tools)
+            # After tool results (a loop), only a tool this turn has not run yet is
+            # called: the next step of the plan, such as deleting what a search found.
+            ran = {result.name for result in results}
+            calls = [call for call in calls if call.name not in ran]
             if calls:
                 return Completion(
                     content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
                 )
-        results = turn_results(messages)
         text = answer_compose(results) if results else _without_tools(request)
         return Completion(content=text, finish_reason="stop", model=request.model)
 

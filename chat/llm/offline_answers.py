@@ -2,7 +2,8 @@
 
 Each result becomes one sentence: a calculation as "`2**10` = **1024**.", a
 failure in the tool's own words (or "Sorry, that did not work: ..."), else the
-result's `message`, else its plain fields. One or two sentences make one
+result's `message`, else a time in a zone ("It is 09:53 on Wednesday in
+Asia/Tokyo") or a time converted between zones, else its plain fields. One or two sentences make one
 paragraph; three or more, a short Markdown list. Every sentence ends with
 exactly one stop: never "1024.." or ". .".
 """
@@ -103,6 +104,9 @@ def _result_sentence(result: TurnResult) -> str:
         return sentence(_in_code(message, expression))
     if "result" in data:
         return sentence(f"The result is {_shown(value)}")
+    moment = _moment_sentence(data)
+    if moment:
+        return moment
     fields = [
         f"{key.replace('_', ' ')} {_shown(item)}"
         for key, item in data.items()
@@ -112,6 +116,29 @@ def _result_sentence(result: TurnResult) -> str:
         return "Done."
     listed = ", ".join(fields[:-1]) + (" and " if len(fields) > 1 else "") + fields[-1]
     return sentence(f"It came back with {listed}")
+
+
+def _moment_sentence(data: dict[str, Any]) -> str:
+    """A time somewhere ("It is 09:53 on Wednesday in Asia/Tokyo"), or one converted to another zone."""
+    source, target = _moment(data.get("source")), _moment(data.get("target"))
+    if source and target:
+        difference = data.get("time_difference")
+        shown = f" ({difference})" if isinstance(difference, str) and difference else ""
+        return sentence(f"{source} is {target}{shown}")
+    here = _moment(data)
+    return sentence(f"It is {here}") if here else ""
+
+
+def _moment(data: Any) -> str:
+    """ "14:00 on Wednesday in Europe/Paris" from {timezone, datetime, day_of_week}; "" if not one."""
+    if not isinstance(data, dict):
+        return ""
+    zone, when, day = data.get("timezone"), data.get("datetime"), data.get("day_of_week")
+    clock = re.search(r"T(\d{2}:\d{2})", when) if isinstance(when, str) else None
+    if not isinstance(zone, str) or clock is None:
+        return ""
+    on_day = f" on {day}" if isinstance(day, str) and day else ""
+    return f"{clock.group(1)}{on_day} in {zone}"
 
 
 def _in_code(message: str, expression: Any) -> str:
