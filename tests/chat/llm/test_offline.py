@@ -16,7 +16,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
-import chat.llm.offline
+import chat.llm.offline.provider
 from chat.engine.continuation import COMPOSE_INSTRUCTION, DECISION_FORMAT
 from chat.engine.suggestions import SUGGESTIONS_FORMAT, SUGGESTIONS_INSTRUCTION
 from chat.llm import get_provider
@@ -573,7 +573,7 @@ def test_without_a_delay_nothing_sleeps_or_waits(monkeypatch):
     def no_sleep(seconds):
         raise AssertionError("slept")
 
-    monkeypatch.setattr(chat.llm.offline.time, "sleep", no_sleep)
+    monkeypatch.setattr(chat.llm.offline.provider.time, "sleep", no_sleep)
     assert complete(OfflineProvider(word_delay_s=0), text_request()).content
     events = list(OfflineProvider(word_delay_s=0).stream(text_request(), stop=NoWaiting()))
     assert isinstance(events[-1], Done)
@@ -607,7 +607,7 @@ def test_get_provider_defaults_to_offline(settings):
 
 
 def test_tokens_are_words_and_marks_as_the_module_says():
-    assert "one token" in chat.llm.offline.__doc__
+    assert "one token" in chat.llm.offline.provider.__doc__
     assert token_count("Hello, world.") == 4
     assert token_count("`2**10` = **1024**.") == 13
     assert token_count("") == 0

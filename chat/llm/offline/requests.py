@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat.llm.base import ToolCall
-from chat.llm.offline_history import (
+from chat.llm.offline.choosing import Pick, call_make, tool_pick
+from chat.llm.offline.history import (
     Listed,
     Message,
     Number,
@@ -30,8 +31,8 @@ from chat.llm.offline_history import (
     last_number,
     last_user_text,
 )
-from chat.llm.offline_tools import Pick, call_make, expression_find, tool_pick
-from chat.llm.offline_words import OPENERS, WORD
+from chat.llm.offline.reading import expression_find
+from chat.llm.offline.words import OPENERS, WORD
 
 # Where one request may end and the next begin (only where the next one opens).
 SEPARATOR = re.compile(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chat.llm.offline_history import TurnResult
+from chat.llm.offline.history import TurnResult
 
 # The longest tool text quoted as it is (a result that is not JSON).
 MAX_QUOTED_CHARS = 300
@@ -83,30 +83,43 @@ def _result_sentence(result: TurnResult) -> str:
     if isinstance(data, str):
         return sentence(_shortened(data))
     if isinstance(data, list):
-        if not data or any(isinstance(item, dict | list) for item in data):
-            return sentence(f"The result has {len(data)} items")
-        shown = ", ".join(_shown(item) for item in data[:3])
-        return sentence(
-            f"The result has {len(data)} items: {shown}{' and more' if len(data) > 3 else ''}"
-        )
+        return _list_sentence(data)
     if not isinstance(data, dict):
         return sentence(f"The result is {_shown(data)}")
-    expression = data.get("expression")
-    message = data.get("message")
     if result.failed:
-        if isinstance(message, str) and message.strip():
-            return sentence(_in_code(message, expression))
-        return sentence(f"Sorry, that did not work: {data.get('error') or 'unknown error'}")
-    value = data.get("result")
+        return _failure_sentence(data)
+    return _dict_sentence(data)
+
+
+def _list_sentence(data: list[Any]) -> str:
+    if not data or any(isinstance(item, dict | list) for item in data):
+        return sentence(f"The result has {len(data)} items")
+    shown = ", ".join(_shown(item) for item in data[:3])
+    return sentence(
+        f"The result has {len(data)} items: {shown}{' and more' if len(data) > 3 else ''}"
+    )
+
+
+def _failure_sentence(data: dict[str, Any]) -> str:
+    message = data.get("message")
+    if isinstance(message, str) and message.strip():
+        return sentence(_in_code(message, data.get("expression")))
+    return sentence(f"Sorry, that did not work: {data.get('error') or 'unknown error'}")
+
+
+def _dict_sentence(data: dict[str, Any]) -> str:
+    """A result that worked: a calculation, its message, its value, a time, or its plain fields."""
+    expression, message, value = data.get("expression"), data.get("message"), data.get("result")
     if isinstance(expression, str) and isinstance(value, int | float):
         return sentence(f"`{expression}` = **{number_shown(value)}**")
     if isinstance(message, str) and message.strip():
         return sentence(_in_code(message, expression))
     if "result" in data:
         return sentence(f"The result is {_shown(value)}")
-    moment = _moment_sentence(data)
-    if moment:
-        return moment
+    return _moment_sentence(data) or _fields_sentence(data)
+
+
+def _fields_sentence(data: dict[str, Any]) -> str:
     fields = [
         f"{key.replace('_', ' ')} {_shown(item)}"
         for key, item in data.items()

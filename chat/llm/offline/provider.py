@@ -1,18 +1,17 @@
-"""The embedded offline model: deterministic, no network, good enough for the demo tools.
+"""The offline model's answer to one request: tool calls, JSON, or text streamed word by word.
 
-It reads the request the way a real model would and answers through the same
-interface:
+What it says depends on where the conversation stands:
 
-- when the last message is the user's and tools are offered, it calls the
-  tools the message asks for, several in one step when it asks several things,
-  and works "that" out from the conversation (chat/llm/offline_requests.py);
-- when tools are still offered after tool results (a loop), it calls what the
-  message asks for that this turn has not run yet: a request to delete that
-  first had to search for the ids deletes what the search found;
-- after tool results, it writes the answer from them (chat/llm/offline_answers.py);
-- for a structured-output request it answers the JSON the schema asks for:
-  follow-up suggestions (chat/llm/offline_suggestions.py), or the `llm`
-  decider's next step.
+- the last message is the user's and tools are offered: the calls the
+  message asks for, several in one step when it asks several things
+  (requests.py);
+- tool results came back and tools are still offered (a loop): what the
+  message asks for that this turn has not run yet, such as deleting what a
+  search found; when nothing is left, the answer;
+- tool results came back: the answer written from them (answers.py);
+- a structured-output request: the JSON the schema asks for, follow-up
+  suggestions (suggestions.py) or the `llm` decider's next step;
+- none of these: what it can do (answers.py).
 
 Text streams word by word, `word_delay_s` apart (TOOLCHAT_OFFLINE_WORD_DELAY_MS),
 so that the app shows its streaming; JSON answers are for the engine, not the
@@ -44,14 +43,14 @@ from chat.llm.base import (
     StreamEvent,
     TextDelta,
 )
-from chat.llm.offline_answers import (
+from chat.llm.offline.answers import (
     answer_compose,
     answer_no_earlier_result,
     answer_small_talk,
 )
-from chat.llm.offline_history import last_number, last_user_text, message_text, turn_results
-from chat.llm.offline_requests import calls_plan, refers_back
-from chat.llm.offline_suggestions import suggestions_make
+from chat.llm.offline.history import last_number, last_user_text, message_text, turn_results
+from chat.llm.offline.requests import calls_plan, refers_back
+from chat.llm.offline.suggestions import suggestions_make
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 

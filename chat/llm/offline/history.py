@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat.llm.offline_words import destroys
+from chat.llm.offline.words import destroys
 
 Message = dict[str, Any]
 
