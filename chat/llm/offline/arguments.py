@@ -10,7 +10,8 @@ parameter out (the call then says what is missing, rather than guess):
   listed that the words name ("the kettle"), else all of the last list's
   ("delete them");
 - any other parameter that is not a string is left out;
-- an enum: the value the text names;
+- an enum: the value the text names as words of its own ("dark mode" for
+  `dark_mode`);
 - a time zone (named so, or described as an IANA name): the zone of a place
   the text names (a city, a country, or the IANA name written out); a source
   takes the one after "from", a target the one after "to";
@@ -201,8 +202,15 @@ def _enum_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
     values = schema.get("enum")
     if not values:
         return _SKIP
-    lowered = filling.text.lower()
-    return next((v for v in values if str(v).lower() in lowered), None)
+    return next((v for v in values if _names(filling.text, str(v))), None)
+
+
+def _names(text: str, value: str) -> bool:
+    """True when the text names the value as words of its own ("dark mode" names dark_mode)."""
+    words = [re.escape(w) for w in re.split(r"[_\-\s]+", value) if w]
+    if not words:
+        return False
+    return re.search(r"(?<!\w)" + r"[_\-\s]+".join(words) + r"(?!\w)", text, re.I) is not None
 
 
 def _zone_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:

@@ -36,6 +36,14 @@ THERMOMETER = (
         ["value", "unit"],
     ),
 )
+HEATER = (
+    "set_heater",
+    schema({"level": {"type": "string", "enum": ["low", "high"]}}, ["level"]),
+)
+THEME = (
+    "set_theme",
+    schema({"theme": {"type": "string", "enum": ["light_mode", "dark_mode"]}}, ["theme"]),
+)
 CLOCK = ("get_current_time", schema({"timezone": text()}))
 # A zone known only by its description.
 WORLD_CLOCK = ("world_clock", schema({"where": text("An IANA timezone name")}, ["where"]))
@@ -73,6 +81,8 @@ CASES = [
     (DATASET, "generate a dataset of 500 rows", [], {"rows": 500}),
     (THERMOMETER, "convert 21.5 to fahrenheit", [], {"value": 21.5, "unit": "fahrenheit"}),
     (THERMOMETER, "convert 21.5 to rankine", [], {"value": 21.5}),
+    (HEATER, "set the heater to high, following the schedule", [], {"level": "high"}),
+    (THEME, "switch to dark mode", [], {"theme": "dark_mode"}),
     (CLOCK, "what time is it in Tokyo", [], {"timezone": "Asia/Tokyo"}),
     (CLOCK, "what time is it in Japan", [], {"timezone": "Asia/Tokyo"}),
     (
