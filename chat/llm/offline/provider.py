@@ -7,7 +7,8 @@ What it says depends on where the conversation stands:
   (requests.py);
 - tool results came back and tools are still offered (a loop): what the
   message asks for that this turn has not run yet, such as deleting what a
-  search found; when nothing is left, the answer;
+  search found (and nothing more once something was deleted); when nothing
+  is left, the answer;
 - tool results came back: the answer written from them (answers.py);
 - a structured-output request: the JSON the schema asks for, follow-up
   suggestions (suggestions.py) or the `llm` decider's next step;
@@ -42,15 +43,24 @@ from chat.llm.base import (
     ProviderStopped,
     StreamEvent,
     TextDelta,
+    ToolCall,
 )
 from chat.llm.offline.answers import (
     answer_compose,
     answer_no_earlier_result,
     answer_small_talk,
 )
-from chat.llm.offline.history import last_number, last_user_text, message_text, turn_results
+from chat.llm.offline.history import (
+    Message,
+    TurnResult,
+    last_number,
+    last_user_text,
+    message_text,
+    turn_results,
+)
 from chat.llm.offline.requests import calls_plan, refers_back
 from chat.llm.offline.suggestions import suggestions_make
+from chat.llm.offline.words import destroys
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -112,11 +122,7 @@ class OfflineProvider:
         last = messages[-1] if messages else {}
         results = turn_results(messages)
         if last.get("role") in ("user", "tool") and request.tools:
-            calls = calls_plan(messages, request.tools)
-            # After tool results (a loop), only a tool this turn has not run yet is
-            # called: the next step of the plan, such as deleting what a search found.
-            ran = {result.name for result in results}
-            calls = [call for call in calls if call.name not in ran]
+            calls = _calls_next(messages, request.tools, results)
             if calls:
                 return Completion(
                     content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
@@ -128,12 +134,14 @@ class OfflineProvider:
         """Answer the `llm` decider's structured request: {done, next_tool, arguments, final_output}.
 
         The decider runs one tool at a time: the next of the calls the message
-        asks for that has not run yet in this turn.
+        asks for that has not run yet in this turn, and none once a tool that
+        destroys has run (as in a loop).
         """
         results = turn_results(request.messages)
         ran = {(result.name, json.dumps(result.arguments, sort_keys=True)) for result in results}
         tools = request.tools or _tools_in_prompt(request)
-        planned = calls_plan(request.messages, tools) if tools else []
+        stopped = any(destroys(result.name) for result in results)
+        planned = calls_plan(request.messages, tools) if tools and not stopped else []
         following = next(
             (
                 call
@@ -157,6 +165,22 @@ class OfflineProvider:
         else:
             decision["final_output"] = _without_tools(request)
         return Completion(content=json.dumps(decision), finish_reason="stop", model=request.model)
+
+
+def _calls_next(
+    messages: list[Message], tools: list[dict[str, Any]], results: list[TurnResult]
+) -> list[ToolCall]:
+    """The calls the user's message asks for that this turn has not made yet.
+
+    After tool results (a loop), only a tool this turn has not run yet is
+    called: the next step of the plan, such as deleting what a search found.
+    Once a tool that destroys has run, the turn calls nothing more: the ids it
+    deleted are gone, and a search for others is not what was asked.
+    """
+    if any(destroys(result.name) for result in results):
+        return []
+    ran = {result.name for result in results}
+    return [call for call in calls_plan(messages, tools) if call.name not in ran]
 
 
 def _without_tools(request: ChatRequest) -> str:

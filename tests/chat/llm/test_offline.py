@@ -28,6 +28,13 @@ from chat.llm.base import (
     TextDelta,
 )
 from chat.llm.offline import OfflineProvider, token_count
+from chat.models import ExecutionStatus, Mode, RunStatus, ToolExecution
+from chat.selectors import run_final_message
+from chat.services.approvals import tool_call_decide
+from chat.services.runs import run_start
+from tests.assertions import wait_until
+from tests.factories import ConversationFactory
+from tests.stack import wait_for_run
 from tools.builtin.calculator import calculator
 from tools.builtin.current_time import get_current_time
 from tools.context import ToolContext
@@ -1011,3 +1018,94 @@ def test_a_time_conversion_is_answered_in_words():
     assert answer == (
         "14:00 on Wednesday in Europe/Paris is 08:00 on Wednesday in America/New_York (-6.0h)."
     )
+
+
+def delete_in_a_loop(user, conversation, text):
+    """Send `text` in the conversation, approve the delete it waits on; the ended run."""
+    run = run_start(conversation=conversation, content=text)
+    waiting = ToolExecution.objects.filter(run=run, status=ExecutionStatus.AWAITING_APPROVAL)
+    wait_until(lambda: waiting.exists(), timeout=30)
+    (execution,) = waiting
+    tool_call_decide(execution_id=execution.pk, user=user, approve=True)
+    run = wait_for_run(run, 30)
+    assert run.status == RunStatus.COMPLETED, run.error
+    return run
+
+
+def record_notes(user, conversation, *titles):
+    for title in titles:
+        run = wait_for_run(run_start(conversation=conversation, content=f"Note that {title}"), 30)
+        assert run.status == RunStatus.COMPLETED, run.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_a_loop_one_message_searches_then_deletes_what_it_found_after_approval(user):
+    """Through the engine: the ids are unknown to the conversation, so it searches first."""
+    record_notes(
+        user,
+        ConversationFactory(owner=user),
+        "the kettle needs descaling",
+        "the kettle lid is loose",
+        "the boiler hums",
+    )
+    run = delete_in_a_loop(
+        user, ConversationFactory(owner=user, mode=Mode.LOOP), "Delete my notes about the kettle"
+    )
+    called = [(e.name, e.arguments) for e in run.tool_executions.order_by("created_at")]
+    assert [name for name, _ in called] == ["search_notes", "delete_notes"]
+    assert called[0][1] == {"query": "kettle"}
+    assert len(called[1][1]["note_ids"]) == 2
+    assert list(Resource.objects.filter(owner=user).values_list("title", flat=True)) == [
+        "the boiler hums"
+    ]
+    answer = run_final_message(run=run)
+    assert answer is not None
+    assert "Deleted 2 notes" in answer.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_a_loop_notes_known_from_the_conversation_are_deleted_without_a_search(user):
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP)
+    record_notes(
+        user,
+        conversation,
+        "the kettle needs descaling",
+        "the kettle lid is loose",
+        "the boiler hums",
+    )
+    run = delete_in_a_loop(user, conversation, "Delete my notes about the kettle")
+    assert [e.name for e in run.tool_executions.all()] == ["delete_notes"]
+    assert list(Resource.objects.filter(owner=user).values_list("title", flat=True)) == [
+        "the boiler hums"
+    ]
+
+
+def test_the_decider_searches_then_deletes_then_is_done():
+    text = "Delete my notes about the kettle"
+    messages = [{"role": "user", "content": text}]
+    first = decide_with(messages, DEMO_TOOLS)
+    assert (first["next_tool"], first["arguments"]) == ("search_notes", {"query": "kettle"})
+    found = {"success": True, "data": [KETTLE], "query": "kettle", "message": "Found 1 note."}
+    messages += turn("", "search_notes", first["arguments"], found, "")[1:3]
+    second = decide_with(messages, DEMO_TOOLS)
+    assert (second["next_tool"], second["arguments"]) == (
+        "delete_notes",
+        {"note_ids": ["n-kettle"]},
+    )
+    deleted = {
+        "success": True,
+        "data": {"deleted": [{"id": "n-kettle", "title": KETTLE["title"]}]},
+        "message": "Deleted 1 note: the kettle needs descaling.",
+    }
+    messages += turn("x", "delete_notes", second["arguments"], deleted, "")[1:3]
+    valid(messages)
+    last = decide_with(messages, DEMO_TOOLS)
+    assert last["done"] is True
+    assert "Deleted 1 note" in last["final_output"]
+
+
+def decide_with(messages, tools):
+    request = ChatRequest(
+        model="offline", messages=messages, tools=tools, response_format=DECISION_FORMAT
+    )
+    return json.loads(complete(OfflineProvider(), request).content)
