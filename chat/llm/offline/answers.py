@@ -3,9 +3,10 @@
 Each result becomes one sentence: a calculation as "`2**10` = **1024**.", a
 failure in the tool's own words (or "Sorry, that did not work: ..."), else the
 result's `message`, else a time in a zone ("It is 09:53 on Wednesday in
-Asia/Tokyo") or a time converted between zones, else its plain fields. One or two sentences make one
-paragraph; three or more, a short Markdown list. Every sentence ends with
-exactly one stop: never "1024.." or ". .".
+Asia/Tokyo") or a time converted between zones, else its plain fields. One or
+two sentences make one paragraph; three or more, a short Markdown list. Every
+sentence ends with exactly one stop: never "1024.." or ". .". A request to delete that could
+only search (the ids were not known yet) ends with how to delete what it found.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chat.llm.offline.history import TurnResult
+from chat.llm.offline.history import TurnResult, listed_in
+from chat.llm.offline.words import DESTRUCTIVE_VERBS, WORD, destroys
 
 # The longest tool text quoted as it is (a result that is not JSON).
 MAX_QUOTED_CHARS = 300
@@ -23,17 +25,29 @@ EXAMPLES = [
     (("record_note",), "note that the boiler was serviced today"),
     (("calculator",), "what is 12*7"),
 ]
+# After a request to delete that could only search, how to delete what was found.
+DELETE_HINT = 'Say "Delete them" to delete them.'
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|howdy)\b", re.I)
 _THANKS = re.compile(r"\b(?:thanks|thank you|cheers)\b", re.I)
 _ENDS_A_SENTENCE = re.compile(r"[.!?\u2026][\"'\u201d\u2019)*_`]*$")
 
 
-def answer_compose(results: list[TurnResult]) -> str:
-    """The answer to the user from this turn's tool results."""
+def answer_compose(results: list[TurnResult], *, asked: str = "") -> str:
+    """The answer to the user from this turn's tool results; `asked` is what the user said."""
     sentences = [s for s in (_result_sentence(result) for result in results) if s]
+    if _found_for_a_delete(results, asked):
+        sentences.append(DELETE_HINT)
     if len(sentences) >= 3:
         return "Here is what I found:\n\n" + "\n".join(f"- {s}" for s in sentences)
     return " ".join(sentences)
+
+
+def _found_for_a_delete(results: list[TurnResult], asked: str) -> bool:
+    """True when a request to delete could only search (one step): the things found are listed."""
+    wants = bool({w.lower() for w in WORD.findall(asked)} & DESTRUCTIVE_VERBS)
+    deleted = any(destroys(result.name) for result in results)
+    found = any(listed_in(result.data) for result in results if not result.failed)
+    return wants and found and not deleted
 
 
 def answer_small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:

@@ -119,30 +119,30 @@ def id_listings(messages: Sequence[Message]) -> list[list[Listed]]:
     note is no longer there to act on.
     """
     results = [r for r in _results(messages, 0, len(messages)) if not r.failed]
-    gone = {item.id for r in results if destroys(r.name) for item in _listed(r.data)}
+    gone = {item.id for r in results if destroys(r.name) for item in listed_in(r.data)}
     listings = []
     for result in results:
         if destroys(result.name):
             continue
-        items = [item for item in _listed(result.data) if item.id not in gone]
+        items = [item for item in listed_in(result.data) if item.id not in gone]
         if items:
             listings.append(items)
     return listings
 
 
-def _listed(data: Any, depth: int = 0) -> list[Listed]:
-    """The dicts with an `id` anywhere in a result (a few levels deep)."""
+def listed_in(data: Any, depth: int = 0) -> list[Listed]:
+    """The things with an `id` anywhere in a result (a few levels deep)."""
     if depth > 3:
         return []
     if isinstance(data, list):
-        return [item for value in data for item in _listed(value, depth + 1)]
+        return [item for value in data for item in listed_in(value, depth + 1)]
     if not isinstance(data, dict):
         return []
     identifier = data.get("id")
     if isinstance(identifier, str | int) and not isinstance(identifier, bool):
         words = " ".join(str(v) for k, v in data.items() if k != "id" and isinstance(v, str))
         return [Listed(str(identifier), words)]
-    return [item for value in data.values() for item in _listed(value, depth + 1)]
+    return [item for value in data.values() for item in listed_in(value, depth + 1)]
 
 
 def _last_user_index(messages: Sequence[Message]) -> int | None:

@@ -127,7 +127,8 @@ class OfflineProvider:
                 return Completion(
                     content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
                 )
-        text = answer_compose(results) if results else _without_tools(request)
+        asked = last_user_text(messages)
+        text = answer_compose(results, asked=asked) if results else _without_tools(request)
         return Completion(content=text, finish_reason="stop", model=request.model)
 
     def _decide(self, request: ChatRequest) -> Completion:
@@ -161,7 +162,9 @@ class OfflineProvider:
                 done=False, next_tool=following.name, arguments=json.loads(following.arguments)
             )
         elif results:
-            decision["final_output"] = answer_compose(results)
+            decision["final_output"] = answer_compose(
+                results, asked=last_user_text(request.messages)
+            )
         else:
             decision["final_output"] = _without_tools(request)
         return Completion(content=json.dumps(decision), finish_reason="stop", model=request.model)

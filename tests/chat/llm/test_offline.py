@@ -1109,3 +1109,25 @@ def decide_with(messages, tools):
         model="offline", messages=messages, tools=tools, response_format=DECISION_FORMAT
     )
     return json.loads(complete(OfflineProvider(), request).content)
+
+
+def test_a_delete_that_could_only_search_says_how_to_delete_what_it_found():
+    found = {
+        "success": True,
+        "data": [KETTLE],
+        "query": "kettle",
+        "message": "Found 1 note matching 'kettle'.",
+    }
+    messages = turn(
+        "Delete my notes about the kettle", "search_notes", {"query": "kettle"}, found, ""
+    )
+    answer = complete(
+        OfflineProvider(), ChatRequest(model="offline", messages=messages[:3])
+    ).content
+    assert answer == "Found 1 note matching 'kettle'. Say \"Delete them\" to delete them."
+    # A plain search says nothing of deleting.
+    messages = turn("search my notes for kettle", "search_notes", {"query": "kettle"}, found, "")
+    answer = complete(
+        OfflineProvider(), ChatRequest(model="offline", messages=messages[:3])
+    ).content
+    assert answer == "Found 1 note matching 'kettle'."
