@@ -16,7 +16,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import TypeAdapter
 
-import chat.llm.offline
+import chat.llm.offline.provider
 from chat.engine.continuation import COMPOSE_INSTRUCTION, DECISION_FORMAT
 from chat.engine.suggestions import SUGGESTIONS_FORMAT, SUGGESTIONS_INSTRUCTION
 from chat.llm import get_provider
@@ -28,6 +28,13 @@ from chat.llm.base import (
     TextDelta,
 )
 from chat.llm.offline import OfflineProvider, token_count
+from chat.models import ExecutionStatus, Mode, RunStatus, ToolExecution
+from chat.selectors import run_final_message
+from chat.services.approvals import tool_call_decide
+from chat.services.runs import run_start
+from tests.assertions import wait_until
+from tests.factories import ConversationFactory
+from tests.stack import wait_for_run
 from tools.builtin.calculator import calculator
 from tools.builtin.current_time import get_current_time
 from tools.context import ToolContext
@@ -573,7 +580,7 @@ def test_without_a_delay_nothing_sleeps_or_waits(monkeypatch):
     def no_sleep(seconds):
         raise AssertionError("slept")
 
-    monkeypatch.setattr(chat.llm.offline.time, "sleep", no_sleep)
+    monkeypatch.setattr(chat.llm.offline.provider.time, "sleep", no_sleep)
     assert complete(OfflineProvider(word_delay_s=0), text_request()).content
     events = list(OfflineProvider(word_delay_s=0).stream(text_request(), stop=NoWaiting()))
     assert isinstance(events[-1], Done)
@@ -607,7 +614,7 @@ def test_get_provider_defaults_to_offline(settings):
 
 
 def test_tokens_are_words_and_marks_as_the_module_says():
-    assert "one token" in chat.llm.offline.__doc__
+    assert "one token" in chat.llm.offline.provider.__doc__
     assert token_count("Hello, world.") == 4
     assert token_count("`2**10` = **1024**.") == 13
     assert token_count("") == 0
@@ -760,3 +767,367 @@ def test_the_decider_runs_several_requests_one_after_the_other():
     last = decide(messages)
     assert last["done"] is True
     assert last["final_output"] == f"`2**10` = **1024**. {time_now['message']}"
+
+
+# --- Schemas of MCP servers, destructive tools, ids from the conversation ---------------
+
+# The tools of mcp-server-time as an `mcpServers` entry named "time" offers them
+# (the README demo test calls the real server).
+TIME_TOOLS = [
+    function(
+        "time__get_current_time",
+        "Get current time in a specific timezones",
+        {
+            "timezone": {
+                "type": "string",
+                "description": "IANA timezone name (e.g., 'America/New_York', 'Europe/London'). "
+                "Use 'UTC' as local timezone if no timezone provided by the user.",
+            }
+        },
+        ["timezone"],
+    ),
+    function(
+        "time__convert_time",
+        "Convert time between timezones",
+        {
+            "source_timezone": {
+                "type": "string",
+                "description": "Source IANA timezone name (e.g., 'America/New_York', "
+                "'Europe/London'). Use 'UTC' as local timezone if no source timezone "
+                "provided by the user.",
+            },
+            "time": {"type": "string", "description": "Time to convert in 24-hour format (HH:MM)"},
+            "target_timezone": {
+                "type": "string",
+                "description": "Target IANA timezone name (e.g., 'Asia/Tokyo', "
+                "'America/San_Francisco'). Use 'UTC' as local timezone if no target timezone "
+                "provided by the user.",
+            },
+        },
+        ["source_timezone", "time", "target_timezone"],
+    ),
+]
+DEMO_AND_TIME_TOOLS = DEMO_TOOLS + TIME_TOOLS
+
+
+@pytest.mark.parametrize(
+    ("sentence", "arguments"),
+    [
+        (
+            "Convert 14:00 from Paris to New York",
+            {
+                "source_timezone": "Europe/Paris",
+                "time": "14:00",
+                "target_timezone": "America/New_York",
+            },
+        ),
+        (
+            "Convert 14:00 from Europe/Paris to America/New_York",
+            {
+                "source_timezone": "Europe/Paris",
+                "time": "14:00",
+                "target_timezone": "America/New_York",
+            },
+        ),
+        (
+            "convert 2pm to Japan time from France",
+            {"source_timezone": "Europe/Paris", "time": "14:00", "target_timezone": "Asia/Tokyo"},
+        ),
+        (
+            "convert 9:05 am in Tokyo to London time",
+            {"source_timezone": "Asia/Tokyo", "time": "09:05", "target_timezone": "Europe/London"},
+        ),
+    ],
+)
+def test_an_mcp_time_conversion_gets_zones_and_a_clock_time(sentence, arguments):
+    assert calls_of(ask(sentence, DEMO_AND_TIME_TOOLS)) == [("time__convert_time", arguments)]
+
+
+def test_with_mcp_time_tools_offered_the_built_in_time_tool_still_answers():
+    assert calls_of(ask("what time is it in Tokyo?", DEMO_AND_TIME_TOOLS)) == [
+        ("get_current_time", {"timezone": "Asia/Tokyo"})
+    ]
+    assert calls_of(ask("what time is it in Japan?", TIME_TOOLS)) == [
+        ("time__get_current_time", {"timezone": "Asia/Tokyo"})
+    ]
+
+
+def test_an_enum_value_named_in_the_text_is_chosen():
+    tools = [
+        function(
+            "convert_temperature",
+            "Convert a temperature.",
+            {
+                "value": {"type": "number"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit", "kelvin"]},
+            },
+            ["value", "unit"],
+        )
+    ]
+    assert calls_of(ask("convert 100 to fahrenheit", tools)) == [
+        ("convert_temperature", {"value": 100.0, "unit": "fahrenheit"})
+    ]
+
+
+def note_item(note_id, title):
+    return {"id": note_id, "title": title, "body": "", "created_at": "2026-01-01T10:00:00+00:00"}
+
+
+KETTLE = note_item("n-kettle", "the kettle needs descaling")
+BOILER = note_item("n-boiler", "the boiler needs descaling")
+
+
+def searched(query, notes):
+    """A search_notes turn that found these notes."""
+    result = {
+        "success": True,
+        "data": notes,
+        "query": query,
+        "total_available": len(notes),
+        "returned": len(notes),
+        "truncated": False,
+        "message": f"Found {len(notes)} notes matching {query!r}.",
+    }
+    return turn(f"search my notes for {query}", "search_notes", {"query": query}, result, "Found.")
+
+
+def test_delete_them_deletes_the_notes_the_last_search_found():
+    history = searched("descaling", [KETTLE, BOILER])
+    assert calls_of(follow_up(history, "Delete them", DEMO_TOOLS)) == [
+        ("delete_notes", {"note_ids": ["n-kettle", "n-boiler"]})
+    ]
+
+
+def test_delete_the_note_about_a_topic_deletes_only_the_ids_known_for_it():
+    history = searched("descaling", [KETTLE, BOILER])
+    assert calls_of(follow_up(history, "Delete my note about the kettle", DEMO_TOOLS)) == [
+        ("delete_notes", {"note_ids": ["n-kettle"]})
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "query"),
+    [
+        ("Delete my notes about the kettle", "kettle"),
+        ("remove the note about the boiler", "boiler"),
+    ],
+)
+def test_deleting_notes_whose_ids_are_unknown_searches_for_them_first(sentence, query):
+    assert calls_of(ask(sentence, DEMO_TOOLS)) == [("search_notes", {"query": query})]
+
+
+def test_delete_them_with_nothing_found_earlier_deletes_nothing_and_searches_nothing():
+    assert calls_of(ask("Delete them", DEMO_TOOLS)) == [("delete_notes", {})]
+
+
+def test_notes_already_deleted_are_not_deleted_again():
+    history = searched("descaling", [KETTLE, BOILER])
+    history += turn(
+        "delete the kettle note",
+        "delete_notes",
+        {"note_ids": ["n-kettle"]},
+        {"success": True, "data": {"deleted": [{"id": "n-kettle", "title": KETTLE["title"]}]}},
+        "Deleted.",
+    )
+    assert calls_of(follow_up(history, "Delete them", DEMO_TOOLS)) == [
+        ("delete_notes", {"note_ids": ["n-boiler"]})
+    ]
+
+
+def test_in_a_loop_the_search_is_followed_by_deleting_what_it_found():
+    first = ask("Delete my notes about the kettle", DEMO_TOOLS)
+    (call,) = first.tool_calls
+    found = {"success": True, "data": [KETTLE], "query": "kettle", "message": "Found 1 note."}
+    messages = [
+        {"role": "user", "content": "Delete my notes about the kettle"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.id, "content": json.dumps(found)},
+    ]
+    request = ChatRequest(model="offline", messages=messages, tools=DEMO_TOOLS)
+    second = complete(OfflineProvider(), request)
+    assert calls_of(second) == [("delete_notes", {"note_ids": ["n-kettle"]})]
+    deleted = {
+        "success": True,
+        "data": {"deleted": [{"id": "n-kettle", "title": KETTLE["title"]}]},
+        "message": "Deleted 1 note: the kettle needs descaling.",
+    }
+    (delete,) = second.tool_calls
+    messages += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": delete.id,
+                    "type": "function",
+                    "function": {"name": delete.name, "arguments": delete.arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": delete.id, "content": json.dumps(deleted)},
+    ]
+    valid(messages)
+    last = complete(
+        OfflineProvider(), ChatRequest(model="offline", messages=messages, tools=DEMO_TOOLS)
+    )
+    assert last.tool_calls == []
+    assert "Deleted 1 note: the kettle needs descaling." in last.content
+
+
+def test_a_tool_that_deletes_is_never_picked_unless_asked():
+    history = searched("descaling", [KETTLE, BOILER])
+    for text in ("search my notes for the kettle", "list my notes", "what notes do I have"):
+        assert "delete_notes" not in [
+            c.name for c in follow_up(history, text, DEMO_TOOLS).tool_calls
+        ]
+
+
+def test_a_time_conversion_is_answered_in_words():
+    result = {
+        "source": {
+            "timezone": "Europe/Paris",
+            "datetime": "2026-11-25T14:00:00+01:00",
+            "day_of_week": "Wednesday",
+            "is_dst": False,
+        },
+        "target": {
+            "timezone": "America/New_York",
+            "datetime": "2026-11-25T08:00:00-05:00",
+            "day_of_week": "Wednesday",
+            "is_dst": False,
+        },
+        "time_difference": "-6.0h",
+    }
+    arguments = {
+        "source_timezone": "Europe/Paris",
+        "time": "14:00",
+        "target_timezone": "America/New_York",
+    }
+    history = turn("convert", "time__convert_time", arguments, result, "")[:3]
+    answer = complete(OfflineProvider(), ChatRequest(model="offline", messages=history)).content
+    assert answer == (
+        "14:00 on Wednesday in Europe/Paris is 08:00 on Wednesday in America/New_York (-6.0h)."
+    )
+
+
+def delete_in_a_loop(user, conversation, text):
+    """Send `text` in the conversation, approve the delete it waits on; the ended run."""
+    run = run_start(conversation=conversation, content=text)
+    waiting = ToolExecution.objects.filter(run=run, status=ExecutionStatus.AWAITING_APPROVAL)
+    wait_until(lambda: waiting.exists(), timeout=30)
+    (execution,) = waiting
+    tool_call_decide(execution_id=execution.pk, user=user, approve=True)
+    run = wait_for_run(run, 30)
+    assert run.status == RunStatus.COMPLETED, run.error
+    return run
+
+
+def record_notes(user, conversation, *titles):
+    for title in titles:
+        run = wait_for_run(run_start(conversation=conversation, content=f"Note that {title}"), 30)
+        assert run.status == RunStatus.COMPLETED, run.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_a_loop_one_message_searches_then_deletes_what_it_found_after_approval(user):
+    """Through the engine: the ids are unknown to the conversation, so it searches first."""
+    record_notes(
+        user,
+        ConversationFactory(owner=user),
+        "the kettle needs descaling",
+        "the kettle lid is loose",
+        "the boiler hums",
+    )
+    run = delete_in_a_loop(
+        user, ConversationFactory(owner=user, mode=Mode.LOOP), "Delete my notes about the kettle"
+    )
+    called = [(e.name, e.arguments) for e in run.tool_executions.order_by("created_at")]
+    assert [name for name, _ in called] == ["search_notes", "delete_notes"]
+    assert called[0][1] == {"query": "kettle"}
+    assert len(called[1][1]["note_ids"]) == 2
+    assert list(Resource.objects.filter(owner=user).values_list("title", flat=True)) == [
+        "the boiler hums"
+    ]
+    answer = run_final_message(run=run)
+    assert answer is not None
+    assert "Deleted 2 notes" in answer.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_a_loop_notes_known_from_the_conversation_are_deleted_without_a_search(user):
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP)
+    record_notes(
+        user,
+        conversation,
+        "the kettle needs descaling",
+        "the kettle lid is loose",
+        "the boiler hums",
+    )
+    run = delete_in_a_loop(user, conversation, "Delete my notes about the kettle")
+    assert [e.name for e in run.tool_executions.all()] == ["delete_notes"]
+    assert list(Resource.objects.filter(owner=user).values_list("title", flat=True)) == [
+        "the boiler hums"
+    ]
+
+
+def test_the_decider_searches_then_deletes_then_is_done():
+    text = "Delete my notes about the kettle"
+    messages = [{"role": "user", "content": text}]
+    first = decide_with(messages, DEMO_TOOLS)
+    assert (first["next_tool"], first["arguments"]) == ("search_notes", {"query": "kettle"})
+    found = {"success": True, "data": [KETTLE], "query": "kettle", "message": "Found 1 note."}
+    messages += turn("", "search_notes", first["arguments"], found, "")[1:3]
+    second = decide_with(messages, DEMO_TOOLS)
+    assert (second["next_tool"], second["arguments"]) == (
+        "delete_notes",
+        {"note_ids": ["n-kettle"]},
+    )
+    deleted = {
+        "success": True,
+        "data": {"deleted": [{"id": "n-kettle", "title": KETTLE["title"]}]},
+        "message": "Deleted 1 note: the kettle needs descaling.",
+    }
+    messages += turn("x", "delete_notes", second["arguments"], deleted, "")[1:3]
+    valid(messages)
+    last = decide_with(messages, DEMO_TOOLS)
+    assert last["done"] is True
+    assert "Deleted 1 note" in last["final_output"]
+
+
+def decide_with(messages, tools):
+    request = ChatRequest(
+        model="offline", messages=messages, tools=tools, response_format=DECISION_FORMAT
+    )
+    return json.loads(complete(OfflineProvider(), request).content)
+
+
+def test_a_delete_that_could_only_search_says_how_to_delete_what_it_found():
+    found = {
+        "success": True,
+        "data": [KETTLE],
+        "query": "kettle",
+        "message": "Found 1 note matching 'kettle'.",
+    }
+    messages = turn(
+        "Delete my notes about the kettle", "search_notes", {"query": "kettle"}, found, ""
+    )
+    answer = complete(
+        OfflineProvider(), ChatRequest(model="offline", messages=messages[:3])
+    ).content
+    assert answer == "Found 1 note matching 'kettle'. Say \"Delete them\" to delete them."
+    # A plain search says nothing of deleting.
+    messages = turn("search my notes for kettle", "search_notes", {"query": "kettle"}, found, "")
+    answer = complete(
+        OfflineProvider(), ChatRequest(model="offline", messages=messages[:3])
+    ).content
+    assert answer == "Found 1 note matching 'kettle'."

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from chat.llm.offline_tools import tool_pick
+from chat.llm.offline.choosing import tool_pick
 from tests.stack import ROOT
 from tools.mcp.config import parse_config
 from tools.mcp.hub import McpHub

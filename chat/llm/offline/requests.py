@@ -21,9 +21,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat.llm.base import ToolCall
-from chat.llm.offline_history import Message, Number, last_note_title, last_number, last_user_text
-from chat.llm.offline_tools import Pick, call_make, expression_find, tool_pick
-from chat.llm.offline_words import OPENERS, WORD
+from chat.llm.offline.choosing import Pick, call_make, tool_pick
+from chat.llm.offline.history import (
+    Listed,
+    Message,
+    Number,
+    id_listings,
+    last_note_title,
+    last_number,
+    last_user_text,
+)
+from chat.llm.offline.reading import expression_find
+from chat.llm.offline.words import OPENERS, WORD
 
 # Where one request may end and the next begin (only where the next one opens).
 SEPARATOR = re.compile(
@@ -78,10 +87,11 @@ def calls_plan(messages: Sequence[Message], tools: list[dict[str, Any]]) -> list
     text = last_user_text(messages)
     earlier = last_number(messages)
     title = last_note_title(messages)
-    parts = _parts(text, tools, earlier, title)
+    known = id_listings(messages)
+    parts = _parts(text, tools, earlier, title, known)
     if len(parts) < 2 or not all(p.pick and p.pick.confident for p in parts):
         expression = follow_up_expression(text, earlier) if earlier is not None else None
-        whole = tool_pick(text, tools, expression=expression, note_title=title)
+        whole = tool_pick(text, tools, expression=expression, note_title=title, known=known)
         parts = [_Part(0, len(text), whole)] if whole else []
     return [
         call_make(p.pick.name, arguments) for p in parts if p.pick for arguments in p.pick.calls
@@ -106,7 +116,11 @@ def follow_up_expression(text: str, earlier: Number | str) -> str | None:
 
 
 def _parts(
-    text: str, tools: list[dict[str, Any]], earlier: Number | None, title: str | None
+    text: str,
+    tools: list[dict[str, Any]],
+    earlier: Number | None,
+    title: str | None,
+    known: list[list[Listed]],
 ) -> list[_Part]:
     """The message cut into requests, each with its pick; parts that pick nothing rejoined."""
     # A body after a colon or a line break belongs to its request: no cut there.
@@ -124,11 +138,11 @@ def _parts(
     for start, end in spans:
         if pending is not None:
             start, pending = pending, None
-        part = _part(text, start, end, tools, earlier, title, parts)
+        part = _part(text, start, end, tools, earlier, title, known, parts)
         if part.pick and part.pick.confident:
             parts.append(part)
         elif parts:
-            parts[-1] = _part(text, parts[-1].start, end, tools, earlier, title, parts[:-1])
+            parts[-1] = _part(text, parts[-1].start, end, tools, earlier, title, known, parts[:-1])
         else:
             pending = start
     return parts
@@ -141,6 +155,7 @@ def _part(
     tools: list[dict[str, Any]],
     earlier: Number | None,
     title: str | None,
+    known: list[list[Listed]],
     before: list[_Part],
 ) -> _Part:
     words = text[start:end]
@@ -158,7 +173,8 @@ def _part(
     reference: Number | str | None = f"({previous})" if previous else earlier
     expression = follow_up_expression(words, reference) if reference is not None else None
     expression = expression or expression_find(words)
-    return _Part(start, end, tool_pick(words, tools, expression=expression, note_title=title))
+    pick = tool_pick(words, tools, expression=expression, note_title=title, known=known)
+    return _Part(start, end, pick)
 
 
 def _opens_request(text: str, tools: list[dict[str, Any]]) -> bool:

@@ -1,9 +1,12 @@
 """The offline model's vocabulary: the words it skips, the words that ask for a tool,
-the parameter names it knows the meaning of, and the cities it knows the time zone of."""
+the parameter names it knows the meaning of, and the places it knows the time zone of
+(cities, countries, and IANA names written out)."""
 
 from __future__ import annotations
 
 import re
+import zoneinfo
+from functools import cache
 
 WORD = re.compile(r"[A-Za-z0-9_']+")
 STOPWORDS = frozenset(
@@ -146,6 +149,14 @@ TITLE_PARAMS = frozenset({"title", "subject", "name", "summary", "heading"})
 BODY_PARAMS = frozenset({"body", "details", "content", "text", "description", "note", "message"})
 QUERY_PARAMS = frozenset({"query", "q", "search", "term", "keyword", "keywords", "pattern"})
 TIMEZONE_PARAMS = frozenset({"timezone", "tz", "time_zone", "zone"})
+# Words that ask for something to be destroyed; a tool named with one is only called when asked.
+DESTRUCTIVE_VERBS = frozenset(
+    ["delete", "remove", "erase", "destroy", "drop", "purge", "clear", "forget", "discard"]
+)
+# Words that point back at what was just listed ("delete them").
+PLURAL_REFERENCE = frozenset(
+    ["them", "those", "these", "they", "all", "both", "every", "everything", "ones", "one"]
+)
 # The cities people ask the time of, by their IANA time zones.
 CITY_ZONES = {
     "london": "Europe/London",
@@ -217,6 +228,58 @@ CITY_ZONES = {
     "são paulo": "America/Sao_Paulo",
     "rio de janeiro": "America/Sao_Paulo",
 }
+# Countries (and a few regions) by the zone of their capital or largest city.
+COUNTRY_ZONES = {
+    "utc": "UTC",
+    "gmt": "UTC",
+    "uk": "Europe/London",
+    "england": "Europe/London",
+    "britain": "Europe/London",
+    "scotland": "Europe/London",
+    "ireland": "Europe/Dublin",
+    "portugal": "Europe/Lisbon",
+    "france": "Europe/Paris",
+    "germany": "Europe/Berlin",
+    "spain": "Europe/Madrid",
+    "italy": "Europe/Rome",
+    "netherlands": "Europe/Amsterdam",
+    "belgium": "Europe/Brussels",
+    "switzerland": "Europe/Zurich",
+    "austria": "Europe/Vienna",
+    "czechia": "Europe/Prague",
+    "poland": "Europe/Warsaw",
+    "sweden": "Europe/Stockholm",
+    "norway": "Europe/Oslo",
+    "denmark": "Europe/Copenhagen",
+    "finland": "Europe/Helsinki",
+    "greece": "Europe/Athens",
+    "turkey": "Europe/Istanbul",
+    "russia": "Europe/Moscow",
+    "ukraine": "Europe/Kyiv",
+    "egypt": "Africa/Cairo",
+    "nigeria": "Africa/Lagos",
+    "kenya": "Africa/Nairobi",
+    "south africa": "Africa/Johannesburg",
+    "india": "Asia/Kolkata",
+    "thailand": "Asia/Bangkok",
+    "indonesia": "Asia/Jakarta",
+    "china": "Asia/Shanghai",
+    "philippines": "Asia/Manila",
+    "korea": "Asia/Seoul",
+    "south korea": "Asia/Seoul",
+    "japan": "Asia/Tokyo",
+    "australia": "Australia/Sydney",
+    "new zealand": "Pacific/Auckland",
+    "hawaii": "Pacific/Honolulu",
+    "alaska": "America/Anchorage",
+    "canada": "America/Toronto",
+    "mexico": "America/Mexico_City",
+    "colombia": "America/Bogota",
+    "peru": "America/Lima",
+    "chile": "America/Santiago",
+    "argentina": "America/Argentina/Buenos_Aires",
+    "brazil": "America/Sao_Paulo",
+}
 # Words that open a request of their own within a longer message.
 OPENERS = frozenset(
     [
@@ -270,11 +333,38 @@ OPENERS = frozenset(
     ]
 )
 
-_CITY = re.compile(
-    r"\b(" + "|".join(sorted(map(re.escape, CITY_ZONES), key=len, reverse=True)) + r")\b", re.I
+_PLACE_ZONES = {**COUNTRY_ZONES, **CITY_ZONES}
+_PLACE = re.compile(
+    r"\b(" + "|".join(sorted(map(re.escape, _PLACE_ZONES), key=len, reverse=True)) + r")\b", re.I
 )
+# An IANA name as written: "Europe/Paris", "America/Argentina/Buenos_Aires".
+_IANA = re.compile(r"\b[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_\-]+)+")
+
+
+@cache
+def _iana_names() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
+def zone_mentions(text: str) -> list[tuple[int, int, str]]:
+    """Where the text names a time zone: (start, end, IANA name), in order.
+
+    An IANA name written out counts as itself; a city or a country as its zone.
+    """
+    found = [(m.start(), m.end(), m.group(0)) for m in _IANA.finditer(text)]
+    found = [(start, end, name) for start, end, name in found if name in _iana_names()]
+    for match in _PLACE.finditer(text):
+        if not any(start <= match.start() < end for start, end, _ in found):
+            zone = _PLACE_ZONES[match.group(1).lower()]
+            found.append((match.start(), match.end(), zone))
+    return sorted(found)
 
 
 def city_zones(text: str) -> list[str]:
-    """The IANA time zones of the cities the text names, in order, each once."""
-    return list(dict.fromkeys(CITY_ZONES[name.lower()] for name in _CITY.findall(text)))
+    """The IANA time zones of the places the text names, in order, each once."""
+    return list(dict.fromkeys(zone for _, _, zone in zone_mentions(text)))
+
+
+def destroys(tool_name: str) -> bool:
+    """True for a tool named for deleting or removing (`delete_notes`, `files__remove`)."""
+    return bool(set(re.split(r"[_\-\s]+", tool_name.lower())) & DESTRUCTIVE_VERBS)

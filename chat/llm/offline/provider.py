@@ -1,15 +1,18 @@
-"""The embedded offline model: deterministic, no network, good enough for the demo tools.
+"""The offline model's answer to one request: tool calls, JSON, or text streamed word by word.
 
-It reads the request the way a real model would and answers through the same
-interface:
+What it says depends on where the conversation stands:
 
-- when the last message is the user's and tools are offered, it calls the
-  tools the message asks for, several in one step when it asks several things,
-  and works "that" out from the conversation (chat/llm/offline_requests.py);
-- after tool results, it writes the answer from them (chat/llm/offline_answers.py);
-- for a structured-output request it answers the JSON the schema asks for:
-  follow-up suggestions (chat/llm/offline_suggestions.py), or the `llm`
-  decider's next step.
+- the last message is the user's and tools are offered: the calls the
+  message asks for, several in one step when it asks several things
+  (requests.py);
+- tool results came back and tools are still offered (a loop): what the
+  message asks for that this turn has not run yet, such as deleting what a
+  search found (and nothing more once something was deleted); when nothing
+  is left, the answer;
+- tool results came back: the answer written from them (answers.py);
+- a structured-output request: the JSON the schema asks for, follow-up
+  suggestions (suggestions.py) or the `llm` decider's next step;
+- none of these: what it can do (answers.py).
 
 Text streams word by word, `word_delay_s` apart (TOOLCHAT_OFFLINE_WORD_DELAY_MS),
 so that the app shows its streaming; JSON answers are for the engine, not the
@@ -40,15 +43,24 @@ from chat.llm.base import (
     ProviderStopped,
     StreamEvent,
     TextDelta,
+    ToolCall,
 )
-from chat.llm.offline_answers import (
+from chat.llm.offline.answers import (
     answer_compose,
     answer_no_earlier_result,
     answer_small_talk,
 )
-from chat.llm.offline_history import last_number, last_user_text, message_text, turn_results
-from chat.llm.offline_requests import calls_plan, refers_back
-from chat.llm.offline_suggestions import suggestions_make
+from chat.llm.offline.history import (
+    Message,
+    TurnResult,
+    last_number,
+    last_user_text,
+    message_text,
+    turn_results,
+)
+from chat.llm.offline.requests import calls_plan, refers_back
+from chat.llm.offline.suggestions import suggestions_make
+from chat.llm.offline.words import destroys
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -108,26 +120,29 @@ class OfflineProvider:
         if request.response_format:
             return self._decide(request)
         last = messages[-1] if messages else {}
-        if last.get("role") == "user" and request.tools:
-            calls = calls_plan(messages, request.tools)
+        results = turn_results(messages)
+        if last.get("role") in ("user", "tool") and request.tools:
+            calls = _calls_next(messages, request.tools, results)
             if calls:
                 return Completion(
                     content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
                 )
-        results = turn_results(messages)
-        text = answer_compose(results) if results else _without_tools(request)
+        asked = last_user_text(messages)
+        text = answer_compose(results, asked=asked) if results else _without_tools(request)
         return Completion(content=text, finish_reason="stop", model=request.model)
 
     def _decide(self, request: ChatRequest) -> Completion:
         """Answer the `llm` decider's structured request: {done, next_tool, arguments, final_output}.
 
         The decider runs one tool at a time: the next of the calls the message
-        asks for that has not run yet in this turn.
+        asks for that has not run yet in this turn, and none once a tool that
+        destroys has run (as in a loop).
         """
         results = turn_results(request.messages)
         ran = {(result.name, json.dumps(result.arguments, sort_keys=True)) for result in results}
         tools = request.tools or _tools_in_prompt(request)
-        planned = calls_plan(request.messages, tools) if tools else []
+        stopped = any(destroys(result.name) for result in results)
+        planned = calls_plan(request.messages, tools) if tools and not stopped else []
         following = next(
             (
                 call
@@ -147,10 +162,28 @@ class OfflineProvider:
                 done=False, next_tool=following.name, arguments=json.loads(following.arguments)
             )
         elif results:
-            decision["final_output"] = answer_compose(results)
+            decision["final_output"] = answer_compose(
+                results, asked=last_user_text(request.messages)
+            )
         else:
             decision["final_output"] = _without_tools(request)
         return Completion(content=json.dumps(decision), finish_reason="stop", model=request.model)
+
+
+def _calls_next(
+    messages: list[Message], tools: list[dict[str, Any]], results: list[TurnResult]
+) -> list[ToolCall]:
+    """The calls the user's message asks for that this turn has not made yet.
+
+    After tool results (a loop), only a tool this turn has not run yet is
+    called: the next step of the plan, such as deleting what a search found.
+    Once a tool that destroys has run, the turn calls nothing more: the ids it
+    deleted are gone, and a search for others is not what was asked.
+    """
+    if any(destroys(result.name) for result in results):
+        return []
+    ran = {result.name for result in results}
+    return [call for call in calls_plan(messages, tools) if call.name not in ran]
 
 
 def _without_tools(request: ChatRequest) -> str:

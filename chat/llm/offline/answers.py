@@ -2,9 +2,11 @@
 
 Each result becomes one sentence: a calculation as "`2**10` = **1024**.", a
 failure in the tool's own words (or "Sorry, that did not work: ..."), else the
-result's `message`, else its plain fields. One or two sentences make one
-paragraph; three or more, a short Markdown list. Every sentence ends with
-exactly one stop: never "1024.." or ". .".
+result's `message`, else a time in a zone ("It is 09:53 on Wednesday in
+Asia/Tokyo") or a time converted between zones, else its plain fields. One or
+two sentences make one paragraph; three or more, a short Markdown list. Every
+sentence ends with exactly one stop: never "1024.." or ". .". A request to delete that could
+only search (the ids were not known yet) ends with how to delete what it found.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chat.llm.offline_history import TurnResult
+from chat.llm.offline.history import TurnResult, listed_in
+from chat.llm.offline.words import DESTRUCTIVE_VERBS, WORD, destroys
 
 # The longest tool text quoted as it is (a result that is not JSON).
 MAX_QUOTED_CHARS = 300
@@ -22,17 +25,29 @@ EXAMPLES = [
     (("record_note",), "note that the boiler was serviced today"),
     (("calculator",), "what is 12*7"),
 ]
+# After a request to delete that could only search, how to delete what was found.
+DELETE_HINT = 'Say "Delete them" to delete them.'
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|howdy)\b", re.I)
 _THANKS = re.compile(r"\b(?:thanks|thank you|cheers)\b", re.I)
 _ENDS_A_SENTENCE = re.compile(r"[.!?\u2026][\"'\u201d\u2019)*_`]*$")
 
 
-def answer_compose(results: list[TurnResult]) -> str:
-    """The answer to the user from this turn's tool results."""
+def answer_compose(results: list[TurnResult], *, asked: str = "") -> str:
+    """The answer to the user from this turn's tool results; `asked` is what the user said."""
     sentences = [s for s in (_result_sentence(result) for result in results) if s]
+    if _found_for_a_delete(results, asked):
+        sentences.append(DELETE_HINT)
     if len(sentences) >= 3:
         return "Here is what I found:\n\n" + "\n".join(f"- {s}" for s in sentences)
     return " ".join(sentences)
+
+
+def _found_for_a_delete(results: list[TurnResult], asked: str) -> bool:
+    """True when a request to delete could only search (one step): the things found are listed."""
+    wants = bool({w.lower() for w in WORD.findall(asked)} & DESTRUCTIVE_VERBS)
+    deleted = any(destroys(result.name) for result in results)
+    found = any(listed_in(result.data) for result in results if not result.failed)
+    return wants and found and not deleted
 
 
 def answer_small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:
@@ -82,27 +97,43 @@ def _result_sentence(result: TurnResult) -> str:
     if isinstance(data, str):
         return sentence(_shortened(data))
     if isinstance(data, list):
-        if not data or any(isinstance(item, dict | list) for item in data):
-            return sentence(f"The result has {len(data)} items")
-        shown = ", ".join(_shown(item) for item in data[:3])
-        return sentence(
-            f"The result has {len(data)} items: {shown}{' and more' if len(data) > 3 else ''}"
-        )
+        return _list_sentence(data)
     if not isinstance(data, dict):
         return sentence(f"The result is {_shown(data)}")
-    expression = data.get("expression")
-    message = data.get("message")
     if result.failed:
-        if isinstance(message, str) and message.strip():
-            return sentence(_in_code(message, expression))
-        return sentence(f"Sorry, that did not work: {data.get('error') or 'unknown error'}")
-    value = data.get("result")
+        return _failure_sentence(data)
+    return _dict_sentence(data)
+
+
+def _list_sentence(data: list[Any]) -> str:
+    if not data or any(isinstance(item, dict | list) for item in data):
+        return sentence(f"The result has {len(data)} items")
+    shown = ", ".join(_shown(item) for item in data[:3])
+    return sentence(
+        f"The result has {len(data)} items: {shown}{' and more' if len(data) > 3 else ''}"
+    )
+
+
+def _failure_sentence(data: dict[str, Any]) -> str:
+    message = data.get("message")
+    if isinstance(message, str) and message.strip():
+        return sentence(_in_code(message, data.get("expression")))
+    return sentence(f"Sorry, that did not work: {data.get('error') or 'unknown error'}")
+
+
+def _dict_sentence(data: dict[str, Any]) -> str:
+    """A result that worked: a calculation, its message, its value, a time, or its plain fields."""
+    expression, message, value = data.get("expression"), data.get("message"), data.get("result")
     if isinstance(expression, str) and isinstance(value, int | float):
         return sentence(f"`{expression}` = **{number_shown(value)}**")
     if isinstance(message, str) and message.strip():
         return sentence(_in_code(message, expression))
     if "result" in data:
         return sentence(f"The result is {_shown(value)}")
+    return _moment_sentence(data) or _fields_sentence(data)
+
+
+def _fields_sentence(data: dict[str, Any]) -> str:
     fields = [
         f"{key.replace('_', ' ')} {_shown(item)}"
         for key, item in data.items()
@@ -112,6 +143,29 @@ def _result_sentence(result: TurnResult) -> str:
         return "Done."
     listed = ", ".join(fields[:-1]) + (" and " if len(fields) > 1 else "") + fields[-1]
     return sentence(f"It came back with {listed}")
+
+
+def _moment_sentence(data: dict[str, Any]) -> str:
+    """A time somewhere ("It is 09:53 on Wednesday in Asia/Tokyo"), or one converted to another zone."""
+    source, target = _moment(data.get("source")), _moment(data.get("target"))
+    if source and target:
+        difference = data.get("time_difference")
+        shown = f" ({difference})" if isinstance(difference, str) and difference else ""
+        return sentence(f"{source} is {target}{shown}")
+    here = _moment(data)
+    return sentence(f"It is {here}") if here else ""
+
+
+def _moment(data: Any) -> str:
+    """ "14:00 on Wednesday in Europe/Paris" from {timezone, datetime, day_of_week}; "" if not one."""
+    if not isinstance(data, dict):
+        return ""
+    zone, when, day = data.get("timezone"), data.get("datetime"), data.get("day_of_week")
+    clock = re.search(r"T(\d{2}:\d{2})", when) if isinstance(when, str) else None
+    if not isinstance(zone, str) or clock is None:
+        return ""
+    on_day = f" on {day}" if isinstance(day, str) and day else ""
+    return f"{clock.group(1)}{on_day} in {zone}"
 
 
 def _in_code(message: str, expression: Any) -> str:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chat.llm.offline_answers import number_shown
-from chat.llm.offline_history import Message, TurnResult, turn_results
-from chat.llm.offline_words import CITY_ZONES, STOPWORDS, WORD
+from chat.llm.offline.answers import number_shown
+from chat.llm.offline.history import Message, TurnResult, turn_results
+from chat.llm.offline.words import CITY_ZONES, STOPWORDS, WORD
 
 MAX_SUGGESTIONS = 3
 # The demo's own prompts, with the tools they call: they fill the suggestions up,

@@ -2,8 +2,10 @@
 
 The user's last words; the tool results of the current turn, each with the
 name and arguments of the call that asked for it; and the values a follow-up
-may point back to: the last number a calculation gave ("multiply that by 3")
-and the title of the last note ("search my notes for that").
+may point back to: the last number a calculation gave ("multiply that by 3"),
+the title of the last note ("search my notes for that"), and the things with
+ids that tool results listed ("delete them"), less those a tool has since
+deleted.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from chat.llm.offline.words import destroys
 
 Message = dict[str, Any]
 
@@ -97,6 +101,48 @@ def last_note_title(messages: Sequence[Message]) -> str | None:
         if not result.failed and isinstance(data, dict) and isinstance(data.get("title"), str):
             return data["title"]  # type: ignore[no-any-return]
     return None
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A thing a tool result listed with its id, and its words (title, body, ...)."""
+
+    id: str
+    words: str
+
+
+def id_listings(messages: Sequence[Message]) -> list[list[Listed]]:
+    """The lists of things with ids that tool results gave, oldest first.
+
+    Every result counts, this turn's too. A result of a tool that destroys
+    lists nothing, and the ids it names are left out of the others: a deleted
+    note is no longer there to act on.
+    """
+    results = [r for r in _results(messages, 0, len(messages)) if not r.failed]
+    gone = {item.id for r in results if destroys(r.name) for item in listed_in(r.data)}
+    listings = []
+    for result in results:
+        if destroys(result.name):
+            continue
+        items = [item for item in listed_in(result.data) if item.id not in gone]
+        if items:
+            listings.append(items)
+    return listings
+
+
+def listed_in(data: Any, depth: int = 0) -> list[Listed]:
+    """The things with an `id` anywhere in a result (a few levels deep)."""
+    if depth > 3:
+        return []
+    if isinstance(data, list):
+        return [item for value in data for item in listed_in(value, depth + 1)]
+    if not isinstance(data, dict):
+        return []
+    identifier = data.get("id")
+    if isinstance(identifier, str | int) and not isinstance(identifier, bool):
+        words = " ".join(str(v) for k, v in data.items() if k != "id" and isinstance(v, str))
+        return [Listed(str(identifier), words)]
+    return [item for value in data.values() for item in listed_in(value, depth + 1)]
 
 
 def _last_user_index(messages: Sequence[Message]) -> int | None:

@@ -1,0 +1,435 @@
+"""How the offline model fills a tool's arguments from the tool's JSON Schema and the request.
+
+Each parameter, required ones first, is decided by the first rule of `RULES`
+that applies to it; a rule that applies but finds nothing leaves the
+parameter out (the call then says what is missing, rather than guess):
+
+- `expression`: the arithmetic in the text ("12 times 7" is `12*7`);
+- a number or an integer: the next number in the text;
+- ids (`id`, `note_id`, `note_ids`): those of the things the conversation
+  listed that the words name ("the kettle"), else all of the last list's
+  ("delete them");
+- any other parameter that is not a string is left out;
+- an enum: the value the text names as words of its own ("dark mode" for
+  `dark_mode`);
+- a time zone (named so, or described as an IANA name): the zone of a place
+  the text names (a city, a country, or the IANA name written out); a source
+  takes the one after "from", a target the one after "to";
+- a time of day (`time`, or described as HH:MM): the clock time in the text,
+  "2pm" as 14:00;
+- a title and a body (`title`, `body`, ...): the user's words as written, after
+  the words that asked for the tool ("note that"), without Markdown emphasis or
+  code marks; what follows a colon or a line break is the body;
+- a quoted string, in order;
+- a query: the words that are left, or the last note's title for "that";
+- any other string: the words that are left, once.
+
+An MCP server's schema may be anything JSON Schema allows (`"x": true`, a
+list for `required`): only the parts these rules can use are read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chat.llm.offline.history import Listed
+from chat.llm.offline.reading import STOP_STEMS, Reading, stem
+from chat.llm.offline.words import (
+    ARTICLES,
+    BODY_PARAMS,
+    CONNECTORS,
+    DESTRUCTIVE_VERBS,
+    FILLERS,
+    PLURAL_REFERENCE,
+    POLITE,
+    QUERY_PARAMS,
+    REFERENCE,
+    REQUEST_VERBS,
+    STOPWORDS,
+    TIMEZONE_PARAMS,
+    TITLE_PARAMS,
+    WORD,
+    destroys,
+    zone_mentions,
+)
+
+QUOTED = re.compile(r"\"([^\"]+)\"|'([^']+)'|“([^”]+)”")
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+# Parameter name words for a time zone, and for the zone a conversion starts from or goes to.
+ZONE_WORDS = frozenset({"timezone", "tz", "zone"})
+SOURCE_WORDS = frozenset({"source", "from", "origin"})
+TARGET_WORDS = frozenset({"target", "to", "into", "destination", "dest"})
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An offered tool as the offline model reads it: its name's words, its schema's parts."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    @property
+    def name_words(self) -> list[str]:
+        return [w.lower() for w in re.split(r"[_\-\s]+", self.name) if w]
+
+    @property
+    def param_names(self) -> list[str]:
+        properties = self.parameters.get("properties")
+        return list(properties) if isinstance(properties, dict) else []
+
+    @property
+    def properties(self) -> dict[str, dict[str, Any]]:
+        """The parameters' schemas; an MCP server's may be anything JSON Schema allows
+        (`"x": true`), and only the parts this model can use are read."""
+        found = self.parameters.get("properties")
+        items = found.items() if isinstance(found, dict) else ()
+        return {name: schema for name, schema in items if isinstance(schema, dict)}
+
+    @property
+    def destructive(self) -> bool:
+        """A tool named for deleting or removing: called only when the words ask for that."""
+        return destroys(self.name)
+
+    @property
+    def required(self) -> list[str]:
+        required = self.parameters.get("required")
+        return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+
+    def vocabulary(self) -> set[str]:
+        words = set(self.name_words) | {p.lower() for p in self.param_names}
+        words |= {w.lower() for w in WORD.findall(self.description)}
+        return {stem(w) for w in words} - STOP_STEMS
+
+
+def topic_words(reading: Reading, tool: Tool) -> list[str]:
+    """The words that say which things a request means ("kettle" in "delete my notes about the kettle")."""
+    named = set(tool.name_words)
+    named_stems = {stem(w) for w in named}
+    return [
+        w
+        for w in reading.words
+        if (lower := w.lower()) not in STOPWORDS | FILLERS | DESTRUCTIVE_VERBS | PLURAL_REFERENCE
+        and lower not in named
+        and f"{lower}s" not in named
+        and stem(lower) not in named_stems
+    ]
+
+
+_SKIP = object()  # a rule that does not apply to the parameter
+
+
+@dataclass
+class _Filling:
+    """What one request offers the parameters of one tool; numbers and quotes are used once."""
+
+    tool: Tool
+    reading: Reading
+    numbers: list[str]
+    quoted: list[str]
+    rest: str
+    title: str
+    body: str
+    arguments: dict[str, Any]
+    used_rest: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.reading.text
+
+
+def fill(tool: Tool, reading: Reading) -> dict[str, Any]:
+    """The tool's arguments from the request, parameter by parameter, by the first rule that applies.
+
+    Required parameters come first: the remaining text goes where it is needed most.
+    """
+    text = reading.text
+    title, body = _title_and_body(text, tool)
+    filling = _Filling(
+        tool=tool,
+        reading=reading,
+        numbers=[] if reading.expression else NUMBER.findall(text),
+        quoted=[next(g for g in m.groups() if g) for m in QUOTED.finditer(text)],
+        rest=_remaining_text(text, tool),
+        title=title,
+        body=body,
+        arguments={},
+    )
+    required = set(tool.required)
+    for name in sorted(tool.properties, key=lambda p: p not in required):
+        schema = tool.properties[name]
+        for rule in RULES:
+            value = rule(name, schema, filling)
+            if value is not _SKIP:
+                if value is not None:
+                    filling.arguments[name] = value
+                break
+    return filling.arguments
+
+
+def _expression_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    return (
+        filling.reading.expression if name == "expression" and filling.reading.expression else _SKIP
+    )
+
+
+def _number_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    kind = schema.get("type")
+    if kind not in {"integer", "number"} or not filling.numbers:
+        return _SKIP
+    value = filling.numbers.pop(0)
+    return int(float(value)) if kind == "integer" else float(value)
+
+
+def _ids_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    """Ids the conversation gave: those of the things the words name, else the last list's."""
+    if not is_id_param(name, schema):
+        return _SKIP
+    ids = known_ids(filling.reading.known, topic_words(filling.reading, filling.tool))
+    if not ids:
+        return None
+    return ids if schema.get("type") == "array" else ids[0]
+
+
+def _not_text_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    return None if schema.get("type") != "string" else _SKIP
+
+
+def _enum_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    values = schema.get("enum")
+    if not values:
+        return _SKIP
+    return next((v for v in values if _names(filling.text, str(v))), None)
+
+
+def _names(text: str, value: str) -> bool:
+    """True when the text names the value as words of its own ("dark mode" names dark_mode)."""
+    words = [re.escape(w) for w in re.split(r"[_\-\s]+", value) if w]
+    if not words:
+        return False
+    return re.search(r"(?<!\w)" + r"[_\-\s]+".join(words) + r"(?!\w)", text, re.I) is not None
+
+
+def _zone_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    mentions = zone_mentions(filling.text)
+    if not is_zone_param(name, schema) or not mentions:
+        return _SKIP
+    return zone_for(name, filling.text, mentions)
+
+
+def _clock_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    if not is_clock_param(name, schema):
+        return _SKIP
+    return clock_time(filling.text, seconds=_wants_seconds(schema))
+
+
+def _title_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    if name.lower() not in TITLE_PARAMS or not filling.title:
+        return _SKIP
+    # A title-only tool keeps the details in its title rather than lose them.
+    has_body = any(p.lower() in BODY_PARAMS for p in filling.tool.properties)
+    return filling.title if has_body or not filling.body else f"{filling.title}: {filling.body}"
+
+
+def _body_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    if name.lower() not in BODY_PARAMS:
+        return _SKIP
+    if any(p.lower() in TITLE_PARAMS for p in filling.tool.properties):
+        return filling.body or None
+    if filling.title or filling.body:
+        return f"{filling.title}\n{filling.body}".strip()
+    return _SKIP
+
+
+def _quoted_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    return filling.quoted.pop(0) if filling.quoted else _SKIP
+
+
+def _query_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    if name.lower() not in QUERY_PARAMS or filling.rest or name not in filling.tool.required:
+        return _SKIP
+    # "search my notes for that": the note just made; "list my notes": all of them.
+    note_title = filling.reading.note_title
+    return note_title if note_title and REFERENCE.search(filling.text) else ""
+
+
+def _rest_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    needed = name in filling.tool.required or not filling.arguments
+    if not filling.rest or filling.used_rest or not needed:
+        return _SKIP
+    filling.used_rest = True
+    return filling.rest
+
+
+# In order: the first rule that applies to a parameter decides it (None leaves it out).
+RULES = [
+    _expression_rule,
+    _number_rule,
+    _ids_rule,
+    _not_text_rule,
+    _enum_rule,
+    _zone_rule,
+    _clock_rule,
+    _title_rule,
+    _body_rule,
+    _quoted_rule,
+    _query_rule,
+    _rest_rule,
+]
+
+
+def is_zone_param(name: str, schema: dict[str, Any]) -> bool:
+    """A parameter that takes an IANA time zone: named so, or described as one."""
+    words = set(re.split(r"[_\-\s]+", name.lower()))
+    description = str(schema.get("description") or "").lower()
+    return schema.get("type", "string") == "string" and (
+        name.lower() in TIMEZONE_PARAMS or bool(words & ZONE_WORDS) or "iana" in description
+    )
+
+
+def zone_for(name: str, text: str, mentions: list[tuple[int, int, str]]) -> str:
+    """The zone a parameter gets: after "from" for a source, after "to" for a target, else the first."""
+    before = {zone: _word_before(text, start) for start, _, zone in mentions}
+    sources = [zone for zone, word in before.items() if word in SOURCE_WORDS]
+    targets = [zone for zone, word in before.items() if word in TARGET_WORDS]
+    zones = list(before)
+    words = set(re.split(r"[_\-\s]+", name.lower()))
+    if words & SOURCE_WORDS:
+        others = [z for z in zones if z not in targets]
+        return (sources or others or zones)[0]
+    if words & TARGET_WORDS:
+        others = [z for z in zones if z not in sources]
+        return (targets or others[1:] or others or zones)[-1]
+    return zones[0]
+
+
+def _word_before(text: str, start: int) -> str:
+    words = WORD.findall(text[:start].lower())
+    return words[-1] if words else ""
+
+
+def is_clock_param(name: str, schema: dict[str, Any]) -> bool:
+    """A parameter that takes a time of day: named `time`, or described or formatted as HH:MM."""
+    if schema.get("type", "string") != "string":
+        return False
+    hints = f"{schema.get('description') or ''} {schema.get('pattern') or ''}"
+    return (
+        name.lower() in {"time", "clock_time", "time_of_day"}
+        or schema.get("format") == "time"
+        or bool(re.search(r"HH:MM|hh:mm|24-hour", hints))
+    )
+
+
+def _wants_seconds(schema: dict[str, Any]) -> bool:
+    hints = f"{schema.get('description') or ''} {schema.get('pattern') or ''}"
+    return schema.get("format") == "time" or "HH:MM:SS" in hints.upper()
+
+
+_CLOCK = re.compile(
+    r"\b(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d))?\s*(?P<ap>[ap])\.?m\b\.?"
+    r"|\b(?P<h24>[01]?\d|2[0-3]):(?P<m24>[0-5]\d)\b"
+    r"|\b(?P<word>noon|midday|midnight)\b",
+    re.I,
+)
+
+
+def clock_time(text: str, *, seconds: bool = False) -> str | None:
+    """The first time of day the text names, as HH:MM (or HH:MM:SS): "2pm" is 14:00."""
+    match = _CLOCK.search(text)
+    if match is None:
+        return None
+    if match.group("word"):
+        hour, minute = (0, 0) if match.group("word").lower() == "midnight" else (12, 0)
+    elif match.group("h24"):
+        hour, minute = int(match.group("h24")), int(match.group("m24"))
+    else:
+        hour, minute = int(match.group("h")) % 12, int(match.group("m") or 0)
+        hour += 12 if match.group("ap").lower() == "p" else 0
+    return f"{hour:02d}:{minute:02d}" + (":00" if seconds else "")
+
+
+def is_id_param(name: str, schema: dict[str, Any]) -> bool:
+    """A parameter that takes ids: `id`, `note_id` (a string or a number), `note_ids` (a list)."""
+    key = name.lower()
+    if schema.get("type") == "array":
+        items = schema.get("items")
+        kind = items.get("type") if isinstance(items, dict) else None
+        return key.endswith("ids") and kind in {None, "string", "integer"}
+    return schema.get("type") in {"string", "integer"} and (key == "id" or key.endswith("_id"))
+
+
+def known_ids(known: Sequence[Sequence[Listed]], topic: list[str]) -> list[str]:
+    """The ids of the listed things the topic words name (newest list first), else the last list's."""
+    if not known:
+        return []
+    if not topic:
+        return [item.id for item in known[-1]]
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, topic)) + r")", re.I)
+    found = [
+        item.id for listing in reversed(known) for item in listing if pattern.search(item.words)
+    ]
+    return list(dict.fromkeys(found))
+
+
+def _remaining_text(text: str, tool: Tool) -> str:
+    """The user's words without the leading ones that only asked for the tool."""
+    vocabulary = tool.vocabulary()
+    words = text.strip().rstrip("?.!").split()
+    while words:
+        word = re.sub(r"[^\w']", "", words[0]).lower()
+        if word in STOPWORDS or word in FILLERS or stem(word) in vocabulary or not word:
+            words.pop(0)
+            continue
+        break
+    return " ".join(words).strip(" ,:;")
+
+
+def _title_and_body(text: str, tool: Tool) -> tuple[str, str]:
+    """A note's title as the user wrote it (after "note that"), and its body.
+
+    The body is what follows the first colon or line break: "note boiler: -
+    filter - valve" is the title "boiler" with the body "- filter - valve".
+    """
+    head, body = _split_at_colon(text)
+    title = _after_request(head, tool)
+    if not title and body:
+        title, body = _split_at_colon(body)
+    return title.strip().rstrip("?.!,;:").strip(), body.strip()
+
+
+def _split_at_colon(text: str) -> tuple[str, str]:
+    # A colon inside a clock time (14:30) does not start a body.
+    parts = re.split(r":(?:\s+|$)|\n", text.strip(), maxsplit=1)
+    return parts[0].strip(), parts[1].strip() if len(parts) > 1 else ""
+
+
+def _after_request(text: str, tool: Tool) -> str:
+    verbs = REQUEST_VERBS | set(tool.name_words)
+    verb_stems = {stem(v) for v in verbs}
+    words = text.split()
+
+    def bare(index: int) -> str:
+        return re.sub(r"[^\w']", "", words[index]).lower() if index < len(words) else ""
+
+    index, asked = 0, False
+    while index < len(words):
+        word = bare(index)
+        if not word or (not asked and word in POLITE):
+            index += 1
+        elif word in verbs or stem(word) in verb_stems:
+            asked, index = True, index + 1
+        elif asked and word in ARTICLES and stem(bare(index + 1)) in verb_stems:
+            index += 1  # "make a note"
+        elif asked and word in ARTICLES and bare(index + 1) == "new":
+            index += 2  # "take a new note"
+        elif asked and word == "to" and bare(index + 1) == "self":
+            index += 2  # "note to self"
+        elif asked and word in CONNECTORS:
+            index += 1
+            break
+        else:
+            break
+    return " ".join(words[index:]) if asked else text
