@@ -379,12 +379,13 @@ function start(root) {
       status: setConnection,
       open: flushPending,
       event: (event) => {
-        const data = event.data || {};
-        const user = event.type === "message.created" && data.role === "user";
         const fresh = typeof event.seq === "number" && event.seq > thread.lastSeq;
+        // A user's message (this tab's, or another's) moves its conversation up the list;
+        // one that was not on the page yet, and a complete message, bring the log to its end.
+        const user = event.type === "message.created" && event.data && event.data.role === "user" ? event.data : null;
         if (user && fresh) sidebar.touch(conversation.id);
-        const shown = user && data.message_id && !thread.keyOf[data.message_id];
-        dispatch({ type: "event", event }, Boolean(fresh && (event.type === "message.completed" || shown)));
+        const shown = Boolean(user && user.message_id && !thread.keyOf[user.message_id]);
+        dispatch({ type: "event", event }, fresh && (event.type === "message.completed" || shown));
       },
       ack: (ack) => {
         const pending = thread.pending;

@@ -112,101 +112,102 @@ export function reduce(thread, action) {
 export function applyEvent(thread, event) {
   if (typeof event.seq !== "number" || event.seq <= thread.lastSeq) return thread;
   let t = { ...thread, lastSeq: event.seq };
-  const data = event.data || {};
+  // An event without data (not one the server sends) moves the cursor and nothing else.
+  if (!event.data || typeof event.data !== "object") return t;
   const runId = event.run_id || null;
   switch (event.type) {
     case "run.started":
       t = { ...t, activeRunId: runId };
       break;
     case "message.created":
-      t = data.role === "user" ? receiveUserMessage(t, data, runId) : startMessage(t, data);
+      t = event.data.role === "user" ? receiveUserMessage(t, event.data, runId) : startMessage(t, event.data);
       break;
     case "messages.superseded":
-      t = removeSuperseded(t, data);
+      t = removeSuperseded(t, event.data);
       break;
     case "message.suggestions": {
-      const key = t.keyOf[data.message_id];
+      const key = t.keyOf[event.data.message_id];
       const view = key ? t.messages[key] : null;
       if (view) {
-        const suggestions = data.suggestions || [];
+        const suggestions = event.data.suggestions || [];
         const message = view.message ? { ...view.message, suggestions } : null;
         t = putMessage(t, { ...view, message, suggestions });
       }
       break;
     }
     case "message.delta": {
-      t = ensureMessage(t, data.message_id, "assistant");
-      const view = t.messages[t.keyOf[data.message_id]];
-      let text = data.reset ? "" : view.text;
+      t = ensureMessage(t, event.data.message_id, "assistant");
+      const view = t.messages[t.keyOf[event.data.message_id]];
+      let text = event.data.reset ? "" : view.text;
       let bubbleHidden = view.bubbleHidden;
-      if (data.text) {
-        text += data.text;
+      if (event.data.text) {
+        text += event.data.text;
         bubbleHidden = false;
       }
-      t = putMessage(t, { ...view, text, html: data.reset ? null : view.html, bubbleHidden });
+      t = putMessage(t, { ...view, text, html: event.data.reset ? null : view.html, bubbleHidden });
       break;
     }
     case "message.completed":
-      if (data.message) t = applyMessage(t, data.message);
+      if (event.data.message) t = applyMessage(t, event.data.message);
       break;
     case "tool_call.started":
-      t = ensureCard(t, data.tool_call_id, data.name);
-      t = updateCard(t, data.tool_call_id, {
-        ...(data.name ? { name: data.name } : {}),
-        ...(data.arguments !== undefined ? { args: { value: data.arguments } } : {}),
+      t = ensureCard(t, event.data.tool_call_id, event.data.name);
+      t = updateCard(t, event.data.tool_call_id, {
+        ...(event.data.name ? { name: event.data.name } : {}),
+        ...(event.data.arguments !== undefined ? { args: { value: event.data.arguments } } : {}),
       });
-      t = setStatus(t, data.tool_call_id, "running");
+      t = setStatus(t, event.data.tool_call_id, "running");
       break;
     case "tool_call.approval_requested": {
-      t = ensureCard(t, data.tool_call_id, data.name);
-      if (data.arguments !== undefined) t = updateCard(t, data.tool_call_id, { args: { value: data.arguments } });
-      t = setStatus(t, data.tool_call_id, "awaiting_approval");
-      t = setApproval(t, data.tool_call_id, data.execution_id, data.description);
+      t = ensureCard(t, event.data.tool_call_id, event.data.name);
+      if (event.data.arguments !== undefined) t = updateCard(t, event.data.tool_call_id, { args: { value: event.data.arguments } });
+      t = setStatus(t, event.data.tool_call_id, "awaiting_approval");
+      t = setApproval(t, event.data.tool_call_id, event.data.execution_id, event.data.description);
       break;
     }
     case "tool_call.approval_decided":
-      if (t.cards[data.tool_call_id]) {
-        t = updateCard(t, data.tool_call_id, { approval: null });
-        if (data.approved) t = setStatus(t, data.tool_call_id, "pending");
+      if (t.cards[event.data.tool_call_id]) {
+        t = updateCard(t, event.data.tool_call_id, { approval: null });
+        if (event.data.approved) t = setStatus(t, event.data.tool_call_id, "pending");
       }
       break;
     case "tool.progress": {
-      t = ensureCard(t, data.tool_call_id, data.name);
-      const card = t.cards[data.tool_call_id];
+      t = ensureCard(t, event.data.tool_call_id, event.data.name);
+      const card = t.cards[event.data.tool_call_id];
       // A progress event that crossed the cancel on the way: the call is over.
       if (card.status === "running" || card.status === "pending") {
-        const percent = Math.max(0, Math.min(100, Number(data.percent) || 0));
-        t = updateCard(t, data.tool_call_id, { progress: { percent, message: data.message || "" } });
+        const percent = Math.max(0, Math.min(100, Number(event.data.percent) || 0));
+        t = updateCard(t, event.data.tool_call_id, { progress: { percent, message: event.data.message || "" } });
       }
       break;
     }
     case "tool_call.completed": {
-      t = ensureCard(t, data.tool_call_id, data.name);
-      t = setStatus(t, data.tool_call_id, data.status || "succeeded");
-      t = updateCard(t, data.tool_call_id, { durationMs: data.duration_ms ?? null });
-      if (data.truncated) t = updateCard(t, data.tool_call_id, { truncated: true });
-      if (data.message) {
-        t = setResult(t, data.tool_call_id, data.message.content);
-        if (data.message.resource) t = setResource(t, data.tool_call_id, data.message.resource, data.execution_id);
+      t = ensureCard(t, event.data.tool_call_id, event.data.name);
+      t = setStatus(t, event.data.tool_call_id, event.data.status || "succeeded");
+      t = updateCard(t, event.data.tool_call_id, { durationMs: event.data.duration_ms ?? null });
+      if (event.data.truncated) t = updateCard(t, event.data.tool_call_id, { truncated: true });
+      if (event.data.message) {
+        t = setResult(t, event.data.tool_call_id, event.data.message.content);
+        if (event.data.message.resource) t = setResource(t, event.data.tool_call_id, event.data.message.resource, event.data.execution_id);
       }
       break;
     }
     case "run.completed": {
-      const key = data.message_id && t.keyOf[data.message_id];
+      const key = event.data.message_id && t.keyOf[event.data.message_id];
       if (key) {
         const view = t.messages[key];
-        t = putMessage(t, { ...view, turn: { status: "completed", ...data } });
+        t = putMessage(t, { ...view, turn: { status: "completed", ...event.data } });
       }
       t = endRun(t, runId);
       break;
     }
     case "run.failed":
-      t = addNotice(t, "error", failureText(data.error), true);
+      t = addNotice(t, "error", failureText(event.data.error), true);
       t = endRun(t, runId);
       break;
     case "run.cancelled":
       t = addNotice(t, "info", "The run was cancelled.", false);
-      for (const call of data.cancelled_tool_calls || []) {
+      for (const call of event.data.cancelled_tool_calls || []) {
         const callId = typeof call === "string" ? call : call && call.tool_call_id;
         if (callId && t.cards[callId]) t = setStatus(t, callId, "cancelled");
       }
@@ -295,7 +296,7 @@ function applyHistory(thread, history) {
  * A user's message from the live events: this tab's own (its event may come before
  * the ack: the waiting message takes its id), or one sent from another tab or client.
  * @param {Thread} t
- * @param {Record<string, any>} data
+ * @param {import("./thread.js").UserMessageCreated} data
  * @param {string | null} runId
  * @returns {Thread}
  */
@@ -329,7 +330,7 @@ function adoptPending(t, pending, id) {
 /**
  * An assistant message about to stream.
  * @param {Thread} t
- * @param {Record<string, any>} data
+ * @param {import("./thread.js").AssistantMessageCreated} data
  * @returns {Thread}
  */
 function startMessage(t, data) {
@@ -388,7 +389,7 @@ export function applyMessage(t, message) {
  * A regenerated answer or an edited question: what the page showed of the replaced
  * turn goes (answers, tool cards, an error and its Retry); the record keeps it.
  * @param {Thread} t
- * @param {Record<string, any>} data
+ * @param {{message_ids?: string[], after_message_id?: string}} data
  * @returns {Thread}
  */
 function removeSuperseded(t, data) {

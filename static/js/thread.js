@@ -21,8 +21,39 @@
  * }} StoredMessage
  * @typedef {{id: string, tool_call_id: string, name: string, status: string, arguments?: unknown,
  *   duration_ms?: number | null, truncated?: boolean}} Execution
- * @typedef {{seq: number, type: string, run_id?: string | null, ts?: string, data?: Record<string, any>}} RunEvent
  * @typedef {{type: "ack", action?: string, run_id?: string, message_id?: string}} Ack
+ */
+
+/**
+ * The live events, one type each, as docs/events.md declares them; each comes in
+ * the envelope `{seq, type, run_id, ts, data}`.
+ * @template {string} T
+ * @template D
+ * @typedef {{seq: number, type: T, run_id?: string | null, ts?: string, data: D}} Envelope
+ */
+
+/**
+ * @typedef {{message_id: string, role: "user", message?: StoredMessage}} UserMessageCreated
+ * @typedef {{message_id: string, role?: "assistant", purpose?: string, step?: number, model?: string}} AssistantMessageCreated
+ * @typedef {{execution_id?: string, tool_call_id: string, name?: string, arguments?: unknown}} CallData
+ *
+ * @typedef {Envelope<"run.started", {mode?: string}>
+ *   | Envelope<"message.created", UserMessageCreated | AssistantMessageCreated>
+ *   | Envelope<"messages.superseded", {message_ids?: string[], after_message_id?: string}>
+ *   | Envelope<"message.delta", {message_id: string, text?: string, reset?: boolean}>
+ *   | Envelope<"message.completed", {message?: StoredMessage}>
+ *   | Envelope<"message.suggestions", {message_id: string, suggestions?: string[]}>
+ *   | Envelope<"tool_call.started", CallData & {attempt?: number}>
+ *   | Envelope<"tool_call.approval_requested", CallData & {description?: string}>
+ *   | Envelope<"tool_call.approval_decided", CallData & {approved?: boolean, reason?: string}>
+ *   | Envelope<"tool.progress", {tool_call_id: string, name?: string, percent?: number, message?: string}>
+ *   | Envelope<"tool.event", {tool_call_id: string, name?: string, type?: string, data?: unknown}>
+ *   | Envelope<"tool_call.completed", CallData & {status?: string, duration_ms?: number | null,
+ *       truncated?: boolean, message?: StoredMessage}>
+ *   | Envelope<"tools.ended", {message_id: string}>
+ *   | Envelope<"run.completed", {message_id?: string, latency_ms?: number | null, model_calls?: number, steps?: number}>
+ *   | Envelope<"run.failed", {error?: string}>
+ *   | Envelope<"run.cancelled", {cancelled_tool_calls?: (string | {tool_call_id?: string})[]}>} RunEvent
  */
 
 /**

@@ -375,3 +375,16 @@ describe("regenerate and edit", () => {
     assert.deepEqual(shown(t), ["user What is 2**10?", "user again"]);
   });
 });
+
+describe("the declared events", () => {
+  test("every type docs/events.md lists is declared in thread.js's RunEvent, and no other", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const docs = await readFile(new URL("../../docs/events.md", import.meta.url), "utf8");
+    const table = docs.split("## Types")[1].split("\n## ")[0];
+    const documented = [...table.matchAll(/^\| `([a-z_.]+)` \|/gm)].map((match) => match[1]).sort();
+    const source = await readFile(new URL("../../static/js/thread.js", import.meta.url), "utf8");
+    const declared = [...source.matchAll(/Envelope<"([a-z_.]+)"/g)].map((match) => match[1]).sort();
+    assert.ok(documented.length > 10);
+    assert.deepEqual(declared, documented);
+  });
+});
