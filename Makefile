@@ -7,11 +7,11 @@ PORT ?= 8000
 # pytest exits 5 when a pass selects no test; that is not a failure here.
 PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-.PHONY: run test test-python bench lint typecheck pytest migrate clean help
+.PHONY: run test test-python bench lint typecheck jscheck pytest migrate clean help
 
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
-	@echo "make test   lint, type-check and run the tests on SQLite and PostgreSQL"
+	@echo "make test   lint, type-check and run the tests on SQLite and PostgreSQL (and static/js with node)"
 	@echo "make bench  toolchat beside the bare loop, one table (BENCH_ARGS=--quick, --concurrent)"
 
 $(VENV)/.python-ok:
@@ -44,11 +44,30 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
+# The chat page's modules: tsc checks their JSDoc types, node's runner tests the
+# reducer (tests/js/). TypeScript is test tooling only (package.json); the page
+# itself needs no install. Without node and npm this is skipped, under
+# REQUIRE_SERVICES=1 (CI) it fails.
+REQUIRED := $(filter 1 true yes,$(shell echo "$(REQUIRE_SERVICES)" | tr A-Z a-z))
+jscheck:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		if [ -n "$(REQUIRED)" ]; then \
+			echo "jscheck: node and npm are needed (REQUIRE_SERVICES=1): install Node.js 20 or newer" >&2; exit 1; \
+		fi; \
+		echo "jscheck: skipped: node or npm not found (install Node.js 20 or newer to check static/js)"; exit 0; \
+	fi; \
+	set -e; \
+	if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+		echo "npm ci --no-audit --no-fund"; npm ci --no-audit --no-fund; \
+	fi; \
+	echo "tsc --noEmit -p ."; node_modules/.bin/tsc --noEmit -p .; \
+	echo "node --test tests/js/"; node --test --test-reporter=spec tests/js/
+
 pytest: $(VENV)/.installed-dev
 	TOOLCHAT_TEST_DB=sqlite $(PYTEST)
 	TOOLCHAT_TEST_DB=postgres $(PYTEST)
 
-test: lint typecheck pytest
+test: lint typecheck jscheck pytest
 
 # The other Pythons README.md claims: `make test-python PYTHON=python3.13` installs
 # toolchat into .venv-<that Python's version> and runs the SQLite pass there
@@ -67,4 +86,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/compare.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-3.* .mypy_cache .ruff_cache .pytest_cache .hypothesis staticfiles
+	rm -rf $(VENV) .venv-3.* .mypy_cache .ruff_cache .pytest_cache .hypothesis staticfiles node_modules

@@ -39,7 +39,7 @@ MODE_HELP = {
 
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
-    """The chat page: static/js/chat.js drives it over the REST API and the WebSocket."""
+    """The chat page: static/js/ (chat.js and its modules) drives it over the REST API and the WebSocket."""
     return render(
         request,
         "chat/index.html",

@@ -1,4 +1,4 @@
-"""The chat page in a real browser: static/js/chat.js against a real uvicorn.
+"""The chat page in a real browser: static/js/ against a real uvicorn.
 
 The server runs the offline model with in-process tasks on the test
 PostgreSQL, so a question travels the whole way: the WebSocket, the run,

@@ -2,17 +2,24 @@
 
 Headless Chromium against `asgi_server`: the same ASGI application, static
 files (ServeStatic) and settings path as production, on the test PostgreSQL.
-The login page's screenshot is written to screenshots/login.png.
+The login page's screenshot is written to screenshots/login.png. One test
+serves the chat page from files collected with production's storage (hashed
+names), whose modules must import each other by their hashed names too.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.factories import UserFactory
+from tests.plugins.servers import ROOT, AsgiServer, server_environment, server_settle
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -90,3 +97,51 @@ def test_the_admin_login_page_has_its_css(asgi_server: str, page: Page):
     background = header.evaluate("el => getComputedStyle(el).backgroundColor")
     assert background not in {"rgba(0, 0, 0, 0)", "transparent"}
     assert page.locator("#id_username").is_visible()
+
+
+@pytest.fixture
+def manifest_server(
+    asgi_server_session: AsgiServer, transactional_db: None, tmp_path: Path
+) -> Iterator[str]:
+    """A uvicorn like the session's, serving static files collected with production's storage."""
+    env = {
+        **asgi_server_session.env,
+        "DJANGO_SETTINGS_MODULE": "tests.manifest_settings",
+        "DJANGO_STATIC_ROOT": str(tmp_path / "static"),
+    }
+    collect = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput"],
+        cwd=ROOT,
+        env=server_environment(**env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert collect.returncode == 0, collect.stderr
+    server = AsgiServer(env=env, log_path=tmp_path / "uvicorn-manifest.log")
+    server.start()
+    try:
+        yield server.base_url
+        server_settle()
+    finally:
+        server.stop()
+
+
+def test_the_chat_page_runs_from_hashed_static_files(manifest_server: str, page: Page):
+    modules = sorted(path.name for path in (ROOT / "static" / "js").glob("*.js"))
+    requested: list[str] = []
+    page.on(
+        "request",
+        lambda request: requested.append(request.url) if "/static/js/" in request.url else None,
+    )
+    UserFactory(username="ada")
+    log_in(page, manifest_server, "ada", PASSWORD)
+    expect(page).to_have_title("New conversation · toolchat")
+    box = page.get_by_label("Message", exact=True)
+    box.fill("what is 12*7")
+    box.press("Enter")
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("84")
+    # Every module came by its hashed name: the page's chat.js, and the imports in each.
+    names = sorted({url.rsplit("/", 1)[1] for url in requested})
+    assert [re.sub(r"\.[0-9a-f]{12}\.js$", ".js", name) for name in names] == modules
+    assert all(re.fullmatch(r"[a-z]+\.[0-9a-f]{12}\.js", name) for name in names), names

@@ -154,7 +154,7 @@ STORAGES = {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
             if DEBUG
-            else "servestatic.storage.CompressedManifestStaticFilesStorage"
+            else "project.staticfiles.ManifestStaticFilesStorage"
         )
     },
 }

@@ -1,0 +1,197 @@
+// @ts-check
+/* The composer: the message box, Send (or Resend, while an edit is open),
+ * Cancel for the run in progress, and the error line above them.
+ *
+ * Enter sends, Shift+Enter makes a new line, Escape cancels an edit. A message
+ * over MAX_MESSAGE_CHARS is not cut: the user is told by how much, and Send
+ * waits. The box grows with what is typed, up to 240 px.
+ */
+
+import { byId } from "./dom.js";
+import { charCount } from "./format.js";
+
+/**
+ * @typedef {import("./thread.js").Thread} Thread
+ * @typedef {import("./thread.js").MessageView} MessageView
+ *
+ * @typedef {Object} ComposerHooks
+ * @property {number} maxChars the server's MAX_MESSAGE_CHARS, counted in code points
+ * @property {() => Thread} thread
+ * @property {() => boolean} ready a conversation (or a draft) is there to write in
+ * @property {(content: string) => void} post a new message
+ * @property {(content: string, replaces: string) => void} resend an edited question
+ * @property {(id: string | null) => void} editing the question being edited changed
+ * @property {() => void} cancelRun
+ */
+
+/** @param {ComposerHooks} hooks */
+export function createComposer(hooks) {
+  const el = {
+    form: byId("composer", HTMLFormElement),
+    input: byId("composer-input", HTMLTextAreaElement),
+    send: byId("send", HTMLButtonElement),
+    cancel: byId("cancel", HTMLButtonElement),
+    error: byId("composer-error", HTMLElement),
+    editing: byId("composer-editing", HTMLElement),
+    editCancel: byId("edit-cancel", HTMLButtonElement),
+  };
+
+  /** @param {string} message the error to show, or "" to hide it */
+  function showError(message) {
+    el.error.textContent = message;
+    el.error.hidden = !message;
+  }
+
+  function overLimit() {
+    return charCount(el.input.value, hooks.maxChars) > hooks.maxChars;
+  }
+
+  function checkLength() {
+    const length = charCount(el.input.value, hooks.maxChars);
+    const max = hooks.maxChars;
+    if (length > max) {
+      showError(
+        "This message is " + length.toLocaleString("en") + " characters; the limit is " +
+          max.toLocaleString("en") + ". Shorten it by " + (length - max).toLocaleString("en") +
+          " or split it into several messages."
+      );
+      el.error.dataset.kind = "length";
+    } else if (el.error.dataset.kind === "length") {
+      delete el.error.dataset.kind;
+      showError("");
+    }
+  }
+
+  function fitInput() {
+    el.input.style.height = "auto";
+    if (el.input.value) el.input.style.height = Math.min(el.input.scrollHeight, 240) + "px";
+  }
+
+  /** Send and Cancel as the thread allows. */
+  function update() {
+    const thread = hooks.thread();
+    const busy = Boolean(thread.activeRunId || thread.pending || thread.requesting);
+    el.send.disabled = !hooks.ready() || busy || !el.input.value.trim() || overLimit();
+    el.send.textContent = thread.editing ? "Resend" : "Send";
+    el.cancel.hidden = !thread.activeRunId;
+    el.form.classList.toggle("busy", busy);
+  }
+
+  /** @param {string} value */
+  function setValue(value) {
+    el.input.value = value;
+    fitInput();
+    checkLength();
+  }
+
+  /** The message waits in the thread (greyed) until the socket is open. */
+  function send() {
+    const content = el.input.value;
+    if (!content.trim() || el.send.disabled) return;
+    showError("");
+    const editing = hooks.thread().editing;
+    if (editing) {
+      hooks.resend(content, editing);
+      return;
+    }
+    el.input.value = "";
+    fitInput();
+    hooks.post(content);
+  }
+
+  /**
+   * Edit on the last question: its text goes in the composer.
+   * @param {MessageView} view
+   */
+  function startEdit(view) {
+    const thread = hooks.thread();
+    if (thread.activeRunId || thread.pending || !view.id) return;
+    cancelEdit();
+    hooks.editing(view.id);
+    el.editing.hidden = false;
+    setValue((view.message && view.message.content) || view.text);
+    update();
+    el.input.focus();
+  }
+
+  function cancelEdit() {
+    el.editing.hidden = true;
+    if (!hooks.thread().editing) return;
+    hooks.editing(null);
+    setValue("");
+    update();
+  }
+
+  /**
+   * A chip's text is sent as if typed.
+   * @param {string} text
+   */
+  function sendText(text) {
+    const thread = hooks.thread();
+    if (thread.activeRunId || thread.pending || thread.opening) return;
+    cancelEdit();
+    el.input.value = text;
+    checkLength();
+    update();
+    send();
+  }
+
+  /**
+   * A message that did not go comes back to the box, unless something new is typed.
+   * @param {string} content
+   */
+  function restore(content) {
+    if (el.input.value) return;
+    el.input.value = content;
+    fitInput();
+  }
+
+  el.editCancel.addEventListener("click", () => {
+    cancelEdit();
+    el.input.focus();
+  });
+
+  el.form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    send();
+  });
+
+  el.input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && hooks.thread().editing) {
+      event.preventDefault();
+      cancelEdit();
+      return;
+    }
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+
+  el.input.addEventListener("input", () => {
+    checkLength();
+    update();
+    fitInput();
+  });
+
+  el.cancel.addEventListener("click", () => hooks.cancelRun());
+
+  return {
+    update,
+    showError,
+    startEdit,
+    cancelEdit,
+    sendText,
+    restore,
+    /** @param {boolean} on */
+    enable: (on) => {
+      el.input.disabled = !on;
+    },
+    focus: () => el.input.focus(),
+    /** An edit ended elsewhere (its question was replaced): the box empties. */
+    editEnded: () => {
+      el.editing.hidden = true;
+      setValue("");
+    },
+  };
+}

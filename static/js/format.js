@@ -1,0 +1,113 @@
+// @ts-check
+/* Text for the page: durations, dates, clipped strings, a call's arguments. */
+
+/**
+ * JSON text parsed, or undefined; anything else as it is.
+ * @param {unknown} text
+ * @returns {unknown}
+ */
+export function parseJSON(text) {
+  if (typeof text !== "string") return text;
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    return undefined;
+  }
+}
+
+/**
+ * `name="x", n=2`: a call's arguments on one line.
+ * @param {unknown} args
+ * @returns {string}
+ */
+export function argumentsSummary(args) {
+  if (args && typeof args === "object" && !Array.isArray(args)) {
+    const record = /** @type {Record<string, unknown>} */ (args);
+    return Object.keys(record)
+      .map((key) => key + "=" + JSON.stringify(record[key]))
+      .join(", ");
+  }
+  return args === undefined || args === null ? "" : String(args);
+}
+
+/**
+ * The text, cut to `limit` characters with an ellipsis.
+ * @param {unknown} text
+ * @param {number} limit
+ */
+export function clip(text, limit) {
+  const value = String(text);
+  return value.length > limit ? value.slice(0, limit - 1) + "…" : value;
+}
+
+/**
+ * "8 ms", "1.2 s", "14 s"; nothing for no figure.
+ * @param {number | null | undefined} ms
+ */
+export function formatMs(ms) {
+  if (ms === null || ms === undefined) return "";
+  return ms >= 1000 ? (ms / 1000).toFixed(ms >= 10000 ? 0 : 1) + " s" : ms + " ms";
+}
+
+/**
+ * JSON (or JSON text) indented; other text as it is.
+ * @param {unknown} value
+ * @returns {string}
+ */
+export function pretty(value) {
+  if (typeof value === "string") {
+    const parsed = parseJSON(value);
+    if (parsed !== undefined && typeof parsed === "object") return JSON.stringify(parsed, null, 2);
+    return value;
+  }
+  return String(JSON.stringify(value, null, 2));
+}
+
+/**
+ * A token count, or "?" when the provider did not say.
+ * @param {number | null | undefined} value
+ */
+export function tokens(value) {
+  return value === null || value === undefined ? "?" : Number(value).toLocaleString("en");
+}
+
+/**
+ * "just now", "5 min ago", "3 h ago", "yesterday", "Mon", "12 Nov", "12 Nov 2025".
+ * @param {string} iso
+ * @param {number} [now]
+ */
+export function relativeTime(iso, now = Date.now()) {
+  const then = new Date(iso);
+  if (isNaN(then.getTime())) return "";
+  const seconds = (now - then.getTime()) / 1000;
+  if (seconds < 60) return "just now";
+  if (seconds < 3600) return Math.floor(seconds / 60) + " min ago";
+  const today = new Date(now);
+  today.setHours(0, 0, 0, 0);
+  if (then >= today) return Math.floor(seconds / 3600) + " h ago";
+  const yesterday = new Date(today.getTime() - 86400000);
+  if (then >= yesterday) return "yesterday";
+  if (seconds < 6 * 86400) return then.toLocaleDateString(undefined, { weekday: "short" });
+  const sameYear = then.getFullYear() === today.getFullYear();
+  return then.toLocaleDateString(
+    undefined,
+    sameYear ? { day: "numeric", month: "short" } : { day: "numeric", month: "short", year: "numeric" }
+  );
+}
+
+/**
+ * The first message names an untitled conversation.
+ * @param {string} content
+ */
+export function titleFrom(content) {
+  return clip(content.replace(/\s+/g, " ").trim(), 60);
+}
+
+/**
+ * Characters as the server counts them (code points); short texts by length, for speed.
+ * @param {string} text
+ * @param {number} max
+ */
+export function charCount(text, max) {
+  return text.length > max / 2 ? Array.from(text).length : text.length;
+}

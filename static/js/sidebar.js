@@ -1,0 +1,292 @@
+// @ts-check
+/* The sidebar: the user's conversations (newest activity first, searchable,
+ * renamed and deleted in place), the mode of new conversations, and on a
+ * narrow screen the button that opens it.
+ */
+
+import { byId, h } from "./dom.js";
+import { relativeTime } from "./format.js";
+
+/**
+ * @typedef {{id: string, title?: string, mode?: string, created_at: string, updated_at?: string,
+ *   last_event_seq?: number, active_run_id?: string | null}} Conversation
+ *
+ * @typedef {Object} SidebarHooks
+ * @property {(method: string, path: string, body?: unknown) => Promise<any>} api
+ * @property {(path: string, maxPages?: number) => Promise<any[]>} apiAll
+ * @property {() => string | null} currentId the open conversation's id
+ * @property {(id: string) => void} select open a conversation
+ * @property {() => void} newDraft "New conversation" was pressed
+ * @property {() => void} modeChanged the mode of new conversations changed
+ * @property {(conversation: Conversation) => void} renamed
+ * @property {(conversation: Conversation) => void} deleted
+ * @property {(message: string) => void} error
+ */
+
+/**
+ * The title, or "Untitled · 12 Nov 2026, 10:00".
+ * @param {Conversation} conversation
+ */
+export function conversationLabel(conversation) {
+  if (conversation.title) return conversation.title;
+  const date = new Date(conversation.created_at);
+  return "Untitled · " + date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+/**
+ * @param {HTMLElement} root the chat page's root (it carries `sidebar-open`)
+ * @param {SidebarHooks} hooks
+ */
+export function createSidebar(root, hooks) {
+  const el = {
+    toggle: byId("sidebar-toggle", HTMLButtonElement),
+    list: byId("conversation-list", HTMLUListElement),
+    listEmpty: byId("conversations-empty", HTMLElement),
+    newForm: byId("new-conversation", HTMLFormElement),
+    newMode: byId("new-mode", HTMLSelectElement),
+    search: byId("conversation-search", HTMLInputElement),
+    modeHelp: byId("mode-help", HTMLElement),
+  };
+  /** @type {Conversation[]} */
+  let conversations = [];
+  let search = ""; // the search box's text, once it settled
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let searchTimer;
+  let listRequest = 0; // numbers the list's loads: a late answer to an older search is dropped
+  /** @type {string[]} */
+  const created = []; // conversations this page created, in order (a list loaded before keeps them)
+
+  /** @param {string | undefined} mode */
+  function modeName(mode) {
+    const option = el.newMode.querySelector('option[value="' + mode + '"]');
+    return option ? option.textContent || "" : String(mode || "").replace("_", "-");
+  }
+
+  function render() {
+    el.list.textContent = "";
+    el.listEmpty.textContent = search ? "No conversation matches “" + search + "”." : "No conversations yet.";
+    el.listEmpty.hidden = conversations.length > 0;
+    const currentId = hooks.currentId();
+    for (const conversation of conversations) {
+      const item = h("li", "conversation-item");
+      item.dataset.id = conversation.id;
+      const link = h("a", "conversation-link");
+      link.href = "#" + conversation.id;
+      link.dataset.id = conversation.id;
+      link.appendChild(h("span", "conversation-title", conversationLabel(conversation)));
+      const facts = h("span", "conversation-facts");
+      const at = conversation.updated_at || conversation.created_at;
+      const when = h("time", "conversation-when", relativeTime(at));
+      when.dateTime = at;
+      when.title = "Last activity: " + new Date(at).toLocaleString();
+      facts.appendChild(when);
+      facts.appendChild(h("span", "conversation-mode", modeName(conversation.mode)));
+      link.appendChild(facts);
+      if (currentId === conversation.id) link.setAttribute("aria-current", "page");
+      item.appendChild(link);
+      const actions = h("span", "conversation-actions");
+      actions.appendChild(iconButton("✎", "icon-button", "rename", "Rename", conversation));
+      actions.appendChild(iconButton("×", "icon-button icon-danger", "delete", "Delete", conversation));
+      item.appendChild(actions);
+      el.list.appendChild(item);
+    }
+  }
+
+  /** The list from the server (with the search's `q`); resolves to it. */
+  function load() {
+    const query = search ? "&q=" + encodeURIComponent(search) : "";
+    const request = ++listRequest;
+    const createdBefore = created.length;
+    return hooks.apiAll("/conversations/?page_size=200" + query, 1).then((items) => {
+      if (request !== listRequest) return conversations;
+      // A conversation this page created while the list was on its way is not in it yet.
+      if (!search) {
+        const listed = new Set(items.map((c) => c.id));
+        for (const c of conversations) {
+          if (!listed.has(c.id) && created.indexOf(c.id, createdBefore) !== -1) items.unshift(c);
+        }
+      }
+      conversations = items;
+      render();
+      return items;
+    });
+  }
+
+  /**
+   * A conversation new or changed; the most recently active first, as the server lists them.
+   * @param {Conversation} conversation
+   */
+  function upsert(conversation) {
+    let found = false;
+    conversations = conversations.map((c) => {
+      if (c.id !== conversation.id) return c;
+      found = true;
+      return conversation;
+    });
+    if (!found) conversations.unshift(conversation);
+    conversations.sort((a, b) => (b.updated_at || "").localeCompare(a.updated_at || ""));
+    render();
+  }
+
+  /**
+   * A conversation moved (a message was posted): it goes to the top, marked "just now".
+   * @param {string} id
+   */
+  function touch(id) {
+    const conversation = conversations.find((c) => c.id === id);
+    if (!conversation) return;
+    conversation.updated_at = new Date().toISOString();
+    upsert(conversation);
+  }
+
+  /** @param {string} id */
+  function find(id) {
+    return conversations.find((c) => c.id === id) || null;
+  }
+
+  /**
+   * @param {HTMLElement} item
+   * @param {Conversation} conversation
+   */
+  function rename(item, conversation) {
+    const link = item.querySelector(".conversation-link");
+    if (!(link instanceof HTMLElement)) return;
+    const input = h("input", "conversation-rename");
+    input.type = "text";
+    input.maxLength = 200;
+    input.value = conversation.title || "";
+    input.setAttribute("aria-label", "New title");
+    link.hidden = true;
+    item.insertBefore(input, link);
+    input.focus();
+    input.select();
+    let done = false;
+    /** @param {boolean} save */
+    function finish(save) {
+      if (done) return;
+      done = true;
+      const title = input.value.replace(/\s+/g, " ").trim();
+      input.remove();
+      if (link instanceof HTMLElement) link.hidden = false;
+      if (!save || title === (conversation.title || "")) return render();
+      hooks.api("PATCH", "/conversations/" + conversation.id + "/", { title })
+        .then((updated) => {
+          upsert(updated);
+          hooks.renamed(updated);
+        })
+        .catch((error) => {
+          hooks.error("Could not rename: " + error.message);
+          render();
+        });
+    }
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") {
+        event.preventDefault();
+        finish(true);
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        finish(false);
+      }
+    });
+    input.addEventListener("blur", () => finish(true));
+  }
+
+  /** @param {Conversation} conversation */
+  function remove(conversation) {
+    if (!window.confirm("Delete “" + conversationLabel(conversation) + "” and all its messages?")) return;
+    hooks.api("DELETE", "/conversations/" + conversation.id + "/")
+      .then(() => {
+        conversations = conversations.filter((c) => c.id !== conversation.id);
+        render();
+        hooks.deleted(conversation);
+      })
+      .catch((error) => hooks.error("Could not delete: " + error.message));
+  }
+
+  function close() {
+    root.classList.remove("sidebar-open");
+    el.toggle.setAttribute("aria-expanded", "false");
+  }
+
+  el.newForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    close(); // on a narrow screen, back to the thread to type
+    hooks.newDraft();
+  });
+
+  el.newMode.addEventListener("change", () => {
+    const option = el.newMode.options[el.newMode.selectedIndex];
+    el.modeHelp.textContent = option ? option.dataset.help || "" : "";
+    hooks.modeChanged();
+  });
+
+  el.search.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => {
+      search = el.search.value.trim();
+      load().catch((error) => hooks.error("Could not search: " + error.message));
+    }, 250);
+  });
+
+  el.list.addEventListener("click", (event) => {
+    const target = event.target instanceof Element ? event.target : null;
+    const button = target && target.closest("button[data-action]");
+    if (button instanceof HTMLElement) {
+      const item = button.closest(".conversation-item");
+      if (!(item instanceof HTMLElement)) return;
+      const conversation = find(item.dataset.id || "");
+      if (!conversation) return;
+      if (button.dataset.action === "rename") rename(item, conversation);
+      if (button.dataset.action === "delete") remove(conversation);
+      return;
+    }
+    const link = target && target.closest("a.conversation-link");
+    if (!(link instanceof HTMLElement)) return;
+    event.preventDefault();
+    hooks.select(link.dataset.id || "");
+  });
+
+  el.toggle.addEventListener("click", () => {
+    const open = root.classList.toggle("sidebar-open");
+    el.toggle.setAttribute("aria-expanded", open ? "true" : "false");
+  });
+
+  // Escape closes the narrow screen's sidebar wherever the focus is (even on nothing).
+  document.addEventListener("keydown", (event) => {
+    if (event.defaultPrevented) return;
+    if (event.key === "Escape" && root.classList.contains("sidebar-open")) {
+      close();
+      el.toggle.focus();
+    }
+  });
+
+  return {
+    load,
+    render,
+    upsert,
+    touch,
+    close,
+    modeName,
+    /** The mode a new conversation gets. */
+    mode: () => el.newMode.value,
+    /** @param {string} id a conversation this page created */
+    created: (id) => created.push(id),
+  };
+}
+
+/**
+ * @param {string} text
+ * @param {string} className
+ * @param {string} action
+ * @param {string} verb
+ * @param {Conversation} conversation
+ */
+function iconButton(text, className, action, verb, conversation) {
+  const button = h("button", className, text);
+  button.type = "button";
+  button.dataset.action = action;
+  button.setAttribute("aria-label", verb + " “" + conversationLabel(conversation) + "”");
+  button.title = verb;
+  return button;
+}
