@@ -299,3 +299,24 @@ def test_a_message_typed_while_a_new_conversation_is_created_goes_to_it(
     assert list(
         Message.objects.filter(conversation=second, role="user").values_list("content", flat=True)
     ) == ["what is 12*7"]
+
+
+def test_the_sidebars_buttons_wait_for_the_pages_script(asgi_server: str, page: Page):
+    """Before the script runs, a click would do nothing: the buttons say so by being disabled."""
+    held = []
+    page.route(
+        re.compile(r".*/static/js/sidebar(\.[0-9a-f]+)?\.js$"), lambda route: held.append(route)
+    )
+    log_in(page, asgi_server)
+    page.set_viewport_size({"width": 375, "height": 740})
+    toggle = page.get_by_role("button", name="Conversations")
+    new = page.locator("#new-conversation button")  # in the closed sidebar: not shown yet
+    expect(toggle).to_be_disabled()
+    expect(new).to_be_disabled()
+    while not held:
+        page.wait_for_timeout(20)  # the module's request is on its way
+    held[0].continue_()
+    toggle.click()  # waits for the button to be enabled
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    new.click()
+    expect(page.locator("#thread-title")).to_have_text("New conversation")

@@ -252,6 +252,12 @@ export function createSidebar(root, hooks) {
     el.toggle.setAttribute("aria-expanded", open ? "true" : "false");
   });
 
+  // The page's HTML disables these until a click would do something.
+  el.toggle.disabled = false;
+  el.newForm.querySelectorAll("button").forEach((button) => {
+    button.disabled = false;
+  });
+
   // Escape closes the narrow screen's sidebar wherever the focus is (even on nothing).
   document.addEventListener("keydown", (event) => {
     if (event.defaultPrevented) return;
