@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from tests.attack_suite import ATTACKS, matches
 from tests.factories import ConversationFactory, UserFactory
 from tests.llm_server import ScriptedLLMServer
 from tests.stack import CeleryWorker, reset_producer_pool
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the attack suite's tests (tests/attack_suite.py) with `attack`."""
+    patterns = [pattern for listed in ATTACKS.values() for pattern in listed]
+    for item in items:
+        if any(matches(item.nodeid, pattern) for pattern in patterns):
+            item.add_marker(pytest.mark.attack)
 
 
 @pytest.fixture
