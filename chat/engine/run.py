@@ -8,13 +8,12 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from chat.engine.continuation import Action, Decision, decide_after_tools, direct_reply
-from chat.engine.finish import run_complete, run_completed_event, run_end_fields, run_fail
-from chat.engine.lease import LeaseLost, run_claim, run_recheck_later, run_write
+from chat.engine.finish import RunEnd, run_end, run_fail
+from chat.engine.lease import LeaseLost, run_claim, run_recheck_later
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import (
     StepOpening,
@@ -31,7 +30,7 @@ from chat.engine.suggestions import (
     tool_suggestions,
 )
 from chat.engine.tool_calls import run_park, tool_call_run
-from chat.live.events import event_publish, events_publish
+from chat.live.events import event_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     Message,
@@ -232,15 +231,14 @@ def _answer_finish(
     completion, in one transaction that first checks the lease: a run
     cancelled during the call stores and announces none of them.
     """
-    if not model_suggestions_wanted(run):
-        run_complete(run, token, final)
-        return
-    ended = run_end_fields(run, RunStatus.COMPLETED)
-    suggested = model_suggestions_ask(run=run, token=token, final=final, rows=rows)
-    with transaction.atomic():
-        run_write(run, token, **{**ended, "heartbeat_at": timezone.now()})
-        events = model_suggestions_write(run=run, final=final, suggested=suggested)
-        events_publish(run=run, events=[*events, run_completed_event(run, final)])
+    end = RunEnd.completed(final.pk, at=timezone.now())
+    wanted = model_suggestions_wanted(run)
+    suggested = (
+        model_suggestions_ask(run=run, token=token, final=final, rows=rows) if wanted else None
+    )
+    with run_end(run, end, lease=token) as events:
+        if wanted:
+            events += model_suggestions_write(run=run, final=final, suggested=suggested)
 
 
 def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) -> None:
@@ -252,9 +250,8 @@ def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) ->
     )
     text = direct_reply([answer.content or "" for answer in answers])
     message_id = uuid.uuid4()
-    with transaction.atomic():
-        run_write(run, token, **run_end_fields(run, RunStatus.COMPLETED))
-        message, completed = assistant_message_create(
+    with run_end(run, RunEnd.completed(message_id), lease=token) as events:
+        _, completed = assistant_message_create(
             run=run,
             message_id=message_id,
             position=position,
@@ -263,15 +260,11 @@ def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) ->
             suggestions=tool_suggestions({"role": "tool", "content": a.content} for a in answers)
             or None,
         )
-        events_publish(
-            run=run,
-            events=[
-                (
-                    "message.created",
-                    {"message_id": str(message_id), "role": "assistant", "purpose": "direct"},
-                ),
-                ("message.delta", {"message_id": str(message_id), "text": text}),
-                completed,
-                run_completed_event(run, message),
-            ],
-        )
+        events += [
+            (
+                "message.created",
+                {"message_id": str(message_id), "role": "assistant", "purpose": "direct"},
+            ),
+            ("message.delta", {"message_id": str(message_id), "text": text}),
+            completed,
+        ]
