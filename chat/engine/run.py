@@ -114,12 +114,13 @@ class _Turn:
     inline: list[ToolExecution] = dataclasses.field(default_factory=list)  # to run here, now
     position: int = 0  # where the next answer goes
     rows: list[Message] | None = None  # the history, read once, then kept up to date
-    following: _Next | None = None  # decided before the last call ran, when this worker ran it
+    following: _Next | None = None  # what follows the step's calls, once decided
     final: Message | None = None  # the final answer, once stored
     empty: int = 0  # answers with no text in a row (one is asked again)
     announce: list[tuple[str, dict[str, Any]]] | None = None  # events before the first step's
 
     def history(self) -> list[Message]:
+        """The conversation's history for the model, read on first use."""
         if self.rows is None:
             self.rows = history_load(self.run)
         return self.rows
