@@ -37,9 +37,20 @@ run: $(VENV)/.installed-run
 migrate: $(VENV)/.installed-run
 	$(BIN)/python manage.py migrate --noinput
 
+# No function in chat, tools or project may be radon grade D or worse
+# (cyclomatic complexity above 20). Left out for now, each to be removed from
+# this list when its change lands: chat/llm/offline* (another change is turning
+# it into a package and splitting its functions) and tools/mcp/config.py
+# (`_server`, 22: tools/mcp/ belongs to another change in progress).
+COMPLEXITY_EXCLUDE := */migrations/*,chat/llm/offline*,tools/mcp/config.py
+
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	@complex="$$($(BIN)/radon cc -s -n D chat tools project --exclude '$(COMPLEXITY_EXCLUDE)')"; \
+	if [ -n "$$complex" ]; then \
+		echo "$$complex"; echo "make lint: split the functions above (radon grade D or worse, complexity > 20)"; exit 1; \
+	fi
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy

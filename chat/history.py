@@ -158,61 +158,75 @@ def build_model_history(
 def repair(messages: Sequence[Mapping[str, Any]]) -> list[OpenAIMessage]:
     """Make a history obey the pairing rule: fill missing answers, drop strays, regroup."""
     history = [_normalized(message) for message in messages]
-
-    # Which assistant messages call each id, in order. The answer to a call
-    # must come after it and before the next message that calls the same id
-    # again, so that reused ids (some providers number calls per response)
-    # still pair with the right call.
     callers: dict[str, list[int]] = {}
     for index, message in enumerate(history):
         for call_id in _call_ids(message):
             callers.setdefault(call_id, []).append(index)
+    claimed = _answers_paired(history, callers)
+    claimed_indexes = {answer for answers in claimed.values() for answer in answers}
+
+    repaired: list[OpenAIMessage] = []
+    for index, message in enumerate(history):
+        if message.get("role") != "tool":
+            repaired.append(message)
+            repaired.extend(_answers_after(history, index, sorted(claimed.get(index, []))))
+        elif index not in claimed_indexes:
+            call_id = str(message.get("tool_call_id"))
+            earlier = [c for c in callers.get(call_id, []) if c < index]
+            reason = "its call was already answered" if earlier else "no earlier call has it"
+            logger.warning("Dropped tool message for tool_call_id %s: %s.", call_id, reason)
+    return repaired
+
+
+def _answers_paired(
+    history: list[OpenAIMessage], callers: dict[str, list[int]]
+) -> dict[int, list[int]]:
+    """The tool messages that answer each assistant message: indexes, by the caller's index.
+
+    `callers` says which assistant messages call each id, in order. The answer
+    to a call must come after it and before the next message that calls the
+    same id again, so that reused ids (some providers number calls per
+    response) still pair with the right call.
+    """
     answers_by_id: dict[str, list[int]] = {}
     for index, message in enumerate(history):
         if message.get("role") == "tool":
             answers_by_id.setdefault(str(message.get("tool_call_id")), []).append(index)
-
     claimed: dict[int, list[int]] = {}
-    claimed_indexes: set[int] = set()
     for call_id, caller_indexes in callers.items():
         answers = answers_by_id.get(call_id, [])
-        for nth, caller in enumerate(caller_indexes):
-            window_end = caller_indexes[nth + 1] if nth + 1 < len(caller_indexes) else len(history)
+        window_ends = [*caller_indexes[1:], len(history)]
+        for caller, window_end in zip(caller_indexes, window_ends, strict=True):
             first = bisect.bisect_right(answers, caller)
             if first < len(answers) and answers[first] < window_end:
                 claimed.setdefault(caller, []).append(answers[first])
-                claimed_indexes.add(answers[first])
+    return claimed
 
-    repaired: list[OpenAIMessage] = []
-    for index, message in enumerate(history):
-        if message.get("role") == "tool":
-            if index not in claimed_indexes:
-                call_id = str(message.get("tool_call_id"))
-                earlier = [c for c in callers.get(call_id, []) if c < index]
-                reason = "its call was already answered" if earlier else "no earlier call has it"
-                logger.warning("Dropped tool message for tool_call_id %s: %s.", call_id, reason)
-            continue
-        repaired.append(message)
-        call_ids = _call_ids(message)
-        if not call_ids:
-            continue
-        # Answers keep their stored order (the order the tools finished in), so
-        # that a valid history passes through unchanged.
-        answer_indexes = sorted(claimed.get(index, []))
-        repaired.extend(history[answer] for answer in answer_indexes)
-        answered = {history[answer].get("tool_call_id") for answer in answer_indexes}
-        names = {
-            str(call.get("id")): str((call.get("function") or {}).get("name") or "")
-            for call in message.get("tool_calls") or []
-        }
-        for call_id in call_ids:
-            if call_id not in answered:
-                logger.info("Filled the missing answer to tool_call_id %s (interrupted).", call_id)
-                result = interrupted_result(names.get(call_id, ""), tool_call_id=call_id)
-                repaired.append(
-                    {"role": "tool", "tool_call_id": call_id, "content": result.content}
-                )
-    return repaired
+
+def _answers_after(
+    history: list[OpenAIMessage], index: int, answer_indexes: list[int]
+) -> list[OpenAIMessage]:
+    """What follows the message at `index`: the answers to its calls, a missing one filled.
+
+    Answers keep their stored order (the order the tools finished in), so that
+    a valid history passes through unchanged.
+    """
+    message = history[index]
+    call_ids = _call_ids(message)
+    if not call_ids:
+        return []
+    answers = [history[answer] for answer in answer_indexes]
+    answered = {answer.get("tool_call_id") for answer in answers}
+    names = {
+        str(call.get("id")): str((call.get("function") or {}).get("name") or "")
+        for call in message.get("tool_calls") or []
+    }
+    for call_id in call_ids:
+        if call_id not in answered:
+            logger.info("Filled the missing answer to tool_call_id %s (interrupted).", call_id)
+            result = interrupted_result(names.get(call_id, ""), tool_call_id=call_id)
+            answers.append({"role": "tool", "tool_call_id": call_id, "content": result.content})
+    return answers
 
 
 def trim(
@@ -245,7 +259,17 @@ def trim(
     head, body = history[:head_length], history[head_length:]
     if not body:
         return history
+    return head + body[_cut(head, body, max_messages=max_messages, max_chars=max_chars) :]
 
+
+def _cut(
+    head: list[OpenAIMessage],
+    body: list[OpenAIMessage],
+    *,
+    max_messages: int | None,
+    max_chars: int | None,
+) -> int:
+    """Where `body` (the history after its instructions, `head`) is cut for the budgets to hold."""
     turn_starts = [i for i, message in enumerate(body) if message.get("role") == "user"]
     if not turn_starts:
         # No user message at all: fall back to cutting between units (an
@@ -262,11 +286,11 @@ def trim(
     for cut in sorted({0, *turn_starts}):
         if cut >= keep_from:
             break
-        fits_count = max_messages is None or head_length + len(body) - cut <= max_messages
+        fits_count = max_messages is None or len(head) + len(body) - cut <= max_messages
         fits_chars = max_chars is None or head_chars + suffix_chars[cut] <= max_chars
         if fits_count and fits_chars:
-            return head + body[cut:]
-    return head + body[keep_from:]
+            return cut
+    return keep_from
 
 
 def message_chars(message: Mapping[str, Any]) -> int:

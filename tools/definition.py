@@ -73,27 +73,9 @@ def build_spec(
     description = options.get("description")
     timeout = options.get("timeout", DEFAULT_TIMEOUT_S)
     sensitive = options.get("sensitive", ())
-    if not isinstance(tool_name, str) or not TOOL_NAME_RE.match(tool_name):
-        raise ToolDefinitionError(
-            f"Invalid name for {label}: names must match {TOOL_NAME_RE.pattern} "
-            "(letters, digits, _ and -, at most 64 characters)."
-        )
-    if not inspect.isfunction(func):
-        raise ToolDefinitionError(f"{label} must be a plain function (def or async def).")
-    if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
-        raise ToolDefinitionError(f"{label} is a generator; a tool returns its result.")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise ToolDefinitionError(f"{label}: timeout must be a number of seconds.")
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise ToolDefinitionError(f"{label}: timeout must be a positive number of seconds.")
     approval = options.get("requires_approval", False)
-    if not isinstance(approval, bool) and not callable(approval):
-        raise ToolDefinitionError(
-            f"{label}: requires_approval must be True, False or a function of the arguments."
-        )
     describe = options.get("describe")
-    if describe is not None and not callable(describe):
-        raise ToolDefinitionError(f"{label}: describe must be a function of the arguments.")
+    _options_check(func, tool_name, label, timeout=timeout, approval=approval, describe=describe)
 
     hints = _type_hints(func, label, localns)
     params = list(inspect.signature(func).parameters.values())
@@ -124,35 +106,8 @@ def build_spec(
     field_definitions: dict[str, Any] = {}
     fields: dict[str, str] = {}
     for index, param in enumerate(params[1:]):
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise ToolDefinitionError(
-                f"{label}: *{param.name} / **{param.name} are not supported; "
-                "the model needs a named, typed parameter for each argument."
-            )
-        if param.kind is param.POSITIONAL_ONLY:
-            raise ToolDefinitionError(
-                f"{label}: parameter {param.name!r} is positional-only; "
-                "tools are called with keyword arguments."
-            )
-        if param.name not in hints:
-            raise ToolDefinitionError(
-                f"{label}: parameter {param.name!r} has no type hint; "
-                "the JSON Schema is made from the type hints."
-            )
-        annotation = hints[param.name]
-        if annotation in (Any, object):
-            raise ToolDefinitionError(
-                f"{label}: parameter {param.name!r} is typed {_type_name(annotation)}, which tells the "
-                "model nothing; use a concrete type (str, int, a pydantic model...)."
-            )
-        _check_type(annotation, param.name, label)
-        field_options: dict[str, Any] = {"alias": param.name}
-        if param.name in arg_docs and not _annotated_description(annotation):
-            field_options["description"] = arg_docs[param.name]
-        if param.default is not param.empty:
-            field_options["default"] = param.default
         field = f"p{index}"
-        field_definitions[field] = (annotation, Field(**field_options))
+        field_definitions[field] = _argument_field(param, hints, arg_docs, label)
         fields[param.name] = field
 
     model_name = f"{_camel(tool_name)}Arguments"
@@ -193,6 +148,71 @@ def build_spec(
         describe=describe,
         sensitive=sensitive_names,
     )
+
+
+def _options_check(
+    func: Callable[..., Any],
+    tool_name: Any,
+    label: str,
+    *,
+    timeout: Any,
+    approval: Any,
+    describe: Any,
+) -> None:
+    """Refuse a tool whose name, function or options cannot make a tool, naming it."""
+    if not isinstance(tool_name, str) or not TOOL_NAME_RE.match(tool_name):
+        raise ToolDefinitionError(
+            f"Invalid name for {label}: names must match {TOOL_NAME_RE.pattern} "
+            "(letters, digits, _ and -, at most 64 characters)."
+        )
+    if not inspect.isfunction(func):
+        raise ToolDefinitionError(f"{label} must be a plain function (def or async def).")
+    if inspect.isasyncgenfunction(func) or inspect.isgeneratorfunction(func):
+        raise ToolDefinitionError(f"{label} is a generator; a tool returns its result.")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise ToolDefinitionError(f"{label}: timeout must be a number of seconds.")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ToolDefinitionError(f"{label}: timeout must be a positive number of seconds.")
+    if not isinstance(approval, bool) and not callable(approval):
+        raise ToolDefinitionError(
+            f"{label}: requires_approval must be True, False or a function of the arguments."
+        )
+    if describe is not None and not callable(describe):
+        raise ToolDefinitionError(f"{label}: describe must be a function of the arguments.")
+
+
+def _argument_field(
+    param: inspect.Parameter, hints: Mapping[str, Any], arg_docs: Mapping[str, str], label: str
+) -> tuple[Any, Any]:
+    """The pydantic field of one parameter: its type, alias, description and default."""
+    if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        raise ToolDefinitionError(
+            f"{label}: *{param.name} / **{param.name} are not supported; "
+            "the model needs a named, typed parameter for each argument."
+        )
+    if param.kind is param.POSITIONAL_ONLY:
+        raise ToolDefinitionError(
+            f"{label}: parameter {param.name!r} is positional-only; "
+            "tools are called with keyword arguments."
+        )
+    if param.name not in hints:
+        raise ToolDefinitionError(
+            f"{label}: parameter {param.name!r} has no type hint; "
+            "the JSON Schema is made from the type hints."
+        )
+    annotation = hints[param.name]
+    if annotation in (Any, object):
+        raise ToolDefinitionError(
+            f"{label}: parameter {param.name!r} is typed {_type_name(annotation)}, which tells the "
+            "model nothing; use a concrete type (str, int, a pydantic model...)."
+        )
+    _check_type(annotation, param.name, label)
+    field_options: dict[str, Any] = {"alias": param.name}
+    if param.name in arg_docs and not _annotated_description(annotation):
+        field_options["description"] = arg_docs[param.name]
+    if param.default is not param.empty:
+        field_options["default"] = param.default
+    return (annotation, Field(**field_options))
 
 
 def _type_hints(

@@ -182,63 +182,13 @@ def _json_type(value: Any) -> str:
 
 def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: Outcome) -> ToolResult:
     name = spec.name
-    if outcome.cancelled or (
-        isinstance(outcome.exception, ToolCancelled) and not outcome.timed_out
-    ):
-        logger.info("tool %s (%s) stopped: its call was cancelled", name, context.tool_call_id)
-        return cancelled_result(name, tool_call_id=context.tool_call_id)
-    if outcome.timed_out:
-        result = _failure(
-            name,
-            context,
-            "timeout",
-            f"{name} did not finish within its {spec.timeout:g} s timeout; its result was "
-            "discarded. Try again with a smaller request, or tell the user it timed out.",
-            {"timeout_s": spec.timeout},
-            status=ToolStatus.TIMED_OUT,
-        )
-        logger.warning(
-            "tool %s (%s) timed out after %g s", name, context.tool_call_id, spec.timeout
-        )
-        return result
-
-    if outcome.exception is not None:
-        exc = outcome.exception
-        kind = type(exc).__name__
-        text = str(exc) or kind
-        result = _failure(
-            name,
-            context,
-            "tool_error",
-            f"{name} failed: {kind}: {text}",
-            {"exception": kind, "message": text},
-        )
-        result.traceback = outcome.traceback
-        logger.warning(
-            "tool %s (%s) raised %s: %s\n%s",
-            name,
-            context.tool_call_id,
-            kind,
-            text,
-            outcome.traceback,
-        )
-        return result
-
+    failed = _failed_result(spec, context, outcome)
+    if failed is not None:
+        return failed
     value = outcome.value
     output = value if isinstance(value, ToolOutput) else None
     try:
-        if output is not None:
-            raw = storable_json(to_jsonable_python(output.result))
-            full = storable_json(str(output.content))
-        else:
-            raw = value if isinstance(value, str) else to_jsonable_python(value)
-            # What the audit keeps and what the model reads agree, and both can be stored.
-            raw = storable_json(raw)
-            full = (
-                raw
-                if isinstance(raw, str)
-                else json.dumps(raw, ensure_ascii=False, allow_nan=False)
-            )
+        raw, full = _serialized(value)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         logger.warning("tool %s returned a value that is not JSON: %s", name, exc)
         return _failure(
@@ -288,6 +238,63 @@ def _outcome_result(spec: ToolSpec, context: ToolContext, outcome: Outcome) -> T
         return_direct=spec.return_direct and not reported_failure,
         tool_call_id=context.tool_call_id,
     )
+
+
+def _failed_result(spec: ToolSpec, context: ToolContext, outcome: Outcome) -> ToolResult | None:
+    """The result of a call that was cancelled, timed out or raised; None if it returned."""
+    name = spec.name
+    if outcome.cancelled or (
+        isinstance(outcome.exception, ToolCancelled) and not outcome.timed_out
+    ):
+        logger.info("tool %s (%s) stopped: its call was cancelled", name, context.tool_call_id)
+        return cancelled_result(name, tool_call_id=context.tool_call_id)
+    if outcome.timed_out:
+        result = _failure(
+            name,
+            context,
+            "timeout",
+            f"{name} did not finish within its {spec.timeout:g} s timeout; its result was "
+            "discarded. Try again with a smaller request, or tell the user it timed out.",
+            {"timeout_s": spec.timeout},
+            status=ToolStatus.TIMED_OUT,
+        )
+        logger.warning(
+            "tool %s (%s) timed out after %g s", name, context.tool_call_id, spec.timeout
+        )
+        return result
+    if outcome.exception is None:
+        return None
+    exc = outcome.exception
+    kind = type(exc).__name__
+    text = str(exc) or kind
+    result = _failure(
+        name,
+        context,
+        "tool_error",
+        f"{name} failed: {kind}: {text}",
+        {"exception": kind, "message": text},
+    )
+    result.traceback = outcome.traceback
+    logger.warning(
+        "tool %s (%s) raised %s: %s\n%s",
+        name,
+        context.tool_call_id,
+        kind,
+        text,
+        outcome.traceback,
+    )
+    return result
+
+
+def _serialized(value: Any) -> tuple[Any, str]:
+    """A returned value as the audit keeps it (JSON) and as the model reads it (text)."""
+    if isinstance(value, ToolOutput):
+        return storable_json(to_jsonable_python(value.result)), storable_json(str(value.content))
+    raw = value if isinstance(value, str) else to_jsonable_python(value)
+    # What the audit keeps and what the model reads agree, and both can be stored.
+    raw = storable_json(raw)
+    full = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, allow_nan=False)
+    return raw, full
 
 
 def _finish(result: ToolResult, started: float) -> ToolResult:

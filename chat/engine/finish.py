@@ -1,82 +1,145 @@
-"""Ending a run: completed, failed or cancelled, with every open tool call answered.
+"""Ending a run: completed, failed or cancelled, in one function, whoever ends it.
 
-One function says what an ended run's row holds (`run_end_fields`), and one
-ends a run that still has open calls (`run_end`), whoever ends it: the engine
-on success or failure, or a user's cancel (chat/services/runs.py).
+`run_end` is the only writer of a run's end: the engine's answer (stored by
+the model step, by a `direct` turn, or after the follow-up suggestions), its
+failures, and a person's cancel (chat/services/runs.py) all go through it.
+One transaction holds the whole end:
+
+    the run's row      status, finished_at, latency_ms (from the post to the end),
+                       error, no lease, the last heartbeat; with any counter the
+                       caller writes with it (the answer's model call)
+    its open calls     answered (failed: "interrupted", cancelled: "cancelled"),
+                       so the history stays valid; a completed run has none
+    the caller's rows  the answer, written inside the `with` block
+    the events         the caller's, then the end's: `run.completed`,
+                       `run.failed` or `run.cancelled`, always the run's last
+
+The row is written first, as every step's write is: the engine's end is
+fenced by its lease (`run_write`: LeaseLost when a cancel or a take-over came
+first), a cancel by the row lock its caller took.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.lease import run_write
+from chat.engine.lease import LeaseLost, run_write
 from chat.engine.tool_calls import unfinished_calls_answer
-from chat.live.events import event_publish, events_publish
-from chat.models import Message, Run, RunStatus, ToolExecution
-from tools.results import ToolResult, interrupted_result
+from chat.live.events import events_publish
+from chat.models import Run, RunStatus, ToolExecution
+from tools.results import ToolResult, cancelled_result, interrupted_result
+
+Event = tuple[str, dict[str, Any]]
 
 
-def run_end_fields(run: Run, status: str) -> dict[str, Any]:
-    """The columns of a run that ends now with `status`: times, latency, no lease."""
-    now = timezone.now()
-    return {
-        "status": status,
-        "finished_at": now,
-        "latency_ms": int((now - run.created_at).total_seconds() * 1000),
-        "lease": None,
-        "heartbeat_at": now,
-    }
+@dataclasses.dataclass(frozen=True)
+class RunEnd:
+    """How a run ends: its status, and what its end event says."""
+
+    status: RunStatus
+    error: str = ""
+    answer_id: uuid.UUID | None = None  # a completed run's final answer
+    at: datetime.datetime | None = None  # when its latency stops (None: when it is written)
+
+    @classmethod
+    def completed(cls, answer_id: uuid.UUID, *, at: datetime.datetime | None = None) -> RunEnd:
+        """Completed with `answer_id` as its answer; `at` when the turn's latency stops."""
+        return cls(RunStatus.COMPLETED, answer_id=answer_id, at=at)
+
+    @classmethod
+    def failed(cls, error: str) -> RunEnd:
+        """Failed, with a readable error."""
+        return cls(RunStatus.FAILED, error=error)
+
+    @classmethod
+    def cancelled(cls) -> RunEnd:
+        """Cancelled by a person."""
+        return cls(RunStatus.CANCELLED)
+
+    @property
+    def open_call_result(self) -> Callable[..., ToolResult] | None:
+        """The answer the run's open calls get; None for a completed run, which has none."""
+        return {
+            RunStatus.FAILED: interrupted_result,
+            RunStatus.CANCELLED: cancelled_result,
+        }.get(self.status)
+
+    def fields(self, run: Run) -> dict[str, Any]:
+        """The columns of the run's row at its end: times, latency, no lease, the error."""
+        now = timezone.now()
+        ended = self.at or now
+        fields: dict[str, Any] = {
+            "status": self.status,
+            "finished_at": ended,
+            "latency_ms": int((ended - run.created_at).total_seconds() * 1000),
+            "lease": None,
+            "heartbeat_at": now,
+        }
+        if self.error:
+            fields["error"] = self.error
+        return fields
+
+    def event(self, run: Run, answered: list[ToolExecution]) -> Event:
+        """The end's event, from the run's row as ended and the open calls it answered."""
+        if self.status == RunStatus.FAILED:
+            return ("run.failed", {"error": self.error})
+        if self.status == RunStatus.CANCELLED:
+            return ("run.cancelled", {"cancelled_tool_calls": [e.tool_call_id for e in answered]})
+        return (
+            "run.completed",
+            {
+                "message_id": str(self.answer_id),
+                "latency_ms": run.latency_ms,
+                "model_calls": run.model_calls,
+                "steps": run.steps,
+            },
+        )
 
 
+@contextmanager
 def run_end(
-    locked: Run, *, status: str, result_for: Callable[..., ToolResult], error: str = ""
-) -> list[ToolExecution]:
-    """End a run whose row the caller holds locked; its open calls get `result_for`'s answer.
+    run: Run,
+    end: RunEnd,
+    *,
+    lease: uuid.UUID | None,
+    counters: dict[str, Any] | None = None,
+) -> Iterator[list[Event]]:
+    """End the run as `end` says; the block writes what ends with it and lists its events.
 
-    Returns the calls that were still open.
+    `lease` is the engine's token, checked by the write (LeaseLost when the
+    run is no longer ours: nothing is written); None when the caller holds
+    the run's row locked and checked it may end (a cancel). `counters` are
+    columns written with the end (an answer's `model_calls`). The events the
+    block appends to the yielded list go out before the end's, in one batch.
+    Inside the caller's transaction (the model step's) it opens none.
     """
-    unfinished = unfinished_calls_answer(locked, result_for)
-    fields = run_end_fields(locked, status)
-    if error:
-        fields["error"] = error
-    Run.objects.filter(pk=locked.pk).update(**fields)
-    for name, value in fields.items():
-        setattr(locked, name, value)
-    return unfinished
+    with transaction.atomic(savepoint=False):
+        fields = {**end.fields(run), **(counters or {})}
+        if lease is None:
+            Run.objects.filter(pk=run.pk).update(**fields)
+            for name, value in fields.items():
+                setattr(run, name, value)
+        else:
+            run_write(run, lease, **fields)
+        result_for = end.open_call_result
+        answered = unfinished_calls_answer(run, result_for) if result_for else []
+        events: list[Event] = []
+        yield events
+        events_publish(run=run, events=[*events, end.event(run, answered)])
 
 
-def run_completed_event(run: Run, final: Message) -> tuple[str, dict[str, Any]]:
-    """The `run.completed` event of a run whose row now holds its end (`run_end_fields`)."""
-    return (
-        "run.completed",
-        {
-            "message_id": str(final.pk),
-            "latency_ms": run.latency_ms,
-            "model_calls": run.model_calls,
-            "steps": run.steps,
-        },
-    )
-
-
-def run_complete(run: Run, token: uuid.UUID, final: Message) -> None:
-    """Mark the run completed with `final` as its answer (stored by an earlier transaction)."""
-    with transaction.atomic():
-        run_write(run, token, **run_end_fields(run, RunStatus.COMPLETED))
-        events_publish(run=run, events=[run_completed_event(run, final)])
-
-
-def run_fail(run: Run, token: uuid.UUID | None, error: str) -> None:
-    """Mark the run failed with a readable error (if it is still ours to end)."""
-    with transaction.atomic():
-        locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
-        if locked.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
-            return
-        if token is not None and locked.lease != token:
-            return
-        run_end(locked, status=RunStatus.FAILED, result_for=interrupted_result, error=error)
-        event_publish(run=run, type="run.failed", data={"error": error})
+def run_fail(run: Run, token: uuid.UUID, error: str) -> None:
+    """Mark the run failed with a readable error, if it is still ours to end."""
+    try:
+        with run_end(run, RunEnd.failed(error), lease=token):
+            pass
+    except LeaseLost:
+        pass  # cancelled or taken over meanwhile: whoever did it ends the run

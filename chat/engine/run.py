@@ -1,22 +1,41 @@
-"""The run loop: claim the run, find where it stands, do the next thing, until it parks or ends."""
+"""The run loop: claim the run, then do the work of its state until the worker lets go.
+
+The states and what moves a run between them are drawn and tabled in
+chat/engine/states.py; this module is the work of each state the loop holds
+the run in (`_WORK`): CLAIMED finds where a run taken over stands (repairing
+a model call its dead worker left), ASKING and COMPOSING make one model call
+(chat/engine/model_step.py), RUNNING_TOOLS runs the step's one call here or
+waits for calls running elsewhere and asks the policy what follows
+(chat/engine/continuation.py), DIRECT answers with the tools' messages, and
+ANSWERED completes the run after the follow-ups (chat/engine/suggestions.py).
+Each returns a trigger and `transition` names the next state; the loop stops
+where nobody holds the run (parked, awaiting approval) or it ended, always by
+chat/engine/finish.py `run_end`.
+
+Every step is stored before the next starts, under the run's lease: a worker
+that dies anywhere leaves a run that the next claim resumes from the
+database, and one that loses its lease (a cancel, a take-over) stops at its
+next write (`LeaseLost`) with nothing written.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from chat.engine.continuation import Action, Decision, decide_after_tools, direct_reply
-from chat.engine.finish import run_complete, run_completed_event, run_end_fields, run_fail
-from chat.engine.lease import LeaseLost, run_claim, run_recheck_later, run_write
+from chat.engine.finish import RunEnd, run_end, run_fail
+from chat.engine.lease import LeaseLost, run_claim, run_recheck_later
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import (
+    Step,
     StepOpening,
     StepOutcome,
     assistant_message_create,
@@ -24,6 +43,7 @@ from chat.engine.model_step import (
     step_open,
 )
 from chat.engine.request import history_load
+from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, worker_lets_go
 from chat.engine.suggestions import (
     model_suggestions_ask,
     model_suggestions_wanted,
@@ -31,7 +51,7 @@ from chat.engine.suggestions import (
     tool_suggestions,
 )
 from chat.engine.tool_calls import run_park, tool_call_run
-from chat.live.events import event_publish, events_publish
+from chat.live.events import event_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     Message,
@@ -61,21 +81,90 @@ def run_advance(*, run_id: Any) -> None:
         run_recheck_later(run_id=run_id)
         return
     run, token = claim.run, claim.token
+    turn = _Turn(run, token, first=claim.first, model=run.conversation.model or settings.LLM_MODEL)
     try:
-        if claim.first:
-            # Nothing stored yet but the user's message: the first model call
-            # comes next, and announces the run's start with its own.
-            position = _first_position(run)
-            started = [("run.started", {"mode": run.mode})]
-            _advance(run, token, last=None, executions=[], position=position, announce=started)
-        else:
-            _resume(run, token)
+        _advance(turn)
     except LeaseLost:
         logger.info("run %s: lease lost (cancelled or taken over); stopping", run.pk)
     except Exception as exc:
         logger.exception("run %s failed with an internal error", run.pk)
         run_fail(run, token, f"Internal error while processing the run ({type(exc).__name__}).")
         return
+
+
+@dataclasses.dataclass(frozen=True)
+class _Next:
+    """What follows a step's tool calls: the decision, and the model step it opens (if any)."""
+
+    decision: Decision
+    opening: StepOpening | None  # None for a direct reply
+    announced: bool = False  # its message.created went out with the last tool result
+
+
+@dataclasses.dataclass
+class _Turn:
+    """What the run loop knows of its run between states; the database has the rest."""
+
+    run: Run
+    token: uuid.UUID
+    first: bool  # claimed before anybody worked on it
+    model: str  # the conversation's model
+    last: Message | None = None  # the newest answer, while it has tool calls
+    executions: list[ToolExecution] = dataclasses.field(default_factory=list)  # its calls
+    inline: list[ToolExecution] = dataclasses.field(default_factory=list)  # to run here, now
+    position: int = 0  # where the next answer goes
+    rows: list[Message] | None = None  # the history, read once, then kept up to date
+    following: _Next | None = None  # what follows the step's calls, once decided
+    final: Message | None = None  # the final answer, once stored
+    empty: int = 0  # answers with no text in a row (one is asked again)
+    announce: list[tuple[str, dict[str, Any]]] | None = None  # events before the first step's
+
+    def history(self) -> list[Message]:
+        """The conversation's history for the model, read on first use."""
+        if self.rows is None:
+            self.rows = history_load(self.run)
+        return self.rows
+
+
+def _advance(turn: _Turn) -> None:
+    """The loop: do the work of the run's state, move on as the table says, until the worker lets go."""
+    state = TurnState.CLAIMED
+    while not worker_lets_go(state):
+        trigger = _WORK[state](turn)
+        following = transition(state, trigger)
+        logger.debug("run %s: %s -(%s)-> %s", turn.run.pk, state, trigger, following)
+        state = following
+
+
+def _claimed(turn: _Turn) -> Trigger:
+    """Find where the run stands; a run taken over is repaired first."""
+    run = turn.run
+    if turn.first:
+        # Nothing stored yet but the user's message: the first model call
+        # comes next, and announces the run's start with its own.
+        turn.position = _first_position(run)
+        turn.announce = [("run.started", {"mode": run.mode})]
+        return Trigger.NEW
+    # Holding the lease, no other model call of this run is in flight: one
+    # announced but not stored belonged to a worker that died.
+    interrupted_call_record(run)
+    if not RunEvent.objects.filter(run=run, type="run.started").exists():
+        event_publish(run=run, type="run.started", data={"mode": run.mode})
+    last = (
+        Message.objects.filter(run=run, role=Role.ASSISTANT)
+        .order_by("-position")
+        .only("id", "position", "tool_calls", "content", "run_id")
+        .first()
+    )
+    if last is None:
+        turn.position = _first_position(run)
+        return Trigger.NOTHING_ANSWERED
+    if not last.tool_calls:
+        turn.final = last  # answered, then its worker died
+        return Trigger.ANSWER_STORED
+    turn.last, turn.position = last, _after(last)
+    turn.executions = list(ToolExecution.objects.filter(message=last))
+    return Trigger.CALLS_STORED
 
 
 def _first_position(run: Run) -> int:
@@ -92,41 +181,9 @@ def _first_position(run: Run) -> int:
     return 0 if last is None else last + 1
 
 
-def _resume(run: Run, token: uuid.UUID) -> None:
-    """Take over a run someone worked on before: repair what they left, then go on."""
-    # Holding the lease, no other model call of this run is in flight: one
-    # announced but not stored belonged to a worker that died.
-    interrupted_call_record(run)
-    if not RunEvent.objects.filter(run=run, type="run.started").exists():
-        event_publish(run=run, type="run.started", data={"mode": run.mode})
-    last = (
-        Message.objects.filter(run=run, role=Role.ASSISTANT)
-        .order_by("-position")
-        .only("id", "position", "tool_calls", "content", "run_id")
-        .first()
-    )
-    if last is None:
-        _advance(run, token, last=None, executions=[], position=_first_position(run))
-        return
-    if not last.tool_calls:
-        _answer_finish(run, token, last)  # answered, then its worker died
-        return
-    executions = list(ToolExecution.objects.filter(message=last))
-    _advance(run, token, last=last, executions=executions, position=_after(last))
-
-
 def _after(message: Message) -> int:
     """The position after an assistant message and the answers to its calls."""
     return message.position + len(message.tool_calls or []) + 1
-
-
-@dataclasses.dataclass(frozen=True)
-class _Next:
-    """What follows a step's tool calls: the decision, and the model step it opens (if any)."""
-
-    decision: Decision
-    opening: StepOpening | None  # None for a direct reply
-    announced: bool = False  # its message.created went out with the last tool result
 
 
 def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
@@ -145,82 +202,123 @@ def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
     return _Next(decision, step_open(run, purpose=purpose, model=decision.model or model))
 
 
-def _advance(
-    run: Run,
-    token: uuid.UUID,
-    *,
-    last: Message | None,
-    executions: list[ToolExecution],
-    position: int,
-    announce: list[tuple[str, dict[str, Any]]] | None = None,
-) -> None:
-    """The loop: `last` is the run's newest answer (None before the first), with its calls."""
-    model = run.conversation.model or settings.LLM_MODEL
-    rows: list[Message] | None = None  # the history, read once, then kept up to date
-    following: _Next | None = None  # decided before the last call ran, when this worker ran it
-    empty = 0  # answers with no text in a row (one is asked again)
-    while True:
-        if last is None:
-            first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
-            if rows is None:
-                rows = history_load(run)
-            opening = step_open(run, purpose=first, model=model)
-            step = model_step(
-                run, token, opening, position=position, rows=rows, announce=announce or ()
-            )
-            announce = None
-        else:
-            if following is None:
-                unfinished = [e for e in executions if e.status not in FINISHED_EXECUTION_STATUSES]
-                if unfinished:
-                    if run_park(run, token, unfinished):
-                        return
-                    executions = list(ToolExecution.objects.filter(message=last))
-                    continue
-                following = _next_step(run, model, executions)
-            if following.opening is None:
-                _direct_step(run, token, last, position=position)
-                return
-            if rows is None:
-                rows = history_load(run)
-            step = model_step(
-                run,
-                token,
-                following.opening,
-                instruction=following.decision.instruction,
-                position=position,
-                rows=rows,
-                announce=None if following.announced else (),
-            )
-        if step.outcome == StepOutcome.EMPTY:
-            empty += 1
-            if empty == 1:
-                if following is not None and following.opening is not None:
-                    opening = following.opening
-                    again = step_open(run, purpose=opening.purpose, model=opening.model)
-                    following = dataclasses.replace(following, opening=again, announced=False)
-                continue  # ask once more
-            if last is not None:
-                _direct_step(run, token, last, position=position)  # the tools' own messages
-            else:
-                run_fail(run, token, "The model answered with no text, twice. Try again.")
-            return
-        empty = 0
-        if step.outcome == StepOutcome.ANSWERED and run.status == RunStatus.RUNNING:
-            assert step.message is not None
-            _answer_finish(run, token, step.message, rows)
-        if step.outcome != StepOutcome.CALLS:
-            return  # answered (the run is completed), parked on its calls, or failed
-        assert step.message is not None
-        rows.append(step.message)
+def _model_step(turn: _Turn) -> Trigger:
+    """ASKING or COMPOSING: one model call, its answer stored; what it asked for."""
+    run = turn.run
+    if turn.last is None:
+        first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
+        opening = step_open(run, purpose=first, model=turn.model)
+        rows = turn.history()
+        step = model_step(
+            run,
+            turn.token,
+            opening,
+            position=turn.position,
+            rows=rows,
+            announce=turn.announce or (),
+        )
+        turn.announce = None
+    else:
+        following = turn.following
+        assert following is not None
+        assert following.opening is not None
+        step = model_step(
+            run,
+            turn.token,
+            following.opening,
+            instruction=following.decision.instruction,
+            position=turn.position,
+            rows=turn.history(),
+            announce=None if following.announced else (),
+        )
+    return _answer_trigger(turn, step)
+
+
+def _answer_trigger(turn: _Turn, step: Step) -> Trigger:
+    """What a model step's outcome means for the turn; the turn takes its answer."""
+    if step.outcome == StepOutcome.EMPTY:
+        return _no_text(turn)
+    turn.empty = 0
+    if step.outcome == StepOutcome.FAILED:
+        return Trigger.MODEL_FAILED
+    assert step.message is not None
+    if step.outcome == StepOutcome.ANSWERED:
+        turn.final = step.message
+        return Trigger.ANSWERED
+    if step.outcome == StepOutcome.PARKED:
+        if turn.run.status == RunStatus.AWAITING_APPROVAL:
+            return Trigger.APPROVAL_ASKED
+        return Trigger.CALLS_QUEUED
+    turn.history().append(step.message)
+    turn.last, turn.position = step.message, _after(step.message)
+    turn.executions = turn.inline = step.executions
+    return Trigger.ONE_CALL
+
+
+def _no_text(turn: _Turn) -> Trigger:
+    """An answer with no text: asked once more; twice, the tools' messages answer, or it fails."""
+    turn.empty += 1
+    if turn.empty == 1:
+        following = turn.following
+        if turn.last is not None and following is not None and following.opening is not None:
+            opening = following.opening
+            again = step_open(turn.run, purpose=opening.purpose, model=opening.model)
+            turn.following = dataclasses.replace(following, opening=again, announced=False)
+        return Trigger.NO_TEXT
+    if turn.last is not None:
+        return Trigger.NO_TEXT_TWICE_AFTER_TOOLS
+    run_fail(turn.run, turn.token, "The model answered with no text, twice. Try again.")
+    return Trigger.NO_TEXT_TWICE
+
+
+def _running_tools(turn: _Turn) -> Trigger:
+    """Run the step's one call here, or wait for calls that run elsewhere; then the policy."""
+    run, token = turn.run, turn.token
+    if turn.inline:
         # The next step is known before the call runs, so its message.created goes
         # out with the call's result, in the same transaction.
-        following = _next_step(run, model, step.executions)
+        following = _next_step(run, turn.model, turn.inline)
         ahead = [following.opening.event()] if following.opening is not None else []
-        for execution in step.executions:
-            rows.append(tool_call_run(run, token, execution, announce=ahead))
-        following = dataclasses.replace(following, announced=bool(ahead))
-        last, executions, position = step.message, step.executions, _after(step.message)
+        for execution in turn.inline:
+            turn.history().append(tool_call_run(run, token, execution, announce=ahead))
+        turn.inline = []
+        turn.following = dataclasses.replace(following, announced=bool(ahead))
+    else:
+        while unfinished := [
+            e for e in turn.executions if e.status not in FINISHED_EXECUTION_STATUSES
+        ]:
+            if run_park(run, token, unfinished):
+                return Trigger.PARKED
+            # The last call finished meanwhile: its wake-up could not claim the run we hold.
+            turn.executions = list(ToolExecution.objects.filter(message=turn.last))
+        turn.following = _next_step(run, turn.model, turn.executions)
+    return AFTER_TOOLS[turn.following.decision.action]
+
+
+def _direct(turn: _Turn) -> Trigger:
+    """End the turn with the tools' own messages: no further model call."""
+    assert turn.last is not None
+    _direct_step(turn.run, turn.token, turn.last, position=turn.position)
+    return Trigger.COMPLETED
+
+
+def _answered(turn: _Turn) -> Trigger:
+    """Complete the run, unless the answer's own transaction did."""
+    assert turn.final is not None
+    if turn.run.status == RunStatus.RUNNING:
+        _answer_finish(turn.run, turn.token, turn.final, turn.rows)
+    return Trigger.COMPLETED
+
+
+# The work of each state the run loop holds the run in.
+_WORK: dict[TurnState, Callable[[_Turn], Trigger]] = {
+    TurnState.CLAIMED: _claimed,
+    TurnState.ASKING: _model_step,
+    TurnState.COMPOSING: _model_step,
+    TurnState.RUNNING_TOOLS: _running_tools,
+    TurnState.DIRECT: _direct,
+    TurnState.ANSWERED: _answered,
+}
 
 
 def _answer_finish(
@@ -232,15 +330,14 @@ def _answer_finish(
     completion, in one transaction that first checks the lease: a run
     cancelled during the call stores and announces none of them.
     """
-    if not model_suggestions_wanted(run):
-        run_complete(run, token, final)
-        return
-    ended = run_end_fields(run, RunStatus.COMPLETED)
-    suggested = model_suggestions_ask(run=run, token=token, final=final, rows=rows)
-    with transaction.atomic():
-        run_write(run, token, **{**ended, "heartbeat_at": timezone.now()})
-        events = model_suggestions_write(run=run, final=final, suggested=suggested)
-        events_publish(run=run, events=[*events, run_completed_event(run, final)])
+    end = RunEnd.completed(final.pk, at=timezone.now())
+    wanted = model_suggestions_wanted(run)
+    suggested = (
+        model_suggestions_ask(run=run, token=token, final=final, rows=rows) if wanted else None
+    )
+    with run_end(run, end, lease=token) as events:
+        if wanted:
+            events += model_suggestions_write(run=run, final=final, suggested=suggested)
 
 
 def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) -> None:
@@ -252,9 +349,8 @@ def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) ->
     )
     text = direct_reply([answer.content or "" for answer in answers])
     message_id = uuid.uuid4()
-    with transaction.atomic():
-        run_write(run, token, **run_end_fields(run, RunStatus.COMPLETED))
-        message, completed = assistant_message_create(
+    with run_end(run, RunEnd.completed(message_id), lease=token) as events:
+        _, completed = assistant_message_create(
             run=run,
             message_id=message_id,
             position=position,
@@ -263,15 +359,11 @@ def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) ->
             suggestions=tool_suggestions({"role": "tool", "content": a.content} for a in answers)
             or None,
         )
-        events_publish(
-            run=run,
-            events=[
-                (
-                    "message.created",
-                    {"message_id": str(message_id), "role": "assistant", "purpose": "direct"},
-                ),
-                ("message.delta", {"message_id": str(message_id), "text": text}),
-                completed,
-                run_completed_event(run, message),
-            ],
-        )
+        events += [
+            (
+                "message.created",
+                {"message_id": str(message_id), "role": "assistant", "purpose": "direct"},
+            ),
+            ("message.delta", {"message_id": str(message_id), "text": text}),
+            completed,
+        ]

@@ -88,33 +88,13 @@ async def event_stream(
     ends after the run's terminal event (or at once if the run had already
     ended before `after`).
     """
-    after = min(max(after, 0), MAX_SEQ)
-    loop = asyncio.get_running_loop()
-    layer = get_channel_layer()
-    group = conversation_group(conversation_id)
-    channel: str | None = None
-    # Subscribed and not failed since; while False, the database is polled.
-    listening = False
-    retry_at = 0.0
-    cursor = after
-    idle_wait = CATCH_UP_S
-    # One receive at a time, kept across quiet spells rather than cancelled at
-    # each timeout (see _unsubscribe).
-    receiving: asyncio.Future[Any] | None = None
+    cursor = min(max(after, 0), MAX_SEQ)
+    live = _Live(conversation_id)
     try:
         while True:
-            if layer is not None and not listening and loop.time() >= retry_at:
-                # (Re)subscribe before reading the database, so that nothing
-                # published between the two is missed.
-                try:
-                    if channel is None:
-                        channel = await layer.new_channel()
-                    await layer.group_add(group, channel)
-                    listening = True
-                    idle_wait = CATCH_UP_S
-                except Exception as exc:
-                    _layer_failed(conversation_id, exc)
-                    retry_at = loop.time() + LAYER_RETRY_S
+            # (Re)subscribe before reading the database, so that nothing
+            # published between the two is missed.
+            await live.subscribe()
             # Whether the run had ended is read before the events: the status and
             # the terminal event commit together, so if it had, the read below
             # holds that event (read after, the two could straddle the commit).
@@ -132,44 +112,93 @@ async def event_stream(
             if ended:
                 return  # its terminal event was at or before the cursor
             # Live: take events as they come while they follow on from the cursor.
-            while True:
-                if layer is None or channel is None or not listening:
-                    await asyncio.sleep(CATCH_UP_S)
-                    break
-                if receiving is None:
-                    receiving = asyncio.ensure_future(layer.receive(channel))
-                done, _ = await asyncio.wait({receiving}, timeout=idle_wait)
-                if not done:
-                    # Quiet: look at the database, less often the longer it stays quiet.
-                    idle_wait = min(idle_wait * 2, MAX_CATCH_UP_S)
-                    break
-                try:
-                    message = receiving.result()
-                except Exception as exc:
-                    # Redis' own errors (its read timeout included) land here. The
-                    # database carries on until the layer is back.
-                    _layer_failed(conversation_id, exc)
-                    listening = False
-                    retry_at = loop.time() + LAYER_RETRY_S
-                    break
-                finally:
-                    if receiving.done():
-                        receiving = None
-                idle_wait = CATCH_UP_S
-                envelope = message.get("event") or {}
-                seq = envelope.get("seq", 0)
-                if seq <= cursor:
-                    continue  # already delivered (replayed, or a duplicate)
-                if run_id is not None and envelope.get("run_id") != str(run_id):
-                    break  # another run's event: let the database sort out the cursor
-                if seq != cursor + 1:
-                    break  # something was dropped: fill the gap from the database
-                cursor = seq
+            while (envelope := await live.following(cursor, run_id)) is not None:
+                cursor = envelope["seq"]
                 yield envelope
                 if until_run_ends and envelope["type"] in TERMINAL_EVENTS:
                     return
     finally:
-        await _unsubscribe(layer, group, channel, receiving)
+        await _unsubscribe(live.layer, live.group, live.channel, live.receiving)
+
+
+class _Live:
+    """A stream's side of the channel layer: its subscription and its one pending receive."""
+
+    def __init__(self, conversation_id: Any) -> None:
+        self.conversation_id = conversation_id
+        self.loop = asyncio.get_running_loop()
+        self.layer = get_channel_layer()
+        self.group = conversation_group(conversation_id)
+        self.channel: str | None = None
+        # Subscribed and not failed since; while False, the database is polled.
+        self.listening = False
+        self.retry_at = 0.0
+        self.idle_wait = CATCH_UP_S
+        # One receive at a time, kept across quiet spells rather than cancelled at
+        # each timeout (see _unsubscribe).
+        self.receiving: asyncio.Future[Any] | None = None
+
+    async def subscribe(self) -> None:
+        """Join the conversation's group, unless joined, or the layer failed and is not due again."""
+        if self.layer is None or self.listening or self.loop.time() < self.retry_at:
+            return
+        try:
+            if self.channel is None:
+                self.channel = await self.layer.new_channel()
+            await self.layer.group_add(self.group, self.channel)
+            self.listening = True
+            self.idle_wait = CATCH_UP_S
+        except Exception as exc:
+            self._failed(exc)
+
+    async def following(self, cursor: int, run_id: Any | None) -> dict[str, Any] | None:
+        """The live envelope right after `cursor`; None when the database must be read.
+
+        That is when it is quiet, the layer failed, another run's event came
+        (the database sorts out the cursor), or a seq was skipped (something
+        was dropped: the database fills the gap).
+        """
+        while True:
+            envelope = await self._receive()
+            if envelope is None:
+                return None
+            seq = envelope.get("seq", 0)
+            if seq <= cursor:
+                continue  # already delivered (replayed, or a duplicate)
+            if run_id is not None and envelope.get("run_id") != str(run_id):
+                return None
+            return envelope if seq == cursor + 1 else None
+
+    async def _receive(self) -> dict[str, Any] | None:
+        """The next live envelope; None after a quiet spell or when the layer fails."""
+        if self.layer is None or self.channel is None or not self.listening:
+            await asyncio.sleep(CATCH_UP_S)
+            return None
+        if self.receiving is None:
+            self.receiving = asyncio.ensure_future(self.layer.receive(self.channel))
+        done, _ = await asyncio.wait({self.receiving}, timeout=self.idle_wait)
+        if not done:
+            # Quiet: look at the database, less often the longer it stays quiet.
+            self.idle_wait = min(self.idle_wait * 2, MAX_CATCH_UP_S)
+            return None
+        try:
+            message = self.receiving.result()
+        except Exception as exc:
+            # Redis' own errors (its read timeout included) land here. The
+            # database carries on until the layer is back.
+            self._failed(exc)
+            return None
+        finally:
+            if self.receiving.done():
+                self.receiving = None
+        self.idle_wait = CATCH_UP_S
+        envelope: dict[str, Any] = message.get("event") or {}
+        return envelope
+
+    def _failed(self, exc: Exception) -> None:
+        _layer_failed(self.conversation_id, exc)
+        self.listening = False
+        self.retry_at = self.loop.time() + LAYER_RETRY_S
 
 
 async def _unsubscribe(

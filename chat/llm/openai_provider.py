@@ -22,6 +22,7 @@ cut and asked again, within the call's deadline). A server that ignores
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -181,32 +182,15 @@ class OpenAIProvider:
                 with chunks:
                     yield from _unstreamed(chunks.response, kind, request, started, attempts)
                 return
-            state: ChatCompletionStreamState[object] = ChatCompletionStreamState()
-            first_token_ms: int | None = None
-            finish_reason = ""
+            read = _Read()
             try:
-                with chunks:
-                    for chunk in chunks:
-                        if chunk.object != "chat.completion.chunk":
-                            continue  # not a chunk (Azure's content-filter notes); as .stream() does
-                        if first_token_ms is None and any(
-                            c.delta.content or c.delta.tool_calls for c in chunk.choices
-                        ):
-                            first_token_ms = int((time.monotonic() - started) * 1000)
-                        for event in state.handle_chunk(chunk):
-                            if isinstance(event, ContentDeltaEvent) and event.delta:
-                                yield TextDelta(event.delta)
-                        finish_reason = _finish_reason(state) or finish_reason
-                if not finish_reason:
+                yield from _chunks_read(chunks, read, started)
+                if not read.finish_reason:
                     raise StreamCut("the stream ended before the model finished its answer")
             except (Stopped, CallDeadline) as exc:
                 raise _ended(exc, attempts) from exc
             except Exception as exc:
-                cut = (
-                    str(exc)
-                    if isinstance(exc, StreamCut | AttemptDeadline)
-                    else f"the stream broke mid-answer ({type(exc).__name__}: {exc})"
-                )
+                cut = _cut_reason(exc)
                 if attempts >= self.max_attempts:
                     raise ProviderError(
                         _failure_message(CUT, cut, attempts), attempts=attempts
@@ -218,13 +202,49 @@ class OpenAIProvider:
                     self.max_attempts,
                     cut,
                 )
-                if first_token_ms is not None:
+                if read.first_token_ms is not None:
                     yield StreamRestart(attempt=attempts + 1, reason=CUT)
                 continue
             yield Done(
-                _completion(state, request, finish_reason, first_token_ms, started, attempts)
+                _completion(
+                    read.state, request, read.finish_reason, read.first_token_ms, started, attempts
+                )
             )
             return
+
+
+@dataclasses.dataclass
+class _Read:
+    """What one attempt's stream gave so far: the SDK's accumulated state, the first token's time."""
+
+    state: ChatCompletionStreamState[object] = dataclasses.field(
+        default_factory=ChatCompletionStreamState
+    )
+    first_token_ms: int | None = None
+    finish_reason: str = ""
+
+
+def _chunks_read(chunks: Any, read: _Read, started: float) -> Iterator[StreamEvent]:
+    """Yield the text of one attempt's chunks; `read` keeps the rest, as far as it got."""
+    with chunks:
+        for chunk in chunks:
+            if chunk.object != "chat.completion.chunk":
+                continue  # not a chunk (Azure's content-filter notes); as .stream() does
+            if read.first_token_ms is None and any(
+                c.delta.content or c.delta.tool_calls for c in chunk.choices
+            ):
+                read.first_token_ms = int((time.monotonic() - started) * 1000)
+            for event in read.state.handle_chunk(chunk):
+                if isinstance(event, ContentDeltaEvent) and event.delta:
+                    yield TextDelta(event.delta)
+            read.finish_reason = _finish_reason(read.state) or read.finish_reason
+
+
+def _cut_reason(exc: Exception) -> str:
+    """Why an attempt's stream broke off, as the failure (or the retry's log) says it."""
+    if isinstance(exc, StreamCut | AttemptDeadline):
+        return str(exc)
+    return f"the stream broke mid-answer ({type(exc).__name__}: {exc})"
 
 
 def _ended(exc: Interrupted, attempts: int) -> Exception:

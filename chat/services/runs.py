@@ -16,7 +16,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_run
-from chat.engine.finish import run_end
+from chat.engine.finish import RunEnd, run_end
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.history import message_to_api
 from chat.live.events import event_publish
@@ -26,10 +26,8 @@ from chat.models import (
     Message,
     Role,
     Run,
-    RunStatus,
 )
 from chat.selectors import current_messages
-from tools.results import cancelled_result
 
 
 def run_start(
@@ -209,12 +207,8 @@ def run_cancel(*, run: Run) -> Run:
                 f"The run is already {locked.status}; only a queued or running run can be cancelled.",
                 details={"run_id": str(locked.pk), "status": locked.status},
             )
-        unfinished = run_end(locked, status=RunStatus.CANCELLED, result_for=cancelled_result)
-        event_publish(
-            run=locked,
-            type="run.cancelled",
-            data={"cancelled_tool_calls": [e.tool_call_id for e in unfinished]},
-        )
+        with run_end(locked, RunEnd.cancelled(), lease=None):
+            pass  # nothing ends with it but its open calls, which run_end answers
     return locked
 
 

@@ -1,0 +1,113 @@
+"""The continuation decision: what follows a step whose tool calls have all answered."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.engine.continuation import (
+    COMPOSE_INSTRUCTION,
+    STEP_LIMIT_INSTRUCTION,
+    Action,
+    Decision,
+    ParsedDecision,
+    decide_after_tools,
+    direct_reply,
+    parse_decision,
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "steps_done", "max_steps", "return_direct", "expected"),
+    [
+        # two_pass: always one composing call, whatever the steps.
+        ("two_pass", 1, 5, False, Decision(Action.COMPOSE, COMPOSE_INSTRUCTION, "compose-m")),
+        ("two_pass", 9, 5, False, Decision(Action.COMPOSE, COMPOSE_INSTRUCTION, "compose-m")),
+        # loop: tools again below the bound, then one last call without them.
+        ("loop", 1, 5, False, Decision(Action.CALL_WITH_TOOLS, model="m")),
+        ("loop", 4, 5, False, Decision(Action.CALL_WITH_TOOLS, model="m")),
+        ("loop", 5, 5, False, Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, "compose-m")),
+        ("loop", 6, 5, False, Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, "compose-m")),
+        # llm: the decider again below the bound, then one last call without tools.
+        ("llm", 1, 2, False, Decision(Action.DECIDE, model="m")),
+        ("llm", 2, 2, False, Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, "compose-m")),
+        # direct, and any mode once a return_direct tool ran: no further model call.
+        ("direct", 1, 5, False, Decision(Action.DIRECT)),
+        ("two_pass", 1, 5, True, Decision(Action.DIRECT)),
+        ("loop", 1, 5, True, Decision(Action.DIRECT)),
+        ("llm", 1, 5, True, Decision(Action.DIRECT)),
+    ],
+)
+def test_the_policy_decides_by_mode_steps_and_return_direct(
+    settings, mode, steps_done, max_steps, return_direct, expected
+):
+    settings.LLM_COMPOSE_MODEL = "compose-m"
+    decision = decide_after_tools(
+        mode=mode,
+        steps_done=steps_done,
+        max_steps=max_steps,
+        return_direct=return_direct,
+        model="m",
+    )
+    assert decision == expected
+
+
+@pytest.mark.parametrize(
+    ("compose_model", "conversation_model", "llm_model", "expected"),
+    [
+        ("cheap", "chosen", "default", "cheap"),
+        ("", "chosen", "default", "chosen"),
+        ("", "", "default", "default"),
+    ],
+)
+def test_the_composing_call_uses_the_compose_model_when_one_is_set(
+    settings, compose_model, conversation_model, llm_model, expected
+):
+    settings.LLM_COMPOSE_MODEL = compose_model
+    settings.LLM_MODEL = llm_model
+    decision = decide_after_tools(
+        mode="two_pass", steps_done=1, max_steps=5, return_direct=False, model=conversation_model
+    )
+    assert decision.model == expected
+
+
+@pytest.mark.parametrize(
+    ("contents", "expected"),
+    [
+        (['{"success": true, "message": "Saved."}'], "Saved."),
+        (['{"message": "One."}', '{"message": "Two."}'], "One.\nTwo."),
+        (['{"success": false, "error": "no such note"}'], "That did not work: no such note"),
+        (['{"success": false}'], "That did not work: unknown error"),
+        (['"a plain string"'], "a plain string"),
+        (["  not JSON  "], "not JSON"),
+        (['{"value": 4}'], '{"value": 4}'),
+        (["", '{"message": ""}'], '{"message": ""}'),
+        ([], "Done."),
+        ([""], "Done."),
+    ],
+)
+def test_a_direct_reply_is_the_tools_messages(contents, expected):
+    assert direct_reply(contents) == expected
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            '{"done": false, "next_tool": " calculator ", "arguments": {"expression": "2+2"}}',
+            ParsedDecision("calculator", {"expression": "2+2"}, None),
+        ),
+        (
+            '{"done": false, "next_tool": "calculator", "arguments": [1]}',
+            ParsedDecision("calculator", {}, None),
+        ),
+        ('{"done": true, "final_output": "It is 4."}', ParsedDecision(None, {}, "It is 4.")),
+        ('{"done": false, "next_tool": "  ", "final_output": "x"}', ParsedDecision(None, {}, "x")),
+        ('{"done": true, "final_output": "  "}', ParsedDecision(None, {}, None)),
+        ("It is 4.", ParsedDecision(None, {}, "It is 4.")),
+        ("[1, 2]", ParsedDecision(None, {}, "[1, 2]")),
+        ("", ParsedDecision(None, {}, None)),
+        (None, ParsedDecision(None, {}, None)),
+    ],
+)
+def test_a_decider_answer_is_a_tool_to_run_or_the_reply(content, expected):
+    assert parse_decision(content) == expected
