@@ -140,6 +140,16 @@ def parse_config(
 
 def _server(name: str, entry: Any, *, label: str, environ: Mapping[str, str]) -> McpServerConfig:
     where = f"{label}: server {name!r}"
+    transport = _shape_check(name, entry, where)
+    filler = _Filler(where, environ)
+    options = _options(entry, where)
+    if transport == "stdio":
+        return _stdio_server(name, entry, where, filler, options)
+    return _http_server(name, entry, where, filler, options)
+
+
+def _shape_check(name: str, entry: Any, where: str) -> Literal["stdio", "http"]:
+    """The checks every entry passes: its name, its keys, and one way to reach it."""
     if not (SERVER_NAME_RE.match(name) and len(name) <= SERVER_NAME_MAX):
         raise ImproperlyConfigured(
             f"{where}: a server name is letters, digits, - and single _ (no '__', which "
@@ -153,29 +163,6 @@ def _server(name: str, entry: Any, *, label: str, environ: Mapping[str, str]) ->
             f"{where}: unknown key(s) {', '.join(unknown)}; the keys are "
             f"{', '.join(sorted(_KEYS))}."
         )
-
-    secrets: set[str] = set()
-
-    def fill(value: str, key: str) -> str:
-        def variable(match: re.Match[str]) -> str:
-            if match.group(1) not in environ:
-                raise ImproperlyConfigured(
-                    f"{where}: {key} names the environment variable ${{{match.group(1)}}}, "
-                    "which is not set."
-                )
-            secrets.add(environ[match.group(1)])
-            return environ[match.group(1)]
-
-        return _VARIABLE_RE.sub(variable, value)
-
-    def strings(key: str) -> dict[str, str]:
-        value = entry.get(key, {})
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise ImproperlyConfigured(f"{where}: {key} must be an object of strings.")
-        return {k: fill(v, f"{key}.{k}") for k, v in value.items()}
-
     command, url = entry.get("command"), entry.get("url")
     if (command is None) == (url is None):
         raise ImproperlyConfigured(
@@ -190,40 +177,82 @@ def _server(name: str, entry: Any, *, label: str, environ: Mapping[str, str]) ->
             f"{'command' if command is not None else 'url'}; toolchat speaks stdio "
             "(command) and streamable HTTP (url), not SSE."
         )
+    return transport
 
-    options = _options(entry, where)
-    if transport == "stdio":
-        if not isinstance(command, str) or not command.strip():
-            raise ImproperlyConfigured(f"{where}: command must be a non-empty string.")
-        args = entry.get("args", [])
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ImproperlyConfigured(f"{where}: args must be a list of strings.")
-        cwd = entry.get("cwd")
-        if cwd is not None and not isinstance(cwd, str):
-            raise ImproperlyConfigured(f"{where}: cwd must be a string.")
-        return McpServerConfig(
-            name=name,
-            transport="stdio",
-            command=fill(command, "command"),
-            args=tuple(fill(a, "args") for a in args),
-            env=strings("env"),
-            cwd=cwd,
-            written=" ".join([command, *args]),
-            secrets=frozenset(secrets),
-            **options,
-        )
-    if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", fill(url, "url")):
+
+class _Filler:
+    """Fills `${NAME}` from the environment, and remembers each value it put in (a secret)."""
+
+    def __init__(self, where: str, environ: Mapping[str, str]) -> None:
+        self.where = where
+        self.environ = environ
+        self.secrets: set[str] = set()
+
+    def fill(self, value: str, key: str) -> str:
+        """The value with its variables filled; an unset one is an error naming the key."""
+
+        def variable(match: re.Match[str]) -> str:
+            if match.group(1) not in self.environ:
+                raise ImproperlyConfigured(
+                    f"{self.where}: {key} names the environment variable ${{{match.group(1)}}}, "
+                    "which is not set."
+                )
+            self.secrets.add(self.environ[match.group(1)])
+            return self.environ[match.group(1)]
+
+        return _VARIABLE_RE.sub(variable, value)
+
+    def strings(self, entry: Mapping[str, Any], key: str) -> dict[str, str]:
+        """An object of strings (env, headers), each filled."""
+        value = entry.get(key, {})
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise ImproperlyConfigured(f"{self.where}: {key} must be an object of strings.")
+        return {k: self.fill(v, f"{key}.{k}") for k, v in value.items()}
+
+
+def _stdio_server(
+    name: str, entry: Mapping[str, Any], where: str, filler: _Filler, options: dict[str, Any]
+) -> McpServerConfig:
+    command = entry["command"]
+    if not isinstance(command, str) or not command.strip():
+        raise ImproperlyConfigured(f"{where}: command must be a non-empty string.")
+    args = entry.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ImproperlyConfigured(f"{where}: args must be a list of strings.")
+    cwd = entry.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ImproperlyConfigured(f"{where}: cwd must be a string.")
+    return McpServerConfig(
+        name=name,
+        transport="stdio",
+        command=filler.fill(command, "command"),
+        args=tuple(filler.fill(a, "args") for a in args),
+        env=filler.strings(entry, "env"),
+        cwd=cwd,
+        written=" ".join([command, *args]),
+        secrets=frozenset(filler.secrets),
+        **options,
+    )
+
+
+def _http_server(
+    name: str, entry: Mapping[str, Any], where: str, filler: _Filler, options: dict[str, Any]
+) -> McpServerConfig:
+    url = entry["url"]
+    if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", filler.fill(url, "url")):
         raise ImproperlyConfigured(f"{where}: url must be an http:// or https:// URL.")
-    headers = strings("headers")
+    headers = filler.strings(entry, "headers")
     # A header's value is a credential more often than not (Authorization, X-Api-Key).
-    secrets.update(value.split(" ", 1)[-1] for value in headers.values())
+    filler.secrets.update(value.split(" ", 1)[-1] for value in headers.values())
     return McpServerConfig(
         name=name,
         transport="http",
-        url=fill(url, "url"),
+        url=filler.fill(url, "url"),
         headers=headers,
         written=url,
-        secrets=frozenset(secrets),
+        secrets=frozenset(filler.secrets),
         **options,
     )
 
