@@ -92,7 +92,11 @@ def test_a_worker_killed_during_tools_resumes_without_repeating_finished_work(
         lambda: (
             ToolExecution.objects.filter(run=run, status=ExecutionStatus.RUNNING).count() == 2
             and ToolExecution.objects.filter(run=run, status=ExecutionStatus.SUCCEEDED).count() == 1
+            # Marked running is not yet running: the kill must find both tools under way.
+            and {"start payment", "start retryable"}
+            <= set(celery_env["ledger"].read_text().splitlines())
         ),
+        timeout=30,
         what="the quick call to finish while the slow ones run",
     )
     main_pid = worker.process.pid
