@@ -16,7 +16,7 @@ does the work. The policies, chosen by the conversation's mode:
   again, up to `max_steps` tool steps, then one last call without tools.
 
 Whatever the mode, a tool declared `return_direct=True` ends the turn the
-`direct` way.
+`direct` way, when its call succeeded (chat/engine/run.py decides that).
 """
 
 from __future__ import annotations

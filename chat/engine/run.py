@@ -54,6 +54,7 @@ from chat.engine.tool_calls import run_park, tool_call_run
 from chat.live.events import event_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
+    ExecutionStatus,
     Message,
     Mode,
     ModelCallPurpose,
@@ -186,14 +187,27 @@ def _after(message: Message) -> int:
     return message.position + len(message.tool_calls or []) + 1
 
 
+def _returns_direct(executions: list[ToolExecution]) -> bool:
+    """Whether a call of the step is of a tool whose output ends the turn (return_direct)."""
+    return any(
+        (spec := tool_registry.get(e.name)) is not None and spec.return_direct for e in executions
+    )
+
+
 def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
-    """Decide what follows the calls of `executions`; it does not depend on their results."""
-    specs = [tool_registry.get(e.name) for e in executions]
+    """Decide what follows the calls of `executions`, which have all been answered.
+
+    Only a return_direct call's own success depends on its result: one that
+    failed goes back to the model, which answers (the user never reads a
+    model-facing error as the answer).
+    """
     decision = decide_after_tools(
         mode=run.mode,
         steps_done=run.steps,
         max_steps=run.conversation.max_steps,
-        return_direct=any(spec is not None and spec.return_direct for spec in specs),
+        return_direct=_returns_direct(
+            [e for e in executions if e.status == ExecutionStatus.SUCCEEDED]
+        ),
         model=model,
     )
     if decision.action == Action.DIRECT:
@@ -274,7 +288,7 @@ def _no_text(turn: _Turn) -> Trigger:
 def _running_tools(turn: _Turn) -> Trigger:
     """Run the step's one call here, or wait for calls that run elsewhere; then the policy."""
     run, token = turn.run, turn.token
-    if turn.inline:
+    if turn.inline and not _returns_direct(turn.inline):
         # The next step is known before the call runs, so its message.created goes
         # out with the call's result, in the same transaction.
         following = _next_step(run, turn.model, turn.inline)
@@ -283,6 +297,13 @@ def _running_tools(turn: _Turn) -> Trigger:
             turn.history().append(tool_call_run(run, token, execution, announce=ahead))
         turn.inline = []
         turn.following = dataclasses.replace(following, announced=bool(ahead))
+    elif turn.inline:
+        # Whether a return_direct call ends the turn depends on how it went.
+        for execution in turn.inline:
+            turn.history().append(tool_call_run(run, token, execution, announce=()))
+        ran = ToolExecution.objects.filter(pk__in=[e.pk for e in turn.inline])
+        turn.inline = []
+        turn.following = _next_step(run, turn.model, list(ran.only("name", "status")))
     else:
         while unfinished := [
             e for e in turn.executions if e.status not in FINISHED_EXECUTION_STATUSES

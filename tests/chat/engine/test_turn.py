@@ -344,6 +344,26 @@ def test_a_return_direct_tool_ends_the_turn_in_any_mode(llm_server, conversation
     assert stored(conversation)[-1].content == "That is final."
 
 
+@pytest.mark.parametrize("mode", [Mode.TWO_PASS, Mode.LOOP])
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "beside-another-call"])
+def test_a_failed_return_direct_call_goes_back_to_the_model_which_answers(
+    llm_server, conversation, mode, alone
+):
+    """The user never reads a model-facing error as the answer; the model explains."""
+    conversation.mode = mode
+    conversation.save(update_fields=["mode"])
+    calls = [("final_word", '{"text": 5}', "call_bad")]  # text must be a string: it fails
+    if not alone:
+        calls.append(("calculator", '{"expression": "1+2"}', "call_calc"))
+    llm_server.push(tool_calls_reply(calls), text_reply("The final word could not be said."))
+    run = wait_for_run(run_start(conversation=conversation, content="say it"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert ToolExecution.objects.get(tool_call_id="call_bad").status == ExecutionStatus.FAILED
+    assert len(llm_server.requests) == 2  # the model was asked again, with the error
+    assert stored(conversation)[-1].content == "The final word could not be said."
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
 def test_a_tool_call_without_an_id_gets_one(llm_server, conversation, caplog):
     llm_server.push(
         tool_calls_reply([("calculator", '{"expression": "1+2"}', "")]), text_reply("3")
