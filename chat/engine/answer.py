@@ -12,6 +12,7 @@ from typing import Any
 
 from chat.engine.continuation import parse_decision
 from chat.llm.base import Completion, ToolCall
+from tools.fields import storable_text
 from tools.spec import TOOL_NAME_RE
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,21 @@ def decision_completion(completion: Completion) -> Completion:
         return dataclasses.replace(completion, content=None, tool_calls=[call])
     text = decision.final_output or "I could not decide how to answer that."
     return dataclasses.replace(completion, content=text, tool_calls=[])
+
+
+def storable_call_ids(completion: Completion) -> Completion:
+    """The answer with its calls' ids as they will be stored (NUL and lone surrogates replaced).
+
+    Ids are cleaned once, here, where they enter: every later comparison (a
+    duplicate in the step, an id stored before) then sees the stored form.
+    """
+    if not any(call.id and storable_text(call.id) != call.id for call in completion.tool_calls):
+        return completion
+    calls = [
+        dataclasses.replace(call, id=storable_text(call.id)) if call.id else call
+        for call in completion.tool_calls
+    ]
+    return dataclasses.replace(completion, tool_calls=calls)
 
 
 def repaired_tool_calls(

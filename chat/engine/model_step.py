@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from chat.engine.answer import decision_completion, repaired_tool_calls
+from chat.engine.answer import decision_completion, repaired_tool_calls, storable_call_ids
 from chat.engine.approvals import approval_requested_event, approval_required
 from chat.engine.call_records import execution_build, execution_start, execution_started_event
 from chat.engine.deltas import DeltaBuffer
@@ -215,6 +215,7 @@ def _answer_store(
     is found by the insert itself (it is unique), and the step is stored again
     with fresh ids for those.
     """
+    completion = storable_call_ids(completion)
     taken: set[str] = set()
     while True:
         try:

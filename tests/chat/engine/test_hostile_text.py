@@ -54,3 +54,34 @@ def test_nul_and_surrogates_from_the_model_and_a_tool_end_in_an_answer(llm_serve
     tool_message = next(m for m in compose if m["role"] == "tool")
     assert json.loads(tool_message["content"])["echo"] == CLEAN
     assert_valid_history(history_for_model(conversation=conversation))
+
+
+@pytest.mark.parametrize("mode", ["two_pass", "loop", "direct"])
+def test_a_hostile_call_id_sent_again_and_elsewhere_never_breaks_a_run(
+    llm_server, user, other_user, mode
+):
+    """NUL and lone surrogates in ids, the same id every turn, for two users: every run ends."""
+    mine = ConversationFactory(owner=user, mode=mode)
+    theirs = ConversationFactory(owner=other_user, mode=mode)
+    hostile = "call_\x00\ud800"
+    twins = [
+        ("calculator", '{"expression": "1+1"}', "call_\x00"),
+        ("calculator", '{"expression": "2+2"}', "call_\ud800"),
+    ]
+    turns = [
+        (mine, [("calculator", '{"expression": "2*3"}', hostile)]),
+        (mine, [("calculator", '{"expression": "2*4"}', hostile)]),
+        (theirs, [("calculator", '{"expression": "2*5"}', hostile)]),
+        (mine, twins),  # two ids of one step that differ only in what is cleaned
+    ]
+    for conversation, calls in turns:
+        llm_server.push(tool_calls_reply(calls), text_reply("Done."), text_reply("Done."))
+        run = wait_for_run(run_start(conversation=conversation, content="work it out"))
+        assert run.status == RunStatus.COMPLETED, run.error
+        ids = [e.tool_call_id for e in ToolExecution.objects.filter(run=run)]
+        assert len(ids) == len(calls)
+        assert all("\x00" not in i for i in ids)
+        llm_server.clear()
+    assert ToolExecution.objects.values("tool_call_id").distinct().count() == 5
+    for conversation in (mine, theirs):
+        assert_valid_history(history_for_model(conversation=conversation))
