@@ -16,9 +16,10 @@ from django.utils import timezone
 
 from chat.engine.approvals import approvals_expire
 from chat.engine.call_liveness import call_dead_in
-from chat.engine.dispatch import dispatch_run
+from chat.engine.dispatch import dispatch_run, dispatch_tool
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
+    ExecutionStatus,
     Run,
     RunStatus,
     ToolExecution,
@@ -68,7 +69,27 @@ def runs_recover() -> list[Any]:
     lost = [run_id for run_id, _ in candidates if run_id not in waiting]
     for run_id in lost:
         dispatch_run(run_id)
+    _dead_calls_of_waiting_runs_answer(now)
     return lost
+
+
+def _dead_calls_of_waiting_runs_answer(now: Any) -> None:
+    """A run waiting for a person is nobody's to take over, but its running calls may have died.
+
+    In a step with a call that needs approval, the others run meanwhile; if the
+    worker running one dies, nothing would answer it until the approval came
+    (maybe an hour later), and it would show as running all that time. Queued
+    again, it is run again if its tool is idempotent, or recorded interrupted
+    (chat/engine/tool_calls.py `tool_call_execute`).
+    """
+    running = ToolExecution.objects.filter(
+        run__status=RunStatus.AWAITING_APPROVAL,
+        status=ExecutionStatus.RUNNING,
+        started_at__isnull=False,
+    )
+    for execution in running:
+        if call_dead_in(execution, now) <= 0:
+            dispatch_tool(execution.pk)
 
 
 def start_in_process_recovery() -> threading.Thread | None:

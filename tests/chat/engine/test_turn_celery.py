@@ -348,3 +348,51 @@ def test_a_dead_workers_tool_calls_are_found_by_their_silence_not_their_timeout(
         ExecutionStatus.INTERRUPTED
     }
     assert "end pay" not in " ".join(ledger_lines(celery_env))
+
+
+def test_a_call_whose_worker_died_while_its_run_awaits_approval_is_not_left_running(
+    llm_server, start_worker, celery_env, user, settings
+):
+    """The sweep answers the dead call (interrupted: it is not idempotent); the approval still waits."""
+    from chat.engine.recovery import runs_recover
+    from chat.models import Run
+
+    settings.TOOLCHAT_RUN_STALE_S = 2  # as the workers' (celery_env)
+    settings.TOOLCHAT_TOOL_GRACE_S = 1
+    # As in production: the killed worker's task comes back only after an hour.
+    celery_env["env"]["CELERY_VISIBILITY_TIMEOUT"] = "3600"
+    worker = start_worker("w1")
+    conversation = ConversationFactory(owner=user)
+    llm_server.push(
+        tool_calls_reply(
+            [
+                ("slow_side_effect", json.dumps({"label": "payment", "seconds": 8})),
+                ("launch_rocket", json.dumps({"target": "moon"})),
+            ]
+        ),
+        text_reply("The payment was interrupted; the launch waits for you."),
+    )
+    run = run_start(conversation=conversation, content="pay, then launch")
+    wait_until(
+        lambda: (
+            "start payment" in celery_env["ledger"].read_text().splitlines()
+            and Run.objects.get(pk=run.pk).status == RunStatus.AWAITING_APPROVAL
+        ),
+        timeout=30,
+        what="the payment to run while the launch waits for approval",
+    )
+    worker.kill()
+    start_worker("w2")
+
+    def swept() -> bool:
+        runs_recover()  # what beat does every TOOLCHAT_RECOVER_S
+        return (
+            ToolExecution.objects.get(run=run, name="slow_side_effect").status
+            == ExecutionStatus.INTERRUPTED
+        )
+
+    wait_until(swept, timeout=30, what="the dead call to be answered")
+    assert Run.objects.get(pk=run.pk).status == RunStatus.AWAITING_APPROVAL
+    rocket = ToolExecution.objects.get(run=run, name="launch_rocket")
+    assert rocket.status == ExecutionStatus.AWAITING_APPROVAL
+    assert "end payment" not in celery_env["ledger"].read_text()
