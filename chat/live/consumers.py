@@ -25,6 +25,7 @@ import logging
 import math
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
@@ -312,15 +313,20 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self._send(payload)
 
 
+# The sockets' database calls: a few threads of their own, for the life of the process.
+_SOCKET_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="toolchat-socket")
+
+
 def _on_any_thread(function: Callable[..., Any]) -> Any:
-    """A socket's database work, run on the pool of worker threads.
+    """A socket's database work, run on the sockets' threads.
 
     Channels' default runs every consumer's database call on one shared thread
     (thread-sensitive mode): with a hundred sockets posting at once, each
     post waited for all the others. These calls share nothing with one
-    another or with the request thread, so any thread will do.
+    another or with the request thread, so any of a few threads will do; each
+    gives its database connection back after every call.
     """
-    return database_sync_to_async(function, thread_sensitive=False)
+    return database_sync_to_async(function, thread_sensitive=False, executor=_SOCKET_THREADS)
 
 
 def _after_from_query(query_string: bytes) -> int | None:
