@@ -334,9 +334,14 @@ def test_cancel_stops_the_tool_and_the_audit_says_cancelled_once(
     assert execution.duration_ms is not None
     assert execution.duration_ms < 9000  # 10,000 rows take about 10 s
     assert execution.error.count("cancel") <= 1
+    # A cancelled turn is offered again as a failed one is: Retry, and Edit on its question.
+    retry = page.locator(".notice").get_by_role("button", name="Retry")
+    expect(retry).to_be_visible()
+    expect(page.locator(".msg-user").last.get_by_role("button", name="Edit")).to_be_visible()
     page.screenshot(path=screenshots_dir / "chat-cancelled.png")
     page.reload()
     expect(page.locator(".tool-status")).to_have_text("cancelled")
+    expect(retry).to_be_visible()
 
 
 def _wait_for_end(execution: ToolExecution, timeout: float = 5.0) -> ToolExecution:
