@@ -65,6 +65,8 @@ function start(root) {
     const previous = thread;
     thread = reduce(thread, action);
     if (previous.editing && !thread.editing && action.type !== "edit") composer.editEnded();
+    // "Still in progress" is true no longer once the run it meant has ended.
+    if (previous.activeRunId && !thread.activeRunId) composer.clearError("busy");
     renderer.render(thread, follow);
     composer.update();
   }
@@ -304,8 +306,31 @@ function start(root) {
     const conflict = refusal && refusal.code === "conflict" && refusal.details && refusal.details.run_id;
     dispatch({ type: "send.failed", runId: conflict || null });
     if (pending) composer.restore(pending.content);
-    showError(message);
+    if (conflict) showBusy(message, conflict);
+    else showError(message);
     composer.update();
+  }
+
+  /**
+   * A refusal because another run (another tab's, another client's) is in progress:
+   * the page follows that run, and the error goes when it ends.
+   * @param {string} message
+   * @param {string | null | undefined} runId
+   */
+  function showBusy(message, runId) {
+    if (runId) dispatch({ type: "run.adopt", runId });
+    if (thread.activeRunId) showError(message, "busy");
+  }
+
+  /**
+   * A REST request's error: a 409 names the run in progress.
+   * @param {ApiError} error
+   * @param {string} [prefix]
+   */
+  function showRequestError(error, prefix = "") {
+    const details = error.data && error.data.details;
+    if (error.status === 409 && details && details.run_id) showBusy(prefix + error.message, details.run_id);
+    else showError(prefix + error.message);
   }
 
   /**
@@ -326,7 +351,7 @@ function start(root) {
         dispatch({ type: "run.adopt", runId: data.run && data.run.id });
       })
       .catch((error) => {
-        if (sent === generation) showError(error.message);
+        if (sent === generation) showRequestError(error);
       })
       .then(() => dispatch({ type: "requesting", on: false }));
   }
@@ -344,7 +369,7 @@ function start(root) {
         if (sent === generation) dispatch({ type: "run.adopt", runId: data.run && data.run.id });
       })
       .catch((error) => {
-        if (sent === generation) showError("Could not regenerate: " + error.message);
+        if (sent === generation) showRequestError(error, "Could not regenerate: ");
       })
       .then(() => dispatch({ type: "requesting", on: false }));
   }
