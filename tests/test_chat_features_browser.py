@@ -202,6 +202,35 @@ def test_conversations_are_made_by_a_message_renamed_deleted_searched_and_sorted
     page.screenshot(path=screenshots_dir / "chat-conversations.png")
 
 
+@pytest.mark.parametrize("width", [1280, 375])
+def test_renaming_shows_the_whole_title_box_and_no_button_over_it(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 740})
+    log_in(page, asgi_server)
+    ask(page, "a question with a rather long first line to rename afterwards")
+    expect(page.locator(ANSWER).last).to_be_visible()
+    toggle = page.get_by_role("button", name="Conversations")
+    if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+    item = page.locator(".conversation-item").first
+    item.get_by_role("button", name=re.compile("^Rename")).click()
+    box = page.get_by_label("New title")
+    expect(box).to_be_focused()
+    edit = box.bounding_box()
+    assert edit is not None
+    for button in item.locator("button").all():
+        if not button.is_visible():
+            continue
+        other = button.bounding_box()
+        assert other is not None
+        overlap = min(edit["x"] + edit["width"], other["x"] + other["width"]) - max(edit["x"], other["x"])
+        assert overlap <= 0, f"{button.get_attribute('aria-label')} covers the title being edited"
+    page.screenshot(path=screenshots_dir / f"chat-rename-{width}.png")
+    box.press("Escape")
+    expect(item.get_by_role("button", name=re.compile("^Rename"))).to_be_attached()
+
+
 def test_a_note_shows_a_resource_card_and_a_follow_up_chip_that_sends(
     asgi_server: str, page: Page, screenshots_dir: Path
 ):
