@@ -456,3 +456,26 @@ def test_only_the_last_turns_failure_offers_retry(scripted_server: str, llm_serv
     page.reload()
     expect(page.get_by_role("button", name="Retry")).to_have_count(1)
     expect(third.get_by_role("button", name="Retry")).to_be_visible()
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_export_downloads_the_conversation_as_jsonl(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 740})
+    log_in(page, asgi_server)
+    export = page.get_by_role("link", name="Export")
+    expect(export).to_be_hidden()  # a draft has nothing to export
+    ask(page, "what is 2+2")
+    expect(page.locator(ANSWER).last).to_contain_text("4")
+    expect(export).to_be_visible()
+    expect(export).to_be_in_viewport()
+    page.screenshot(path=screenshots_dir / f"chat-export-{width}.png")
+    with page.expect_download() as download_info:
+        export.click()
+    download = download_info.value
+    conversation = Conversation.objects.get()
+    assert download.suggested_filename == f"conversation-{conversation.pk}.jsonl"
+    lines = Path(download.path()).read_text().splitlines()
+    assert len(lines) == 1
+    assert "what is 2+2" in lines[0]

@@ -45,6 +45,7 @@ function start(root) {
   const STAFF = root.dataset.staff === "1";
   const title = byId("thread-title", HTMLElement);
   const connection = byId("connection", HTMLElement);
+  const exportLink = byId("export", HTMLAnchorElement);
   const { api, apiAll } = createApi(API);
 
   // The page's session: the thread (changed only through dispatch) and what surrounds it.
@@ -159,6 +160,16 @@ function start(root) {
   }
 
   /**
+   * Export: the API's JSONL of the open conversation, as a download (none for a draft).
+   * @param {string | null} id
+   */
+  function showExport(id) {
+    exportLink.hidden = !id;
+    if (id) exportLink.href = API + "/conversations/" + encodeURIComponent(id) + "/export/";
+    else exportLink.removeAttribute("href");
+  }
+
+  /**
    * "New conversation" opens a draft: nothing is created until its first message,
    * so that unused conversations do not pile up.
    * @param {boolean} focusComposer
@@ -167,6 +178,7 @@ function start(root) {
     ++generation;
     resetThread("draft");
     current = null;
+    showExport(null);
     draft = true;
     if (window.location.hash) window.history.pushState(null, "", window.location.pathname);
     title.textContent = "New conversation";
@@ -201,6 +213,7 @@ function start(root) {
     const opened = ++generation;
     resetThread(null, keepPending);
     draft = false;
+    showExport(null);
     dispatch({ type: "opening", on: true });
     title.textContent = "Loading…";
     /** @type {Conversation} */
@@ -224,6 +237,7 @@ function start(root) {
       .then(([messages, executions]) => {
         if (opened !== generation) return;
         current = conversation;
+        showExport(conversation.id);
         sidebar.upsert(conversation);
         title.textContent = conversationLabel(conversation);
         document.title = conversationLabel(conversation) + " · toolchat";
