@@ -224,7 +224,9 @@ def test_renaming_shows_the_whole_title_box_and_no_button_over_it(
             continue
         other = button.bounding_box()
         assert other is not None
-        overlap = min(edit["x"] + edit["width"], other["x"] + other["width"]) - max(edit["x"], other["x"])
+        overlap = min(edit["x"] + edit["width"], other["x"] + other["width"]) - max(
+            edit["x"], other["x"]
+        )
         assert overlap <= 0, f"{button.get_attribute('aria-label')} covers the title being edited"
     page.screenshot(path=screenshots_dir / f"chat-rename-{width}.png")
     box.press("Escape")
