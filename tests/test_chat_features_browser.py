@@ -481,3 +481,22 @@ def test_export_downloads_the_conversation_as_jsonl(
     lines = Path(download.path()).read_text().splitlines()
     assert len(lines) == 1
     assert "what is 2+2" in lines[0]
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_a_tool_card_uses_the_threads_width_and_opens_to_its_whole_result(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 800})
+    log_in(page, asgi_server)
+    ask(page, "what is 2+2")
+    card = page.locator(".tool-card").first
+    expect(card.locator(".tool-preview")).to_contain_text("4")
+    log = page.locator("#log").bounding_box()
+    box = card.bounding_box()
+    assert log is not None and box is not None
+    assert box["width"] >= 0.85 * log["width"], (box, log)  # not a narrow strip in a wide thread
+    assert box["x"] + box["width"] <= width
+    card.locator("summary").click()
+    expect(card.locator(".tool-pre").last).to_be_visible()
+    page.screenshot(path=screenshots_dir / f"chat-tool-card-{width}.png")
