@@ -494,7 +494,8 @@ def test_a_tool_card_uses_the_threads_width_and_opens_to_its_whole_result(
     expect(card.locator(".tool-preview")).to_contain_text("4")
     log = page.locator("#log").bounding_box()
     box = card.bounding_box()
-    assert log is not None and box is not None
+    assert log is not None
+    assert box is not None
     assert box["width"] >= 0.85 * log["width"], (box, log)  # not a narrow strip in a wide thread
     assert box["x"] + box["width"] <= width
     card.locator("summary").click()
