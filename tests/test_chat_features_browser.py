@@ -501,3 +501,22 @@ def test_a_tool_card_uses_the_threads_width_and_opens_to_its_whole_result(
     card.locator("summary").click()
     expect(card.locator(".tool-pre").last).to_be_visible()
     page.screenshot(path=screenshots_dir / f"chat-tool-card-{width}.png")
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_the_first_tab_stop_skips_to_the_conversation(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 740})
+    log_in(page, asgi_server)
+    ask(page, "what is 2+2")
+    expect(page.locator(ANSWER).last).to_contain_text("4")
+    page.reload()
+    expect(page.locator(ANSWER).last).to_contain_text("4")
+    page.keyboard.press("Tab")
+    skip = page.get_by_role("link", name="Skip to the conversation")
+    expect(skip).to_be_focused()
+    expect(skip).to_be_in_viewport()
+    page.screenshot(path=screenshots_dir / f"chat-skip-link-{width}.png")
+    page.keyboard.press("Enter")
+    expect(page.locator("#log")).to_be_focused()
