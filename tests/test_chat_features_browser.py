@@ -202,6 +202,37 @@ def test_conversations_are_made_by_a_message_renamed_deleted_searched_and_sorted
     page.screenshot(path=screenshots_dir / "chat-conversations.png")
 
 
+@pytest.mark.parametrize("width", [1280, 375])
+def test_renaming_shows_the_whole_title_box_and_no_button_over_it(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 740})
+    log_in(page, asgi_server)
+    ask(page, "a question with a rather long first line to rename afterwards")
+    expect(page.locator(ANSWER).last).to_be_visible()
+    toggle = page.get_by_role("button", name="Conversations")
+    if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+    item = page.locator(".conversation-item").first
+    item.get_by_role("button", name=re.compile("^Rename")).click()
+    box = page.get_by_label("New title")
+    expect(box).to_be_focused()
+    edit = box.bounding_box()
+    assert edit is not None
+    for button in item.locator("button").all():
+        if not button.is_visible():
+            continue
+        other = button.bounding_box()
+        assert other is not None
+        overlap = min(edit["x"] + edit["width"], other["x"] + other["width"]) - max(
+            edit["x"], other["x"]
+        )
+        assert overlap <= 0, f"{button.get_attribute('aria-label')} covers the title being edited"
+    page.screenshot(path=screenshots_dir / f"chat-rename-{width}.png")
+    box.press("Escape")
+    expect(item.get_by_role("button", name=re.compile("^Rename"))).to_be_attached()
+
+
 def test_a_note_shows_a_resource_card_and_a_follow_up_chip_that_sends(
     asgi_server: str, page: Page, screenshots_dir: Path
 ):
@@ -334,9 +365,14 @@ def test_cancel_stops_the_tool_and_the_audit_says_cancelled_once(
     assert execution.duration_ms is not None
     assert execution.duration_ms < 9000  # 10,000 rows take about 10 s
     assert execution.error.count("cancel") <= 1
+    # A cancelled turn is offered again as a failed one is: Retry, and Edit on its question.
+    retry = page.locator(".notice").get_by_role("button", name="Retry")
+    expect(retry).to_be_visible()
+    expect(page.locator(".msg-user").last.get_by_role("button", name="Edit")).to_be_visible()
     page.screenshot(path=screenshots_dir / "chat-cancelled.png")
     page.reload()
     expect(page.locator(".tool-status")).to_have_text("cancelled")
+    expect(retry).to_be_visible()
 
 
 def _wait_for_end(execution: ToolExecution, timeout: float = 5.0) -> ToolExecution:
@@ -422,3 +458,65 @@ def test_only_the_last_turns_failure_offers_retry(scripted_server: str, llm_serv
     page.reload()
     expect(page.get_by_role("button", name="Retry")).to_have_count(1)
     expect(third.get_by_role("button", name="Retry")).to_be_visible()
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_export_downloads_the_conversation_as_jsonl(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 740})
+    log_in(page, asgi_server)
+    export = page.get_by_role("link", name="Export")
+    expect(export).to_be_hidden()  # a draft has nothing to export
+    ask(page, "what is 2+2")
+    expect(page.locator(ANSWER).last).to_contain_text("4")
+    expect(export).to_be_visible()
+    expect(export).to_be_in_viewport()
+    page.screenshot(path=screenshots_dir / f"chat-export-{width}.png")
+    with page.expect_download() as download_info:
+        export.click()
+    download = download_info.value
+    conversation = Conversation.objects.get()
+    assert download.suggested_filename == f"conversation-{conversation.pk}.jsonl"
+    lines = Path(download.path()).read_text().splitlines()
+    assert len(lines) == 1
+    assert "what is 2+2" in lines[0]
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_a_tool_card_uses_the_threads_width_and_opens_to_its_whole_result(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 800})
+    log_in(page, asgi_server)
+    ask(page, "what is 2+2")
+    card = page.locator(".tool-card").first
+    expect(card.locator(".tool-preview")).to_contain_text("4")
+    log = page.locator("#log").bounding_box()
+    box = card.bounding_box()
+    assert log is not None
+    assert box is not None
+    assert box["width"] >= 0.85 * log["width"], (box, log)  # not a narrow strip in a wide thread
+    assert box["x"] + box["width"] <= width
+    card.locator("summary").click()
+    expect(card.locator(".tool-pre").last).to_be_visible()
+    page.screenshot(path=screenshots_dir / f"chat-tool-card-{width}.png")
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_the_first_tab_stop_skips_to_the_conversation(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 740})
+    log_in(page, asgi_server)
+    ask(page, "what is 2+2")
+    expect(page.locator(ANSWER).last).to_contain_text("4")
+    page.reload()
+    expect(page.locator(ANSWER).last).to_contain_text("4")
+    page.keyboard.press("Tab")
+    skip = page.get_by_role("link", name="Skip to the conversation")
+    expect(skip).to_be_focused()
+    expect(skip).to_be_in_viewport()
+    page.screenshot(path=screenshots_dir / f"chat-skip-link-{width}.png")
+    page.keyboard.press("Enter")
+    expect(page.locator("#log")).to_be_focused()

@@ -19,7 +19,7 @@ from tests.factories import UserFactory
 from tests.test_chat_ui_browser import PASSWORD, ask, log_in, new_conversation
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Page
+    from playwright.sync_api import Page, WebSocketRoute
 
 expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed").expect
 
@@ -215,6 +215,51 @@ def test_a_second_tab_sees_the_users_message_and_the_answer_live(
     expect(page.locator(".msg-user")).to_have_count(2)
     expect(page.locator(".msg-user.pending")).to_have_count(0)
     other.screenshot(path=screenshots_dir / "chat-second-tab.png")
+
+
+def test_a_still_in_progress_refusal_goes_when_that_run_ends(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    log_in(page, asgi_server)
+    new_conversation(page)
+    ask(page, "what is 2+2")
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("4")
+    other = page.context.new_page()  # a second tab that has not heard of the run yet
+    held: list[str | bytes] = []
+    hold = {"on": False}
+    routes: list[WebSocketRoute] = []
+
+    def route(ws: WebSocketRoute) -> None:
+        routes.append(ws)
+        server = ws.connect_to_server()
+
+        def to_page(message: str | bytes) -> None:
+            # The run's events wait (as on a slow link); refusals and acks pass.
+            if hold["on"] and '"seq"' in str(message):
+                held.append(message)
+            else:
+                ws.send(message)
+
+        server.on_message(to_page)
+
+    other.route_web_socket(re.compile(r"/ws/conversations/"), route)
+    other.goto(page.url)
+    expect(other.locator("#connection")).to_have_text("Live")
+    hold["on"] = True
+    ask(page, "generate a dataset of 10000 rows")
+    expect(page.locator(".tool-progress-text").last).to_contain_text("Generat")
+    ask(other, "what is 12*7")
+    error = other.locator("#composer-error")
+    expect(error).to_contain_text("still in progress")
+    other.screenshot(path=screenshots_dir / "chat-second-tab-busy.png")
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator(".notice-info")).to_contain_text("cancelled")
+    other.wait_for_timeout(300)
+    expect(error).to_be_visible()  # the run's end has not reached this tab yet
+    for message in held:  # now it does
+        routes[-1].send(message)
+    expect(error).to_be_hidden()
+    expect(other.get_by_label("Message", exact=True)).to_have_value("what is 12*7")
 
 
 def test_a_failed_turn_keeps_its_error_and_retry_after_a_reload(

@@ -60,6 +60,15 @@ class ModelCallInline(ReadOnlyAdminMixin, ModelCallInlineBase):
     ordering = ("step", "started_at")
 
 
+def truncated_flag(execution: ToolExecution) -> str:
+    """The word where a result was cut for the model, nothing where it was not.
+
+    Django's boolean icons would put a red "no" on nearly every row, which reads as an
+    error.
+    """
+    return "truncated" if execution.truncated else ""
+
+
 class ToolExecutionInline(ReadOnlyAdminMixin, ToolExecutionInlineBase):
     model = ToolExecution
     extra = 0
@@ -72,12 +81,16 @@ class ToolExecutionInline(ReadOnlyAdminMixin, ToolExecutionInlineBase):
         "status",
         "duration_ms",
         "result_chars",
-        "truncated",
+        "truncated_flag",
         "attempts",
         "created_at",
     )
     readonly_fields = fields
     ordering = ("step", "created_at")
+
+    @admin.display(description="truncated")
+    def truncated_flag(self, obj: ToolExecution) -> str:
+        return truncated_flag(obj)
 
 
 @admin.register(Run)
@@ -244,13 +257,18 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
         "status",
         "duration_ms",
         "result_chars",
-        "truncated",
+        "truncated_flag",
         "attempts",
         "tool_call_id",
         "run_link",
         "created_at",
     )
     list_filter = ("status", "name", "truncated")
+
+    @admin.display(description="truncated", ordering="truncated")
+    def truncated_flag(self, obj: ToolExecution) -> str:
+        return truncated_flag(obj)
+
     search_fields = ("tool_call_id", "name", "error")
     raw_id_fields = ("run", "message", "approved_by")
     ordering = ("-created_at",)

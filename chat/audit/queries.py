@@ -13,7 +13,18 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.db.models.functions import Coalesce, Substr
 
 from chat.audit.formatting import QUESTION_CHARS
@@ -75,7 +86,9 @@ def audit_runs(
 
     Annotated: `question` (the first QUESTION_CHARS of the message that began
     the run), `tool_calls`, `failed_tools`, `failed_model_calls`, `model_steps`,
-    `model_call_count`. The counts are correlated subqueries, so a page of
+    `model_call_count`, and `replaced_by_edit` (its question was edited and resent) or
+    `replaced_by_regenerate` (a later run answered the same question again): its
+    messages are superseded, kept for the record. The counts are correlated subqueries, so a page of
     runs costs one query whatever the runs hold, and counting the runs costs
     none of them. An unknown `status` is ignored.
     """
@@ -88,6 +101,15 @@ def audit_runs(
             failed_model_calls=_count(ModelCall, status=CallStatus.FAILED),
             model_call_count=_count(ModelCall),
             model_steps=_step_count(),
+            replaced_by_edit=ExpressionWrapper(
+                Q(trigger_message__superseded_at__isnull=False), output_field=BooleanField()
+            ),
+            replaced_by_regenerate=Exists(
+                Run.objects.filter(
+                    trigger_message_id=OuterRef("trigger_message_id"),
+                    created_at__gt=OuterRef("created_at"),
+                )
+            ),
         )
         .order_by("-created_at", "-id")
     )

@@ -8,7 +8,7 @@
 import { h } from "./dom.js";
 import { argumentsSummary, clip, formatMs, parseJSON, pretty } from "./format.js";
 
-const RESULT_PREVIEW_CHARS = 140;
+const RESULT_PREVIEW_CHARS = 400; // the line's width cuts it first (an ellipsis)
 const RESULT_FULL_CHARS = 20000;
 
 /**

@@ -45,6 +45,7 @@ function start(root) {
   const STAFF = root.dataset.staff === "1";
   const title = byId("thread-title", HTMLElement);
   const connection = byId("connection", HTMLElement);
+  const exportLink = byId("export", HTMLAnchorElement);
   const { api, apiAll } = createApi(API);
 
   // The page's session: the thread (changed only through dispatch) and what surrounds it.
@@ -65,6 +66,8 @@ function start(root) {
     const previous = thread;
     thread = reduce(thread, action);
     if (previous.editing && !thread.editing && action.type !== "edit") composer.editEnded();
+    // "Still in progress" is true no longer once the run it meant has ended.
+    if (previous.activeRunId && !thread.activeRunId) composer.clearError("busy");
     renderer.render(thread, follow);
     composer.update();
   }
@@ -157,6 +160,16 @@ function start(root) {
   }
 
   /**
+   * Export: the API's JSONL of the open conversation, as a download (none for a draft).
+   * @param {string | null} id
+   */
+  function showExport(id) {
+    exportLink.hidden = !id;
+    if (id) exportLink.href = API + "/conversations/" + encodeURIComponent(id) + "/export/";
+    else exportLink.removeAttribute("href");
+  }
+
+  /**
    * "New conversation" opens a draft: nothing is created until its first message,
    * so that unused conversations do not pile up.
    * @param {boolean} focusComposer
@@ -165,6 +178,7 @@ function start(root) {
     ++generation;
     resetThread("draft");
     current = null;
+    showExport(null);
     draft = true;
     if (window.location.hash) window.history.pushState(null, "", window.location.pathname);
     title.textContent = "New conversation";
@@ -199,6 +213,7 @@ function start(root) {
     const opened = ++generation;
     resetThread(null, keepPending);
     draft = false;
+    showExport(null);
     dispatch({ type: "opening", on: true });
     title.textContent = "Loading…";
     /** @type {Conversation} */
@@ -222,6 +237,7 @@ function start(root) {
       .then(([messages, executions]) => {
         if (opened !== generation) return;
         current = conversation;
+        showExport(conversation.id);
         sidebar.upsert(conversation);
         title.textContent = conversationLabel(conversation);
         document.title = conversationLabel(conversation) + " · toolchat";
@@ -304,8 +320,31 @@ function start(root) {
     const conflict = refusal && refusal.code === "conflict" && refusal.details && refusal.details.run_id;
     dispatch({ type: "send.failed", runId: conflict || null });
     if (pending) composer.restore(pending.content);
-    showError(message);
+    if (conflict) showBusy(message, conflict);
+    else showError(message);
     composer.update();
+  }
+
+  /**
+   * A refusal because another run (another tab's, another client's) is in progress:
+   * the page follows that run, and the error goes when it ends.
+   * @param {string} message
+   * @param {string | null | undefined} runId
+   */
+  function showBusy(message, runId) {
+    if (runId) dispatch({ type: "run.adopt", runId });
+    if (thread.activeRunId) showError(message, "busy");
+  }
+
+  /**
+   * A REST request's error: a 409 names the run in progress.
+   * @param {ApiError} error
+   * @param {string} [prefix]
+   */
+  function showRequestError(error, prefix = "") {
+    const details = error.data && error.data.details;
+    if (error.status === 409 && details && details.run_id) showBusy(prefix + error.message, details.run_id);
+    else showError(prefix + error.message);
   }
 
   /**
@@ -326,7 +365,7 @@ function start(root) {
         dispatch({ type: "run.adopt", runId: data.run && data.run.id });
       })
       .catch((error) => {
-        if (sent === generation) showError(error.message);
+        if (sent === generation) showRequestError(error);
       })
       .then(() => dispatch({ type: "requesting", on: false }));
   }
@@ -344,7 +383,7 @@ function start(root) {
         if (sent === generation) dispatch({ type: "run.adopt", runId: data.run && data.run.id });
       })
       .catch((error) => {
-        if (sent === generation) showError("Could not regenerate: " + error.message);
+        if (sent === generation) showRequestError(error, "Could not regenerate: ");
       })
       .then(() => dispatch({ type: "requesting", on: false }));
   }

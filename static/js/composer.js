@@ -36,10 +36,24 @@ export function createComposer(hooks) {
     editCancel: byId("edit-cancel", HTMLButtonElement),
   };
 
-  /** @param {string} message the error to show, or "" to hide it */
-  function showError(message) {
+  /**
+   * @param {string} message the error to show, or "" to hide it
+   * @param {string} [kind] what it is about, for `clearError`: "busy" (another run is
+   *   in progress) goes when that run ends
+   */
+  function showError(message, kind) {
     el.error.textContent = message;
     el.error.hidden = !message;
+    if (message && kind) el.error.dataset.kind = kind;
+    else delete el.error.dataset.kind;
+  }
+
+  /**
+   * Hides the error if it is of this kind.
+   * @param {string} kind
+   */
+  function clearError(kind) {
+    if (el.error.dataset.kind === kind) showError("");
   }
 
   function overLimit() {
@@ -53,12 +67,11 @@ export function createComposer(hooks) {
       showError(
         "This message is " + length.toLocaleString("en") + " characters; the limit is " +
           max.toLocaleString("en") + ". Shorten it by " + (length - max).toLocaleString("en") +
-          " or split it into several messages."
+          " or split it into several messages.",
+        "length"
       );
-      el.error.dataset.kind = "length";
-    } else if (el.error.dataset.kind === "length") {
-      delete el.error.dataset.kind;
-      showError("");
+    } else {
+      clearError("length");
     }
   }
 
@@ -179,6 +192,7 @@ export function createComposer(hooks) {
   return {
     update,
     showError,
+    clearError,
     startEdit,
     cancelEdit,
     sendText,

@@ -331,7 +331,7 @@ export function createRenderer(log, options) {
   }
 
   /**
-   * A notice; a failed turn's has a Retry that answers its question again (a new run
+   * A notice; a failed or cancelled turn's has a Retry that answers its question again (a new run
    * on the same message: the question is not posted twice).
    * @param {Notice} notice
    */

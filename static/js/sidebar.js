@@ -157,6 +157,7 @@ export function createSidebar(root, hooks) {
     input.value = conversation.title || "";
     input.setAttribute("aria-label", "New title");
     link.hidden = true;
+    item.classList.add("renaming"); // its buttons step aside: the box has the row
     item.insertBefore(input, link);
     input.focus();
     input.select();
@@ -167,6 +168,7 @@ export function createSidebar(root, hooks) {
       done = true;
       const title = input.value.replace(/\s+/g, " ").trim();
       input.remove();
+      item.classList.remove("renaming");
       if (link instanceof HTMLElement) link.hidden = false;
       if (!save || title === (conversation.title || "")) return render();
       hooks.api("PATCH", "/conversations/" + conversation.id + "/", { title })

@@ -206,7 +206,7 @@ export function applyEvent(thread, event) {
       t = endRun(t, runId);
       break;
     case "run.cancelled":
-      t = addNotice(t, "info", "The run was cancelled.", false);
+      t = addNotice(t, "info", "The run was cancelled.", true);
       for (const call of event.data.cancelled_tool_calls || []) {
         const callId = typeof call === "string" ? call : call && call.tool_call_id;
         if (callId && t.cards[callId]) t = setStatus(t, callId, "cancelled");
@@ -240,7 +240,7 @@ function applyAck(thread, ack) {
 /**
  * The conversation's stored messages and tool executions, as the API answered them.
  * Each finished turn ends as it ended live: the totals badge on its answer, or its
- * error (with Retry), or the cancel notice. The messages of the run in progress are
+ * error or the cancel notice (each with Retry). The messages of the run in progress are
  * left out: its events are replayed from its first one.
  * @param {Thread} thread
  * @param {{messages: StoredMessage[], executions: Execution[], activeRunId: string | null, lastSeq: number}} history
@@ -260,7 +260,7 @@ function applyHistory(thread, history) {
     } else if (outcome.status === "failed") {
       t = addNotice(t, "error", failureText(outcome.error), true);
     } else if (outcome.status === "cancelled") {
-      t = addNotice(t, "info", "The run was cancelled.", false);
+      t = addNotice(t, "info", "The run was cancelled.", true);
     }
     turn = null;
   };

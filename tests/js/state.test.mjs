@@ -316,7 +316,8 @@ describe("a run's end", () => {
     assert.equal(t.cards[CALL].status, "cancelled");
     assert.equal(t.cards[CALL].progress, null);
     assert.equal(shown(t).at(-1), "notice The run was cancelled.");
-    assert.equal(lastOnes(t).lastFailure, null, "a cancel has no Retry");
+    assert.equal(lastOnes(t).lastFailure, t.items.at(-1).key, "a cancelled turn has Retry, as a failed one");
+    assert.equal(lastOnes(t).lastQuestion, QUESTION, "and its question has Edit");
   });
 
   test("a run the API started is adopted, unless its end came first", () => {
@@ -338,6 +339,18 @@ describe("a run's end", () => {
       lastSeq: 9,
     });
     assert.deepEqual(shown(t), ["user What is 2**10?", "notice The run failed: boom"]);
+    assert.equal(lastOnes(t).lastFailure, t.items[1].key);
+  });
+
+  test("the history ends a cancelled turn with Retry, as it ended live", () => {
+    const t = apply(emptyThread(), {
+      type: "history",
+      messages: [{ ...userMessage(), turn: { run_id: RUN, status: "cancelled", latency_ms: 10, model_calls: 1 } }],
+      executions: [],
+      activeRunId: null,
+      lastSeq: 9,
+    });
+    assert.deepEqual(shown(t), ["user What is 2**10?", "notice The run was cancelled."]);
     assert.equal(lastOnes(t).lastFailure, t.items[1].key);
   });
 

@@ -219,3 +219,35 @@ def test_the_runs_of_a_period_are_paged_keeping_the_period_and_the_status(staff_
     second = staff_client.get("/audit/?period=hour&status=failed&page=2").content.decode()
     assert second.split('data-testid="runs"')[1].count("data-run=") == 5
     assert '<dd data-testid="run-count">56</dd>' in second  # the statistics cover every status
+
+
+def test_a_run_replaced_by_a_regenerate_or_an_edit_says_so_in_the_run_lists(
+    staff_client: Client,
+):
+    from tests.factories import MessageFactory
+
+    conversation = ConversationFactory()
+    now = timezone.now()
+    first = MessageFactory(conversation=conversation, content="first question")
+    done = {"conversation": conversation, "status": RunStatus.COMPLETED}
+    regenerated = RunFactory(**done, trigger_message=first)
+    again = RunFactory(**done, trigger_message=first)  # Regenerate
+    edited_question = MessageFactory(
+        conversation=conversation, content="second question", superseded_at=now
+    )
+    edited = RunFactory(**done, trigger_message=edited_question)
+    resent = RunFactory(
+        **done,
+        trigger_message=MessageFactory(conversation=conversation, content="second, edited"),
+    )
+    Run = type(again)
+    for index, run in enumerate((regenerated, again, edited, resent)):
+        Run.objects.filter(pk=run.pk).update(created_at=now - timedelta(seconds=10 - index))
+
+    for url in (f"/audit/conversations/{conversation.pk}/", "/audit/"):
+        page = staff_client.get(url).content.decode()
+        rows = dict(re.findall(r'data-run="([0-9a-f-]+)"(.*?)</tr>', page, re.S))
+        assert "replaced by a regenerate" in rows[str(regenerated.pk)], url
+        assert "replaced by an edit" in rows[str(edited.pk)], url
+        assert "replaced" not in rows[str(again.pk)], url
+        assert "replaced" not in rows[str(resent.pk)], url

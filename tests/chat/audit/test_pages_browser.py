@@ -154,3 +154,59 @@ def test_the_admin_is_branded_leads_to_the_audit_and_fits_1280_px(
     page.get_by_role("link", name="Open the timeline").click()
     expect(page.get_by_test_id("waterfall")).to_be_visible()
     assert failed == [], failed  # no 404 for a favicon, or anything else
+
+
+def test_dark_mode_keeps_the_admins_waterfall_labels_and_the_audits_badges_readable(
+    asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
+):
+    from chat.models import Run, RunStatus
+    from tests.test_chat_features_browser import _contrast
+
+    owner = UserFactory(username="ada")
+    run = loop_run(llm_server, owner)
+    page = staff_page
+    page.emulate_media(color_scheme="dark")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    page.goto(f"{asgi_server}/admin/chat/run/{run.pk}/change/")
+    label = page.get_by_test_id("waterfall").locator("text.wf-label").first
+    expect(label).to_be_visible()
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    fill = label.evaluate("(el) => getComputedStyle(el).fill")
+    assert _contrast(fill, background) >= 4.5, (fill, background)
+    page.screenshot(path=screenshots_dir / "admin-run-dark-1280.png", full_page=True)
+
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
+    page.goto(f"{asgi_server}/audit/runs/{run.pk}/")
+    badge = page.locator(".status-cancelled").first
+    expect(badge).to_be_visible()
+    colours = badge.evaluate(
+        "(el) => [getComputedStyle(el).color, getComputedStyle(el).backgroundColor]"
+    )
+    page_background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert _contrast(colours[1], page_background) < 2, colours  # no light patch on a dark page
+    assert _contrast(colours[0], colours[1]) >= 4.5, colours
+    page.screenshot(path=screenshots_dir / "audit-run-cancelled-dark-1280.png", full_page=True)
+
+
+def test_the_admin_marks_a_truncated_result_only_when_it_was_cut(
+    asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
+):
+    from chat.models import ToolExecution
+
+    owner = UserFactory(username="ada")
+    run = loop_run(llm_server, owner)
+    cut = ToolExecution.objects.filter(run=run).order_by("created_at").first()
+    assert cut is not None
+    ToolExecution.objects.filter(pk=cut.pk).update(truncated=True)
+    page = staff_page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    for path in ("/admin/chat/toolexecution/", f"/admin/chat/run/{run.pk}/change/"):
+        page.goto(f"{asgi_server}{path}")
+        # No red "no" icon on every row, which reads as an error: one word, where true.
+        expect(page.locator('img[src*="icon-no"]')).to_have_count(0)
+        cells = page.locator("td.field-truncated_flag")
+        expect(cells).to_have_count(4)
+        expect(cells.filter(has_text="truncated")).to_have_count(1)
+    page.goto(f"{asgi_server}/admin/chat/toolexecution/")
+    page.screenshot(path=screenshots_dir / "admin-tool-executions-1280.png", full_page=True)
