@@ -16,6 +16,7 @@ answered by a `tool` message is a 400.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 import threading
@@ -279,11 +280,9 @@ class ScriptedLLMServer:
         try:
             if streamed and reply.raw:
                 # One HTTP chunk per SSE event, as servers flush them.
-                for event in reply.raw.split(b"\n\n"):
-                    if event.strip():
-                        data = event + b"\n\n"
-                        handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                        handler.wfile.flush()
+                for data in re.findall(rb".*?\n\n|.+", reply.raw, re.DOTALL):
+                    handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    handler.wfile.flush()
             elif reply.raw:
                 handler.wfile.write(reply.raw)
                 handler.wfile.flush()

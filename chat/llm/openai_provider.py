@@ -530,7 +530,8 @@ def _chunk_tidy(chunk: ChatCompletionChunk, reasoning: list[str]) -> None:
     The reasoning (`reasoning_content`, `reasoning`) is gathered here; message
     `annotations` are dropped (some servers stream them without the `index` the
     accumulator needs, and toolchat does not use them); a tool call delta
-    without an `index` gets its place in the list.
+    without an `index` gets its place in the list, and arguments sent as a
+    JSON object are encoded as the string the API sends.
     """
     for choice in chunk.choices:
         delta = choice.delta
@@ -544,6 +545,10 @@ def _chunk_tidy(chunk: ChatCompletionChunk, reasoning: list[str]) -> None:
         for position, call in enumerate(delta.tool_calls or []):
             if getattr(call, "index", None) is None:
                 call.index = position
+            # Typed as a string, but not validated: a server may send an object.
+            arguments: object = call.function.arguments if call.function else None
+            if call.function is not None and not isinstance(arguments, str | None):
+                call.function.arguments = arguments_text(arguments)
 
 
 def _chunk_usage(chunk: ChatCompletionChunk) -> tuple[int | None, int | None]:

@@ -13,6 +13,8 @@ import logging
 
 import pytest
 
+from chat.audit.queries import audit_run_get, run_latency_breakdown
+from chat.history import message_to_api
 from chat.models import Mode, ModelCall, Role, RunStatus
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
@@ -123,3 +125,27 @@ def test_a_transient_server_error_on_a_text_answer_is_not_remembered(llm_server,
     # The unstreamed answer had no tool calls: the server is not taken for one that
     # cannot stream them, and the next request with tools is streamed again.
     assert [r.get("stream", False) for r in llm_server.requests] == [True, False, True]
+
+
+def test_a_stream_without_usage_is_stored_and_shown_as_not_reported(llm_server, user):
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "test-model"}
+    llm_server.push(
+        raw_reply(
+            sse(
+                {**chunk, "choices": [{"index": 0, "delta": {"content": "Hello there."}}]},
+                {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                "[DONE]",
+            )
+        )
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="hi"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    answer = stored(conversation)[-1]
+    assert (answer.prompt_tokens, answer.completion_tokens) == (None, None)
+    assert message_to_api(answer)["usage"] is None
+    model_call = ModelCall.objects.get(run=run)
+    assert (model_call.prompt_tokens, model_call.completion_tokens) == (None, None)
+    assert model_call.latency_ms is not None
+    timing = run_latency_breakdown(audit_run_get(run_id=run.pk))
+    assert timing[0].detail == "tokens not reported"
