@@ -36,7 +36,8 @@ OLDER_NAMES = {"max_completion_tokens": "max_tokens"}
 
 # Words of an error that a retry will not change: the server refuses what was asked.
 _REFUSAL = re.compile(
-    r"not supported|unsupported|not implemented|not allowed|unrecognized|unknown parameter",
+    r"not supported|unsupported|not implemented|not allowed|unrecognized|unknown parameter"
+    r"|validation error",
     re.IGNORECASE,
 )
 
@@ -47,6 +48,8 @@ class ServerLimits:
 
     stream_tools: bool = True  # False: a request that offers tools is asked without streaming
     stream_tools_seen: bool = False  # a streamed answer with tool calls came from it
+    # True: an assistant message's null `content` (beside its tool calls) is sent as "".
+    content_text: bool = False
     renamed: dict[str, str] = dataclasses.field(default_factory=dict)
     dropped: set[str] = dataclasses.field(default_factory=set)
 
@@ -121,6 +124,16 @@ def refused_parameter(message: str, error: Mapping[str, Any], sent: Mapping[str,
         if name in sent and re.search(rf"(?<![a-z_]){name}(?![a-z_])", text):
             return name
     return ""
+
+
+def null_content_refused(message: str, messages: list[dict[str, Any]]) -> bool:
+    """Whether an error refuses an assistant message's null `content` (llama-cpp-python)."""
+    text = message.lower()
+    return (
+        "content" in text
+        and "assistant" in text
+        and any(m.get("role") == "assistant" and m.get("content") is None for m in messages)
+    )
 
 
 def error_status(error: Mapping[str, Any]) -> int | None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Generator, Iterator, Mapping
@@ -63,6 +64,7 @@ from chat.llm.lenient import (
 from chat.llm.limits import (
     error_status,
     final_error,
+    null_content_refused,
     parameter_refused,
     refused_parameter,
     server_limits,
@@ -91,6 +93,8 @@ CUT = "stream cut mid-answer"
 # at most this long (as the SDK does), else after a short wait.
 RETRY_AFTER_MAX_S = 60.0
 RETRY_WAIT_S = 0.5
+NAMED = "the server named a tool in its text"
+_NAMED_TOOL = re.compile(r"^functions\.(?P<name>[A-Za-z0-9_.-]{1,64}):$")
 
 _ClientKey = tuple[int, str, str | None, float, int]
 _clients: dict[_ClientKey, openai.OpenAI] = {}
@@ -202,12 +206,13 @@ class _Call:
         self.started = time.monotonic()
         self.attempts = 0
         self.notes: list[str] = []
+        self.forced: dict[str, Any] | None = None  # a tool_choice naming one tool
         self.limits = server_limits(provider.base_url, request.model)
 
     def run(self) -> Iterator[StreamEvent]:
         if self.request.tools and not self.limits.stream_tools:
             self.notes.append("not streamed: this server cannot stream tool calls")
-            yield from self._shown(self._asked_unstreamed())
+            yield from self._shown(self._tool_named(self._asked_unstreamed()))
             return
         while True:
             try:
@@ -216,6 +221,11 @@ class _Call:
                 yield from self._shown(self._instead(exc))
                 return
             if completion is not None:
+                named = self._tool_named(completion)
+                if named is not completion:
+                    yield StreamRestart(attempt=self.attempts, reason=NAMED)
+                    yield from self._shown(named)
+                    return
                 yield Done(completion)
                 return
 
@@ -234,7 +244,9 @@ class _Call:
             if retries != self.provider.max_attempts - 1:
                 client = client.with_options(max_retries=retries)
             arguments = self.limits.arguments(_optional_arguments(self.request, stream=stream))
-            messages = cast("list[ChatCompletionMessageParam]", self.request.messages)
+            if self.forced is not None:
+                arguments["tool_choice"] = self.forced
+            messages = cast("list[ChatCompletionMessageParam]", self._messages())
             try:
                 with watching(self.watch):
                     if stream:
@@ -250,6 +262,19 @@ class _Call:
                     return raw.http_response
             except openai.APIStatusError as exc:
                 self.attempts += _requests_sent(exc.request.headers)
+                if not self.limits.content_text and null_content_refused(
+                    _error_message(exc), self.request.messages
+                ):
+                    # llama-cpp-python validates an assistant message's content as a string.
+                    self.limits.content_text = True
+                    logger.warning(
+                        '%s (%s) refuses a null assistant content: sent as "" from now on',
+                        self.provider.base_url,
+                        self.request.model,
+                    )
+                    self.notes.append('null assistant content refused: sent as ""')
+                    retries = self._retries_left()
+                    continue
                 refused = ""
                 if exc.status_code in (400, 422):
                     refused = refused_parameter(_error_message(exc), _error_object(exc), arguments)
@@ -264,6 +289,15 @@ class _Call:
                 if isinstance(exc, openai.APIError):
                     self.attempts += _requests_sent(exc.request.headers)
                 raise
+
+    def _messages(self) -> list[dict[str, Any]]:
+        """The history as this server takes it."""
+        if not self.limits.content_text:
+            return self.request.messages
+        return [
+            {**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None else m
+            for m in self.request.messages
+        ]
 
     def _streamed(self) -> Generator[StreamEvent, None, Completion | None]:
         """One streamed request: its completion, or None when it was cut and is asked again."""
@@ -389,8 +423,36 @@ class _Call:
         completion = self._asked_unstreamed()
         if unusable.learned and completion.tool_calls:
             streaming_tools_refused(self.provider.base_url, self.request.model, why)
-        completion.note = "; ".join([*self.notes, f"asked again without streaming: {why}"])
-        return completion
+        self.notes.append(f"asked again without streaming: {why}")
+        completion.note = "; ".join(self.notes)
+        return self._tool_named(completion)
+
+    def _tool_named(self, completion: Completion) -> Completion:
+        """The call of the tool a server named in its text instead of calling it, if it did.
+
+        llama-cpp-python's `chatml-function-calling` first lets the model choose
+        between a message and a tool; on the message branch its grammar allows
+        only a tool's name, so the answer is the text `functions.NAME:`. Asked
+        again for that tool (`tool_choice` naming it, unstreamed), the server
+        writes the call's arguments. When that fails, the answer stays as it was.
+        """
+        match = _NAMED_TOOL.match((completion.content or "").strip())
+        offered = {tool["function"]["name"] for tool in self.request.tools or []}
+        if completion.tool_calls or match is None or match["name"] not in offered:
+            return completion
+        self.forced = {"type": "function", "function": {"name": match["name"]}}
+        try:
+            called = self._asked_unstreamed()
+        except ProviderError:
+            logger.warning("asking for the tool %s the server named failed", match["name"])
+            return completion
+        finally:
+            self.forced = None
+        if not called.tool_calls:
+            return completion
+        self.notes.append(f"{NAMED}: asked for its call")
+        called.note = "; ".join(self.notes)
+        return called
 
     def _asked_unstreamed(self) -> Completion:
         try:

@@ -149,3 +149,49 @@ def test_a_stream_without_usage_is_stored_and_shown_as_not_reported(llm_server, 
     assert model_call.latency_ms is not None
     timing = run_latency_breakdown(audit_run_get(run_id=run.pk))
     assert timing[0].detail == "tokens not reported"
+
+
+def test_a_tool_named_in_the_text_is_asked_for_by_name(llm_server, user):
+    # llama-cpp-python's chatml-function-calling: its "message" branch can only say
+    # `functions.NAME:`; asked with tool_choice naming that tool, it writes the call.
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+
+    def llama_like(body) -> Reply:
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            return tool_calls_reply([(choice["function"]["name"], '{"expression": "6*7"}')])
+        if body.get("tools"):
+            return text_reply("functions.calculator:")
+        return text_reply("It is 42.")
+
+    llm_server.responder = llama_like
+    run = wait_for_run(run_start(conversation=conversation, content="what is 6*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "It is 42."
+    assert not any("functions." in (m.content or "") for m in stored(conversation))
+    assert_valid_history(history_for_model(conversation=conversation))
+    assert "named a tool" in ModelCall.objects.get(run=run, step=1).note
+
+
+def test_a_server_that_refuses_a_null_assistant_content_gets_an_empty_one(llm_server, user):
+    # llama-cpp-python validates an assistant message's content as a string (a 500).
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    refusal = (
+        "7 validation errors: {'type': 'string_type', 'loc': ('body', 'messages', 1, "
+        "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid "
+        "string', 'input': None}"
+    )
+
+    def llama_like(body) -> Reply:
+        if any(m["role"] == "assistant" and m.get("content") is None for m in body["messages"]):
+            return error_reply(500, refusal)
+        if body.get("tools"):
+            return tool_calls_reply([("calculator", '{"expression": "6*7"}')])
+        return text_reply("It is 42.")
+
+    llm_server.responder = llama_like
+    run = wait_for_run(run_start(conversation=conversation, content="what is 6*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "It is 42."
+    assert len(llm_server.requests) == 3  # the refusal is not retried as it was
+    assert_valid_history(history_for_model(conversation=conversation))
