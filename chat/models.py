@@ -244,6 +244,8 @@ class ModelCall(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # How a server's limit changed the call, when it did ("asked again without streaming: ...").
+    note = StorableCharField(max_length=300, blank=True, default="")
 
     class Meta:
         ordering = ["run", "started_at"]

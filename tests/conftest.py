@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.llm.limits import server_limits_reset
 from tests.attack_suite import ATTACKS, matches
 from tests.factories import ConversationFactory, UserFactory
 from tests.llm_server import ScriptedLLMServer
@@ -52,6 +53,7 @@ def llm_server(settings):
     settings.LLM_TIMEOUT_S = 5
     yield server
     server.stop()
+    server_limits_reset()  # what the provider learned of this server goes with it
 
 
 @pytest.fixture

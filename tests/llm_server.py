@@ -16,6 +16,9 @@ answered by a `tool` message is a 400.
 from __future__ import annotations
 
 import json
+import re
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -48,6 +51,13 @@ class Reply:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     finish_reason: str | None = None
+    # Send these bytes as the whole body (status 200, `content_type`), whatever was
+    # asked: a recorded response replayed byte for byte, or a server's odd answer.
+    raw: bytes | None = None
+    content_type: str = "text/event-stream"
+    # After the body (or, with `raw=b""`, right after the headers) reset the
+    # connection instead of ending the response: a server that died mid-answer.
+    reset: bool = False
 
 
 def text_reply(content: str, **kwargs: Any) -> Reply:
@@ -71,6 +81,19 @@ def error_reply(status: int, message: str = "scripted error", **kwargs: Any) -> 
     """An HTTP error in the OpenAI error shape."""
     body = {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
     return Reply(status=status, error_body=body, **kwargs)
+
+
+def raw_reply(raw: bytes, *, content_type: str = "text/event-stream", **kwargs: Any) -> Reply:
+    """An answer of exactly these bytes (chunked when it is an event stream)."""
+    return Reply(raw=raw, content_type=content_type, **kwargs)
+
+
+def sse(*events: dict[str, Any] | str) -> bytes:
+    """An event stream of these `data:` payloads (a str is sent as it is, like "[DONE]")."""
+    return b"".join(
+        f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode()
+        for event in events
+    )
 
 
 def validate_request(body: dict[str, Any]) -> str | None:
@@ -228,7 +251,9 @@ class ScriptedLLMServer:
         if reply.status != 200:
             self._send_json(handler, reply.status, reply.error_body or {}, reply.headers)
             return
-        if reply.unstreamed == "json":
+        if reply.raw is not None:
+            self._send_raw(handler, reply)
+        elif reply.unstreamed == "json":
             self._send_json(handler, 200, self._completion(body, reply))
         elif reply.unstreamed:
             page = b"<html><body><h1>Welcome to nginx!</h1></body></html>"
@@ -241,6 +266,37 @@ class ScriptedLLMServer:
             self._stream(handler, body, reply)
         else:
             self._send_json(handler, 200, self._completion(body, reply))
+
+    def _send_raw(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        assert reply.raw is not None
+        streamed = reply.content_type == "text/event-stream"
+        handler.send_response(200)
+        handler.send_header("Content-Type", reply.content_type)
+        if streamed:
+            handler.send_header("Transfer-Encoding", "chunked")
+        elif not reply.reset:
+            handler.send_header("Content-Length", str(len(reply.raw)))
+        handler.end_headers()
+        try:
+            if streamed and reply.raw:
+                # One HTTP chunk per SSE event, as servers flush them.
+                for data in re.findall(rb".*?\n\n|.+", reply.raw, re.DOTALL):
+                    handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    handler.wfile.flush()
+            elif reply.raw:
+                handler.wfile.write(reply.raw)
+                handler.wfile.flush()
+            if reply.reset:
+                handler.close_connection = True
+                linger = struct.pack("ii", 1, 0)  # close with a TCP reset, not a clean FIN
+                handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                handler.connection.close()
+                return
+            if streamed:
+                handler.wfile.write(b"0\r\n\r\n")
+                handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True
 
     @staticmethod
     def _send_json(

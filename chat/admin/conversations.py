@@ -170,8 +170,8 @@ class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
     @admin.display(description="tokens (in / out)")
     def tokens(self, obj: Message) -> str:
         if obj.prompt_tokens is None and obj.completion_tokens is None:
-            return "—"
-        return f"{obj.prompt_tokens or 0} / {obj.completion_tokens or 0}"
+            return "not reported" if obj.role == Role.ASSISTANT else "—"
+        return f"{obj.prompt_tokens} / {obj.completion_tokens}".replace("None", "not reported")
 
     @admin.display(description="content")
     def content_text(self, obj: Message) -> SafeString:

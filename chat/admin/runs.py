@@ -241,6 +241,7 @@ class ModelCallAdmin(RunRecordAdminMixin, ModelCallAdminBase):
         "prompt_tokens",
         "completion_tokens",
         "attempts",
+        "note",
         "error_text",
     )
     readonly_fields = ("tools_offered_pretty", "error_text")

@@ -210,7 +210,11 @@ def run_latency_breakdown(run: Run) -> list[StepTiming]:
     for index, call in enumerate(run.model_call_rows.all()):
         tokens = ""
         if call.prompt_tokens is not None or call.completion_tokens is not None:
-            tokens = f"{call.prompt_tokens or 0} in / {call.completion_tokens or 0} out"
+            tokens = f"{_tokens(call.prompt_tokens)} in / {_tokens(call.completion_tokens)} out"
+        elif call.status == CallStatus.SUCCEEDED:
+            tokens = "tokens not reported"  # the server sent no usage: stored as NULL, not 0
+        if call.note:
+            tokens = f"{tokens} · {call.note}" if tokens else call.note
         lines.append(
             (
                 (call.step, 0, index),
@@ -298,3 +302,7 @@ def run_timeline(run: Run) -> RunTimeline:
         ],
         unanswered_model_calls=[c for c in run.model_call_rows.all() if c.pk not in answered],
     )
+
+
+def _tokens(tokens: int | None) -> str:
+    return "not reported" if tokens is None else str(tokens)

@@ -62,6 +62,10 @@ class Completion:
     first_token_ms: int | None = None
     latency_ms: int = 0
     attempts: int = 1
+    # The model's reasoning (`reasoning_content`, `reasoning`): kept, never sent back to it.
+    reasoning: str | None = None
+    # How a server's limit changed this call ("asked again without streaming: ..."), if it did.
+    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,10 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from typing import Any, cast
 
 import httpx2
@@ -39,7 +40,7 @@ from openai.lib.streaming.chat import (
     ChatCompletionStreamState,
     ContentDeltaEvent,
 )
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 from chat.llm.base import (
     ChatRequest,
@@ -51,6 +52,24 @@ from chat.llm.base import (
     StreamRestart,
     TextDelta,
     ToolCall,
+)
+from chat.llm.lenient import (
+    REASONING_FIELDS,
+    arguments_text,
+    call_id,
+    content_read,
+    reasoning_read,
+    tool_calls_read,
+    usage_read,
+)
+from chat.llm.limits import (
+    error_status,
+    final_error,
+    null_content_refused,
+    parameter_refused,
+    refused_parameter,
+    server_limits,
+    streaming_tools_refused,
 )
 from chat.llm.watch import (
     AttemptDeadline,
@@ -71,6 +90,12 @@ CLIENT_SETTINGS = frozenset(
 # How much of a body that is not an event stream an error message quotes.
 QUOTED_CHARS = 200
 CUT = "stream cut mid-answer"
+# A rate-limited request is asked again after the server's Retry-After when it is
+# at most this long (as the SDK does), else after a short wait.
+RETRY_AFTER_MAX_S = 60.0
+RETRY_WAIT_S = 0.5
+NAMED = "the server named a tool in its text"
+_NAMED_TOOL = re.compile(r"^functions\.(?P<name>[A-Za-z0-9_.-]{1,64}):$")
 
 _ClientKey = tuple[int, str, str | None, float, int]
 _clients: dict[_ClientKey, openai.OpenAI] = {}
@@ -127,6 +152,18 @@ class StreamCut(Exception):
     """The stream ended, or broke, before the model said it was finished."""
 
 
+class StreamUnusable(Exception):
+    """A streamed request that offered tools got no usable answer: it is asked unstreamed.
+
+    `learned` when the failure is one a server that cannot stream tool calls
+    gives (an error, a broken or empty stream), not a rate limit.
+    """
+
+    def __init__(self, why: str, *, learned: bool) -> None:
+        super().__init__(why)
+        self.learned = learned
+
+
 class OpenAIProvider:
     """Streams chat completions from any OpenAI-compatible endpoint."""
 
@@ -146,6 +183,7 @@ class OpenAIProvider:
         self.client = openai_client(
             api_key=api_key, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries
         )
+        self.base_url = str(self.client.base_url)
         self.max_attempts = max_retries + 1
         self.call_deadline_s = call_deadline_s
         self.attempt_deadline_s = attempt_deadline_s
@@ -154,97 +192,488 @@ class OpenAIProvider:
         self, request: ChatRequest, *, stop: threading.Event | None = None
     ) -> Iterator[StreamEvent]:
         """Stream one completion; the SDK retries failed requests, this retries cut streams."""
-        started = time.monotonic()
-        watch = Watch(stop, self.call_deadline_s, self.attempt_deadline_s)
-        attempts = 0
-        while True:
-            client = self.client
-            if attempts:  # a cut stream: what is left of the budget is the SDK's to retry with
-                client = client.with_options(max_retries=self.max_attempts - attempts - 1)
-            try:
-                with watching(watch):
-                    chunks = client.chat.completions.create(
-                        model=request.model,
-                        # The history codec (chat/history.py) writes messages in the API's shape.
-                        messages=cast("list[ChatCompletionMessageParam]", request.messages),
-                        stream=True,
-                        stream_options={"include_usage": True},
-                        **_optional_arguments(request),
-                    )
-            except openai.OpenAIError as exc:
-                request_headers = exc.request.headers if isinstance(exc, openai.APIError) else {}
-                attempts += _requests_sent(request_headers)
-                raise _failed(exc, attempts) from exc
-            attempts += _requests_sent(chunks.response.request.headers)
-            kind = chunks.response.headers.get("content-type", "").partition(";")[0].strip()
-            if kind != "text/event-stream":
-                # A server that ignored `stream=true`: one JSON completion, or not an answer.
-                with chunks:
-                    yield from _unstreamed(chunks.response, kind, request, started, attempts)
-                return
-            read = _Read()
-            try:
-                yield from _chunks_read(chunks, read, started)
-                if not read.finish_reason:
-                    raise StreamCut("the stream ended before the model finished its answer")
-            except (Stopped, CallDeadline) as exc:
-                raise _ended(exc, attempts) from exc
-            except Exception as exc:
-                cut = _cut_reason(exc)
-                if attempts >= self.max_attempts:
-                    raise ProviderError(
-                        _failure_message(CUT, cut, attempts), attempts=attempts
-                    ) from exc
-                # Asked again at once: the server answered a moment ago, only the stream broke.
-                logger.warning(
-                    "model stream cut (attempt %d/%d): %s; asking again",
-                    attempts,
-                    self.max_attempts,
-                    cut,
-                )
-                if read.first_token_ms is not None:
-                    yield StreamRestart(attempt=attempts + 1, reason=CUT)
-                continue
-            yield Done(
-                _completion(
-                    read.state, request, read.finish_reason, read.first_token_ms, started, attempts
-                )
-            )
-            return
+        return _Call(
+            self, request, Watch(stop, self.call_deadline_s, self.attempt_deadline_s)
+        ).run()
 
 
 @dataclasses.dataclass
-class _Read:
-    """What one attempt's stream gave so far: the SDK's accumulated state, the first token's time."""
+class _StreamRead:
+    """What a stream gave so far: the SDK's accumulated state, and what it does not keep."""
 
     state: ChatCompletionStreamState[object] = dataclasses.field(
         default_factory=ChatCompletionStreamState
     )
     first_token_ms: int | None = None
     finish_reason: str = ""
+    usage: tuple[int | None, int | None] = (None, None)
+    reasoning: list[str] = dataclasses.field(default_factory=list)
 
 
-def _chunks_read(chunks: Any, read: _Read, started: float) -> Iterator[StreamEvent]:
-    """Yield the text of one attempt's chunks; `read` keeps the rest, as far as it got."""
-    with chunks:
+class _Call:
+    """One model call: its requests, its budget of attempts, and what the server said."""
+
+    def __init__(self, provider: OpenAIProvider, request: ChatRequest, watch: Watch) -> None:
+        self.provider = provider
+        self.request = request
+        self.watch = watch
+        self.started = time.monotonic()
+        self.attempts = 0
+        self.notes: list[str] = []
+        self.forced: dict[str, Any] | None = None  # a tool_choice naming one tool
+        self.limits = server_limits(provider.base_url, request.model)
+
+    def run(self) -> Iterator[StreamEvent]:
+        if self.request.tools and not self.limits.stream_tools:
+            self.notes.append("not streamed: this server cannot stream tool calls")
+            yield from self._shown(self._tool_named(self._asked_unstreamed()))
+            return
+        while True:
+            try:
+                completion = yield from self._streamed()
+            except StreamUnusable as exc:
+                yield from self._shown(self._instead(exc))
+                return
+            if completion is not None:
+                named = self._tool_named(completion)
+                if named is not completion:
+                    yield StreamRestart(attempt=self.attempts, reason=NAMED)
+                    yield from self._shown(named)
+                    return
+                yield Done(completion)
+                return
+
+    # --- requests -----------------------------------------------------------------------
+
+    def _retries_left(self) -> int:
+        return max(0, self.provider.max_attempts - self.attempts - 1)
+
+    def _create(self, *, stream: bool, retries: int) -> Any:
+        """Send the request (the SDK retries it); a parameter the server refuses is left out.
+
+        Returns the SDK's stream, or the HTTP response of an unstreamed request.
+        """
+        while True:
+            client = self.provider.client
+            if retries != self.provider.max_attempts - 1:
+                client = client.with_options(max_retries=retries)
+            arguments = self.limits.arguments(_optional_arguments(self.request, stream=stream))
+            if self.forced is not None:
+                arguments["tool_choice"] = self.forced
+            messages = cast("list[ChatCompletionMessageParam]", self._messages())
+            try:
+                with watching(self.watch):
+                    if stream:
+                        chunks = client.chat.completions.create(
+                            model=self.request.model, messages=messages, stream=True, **arguments
+                        )
+                        self.attempts += _requests_sent(chunks.response.request.headers)
+                        return chunks
+                    raw = client.chat.completions.with_raw_response.create(
+                        model=self.request.model, messages=messages, stream=False, **arguments
+                    )
+                    self.attempts += _requests_sent(raw.http_response.request.headers)
+                    return raw.http_response
+            except openai.APIStatusError as exc:
+                self.attempts += _requests_sent(exc.request.headers)
+                if not self.limits.content_text and null_content_refused(
+                    _error_message(exc), self.request.messages
+                ):
+                    # llama-cpp-python validates an assistant message's content as a string.
+                    self.limits.content_text = True
+                    logger.warning(
+                        '%s (%s) refuses a null assistant content: sent as "" from now on',
+                        self.provider.base_url,
+                        self.request.model,
+                    )
+                    self.notes.append('null assistant content refused: sent as ""')
+                    retries = self._retries_left()
+                    continue
+                refused = ""
+                if exc.status_code in (400, 422):
+                    refused = refused_parameter(_error_message(exc), _error_object(exc), arguments)
+                if not refused:
+                    raise
+                older = parameter_refused(self.provider.base_url, self.request.model, refused)
+                self.notes.append(
+                    f"{refused} refused: " + (f"sent as {older}" if older else "left out")
+                )
+                retries = self._retries_left()
+            except openai.OpenAIError as exc:
+                if isinstance(exc, openai.APIError):
+                    self.attempts += _requests_sent(exc.request.headers)
+                raise
+
+    def _messages(self) -> list[dict[str, Any]]:
+        """The history as this server takes it."""
+        if not self.limits.content_text:
+            return self.request.messages
+        return [
+            {**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None else m
+            for m in self.request.messages
+        ]
+
+    def _streamed(self) -> Generator[StreamEvent, None, Completion | None]:
+        """One streamed request: its completion, or None when it was cut and is asked again."""
+        chunks = self._stream_open()
+        if chunks is None:
+            return None
+        kind = chunks.response.headers.get("content-type", "").partition(";")[0].strip()
+        if kind != "text/event-stream":
+            # A server that ignored `stream=true`: one JSON completion, or not an answer.
+            with chunks:
+                whole = self._read(chunks.response, kind)
+            yield from self._shown(whole, done=False)
+            return whole
+        read = _StreamRead()
+        try:
+            with chunks:
+                yield from self._chunks_read(chunks, read)
+            completion = self._assembled(
+                read.state, read.finish_reason, read.first_token_ms, read.usage, read.reasoning
+            )
+            if completion is None:
+                raise StreamCut("the stream ended before the model said anything")
+        except (Stopped, CallDeadline) as exc:
+            raise _ended(exc, self.attempts) from exc
+        except Exception as exc:
+            yield from self._stream_broke(exc, read.first_token_ms)
+            return None
+        return self._stream_checked(completion)
+
+    def _stream_open(self) -> Any:
+        """The streamed request sent: its chunks, or None when it is to be sent again."""
+        # Until this server has streamed a tool call, a streamed request with tools gets no
+        # retry of its own: a failure is asked once without streaming instead.
+        trying = bool(self.request.tools) and not self.limits.stream_tools_seen
+        try:
+            return self._create(stream=True, retries=0 if trying else self._retries_left())
+        except openai.OpenAIError as exc:
+            if trying and not isinstance(exc, Interrupted):
+                status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+                if status is None or status >= 500:
+                    raise StreamUnusable(_failure_reason(exc), learned=True) from exc
+                if (
+                    isinstance(exc, openai.APIStatusError)
+                    and status in (408, 409, 429)
+                    and self.attempts < self.provider.max_attempts
+                ):
+                    # What the SDK would have retried: asked again streamed, as it would.
+                    self._wait_retry_after(exc)
+                    return None
+            raise self._failed(exc) from exc
+
+    def _chunks_read(self, chunks: Any, read: _StreamRead) -> Iterator[StreamEvent]:
+        """Yield the text of the stream's chunks; `read` keeps the rest, as far as it got."""
         for chunk in chunks:
-            if chunk.object != "chat.completion.chunk":
+            if chunk.object and chunk.object != "chat.completion.chunk":
                 continue  # not a chunk (Azure's content-filter notes); as .stream() does
+            _chunk_tidy(chunk, read.reasoning)
             if read.first_token_ms is None and any(
                 c.delta.content or c.delta.tool_calls for c in chunk.choices
             ):
-                read.first_token_ms = int((time.monotonic() - started) * 1000)
+                read.first_token_ms = int((time.monotonic() - self.started) * 1000)
             for event in read.state.handle_chunk(chunk):
                 if isinstance(event, ContentDeltaEvent) and event.delta:
                     yield TextDelta(event.delta)
             read.finish_reason = _finish_reason(read.state) or read.finish_reason
+            reported = _chunk_usage(chunk)
+            if reported != (None, None):
+                read.usage = reported  # the last usage a chunk reports wins
+
+    def _stream_broke(self, exc: Exception, first_token_ms: int | None) -> Iterator[StreamEvent]:
+        """A stream that broke: the failure to raise, or (returning) the request is sent again."""
+        said = _stream_error(exc)
+        if said is not None and final_error(None, said):
+            raise ProviderError(
+                _failure_message(
+                    "the server's error", str(said.get("message") or exc), self.attempts
+                ),
+                status=error_status(said),
+                attempts=self.attempts,
+            ) from exc
+        if isinstance(exc, StreamCut | AttemptDeadline):
+            cut = str(exc)
+        elif said is not None:
+            cut = f"the server reported an error mid-answer: {said.get('message') or exc}"
+        else:
+            cut = f"the stream broke mid-answer ({type(exc).__name__}: {exc})"
+        if self.request.tools and first_token_ms is None and not isinstance(exc, AttemptDeadline):
+            raise StreamUnusable(cut, learned=True) from exc
+        if self.attempts >= self.provider.max_attempts:
+            raise ProviderError(
+                _failure_message(CUT, cut, self.attempts), attempts=self.attempts
+            ) from exc
+        # Asked again at once: the server answered a moment ago, only the stream broke.
+        logger.warning(
+            "model stream cut (attempt %d/%d): %s; asking again",
+            self.attempts,
+            self.provider.max_attempts,
+            cut,
+        )
+        if first_token_ms is not None:
+            yield StreamRestart(attempt=self.attempts + 1, reason=CUT)
+
+    def _stream_checked(self, completion: Completion) -> Completion:
+        """A whole streamed answer, unless it is an empty one to a request with tools."""
+        if completion.tool_calls:
+            self.limits.stream_tools_seen = True
+        elif self.request.tools and not (completion.content or "").strip():
+            # An empty answer to a request with tools: LiteLLM relays a server's refusal
+            # to stream tool calls so. Asked once unstreamed before it counts as empty.
+            raise StreamUnusable("the streamed answer was empty", learned=True)
+        return completion
+
+    def _wait_retry_after(self, exc: openai.APIStatusError) -> None:
+        """Wait as the SDK would before a retry: the server's Retry-After, if it is short."""
+        headers = exc.response.headers
+        wait = RETRY_WAIT_S
+        try:
+            if "retry-after-ms" in headers:
+                wait = float(headers["retry-after-ms"]) / 1000
+            elif "retry-after" in headers:
+                wait = float(headers["retry-after"])
+        except ValueError:
+            pass
+        if not 0 <= wait <= RETRY_AFTER_MAX_S:
+            wait = RETRY_WAIT_S
+        until = time.monotonic() + wait
+        try:
+            while (left := until - time.monotonic()) > 0:
+                self.watch.check()
+                time.sleep(min(left, 0.1))
+        except (Stopped, CallDeadline) as stopped:
+            raise _ended(stopped, self.attempts) from exc
+
+    def _instead(self, unusable: StreamUnusable) -> Completion:
+        """The answer asked again without streaming, after a streamed request with tools failed."""
+        why = str(unusable)
+        logger.info("model stream with tools unusable (%s); asking without streaming", why)
+        completion = self._asked_unstreamed()
+        if unusable.learned and completion.tool_calls:
+            streaming_tools_refused(self.provider.base_url, self.request.model, why)
+        self.notes.append(f"asked again without streaming: {why}")
+        completion.note = "; ".join(self.notes)
+        return self._tool_named(completion)
+
+    def _tool_named(self, completion: Completion) -> Completion:
+        """The call of the tool a server named in its text instead of calling it, if it did.
+
+        llama-cpp-python's `chatml-function-calling` first lets the model choose
+        between a message and a tool; on the message branch its grammar allows
+        only a tool's name, so the answer is the text `functions.NAME:`. Asked
+        again for that tool (`tool_choice` naming it, unstreamed), the server
+        writes the call's arguments. When that fails, the answer stays as it was.
+        """
+        match = _NAMED_TOOL.match((completion.content or "").strip())
+        offered = {tool["function"]["name"] for tool in self.request.tools or []}
+        if completion.tool_calls or match is None or match["name"] not in offered:
+            return completion
+        self.forced = {"type": "function", "function": {"name": match["name"]}}
+        try:
+            called = self._asked_unstreamed()
+        except ProviderError:
+            logger.warning("asking for the tool %s the server named failed", match["name"])
+            return completion
+        finally:
+            self.forced = None
+        if not called.tool_calls:
+            return completion
+        self.notes.append(f"{NAMED}: asked for its call")
+        called.note = "; ".join(self.notes)
+        return called
+
+    def _asked_unstreamed(self) -> Completion:
+        try:
+            response = self._create(stream=False, retries=self._retries_left())
+        except openai.OpenAIError as exc:
+            raise self._failed(exc) from exc
+        kind = response.headers.get("content-type", "").partition(";")[0].strip()
+        return self._read(response, kind)
+
+    def _shown(self, completion: Completion, *, done: bool = True) -> Iterator[StreamEvent]:
+        """An answer that came whole: its text as one delta, then (unless not `done`) its end."""
+        if completion.content:
+            yield TextDelta(completion.content)
+        if done:
+            yield Done(completion)
+
+    # --- answers ------------------------------------------------------------------------
+
+    def _read(self, response: httpx2.Response, kind: str) -> Completion:
+        """A JSON completion, read leniently; anything else is a readable failure."""
+        body = self._body(response)
+        data = _json_or_none(body, kind)
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(choices, list) or not choices:
+            raise self._not_a_completion(body, kind)
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        message = choice.get("message")
+        message = message if isinstance(message, dict) else {}
+        calls = tool_calls_read(message.get("tool_calls"), response_id=str(data.get("id") or ""))
+        prompt_tokens, completion_tokens = usage_read(data)
+        latency_ms = int((time.monotonic() - self.started) * 1000)
+        return Completion(
+            content=content_read(message) or None,
+            tool_calls=calls,
+            finish_reason=str(choice.get("finish_reason") or ""),
+            model=str(data.get("model") or self.request.model),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            first_token_ms=latency_ms,
+            latency_ms=latency_ms,
+            attempts=self.attempts,
+            reasoning=reasoning_read(message) or None,
+            note="; ".join(self.notes),
+        )
+
+    def _body(self, response: httpx2.Response) -> bytes:
+        """The response's whole body; a broken read is a readable failure."""
+        try:
+            return response.read()
+        except (Stopped, CallDeadline) as exc:
+            raise _ended(exc, self.attempts) from exc
+        except httpx2.HTTPError as exc:
+            raise ProviderError(
+                _failure_message("connection error", str(exc), self.attempts),
+                attempts=self.attempts,
+            ) from exc
+
+    def _not_a_completion(self, body: bytes, kind: str) -> ProviderError:
+        """The failure for a body that is no completion: the server's error, or what it sent."""
+        data = _json_or_none(body, kind)
+        if isinstance(data, dict) and isinstance(data.get("error"), dict):
+            error = data["error"]
+            return ProviderError(
+                _failure_message(
+                    "the server's error", str(error.get("message") or error), self.attempts
+                ),
+                status=error_status(error),
+                attempts=self.attempts,
+            )
+        what = f"a {kind} body" if kind else "a body without a Content-Type"
+        quoted = body[:QUOTED_CHARS].decode("utf-8", "replace").strip()
+        return ProviderError(
+            _failure_message(
+                "not a stream",
+                f"asked for an event stream (stream=true), the server sent {what}: {quoted!r}",
+                self.attempts,
+            ),
+            attempts=self.attempts,
+        )
+
+    def _assembled(
+        self,
+        state: ChatCompletionStreamState[object],
+        finish_reason: str,
+        first_token_ms: int | None,
+        usage: tuple[int | None, int | None],
+        reasoning: list[str],
+    ) -> Completion | None:
+        """The answer of a stream that ended cleanly; None when it said nothing and never finished.
+
+        A stream that ends (`[DONE]`, or the connection closed cleanly) without a
+        `finish_reason` keeps what it said.
+        """
+        try:
+            snapshot = state.current_completion_snapshot
+        except AssertionError:  # not one chunk came
+            return None
+        message = snapshot.choices[0].message if snapshot.choices else None
+        content = message.content if message is not None else None
+        calls = []
+        for index, call in enumerate((message.tool_calls if message else None) or []):
+            # Fields a server left out are None in the snapshot; a ToolCall holds strings.
+            name = call.function.name or ""
+            arguments = arguments_text(call.function.arguments)
+            calls.append(
+                ToolCall(
+                    id=call_id(
+                        call.id,
+                        response_id=snapshot.id or "",
+                        index=index,
+                        name=name,
+                        arguments=arguments,
+                    ),
+                    name=name,
+                    arguments=arguments,
+                )
+            )
+        if not finish_reason and not content and not calls:
+            return None
+        return Completion(
+            content=content or None,
+            tool_calls=calls,
+            finish_reason=finish_reason,
+            model=snapshot.model or self.request.model,
+            prompt_tokens=usage[0],
+            completion_tokens=usage[1],
+            first_token_ms=first_token_ms,
+            latency_ms=int((time.monotonic() - self.started) * 1000),
+            attempts=self.attempts,
+            reasoning="".join(reasoning) or None,
+            note="; ".join(self.notes),
+        )
+
+    def _failed(self, exc: openai.OpenAIError) -> Exception:
+        return _failed(exc, self.attempts, self.watch.said)
 
 
-def _cut_reason(exc: Exception) -> str:
-    """Why an attempt's stream broke off, as the failure (or the retry's log) says it."""
-    if isinstance(exc, StreamCut | AttemptDeadline):
-        return str(exc)
-    return f"the stream broke mid-answer ({type(exc).__name__}: {exc})"
+def _json_or_none(body: bytes, kind: str) -> Any:
+    """The body decoded, when it says it is JSON and is."""
+    if kind == "application/json" or kind.endswith("+json"):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return None
+    return None
+
+
+def _chunk_tidy(chunk: ChatCompletionChunk, reasoning: list[str]) -> None:
+    """Take out of a chunk what the SDK's accumulator must not see, keeping the reasoning.
+
+    The reasoning (`reasoning_content`, `reasoning`) is gathered here; message
+    `annotations` are dropped (some servers stream them without the `index` the
+    accumulator needs, and toolchat does not use them); a tool call delta
+    without an `index` gets its place in the list, and arguments sent as a
+    JSON object are encoded as the string the API sends.
+    """
+    for choice in chunk.choices:
+        delta = choice.delta
+        extra = delta.model_extra
+        if extra:
+            for name in REASONING_FIELDS:
+                value = extra.pop(name, None)
+                if isinstance(value, str):
+                    reasoning.append(value)
+            extra.pop("annotations", None)
+        for position, call in enumerate(delta.tool_calls or []):
+            if getattr(call, "index", None) is None:
+                call.index = position
+            # Typed as a string, but not validated: a server may send an object.
+            arguments: object = call.function.arguments if call.function else None
+            if call.function is not None and not isinstance(arguments, str | None):
+                call.function.arguments = arguments_text(arguments)
+
+
+def _chunk_usage(chunk: ChatCompletionChunk) -> tuple[int | None, int | None]:
+    """The usage a chunk reports (Groq's in `x_groq.usage`), or (None, None)."""
+    if chunk.usage is not None:
+        return chunk.usage.prompt_tokens, chunk.usage.completion_tokens
+    extra = chunk.model_extra
+    if extra and "x_groq" in extra:
+        return usage_read(extra)
+    return None, None
+
+
+def _stream_error(exc: Exception) -> dict[str, Any] | None:
+    """The error object a server sent in its stream (an `error` event or chunk), if it did."""
+    if isinstance(exc, openai.APIError) and not isinstance(
+        exc, openai.APIConnectionError | openai.APIStatusError
+    ):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        return {"message": exc.message, **body}
+    return None
 
 
 def _ended(exc: Interrupted, attempts: int) -> Exception:
@@ -254,62 +683,11 @@ def _ended(exc: Interrupted, attempts: int) -> Exception:
     return ProviderError(_failure_message("deadline", str(exc), attempts), attempts=attempts)
 
 
-def _unstreamed(
-    response: httpx2.Response,
-    kind: str,
-    request: ChatRequest,
-    started: float,
-    attempts: int,
-) -> Iterator[StreamEvent]:
-    """The answer of a server that did not stream: a JSON completion is read as one."""
-    body = response.read()
-    completion: ChatCompletion | None = None
-    if kind == "application/json" or kind.endswith("+json"):
-        try:
-            completion = ChatCompletion.model_validate(json.loads(body))
-        except ValueError:
-            completion = None
-    if completion is None or not completion.choices:
-        what = f"a {kind} body" if kind else "a body without a Content-Type"
-        quoted = body[:QUOTED_CHARS].decode("utf-8", "replace").strip()
-        raise ProviderError(
-            _failure_message(
-                "not a stream",
-                f"asked for an event stream (stream=true), the server sent {what}: {quoted!r}",
-                attempts,
-            ),
-            attempts=attempts,
-        )
-    choice = completion.choices[0]
-    latency_ms = int((time.monotonic() - started) * 1000)
-    if choice.message.content:
-        yield TextDelta(choice.message.content)
-    yield Done(
-        Completion(
-            content=choice.message.content or None,
-            tool_calls=[
-                ToolCall(
-                    id=call.id or "",
-                    name=call.function.name or "",
-                    arguments=call.function.arguments or "",
-                )
-                for call in choice.message.tool_calls or []
-                if call.type == "function"
-            ],
-            finish_reason=choice.finish_reason,
-            model=completion.model or request.model,
-            prompt_tokens=completion.usage.prompt_tokens if completion.usage else None,
-            completion_tokens=completion.usage.completion_tokens if completion.usage else None,
-            first_token_ms=latency_ms,
-            latency_ms=latency_ms,
-            attempts=attempts,
-        )
-    )
-
-
-def _optional_arguments(request: ChatRequest) -> dict[str, Any]:
+def _optional_arguments(request: ChatRequest, *, stream: bool) -> dict[str, Any]:
     """The request's optional fields, each sent only when set (tool_choice only with tools)."""
     arguments: dict[str, Any] = {}
+    if stream:
+        arguments["stream_options"] = {"include_usage": True}
     if request.tools:
         arguments["tools"] = request.tools
         if request.tool_choice:
@@ -331,8 +709,29 @@ def _requests_sent(request_headers: Mapping[str, str]) -> int:
         return 1
 
 
-def _failed(exc: openai.OpenAIError, attempts: int) -> Exception:
-    """The ProviderError for a request the SDK gave up on, with the server's own words."""
+def _error_object(exc: openai.APIStatusError) -> dict[str, Any]:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body)
+    return error if isinstance(error, dict) else {"message": str(error)}
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    message = _error_object(exc).get("message")
+    return message if isinstance(message, str) and message else exc.message
+
+
+def _failure_reason(exc: openai.OpenAIError) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {_error_message(exc)}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _failed(exc: openai.OpenAIError, attempts: int, said: str = "") -> Exception:
+    """The ProviderError for a request the SDK gave up on, with the server's own words.
+
+    When the last attempt got no answer (a connection error, a timeout) but an
+    earlier one did, the server's words are told too: they say more.
+    """
     if isinstance(exc, Interrupted):
         return _ended(exc, attempts)
     status: int | None = None
@@ -340,15 +739,15 @@ def _failed(exc: openai.OpenAIError, attempts: int) -> Exception:
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         reason = f"HTTP {status}"
-        body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error", body)
-        detail = (error.get("message") if isinstance(error, dict) else None) or exc.message
+        detail = _error_message(exc)
     elif isinstance(exc, openai.APITimeoutError):
         reason = "timed out"
     elif isinstance(exc, openai.APIConnectionError):
         reason = "connection error"
     else:
         reason = type(exc).__name__
+    if said and status is None:
+        detail = f"{detail} (before that, the server said: {said})"
     return ProviderError(
         _failure_message(reason, detail, attempts), status=status, attempts=attempts
     )
@@ -364,35 +763,3 @@ def _finish_reason(state: ChatCompletionStreamState[object]) -> str:
     # Typed as always set, but it is None in the snapshot until the finishing chunk.
     reason: str | None = choices[0].finish_reason if choices else None
     return reason or ""
-
-
-def _completion(
-    state: ChatCompletionStreamState[object],
-    request: ChatRequest,
-    finish_reason: str,
-    first_token_ms: int | None,
-    started: float,
-    attempts: int,
-) -> Completion:
-    """The assembled answer of a finished stream."""
-    snapshot = state.current_completion_snapshot
-    message = snapshot.choices[0].message
-    return Completion(
-        content=message.content or None,
-        tool_calls=[
-            # Fields a server left out are None in the snapshot; a ToolCall holds strings.
-            ToolCall(
-                id=call.id or "",
-                name=call.function.name or "",
-                arguments=call.function.arguments or "",
-            )
-            for call in message.tool_calls or []
-        ],
-        finish_reason=finish_reason,
-        model=snapshot.model or request.model,
-        prompt_tokens=snapshot.usage.prompt_tokens if snapshot.usage else None,
-        completion_tokens=snapshot.usage.completion_tokens if snapshot.usage else None,
-        first_token_ms=first_token_ms,
-        latency_ms=int((time.monotonic() - started) * 1000),
-        attempts=attempts,
-    )

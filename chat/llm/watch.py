@@ -9,6 +9,13 @@ deadline passes: one for the whole call, retries included
 (LLM_CALL_DEADLINE_S), and one for each request and its stream
 (LLM_ATTEMPT_DEADLINE_S). The exceptions are OpenAIErrors, which the SDK
 passes on without a retry.
+
+The transport also reads each error answer (a status of 400 or more), because
+the SDK keeps only the last one: the server's words are kept on the watch
+(`said`), so that a call whose last attempt got no answer at all can still
+tell what the server said before; and an error that a retry will not change
+(`chat.llm.limits.final_error`: a refusal) is marked `x-should-retry: false`,
+which the SDK obeys.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import json
 import math
 import threading
 import time
@@ -24,6 +32,8 @@ from typing import Any
 
 import httpx2
 import openai
+
+from chat.llm.limits import final_error
 
 
 class Interrupted(openai.OpenAIError):
@@ -51,6 +61,7 @@ class Watch:
     attempt_s: float
     deadline: float = 0.0  # time.monotonic() values
     attempt_deadline: float = math.inf
+    said: str = ""  # the message of the last error answer the server sent
 
     def __post_init__(self) -> None:
         self.deadline = time.monotonic() + self.call_s
@@ -105,10 +116,49 @@ class WatchedTransport(httpx2.BaseTransport):
         response = self.inner.handle_request(request)
         if watch is not None:
             response.stream = WatchedStream(response.stream, watch)
+            if response.status_code >= 400:
+                response = _error_read(request, response, watch)
         return response
 
     def close(self) -> None:
         self.inner.close()
+
+
+# An error body longer than this is not an API error object: it is left to the SDK unread.
+ERROR_BODY_MAX = 64 * 1024
+
+
+def _error_read(
+    request: httpx2.Request, response: httpx2.Response, watch: Watch
+) -> httpx2.Response:
+    """An error answer, read whole: its words kept on the watch, a refusal marked final."""
+    length = response.headers.get("content-length", "")
+    if length and (not length.isdigit() or int(length) > ERROR_BODY_MAX):
+        return response
+    stream = response.stream
+    assert isinstance(stream, httpx2.SyncByteStream)
+    body = b"".join(stream)
+    stream.close()
+    headers = response.headers.copy()
+    error: Any = None
+    try:
+        data = json.loads(body)
+        error = data.get("error", data) if isinstance(data, dict) else None
+    except ValueError:
+        pass
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        watch.said = f"HTTP {response.status_code}: {error['message']}"[:500]
+        if response.status_code >= 500 and final_error(response.status_code, error):
+            headers["x-should-retry"] = "false"
+    elif body.strip():
+        watch.said = f"HTTP {response.status_code}: " + body[:200].decode("utf-8", "replace")
+    return httpx2.Response(
+        response.status_code,
+        headers=headers,
+        content=body,
+        extensions=response.extensions,
+        request=request,
+    )
 
 
 class WatchedStream(httpx2.SyncByteStream):

@@ -690,8 +690,15 @@ def test_two_empty_answers_fall_back_to_what_the_tools_said(llm_server, conversa
 
 
 def test_two_empty_answers_without_tools_fail_the_run_with_a_reason(llm_server, conversation):
-    llm_server.push(text_reply(""), text_reply(""))
+    # Each empty streamed answer to a request with tools is asked once more unstreamed.
+    llm_server.push(*[text_reply("") for _ in range(4)])
     run = wait_for_run(run_start(conversation=conversation, content="hello?"))
     assert run.status == RunStatus.FAILED
     assert "no text" in run.error
+    assert [request.get("stream", False) for request in llm_server.requests] == [
+        True,
+        False,
+        True,
+        False,
+    ]
     assert not Message.objects.filter(run=run, role=Role.ASSISTANT).exists()

@@ -1,0 +1,166 @@
+"""What a model server cannot do, learned from its answers and remembered in the process.
+
+Real OpenAI-compatible servers differ from the API they copy. Some cannot
+stream an answer that calls tools (llama-cpp-python's server answers such a
+request with an error and drops the stream; LiteLLM relays the refusal as an
+empty answer); some refuse a parameter they do not know (`max_completion_tokens`,
+`parallel_tool_calls`, `stream_options`, `temperature`). The provider asks
+again the way the server can answer (chat/llm/openai_provider.py) and records
+here what it learned, per base URL and model, so that later calls ask that way
+at once. Each limit is logged once, when it is learned.
+
+Also here: which errors will not change on a retry (`final_error`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# The optional parameters a server may refuse, in the order they are given up;
+# `max_completion_tokens` is first asked under its older name, `max_tokens`.
+REFUSABLE = (
+    "max_completion_tokens",
+    "max_tokens",
+    "parallel_tool_calls",
+    "stream_options",
+    "temperature",
+)
+OLDER_NAMES = {"max_completion_tokens": "max_tokens"}
+
+# Words of an error that a retry will not change: the server refuses what was asked.
+_REFUSAL = re.compile(
+    r"not supported|unsupported|not implemented|not allowed|unrecognized|unknown parameter"
+    r"|validation error",
+    re.IGNORECASE,
+)
+
+
+@dataclasses.dataclass
+class ServerLimits:
+    """What one server (base URL) cannot do with one model."""
+
+    stream_tools: bool = True  # False: a request that offers tools is asked without streaming
+    stream_tools_seen: bool = False  # a streamed answer with tool calls came from it
+    # True: an assistant message's null `content` (beside its tool calls) is sent as "".
+    content_text: bool = False
+    renamed: dict[str, str] = dataclasses.field(default_factory=dict)
+    dropped: set[str] = dataclasses.field(default_factory=set)
+
+    def arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The request's optional arguments as this server takes them."""
+        shaped: dict[str, Any] = {}
+        for name, value in arguments.items():
+            name = self.renamed.get(name, name)
+            if name not in self.dropped:
+                shaped[name] = value
+        return shaped
+
+
+_limits: dict[tuple[str, str], ServerLimits] = {}
+_lock = threading.Lock()
+
+
+def server_limits(base_url: str, model: str) -> ServerLimits:
+    """The limits learned so far for this server and model (none at first)."""
+    with _lock:
+        return _limits.setdefault((base_url, model), ServerLimits())
+
+
+def server_limits_reset() -> None:
+    """Forget every learned limit (tests)."""
+    with _lock:
+        _limits.clear()
+
+
+def streaming_tools_refused(base_url: str, model: str, why: str) -> None:
+    """Remember that this server cannot stream an answer that calls tools."""
+    limits = server_limits(base_url, model)
+    with _lock:
+        learned, limits.stream_tools = limits.stream_tools, False
+    if learned:
+        logger.warning(
+            "%s (%s) cannot stream tool calls (%s): requests with tools are no longer streamed",
+            base_url,
+            model,
+            why,
+        )
+
+
+def parameter_refused(base_url: str, model: str, name: str) -> str:
+    """Remember that the server refused the parameter `name`; what it is sent as now, or ""."""
+    limits = server_limits(base_url, model)
+    original = next((key for key, value in limits.renamed.items() if value == name), name)
+    older = OLDER_NAMES.get(name, "")
+    with _lock:
+        if older:
+            limits.renamed[original] = older
+        else:
+            limits.dropped.add(name)
+    logger.warning(
+        "%s (%s) refused the parameter %s: %s",
+        base_url,
+        model,
+        name,
+        f"sent as {older} from now on" if older else "no longer sent",
+    )
+    return older
+
+
+def refused_parameter(message: str, error: Mapping[str, Any], sent: Mapping[str, Any]) -> str:
+    """The parameter sent that a 400 names as unsupported, or ""."""
+    param = error.get("param")
+    if isinstance(param, str) and param in sent and param in REFUSABLE:
+        return param
+    text = message.lower()
+    for name in REFUSABLE:
+        # `max_tokens` is a part of `max_completion_tokens`: the longer name is tried first.
+        if name in sent and re.search(rf"(?<![a-z_]){name}(?![a-z_])", text):
+            return name
+    return ""
+
+
+def null_content_refused(message: str, messages: list[dict[str, Any]]) -> bool:
+    """Whether an error refuses an assistant message's null `content` (llama-cpp-python)."""
+    text = message.lower()
+    return (
+        "content" in text
+        and "assistant" in text
+        and any(m.get("role") == "assistant" and m.get("content") is None for m in messages)
+    )
+
+
+def error_status(error: Mapping[str, Any]) -> int | None:
+    """The HTTP-like status an error object carries (`code` or `status`), if any."""
+    for key in ("code", "status", "status_code"):
+        value = error.get(key)
+        if isinstance(value, int) and 100 <= value < 600:
+            return value
+        if isinstance(value, str) and value.isdigit() and 100 <= int(value) < 600:
+            return int(value)
+    return None
+
+
+def final_error(status: int | None, error: Mapping[str, Any]) -> bool:
+    """Whether an error will come back the same on a retry: a refusal, a 4xx, not a hiccup.
+
+    A rate limit (429), a timeout (408) and a conflict (409) are worth a retry;
+    any other 4xx is not; a 5xx is, unless its words say the server refuses
+    what was asked (llama-cpp-python's "... is not supported", a gateway's
+    relayed 400).
+    """
+    if status is None:
+        status = error_status(error)
+    if status is not None and 400 <= status < 500:
+        return status not in (408, 409, 429)
+    kind = str(error.get("type") or "")
+    if kind in {"invalid_request_error", "authentication_error", "permission_error"}:
+        return True
+    message = error.get("message")
+    return isinstance(message, str) and bool(_REFUSAL.search(message))

@@ -1,0 +1,197 @@
+"""Turns against servers that cannot do all the API asks: their limits are absorbed.
+
+Each scripted server here behaves as a real one was seen to: llama-cpp-python's
+server refuses to stream an answer that calls tools (an error, or a dropped
+stream), LiteLLM relays that refusal as an empty answer, other servers refuse
+parameters they do not know. The turn must still complete with the tool's
+result and a valid stored history, and the call's row says what was done.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from chat.audit.queries import audit_run_get, run_latency_breakdown
+from chat.history import message_to_api
+from chat.models import Mode, ModelCall, Role, RunStatus
+from chat.selectors import history_for_model
+from chat.services.runs import run_start
+from tests.assertions import assert_valid_history
+from tests.chat.engine.conftest import wait_for_run
+from tests.factories import ConversationFactory
+from tests.llm_server import (
+    Reply,
+    error_reply,
+    raw_reply,
+    sse,
+    text_reply,
+    tool_calls_reply,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REFUSAL = "Automatic streaming tool choice is not supported"
+
+
+def _role_chunk() -> dict:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "test-model",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+    }
+
+
+# The ways a streamed request with tools was seen to fail on servers that cannot stream them.
+STREAM_REFUSALS = {
+    "500 refusal": lambda: error_reply(500, REFUSAL),
+    "503 then reset": lambda: error_reply(503, "upstream error"),
+    "empty 200, reset": lambda: raw_reply(b"", reset=True),
+    "broken before content": lambda: raw_reply(sse(_role_chunk()), reset=True),
+    "empty answer (LiteLLM)": lambda: text_reply(""),
+}
+
+
+def stored(conversation):
+    return list(conversation.messages.order_by("position"))
+
+
+@pytest.mark.parametrize("failure", list(STREAM_REFUSALS), ids=list(STREAM_REFUSALS))
+def test_a_server_that_cannot_stream_tool_calls_is_asked_without_streaming_and_remembered(
+    llm_server, user, failure, caplog
+):
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.push(
+        STREAM_REFUSALS[failure](),
+        tool_calls_reply([("calculator", '{"expression": "1+2"}', "call_a")]),
+        text_reply("It is 3."),
+    )
+    with caplog.at_level(logging.INFO):
+        run = wait_for_run(run_start(conversation=conversation, content="what is 1+2"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "It is 3."
+    tool_message = next(m for m in stored(conversation) if m.role == Role.TOOL)
+    assert "3" in tool_message.content
+    assert_valid_history(history_for_model(conversation=conversation))
+    assert [r.get("stream", False) for r in llm_server.requests] == [True, False, True]
+    assert "stream_options" not in llm_server.requests[1]
+    tools_call = ModelCall.objects.get(run=run, step=1)
+    assert "asked again without streaming" in tools_call.note
+    assert ModelCall.objects.get(run=run, step=2).note == ""
+
+    # The next turn asks for tools without streaming at once; the limit is logged once.
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "2+2"}', "call_b")]),
+        text_reply("It is 4."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="and 2+2"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert [r.get("stream", False) for r in llm_server.requests[3:]] == [False, True]
+    assert "not streamed" in ModelCall.objects.get(run=run, step=1).note
+    assert caplog.text.count("cannot stream tool calls") == 1
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+@pytest.mark.parametrize("mode", [Mode.LOOP, Mode.DIRECT])
+def test_every_mode_completes_on_a_server_that_cannot_stream_tool_calls(llm_server, user, mode):
+    conversation = ConversationFactory(owner=user, mode=mode, max_steps=3)
+
+    def llama_like(body) -> Reply:
+        if body.get("stream") and body.get("tools"):
+            return error_reply(500, REFUSAL)
+        if body.get("tools") and not any(m["role"] == "tool" for m in body["messages"]):
+            return tool_calls_reply([("calculator", '{"expression": "6*7"}')])
+        return text_reply("It is 42.")
+
+    llm_server.responder = llama_like
+    run = wait_for_run(run_start(conversation=conversation, content="what is 6*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert "42" in stored(conversation)[-1].content
+    assert_valid_history(history_for_model(conversation=conversation))
+    streamed_with_tools = [r for r in llm_server.requests if r.get("stream") and r.get("tools")]
+    assert len(streamed_with_tools) == 1
+
+
+def test_a_transient_server_error_on_a_text_answer_is_not_remembered(llm_server, user):
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.push(error_reply(500, "hiccup"), text_reply("Hello."), text_reply("Again."))
+    run = wait_for_run(run_start(conversation=conversation, content="hi"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    run = wait_for_run(run_start(conversation=conversation, content="hi again"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    # The unstreamed answer had no tool calls: the server is not taken for one that
+    # cannot stream them, and the next request with tools is streamed again.
+    assert [r.get("stream", False) for r in llm_server.requests] == [True, False, True]
+
+
+def test_a_stream_without_usage_is_stored_and_shown_as_not_reported(llm_server, user):
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "test-model"}
+    llm_server.push(
+        raw_reply(
+            sse(
+                {**chunk, "choices": [{"index": 0, "delta": {"content": "Hello there."}}]},
+                {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                "[DONE]",
+            )
+        )
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="hi"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    answer = stored(conversation)[-1]
+    assert (answer.prompt_tokens, answer.completion_tokens) == (None, None)
+    assert message_to_api(answer)["usage"] is None
+    model_call = ModelCall.objects.get(run=run)
+    assert (model_call.prompt_tokens, model_call.completion_tokens) == (None, None)
+    assert model_call.latency_ms is not None
+    timing = run_latency_breakdown(audit_run_get(run_id=run.pk))
+    assert timing[0].detail == "tokens not reported"
+
+
+def test_a_tool_named_in_the_text_is_asked_for_by_name(llm_server, user):
+    # llama-cpp-python's chatml-function-calling: its "message" branch can only say
+    # `functions.NAME:`; asked with tool_choice naming that tool, it writes the call.
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+
+    def llama_like(body) -> Reply:
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            return tool_calls_reply([(choice["function"]["name"], '{"expression": "6*7"}')])
+        if body.get("tools"):
+            return text_reply("functions.calculator:")
+        return text_reply("It is 42.")
+
+    llm_server.responder = llama_like
+    run = wait_for_run(run_start(conversation=conversation, content="what is 6*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "It is 42."
+    assert not any("functions." in (m.content or "") for m in stored(conversation))
+    assert_valid_history(history_for_model(conversation=conversation))
+    assert "named a tool" in ModelCall.objects.get(run=run, step=1).note
+
+
+def test_a_server_that_refuses_a_null_assistant_content_gets_an_empty_one(llm_server, user):
+    # llama-cpp-python validates an assistant message's content as a string (a 500).
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    refusal = (
+        "7 validation errors: {'type': 'string_type', 'loc': ('body', 'messages', 1, "
+        "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid "
+        "string', 'input': None}"
+    )
+
+    def llama_like(body) -> Reply:
+        if any(m["role"] == "assistant" and m.get("content") is None for m in body["messages"]):
+            return error_reply(500, refusal)
+        if body.get("tools"):
+            return tool_calls_reply([("calculator", '{"expression": "6*7"}')])
+        return text_reply("It is 42.")
+
+    llm_server.responder = llama_like
+    run = wait_for_run(run_start(conversation=conversation, content="what is 6*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "It is 42."
+    assert len(llm_server.requests) == 3  # the refusal is not retried as it was
+    assert_valid_history(history_for_model(conversation=conversation))

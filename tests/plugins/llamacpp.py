@@ -1,0 +1,113 @@
+"""llama-cpp-python's OpenAI-compatible server with a real small model, for `llamacpp` tests.
+
+The server runs from its own virtualenv, so that the project's stays small:
+TOOLCHAT_LLAMA_PYTHON names that interpreter (one with `llama-cpp-python[server]`)
+and TOOLCHAT_LLAMA_MODEL the .gguf file (SmolLM2-135M-Instruct); `.ci/llama.sh`
+builds the one and fetches the other, and prints both. The `llama_server`
+fixture starts the server once per session on a free loopback port, with the
+chat format that gives the model tool calls. A missing interpreter, package
+or model is a skip with the reason; with REQUIRE_SERVICES=1 it is a failure.
+Until .ci/run provides the server (`eval "$(.ci/llama.sh)"`), a run where
+neither variable is set leaves these tests out (deselected, and said in the
+report's header) rather than failing CI on their skip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.plugins.services import free_port, service_unavailable, wait_for_port
+
+# Loading the model takes a few seconds; a loaded shared machine may take longer.
+START_TIMEOUT_S = 180.0
+
+
+def _wanted() -> bool:
+    return bool(os.environ.get("TOOLCHAT_LLAMA_PYTHON") or os.environ.get("TOOLCHAT_LLAMA_MODEL"))
+
+
+def pytest_report_header() -> str:
+    if _wanted():
+        return "toolchat: llamacpp tests run (TOOLCHAT_LLAMA_PYTHON / TOOLCHAT_LLAMA_MODEL set)"
+    return 'toolchat: llamacpp tests left out (run `eval "$(.ci/llama.sh)"` to include them)'
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _wanted():
+        return
+    left_out = [item for item in items if item.get_closest_marker("llamacpp") is not None]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item.get_closest_marker("llamacpp") is None]
+
+
+def _missing() -> str:
+    """Why the server cannot be started here, or ""."""
+    python = os.environ.get("TOOLCHAT_LLAMA_PYTHON", "")
+    model = os.environ.get("TOOLCHAT_LLAMA_MODEL", "")
+    if not python or not model:
+        return (
+            "TOOLCHAT_LLAMA_PYTHON and TOOLCHAT_LLAMA_MODEL are not both set; "
+            'run `eval "$(.ci/llama.sh)"` to build llama-cpp-python[server] and fetch the model'
+        )
+    if not os.access(python, os.X_OK):
+        return f"TOOLCHAT_LLAMA_PYTHON={python} is not an executable interpreter"
+    if not Path(model).is_file():
+        return f"TOOLCHAT_LLAMA_MODEL={model} is not a file"
+    found = subprocess.run(
+        [python, "-c", "import llama_cpp.server"], capture_output=True, timeout=60, check=False
+    )
+    if found.returncode:
+        return f"{python} cannot import llama_cpp.server (install llama-cpp-python[server])"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Iterator[str]:
+    """The base URL of a llama-cpp-python server running SmolLM2-135M-Instruct."""
+    missing = _missing()
+    if missing:
+        service_unavailable(missing)
+    port = free_port()
+    with tempfile.NamedTemporaryFile(prefix="toolchat-llama-", suffix=".log") as log:
+        process = subprocess.Popen(
+            [
+                os.environ["TOOLCHAT_LLAMA_PYTHON"],
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                os.environ["TOOLCHAT_LLAMA_MODEL"],
+                "--chat_format",
+                "chatml-function-calling",
+                "--n_ctx",
+                "8192",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            try:
+                wait_for_port(port, START_TIMEOUT_S)
+            except TimeoutError:
+                output = Path(log.name).read_text(errors="replace")[-2000:]
+                pytest.fail(
+                    f"llama_cpp.server did not listen within {START_TIMEOUT_S:g} s:\n{output}"
+                )
+            yield f"http://127.0.0.1:{port}/v1"
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
