@@ -171,7 +171,9 @@ def test_an_active_run_can_be_cancelled_and_blocks_sending(asgi_server: str, pag
     expect(page.get_by_role("button", name="Send")).to_be_disabled()
 
     cancel.click()
-    expect(page.locator(".notice-info")).to_have_text("The run was cancelled.")
+    notice = page.locator(".notice-info")
+    expect(notice).to_contain_text("The run was cancelled.")
+    expect(notice.get_by_role("button", name="Retry")).to_be_visible()  # as a failed turn
     expect(cancel).to_be_hidden()
     expect(page.get_by_role("button", name="Send")).to_be_enabled()
     run.refresh_from_db()
