@@ -58,6 +58,6 @@ def request_build(
         tools=offered or None,
         tool_choice="auto" if offered else None,
         response_format=DECISION_FORMAT if deciding else None,
-        max_tokens=settings.LLM_COMPOSE_MAX_TOKENS if composing else None,
+        max_tokens=settings.LLM_COMPOSE_MAX_TOKENS if composing else settings.LLM_MAX_TOKENS,
         temperature=settings.LLM_COMPOSE_TEMPERATURE if composing else None,
     )

@@ -20,11 +20,12 @@ import re
 import threading
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 logger = logging.getLogger(__name__)
 
 # The optional parameters a server may refuse, in the order they are given up;
-# `max_completion_tokens` is first asked under its older name, `max_tokens`.
+# A token limit is asked once more under its other name (`OTHER_NAMES`).
 REFUSABLE = (
     "max_completion_tokens",
     "max_tokens",
@@ -32,7 +33,12 @@ REFUSABLE = (
     "stream_options",
     "temperature",
 )
-OLDER_NAMES = {"max_completion_tokens": "max_tokens"}
+# A token limit refused under one name is asked under the other, once.
+OTHER_NAMES = {"max_completion_tokens": "max_tokens", "max_tokens": "max_completion_tokens"}
+# Hosts that take OpenAI's newer name for the token limit (`max_tokens` is refused by
+# its reasoning models); every other OpenAI-compatible server takes `max_tokens`,
+# and several silently ignore `max_completion_tokens` (llama-cpp-python, Ollama).
+_NEWER_NAME_HOSTS = re.compile(r"(^|\.)(api\.openai\.com|openai\.azure\.com)$")
 
 # Words of an error that a retry will not change: the server refuses what was asked.
 _REFUSAL = re.compile(
@@ -52,6 +58,7 @@ class ServerLimits:
     content_text: bool = False
     renamed: dict[str, str] = dataclasses.field(default_factory=dict)
     dropped: set[str] = dataclasses.field(default_factory=set)
+    refused: set[str] = dataclasses.field(default_factory=set)  # every name refused so far
 
     def arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The request's optional arguments as this server takes them."""
@@ -93,12 +100,26 @@ def streaming_tools_refused(base_url: str, model: str, why: str) -> None:
         )
 
 
+def token_limit_name(base_url: str | None) -> str:
+    """The name a server takes the token limit under: OpenAI's newer one, or `max_tokens`.
+
+    OpenAI's own API (and Azure's) wants `max_completion_tokens`; every other
+    OpenAI-compatible server takes `max_tokens`, and some silently ignore the
+    newer name, which lets a small model write until its context is full.
+    """
+    host = (urlsplit(base_url).hostname or "") if base_url else "api.openai.com"
+    return "max_completion_tokens" if _NEWER_NAME_HOSTS.search(host) else "max_tokens"
+
+
 def parameter_refused(base_url: str, model: str, name: str) -> str:
     """Remember that the server refused the parameter `name`; what it is sent as now, or ""."""
     limits = server_limits(base_url, model)
     original = next((key for key, value in limits.renamed.items() if value == name), name)
-    older = OLDER_NAMES.get(name, "")
     with _lock:
+        limits.refused.add(name)
+        older = OTHER_NAMES.get(name, "")
+        if older in limits.refused:
+            older = ""
         if older:
             limits.renamed[original] = older
         else:

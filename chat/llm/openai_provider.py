@@ -70,6 +70,7 @@ from chat.llm.limits import (
     refused_parameter,
     server_limits,
     streaming_tools_refused,
+    token_limit_name,
 )
 from chat.llm.watch import (
     AttemptDeadline,
@@ -178,6 +179,7 @@ class OpenAIProvider:
         max_retries: int = 3,
         call_deadline_s: float = 600.0,
         attempt_deadline_s: float = 300.0,
+        token_limit_param: str | None = None,
     ) -> None:
         max_retries = max(0, max_retries)
         self.client = openai_client(
@@ -187,6 +189,8 @@ class OpenAIProvider:
         self.max_attempts = max_retries + 1
         self.call_deadline_s = call_deadline_s
         self.attempt_deadline_s = attempt_deadline_s
+        # The name the token limit is sent under (`limits.token_limit_name` by default).
+        self.token_limit_param = token_limit_param or token_limit_name(base_url)
 
     def stream(
         self, request: ChatRequest, *, stop: threading.Event | None = None
@@ -257,7 +261,11 @@ class _Call:
             client = self.provider.client
             if retries != self.provider.max_attempts - 1:
                 client = client.with_options(max_retries=retries)
-            arguments = self.limits.arguments(_optional_arguments(self.request, stream=stream))
+            arguments = self.limits.arguments(
+                _optional_arguments(
+                    self.request, stream=stream, token_limit=self.provider.token_limit_param
+                )
+            )
             if self.forced is not None:
                 arguments["tool_choice"] = self.forced
             messages = cast("list[ChatCompletionMessageParam]", self._messages())
@@ -683,7 +691,7 @@ def _ended(exc: Interrupted, attempts: int) -> Exception:
     return ProviderError(_failure_message("deadline", str(exc), attempts), attempts=attempts)
 
 
-def _optional_arguments(request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+def _optional_arguments(request: ChatRequest, *, stream: bool, token_limit: str) -> dict[str, Any]:
     """The request's optional fields, each sent only when set (tool_choice only with tools)."""
     arguments: dict[str, Any] = {}
     if stream:
@@ -695,7 +703,7 @@ def _optional_arguments(request: ChatRequest, *, stream: bool) -> dict[str, Any]
     if request.response_format:
         arguments["response_format"] = request.response_format
     if request.max_tokens:
-        arguments["max_completion_tokens"] = request.max_tokens
+        arguments[token_limit] = request.max_tokens
     if request.temperature is not None:
         arguments["temperature"] = request.temperature
     return arguments

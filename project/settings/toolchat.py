@@ -60,6 +60,10 @@ LLM_ALLOWED_MODELS = env_list(
 # it is capped and a little warmer than the tool-choosing call. 0 tokens or a
 # temperature of "none" sends none (for models that reject `temperature`).
 LLM_COMPOSE_MAX_TOKENS = env_int("LLM_COMPOSE_MAX_TOKENS", 600) or None
+# Every other call (choosing tools, deciding, a direct answer) is capped only when
+# this is set: a reasoning model's thinking counts against it. Set it for small
+# local models, which may otherwise write until their context is full.
+LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", 0) or None
 LLM_COMPOSE_TEMPERATURE = (
     None
     if env_str("LLM_COMPOSE_TEMPERATURE").lower() == "none"

@@ -131,9 +131,11 @@ def test_only_the_compose_call_is_bounded_and_tempered(llm_server, user, setting
     assert run.status == RunStatus.COMPLETED, run.error
     first, compose = llm_server.requests
     assert "tools" in first
-    assert "max_completion_tokens" not in first
+    assert "max_tokens" not in first  # LLM_MAX_TOKENS: none by default
     assert "temperature" not in first
-    assert compose["max_completion_tokens"] == settings.LLM_COMPOSE_MAX_TOKENS == 600
+    # A server other than OpenAI's takes the limit as `max_tokens`.
+    assert compose["max_tokens"] == settings.LLM_COMPOSE_MAX_TOKENS == 600
+    assert "max_completion_tokens" not in compose
     assert compose["temperature"] == settings.LLM_COMPOSE_TEMPERATURE == 0.7
 
 

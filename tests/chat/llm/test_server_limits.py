@@ -13,6 +13,7 @@ import json
 import pytest
 
 from chat.llm.base import ChatRequest, Done, ProviderError, TextDelta
+from chat.llm.limits import token_limit_name
 from chat.llm.openai_provider import OpenAIProvider
 from tests.llm_server import (
     Reply,
@@ -46,6 +47,18 @@ def server():
 @pytest.fixture
 def provider(server):
     return OpenAIProvider(api_key="test", base_url=server.base_url, timeout_s=2, max_retries=2)
+
+
+@pytest.fixture
+def openai_named(server):
+    """A provider that sends the token limit as OpenAI's own API takes it."""
+    return OpenAIProvider(
+        api_key="test",
+        base_url=server.base_url,
+        timeout_s=2,
+        max_retries=2,
+        token_limit_param="max_completion_tokens",
+    )
 
 
 def call(provider, **request):
@@ -82,7 +95,8 @@ REFUSALS = {
 
 
 @pytest.mark.parametrize("refused", list(REFUSALS))
-def test_a_refused_parameter_is_left_out_or_renamed_and_remembered(server, provider, refused):
+def test_a_refused_parameter_is_left_out_or_renamed_and_remembered(server, openai_named, refused):
+    provider = openai_named
     message, instead = REFUSALS[refused]
 
     def refusing(body) -> Reply:
@@ -106,7 +120,9 @@ def test_a_refused_parameter_is_left_out_or_renamed_and_remembered(server, provi
     assert len(server.requests) == 3
 
 
-def test_both_token_limit_names_refused_leaves_the_limit_out(server, provider):
+def test_both_token_limit_names_refused_leaves_the_limit_out(server, openai_named):
+    provider = openai_named
+
     def refusing(body) -> Reply:
         for name in ("max_completion_tokens", "max_tokens"):
             if name in body:
@@ -121,6 +137,46 @@ def test_both_token_limit_names_refused_leaves_the_limit_out(server, provider):
         ["max_tokens"],
         [],
     ]
+
+
+@pytest.mark.parametrize(
+    ("base_url", "name"),
+    [
+        (None, "max_completion_tokens"),
+        ("https://api.openai.com/v1", "max_completion_tokens"),
+        ("https://my-team.openai.azure.com/openai/v1", "max_completion_tokens"),
+        ("http://127.0.0.1:8080/v1", "max_tokens"),
+        ("https://api.deepseek.com", "max_tokens"),
+        ("https://openrouter.ai/api/v1", "max_tokens"),
+        ("https://api.openai.com.example.net/v1", "max_tokens"),
+    ],
+)
+def test_the_token_limit_goes_by_the_name_the_server_takes(base_url, name):
+    assert token_limit_name(base_url) == name
+
+
+def test_a_local_server_is_sent_max_tokens_which_it_honours(server, provider):
+    """llama-cpp-python ignores `max_completion_tokens`: a small model then writes on and on."""
+    call(provider, max_tokens=50)
+    (sent,) = server.requests
+    assert sent["max_tokens"] == 50
+    assert "max_completion_tokens" not in sent
+
+
+def test_a_server_that_wants_the_newer_name_gets_it_next(server, provider):
+    def refusing(body) -> Reply:
+        if "max_tokens" in body:
+            return error_reply(
+                400, "Unsupported parameter: 'max_tokens'. Use 'max_completion_tokens' instead."
+            )
+        return text_reply("Fine.")
+
+    server.responder = refusing
+    _, completion = call(provider, max_tokens=50)
+    assert completion.content == "Fine."
+    assert [r.get("max_completion_tokens") for r in server.requests] == [None, 50]
+    call(provider, max_tokens=50)
+    assert server.requests[2]["max_completion_tokens"] == 50  # remembered
 
 
 def test_a_400_about_something_else_is_not_asked_again(server, provider):
