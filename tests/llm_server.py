@@ -58,6 +58,9 @@ class Reply:
     # After the body (or, with `raw=b""`, right after the headers) reset the
     # connection instead of ending the response: a server that died mid-answer.
     reset: bool = False
+    # Close the connection with a TCP reset before any response: a server whose
+    # handler raised before its first byte (llama-cpp-python refusing to stream tools).
+    drop: bool = False
 
 
 def text_reply(content: str, **kwargs: Any) -> Reply:
@@ -248,6 +251,9 @@ class ScriptedLLMServer:
         reply = self._next_reply(body)
         if reply.delay_s:
             time.sleep(reply.delay_s)
+        if reply.drop:
+            _reset(handler)
+            return
         if reply.status != 200:
             self._send_json(handler, reply.status, reply.error_body or {}, reply.headers)
             return
@@ -287,10 +293,7 @@ class ScriptedLLMServer:
                 handler.wfile.write(reply.raw)
                 handler.wfile.flush()
             if reply.reset:
-                handler.close_connection = True
-                linger = struct.pack("ii", 1, 0)  # close with a TCP reset, not a clean FIN
-                handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
-                handler.connection.close()
+                _reset(handler)
                 return
             if streamed:
                 handler.wfile.write(b"0\r\n\r\n")
@@ -421,3 +424,11 @@ class ScriptedLLMServer:
         finally:
             with self._lock:
                 self.open_streams -= 1
+
+
+def _reset(handler: BaseHTTPRequestHandler) -> None:
+    """Close the request's connection with a TCP reset, not a clean FIN."""
+    handler.close_connection = True
+    linger = struct.pack("ii", 1, 0)
+    handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+    handler.connection.close()

@@ -71,6 +71,7 @@ from chat.llm.limits import (
     server_limits,
     streaming_tools_refused,
     token_limit_name,
+    tools_for_model,
 )
 from chat.llm.watch import (
     AttemptDeadline,
@@ -212,6 +213,9 @@ class _StreamRead:
     finish_reason: str = ""
     usage: tuple[int | None, int | None] = (None, None)
     reasoning: list[str] = dataclasses.field(default_factory=list)
+    # Each call's (index) id and name as first sent: a server that repeats them in every
+    # chunk (llama-cpp-python) must not have them joined into one long name.
+    calls: dict[int, tuple[str | None, str | None]] = dataclasses.field(default_factory=dict)
 
 
 class _Call:
@@ -223,6 +227,10 @@ class _Call:
         self.watch = watch
         self.started = time.monotonic()
         self.attempts = 0
+        # Requests whose answer taught a limit of the server (a refused parameter or null
+        # content, a stream it cannot give, a tool it named): they spend no retry, which
+        # is for failures. Each limit is learned once per call, so they are few.
+        self.learned = 0
         self.notes: list[str] = []
         self.forced: dict[str, Any] | None = None  # a tool_choice naming one tool
         self.limits = server_limits(provider.base_url, request.model)
@@ -250,7 +258,11 @@ class _Call:
     # --- requests -----------------------------------------------------------------------
 
     def _retries_left(self) -> int:
-        return max(0, self.provider.max_attempts - self.attempts - 1)
+        return max(0, self.provider.max_attempts - self._failures() - 1)
+
+    def _failures(self) -> int:
+        """The requests sent that failed, not counting those that taught a limit."""
+        return self.attempts - self.learned
 
     def _create(self, *, stream: bool, retries: int) -> Any:
         """Send the request (the SDK retries it); a parameter the server refuses is left out.
@@ -295,6 +307,7 @@ class _Call:
                         self.request.model,
                     )
                     self.notes.append('null assistant content refused: sent as ""')
+                    self.learned += 1
                     retries = self._retries_left()
                     continue
                 refused = ""
@@ -306,6 +319,7 @@ class _Call:
                 self.notes.append(
                     f"{refused} refused: " + (f"sent as {older}" if older else "left out")
                 )
+                self.learned += 1
                 retries = self._retries_left()
             except openai.OpenAIError as exc:
                 if isinstance(exc, openai.APIError):
@@ -364,7 +378,7 @@ class _Call:
                 if (
                     isinstance(exc, openai.APIStatusError)
                     and status in (408, 409, 429)
-                    and self.attempts < self.provider.max_attempts
+                    and self._failures() < self.provider.max_attempts
                 ):
                     # What the SDK would have retried: asked again streamed, as it would.
                     self._wait_retry_after(exc)
@@ -376,7 +390,7 @@ class _Call:
         for chunk in chunks:
             if chunk.object and chunk.object != "chat.completion.chunk":
                 continue  # not a chunk (Azure's content-filter notes); as .stream() does
-            _chunk_tidy(chunk, read.reasoning)
+            _chunk_tidy(chunk, read)
             if read.first_token_ms is None and any(
                 c.delta.content or c.delta.tool_calls for c in chunk.choices
             ):
@@ -408,7 +422,7 @@ class _Call:
             cut = f"the stream broke mid-answer ({type(exc).__name__}: {exc})"
         if self.request.tools and first_token_ms is None and not isinstance(exc, AttemptDeadline):
             raise StreamUnusable(cut, learned=True) from exc
-        if self.attempts >= self.provider.max_attempts:
+        if self._failures() >= self.provider.max_attempts:
             raise ProviderError(
                 _failure_message(CUT, cut, self.attempts), attempts=self.attempts
             ) from exc
@@ -457,6 +471,7 @@ class _Call:
         """The answer asked again without streaming, after a streamed request with tools failed."""
         why = str(unusable)
         logger.info("model stream with tools unusable (%s); asking without streaming", why)
+        self.learned += 1
         completion = self._asked_unstreamed()
         if unusable.learned and completion.tool_calls:
             streaming_tools_refused(self.provider.base_url, self.request.model, why)
@@ -478,6 +493,7 @@ class _Call:
         if completion.tool_calls or match is None or match["name"] not in offered:
             return completion
         self.forced = {"type": "function", "function": {"name": match["name"]}}
+        self.learned += 1  # the answer naming the tool taught us to ask for its call
         try:
             called = self._asked_unstreamed()
         except ProviderError:
@@ -637,14 +653,16 @@ def _json_or_none(body: bytes, kind: str) -> Any:
     return None
 
 
-def _chunk_tidy(chunk: ChatCompletionChunk, reasoning: list[str]) -> None:
+def _chunk_tidy(chunk: ChatCompletionChunk, read: _StreamRead) -> None:
     """Take out of a chunk what the SDK's accumulator must not see, keeping the reasoning.
 
     The reasoning (`reasoning_content`, `reasoning`) is gathered here; message
     `annotations` are dropped (some servers stream them without the `index` the
     accumulator needs, and toolchat does not use them); a tool call delta
-    without an `index` gets its place in the list, and arguments sent as a
-    JSON object are encoded as the string the API sends.
+    without an `index` gets its place in the list, arguments sent as a JSON
+    object are encoded as the string the API sends, and a call's id and name
+    sent again in a later chunk (llama-cpp-python) are not sent on, since the
+    accumulator would join them.
     """
     for choice in chunk.choices:
         delta = choice.delta
@@ -653,15 +671,29 @@ def _chunk_tidy(chunk: ChatCompletionChunk, reasoning: list[str]) -> None:
             for name in REASONING_FIELDS:
                 value = extra.pop(name, None)
                 if isinstance(value, str):
-                    reasoning.append(value)
+                    read.reasoning.append(value)
             extra.pop("annotations", None)
         for position, call in enumerate(delta.tool_calls or []):
             if getattr(call, "index", None) is None:
                 call.index = position
-            # Typed as a string, but not validated: a server may send an object.
-            arguments: object = call.function.arguments if call.function else None
-            if call.function is not None and not isinstance(arguments, str | None):
-                call.function.arguments = arguments_text(arguments)
+            _call_delta_tidy(call, read.calls)
+
+
+def _call_delta_tidy(call: Any, seen: dict[int, tuple[str | None, str | None]]) -> None:
+    """One tool call delta, as the accumulator can take it (see `_chunk_tidy`)."""
+    first_id, first_name = seen.get(call.index, (None, None))
+    if first_id is not None and call.id == first_id:
+        call.id = None
+    if call.function is None:
+        seen[call.index] = (first_id or call.id, first_name)
+        return
+    if first_name is not None and call.function.name == first_name:
+        call.function.name = None
+    # Typed as a string, but not validated: a server may send an object.
+    arguments: object = call.function.arguments
+    if not isinstance(arguments, str | None):
+        call.function.arguments = arguments_text(arguments)
+    seen[call.index] = (first_id or call.id, first_name or call.function.name)
 
 
 def _chunk_usage(chunk: ChatCompletionChunk) -> tuple[int | None, int | None]:
@@ -697,7 +729,7 @@ def _optional_arguments(request: ChatRequest, *, stream: bool, token_limit: str)
     if stream:
         arguments["stream_options"] = {"include_usage": True}
     if request.tools:
-        arguments["tools"] = request.tools
+        arguments["tools"] = tools_for_model(request.tools)
         if request.tool_choice:
             arguments["tool_choice"] = request.tool_choice
     if request.response_format:

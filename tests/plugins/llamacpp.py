@@ -86,7 +86,7 @@ def llama_server() -> Iterator[str]:
                 "--chat_format",
                 "chatml-function-calling",
                 "--n_ctx",
-                "8192",
+                "4096",
                 "--host",
                 "127.0.0.1",
                 "--port",

@@ -10,8 +10,12 @@ recorded.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from chat.llm import get_provider
+from chat.llm.base import ChatRequest, Done
 from chat.llm.limits import server_limits, server_limits_reset
 from chat.models import CallStatus, Mode, ModelCall, RunStatus
 from chat.selectors import history_for_model
@@ -19,6 +23,7 @@ from chat.services.runs import run_start
 from tests.assertions import assert_valid_history
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
+from tools.registry import registry as tool_registry
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.django_db(transaction=True)]
 
@@ -39,6 +44,7 @@ def llama(llama_server, settings):
     settings.LLM_MODEL = MODEL
     settings.LLM_COMPOSE_MODEL = ""
     settings.LLM_MAX_RETRIES = 2
+    settings.LLM_MAX_TOKENS = 256  # as docs/providers.md advises for a small local model
     settings.LLM_TIMEOUT_S = 120
     settings.LLM_CALL_DEADLINE_S = 300
     yield llama_server
@@ -83,9 +89,33 @@ def test_the_model_picks_a_tool_and_the_turn_completes_with_its_result(llama, us
         if run.steps:
             picked = True
             assert run.status == RunStatus.COMPLETED, run.error
-            tools_call = ModelCall.objects.get(run=run, step=1)
+            # The step's first call (an empty answer is asked again, as a second row).
+            tools_call = ModelCall.objects.filter(run=run, step=1).order_by("pk").first()
+            assert tools_call is not None
             assert tools_call.note  # asked without streaming, and the row says so
             break
     assert picked, "the model never picked a tool"
     # Learned once: later requests with tools go unstreamed at once.
     assert not server_limits(llama.rstrip("/") + "/", MODEL).stream_tools
+
+
+def test_a_tool_with_a_long_text_field_is_offered_without_crashing_the_server(llama):
+    """The server builds a grammar from the schema: `maxLength: 20000` overflows its stack."""
+    provider = get_provider("openai")
+    (note_tool,) = tool_registry.openai_tools(["record_note"])
+    assert "20000" in json.dumps(note_tool)  # the bound that crashed it
+    for _ in range(2):  # the server still answers after the first
+        events = list(
+            provider.stream(
+                ChatRequest(
+                    model=MODEL,
+                    messages=[{"role": "user", "content": "Note this: buy milk."}],
+                    tools=[note_tool],
+                    tool_choice={"type": "function", "function": {"name": "record_note"}},
+                    max_tokens=64,
+                )
+            )
+        )
+        assert isinstance(events[-1], Done)
+        (called,) = events[-1].completion.tool_calls
+        assert called.name == "record_note"

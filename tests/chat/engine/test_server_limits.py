@@ -50,6 +50,7 @@ STREAM_REFUSALS = {
     "500 refusal": lambda: error_reply(500, REFUSAL),
     "503 then reset": lambda: error_reply(503, "upstream error"),
     "empty 200, reset": lambda: raw_reply(b"", reset=True),
+    "reset before any answer": lambda: Reply(drop=True),
     "broken before content": lambda: raw_reply(sse(_role_chunk()), reset=True),
     "empty answer (LiteLLM)": lambda: text_reply(""),
 }
@@ -195,3 +196,43 @@ def test_a_server_that_refuses_a_null_assistant_content_gets_an_empty_one(llm_se
     assert stored(conversation)[-1].content == "It is 42."
     assert len(llm_server.requests) == 3  # the refusal is not retried as it was
     assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_limits_learned_in_one_call_spend_none_of_its_retries(llm_server, user, settings):
+    """llama-cpp-python in a loop, as seen: the second step's history holds a null content
+    (a 500); once that is mended, the streamed request with tools ends with nothing said
+    (its refusal), and the request asked without streaming meets the connection the
+    server dropped after that stream. Only that last one is a failure worth a retry."""
+    settings.LLM_MAX_RETRIES = 2  # 3 attempts: the two lessons must not use them up
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP, max_steps=3)
+    refusal = (
+        "7 validation errors: {'type': 'string_type', 'loc': ('body', 'messages', 1, "
+        "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid "
+        "string', 'input': None}"
+    )
+    steps = iter(["calculator", None])
+    dropped = []
+
+    def llama_like(body) -> Reply:
+        if any(m["role"] == "assistant" and m.get("content") is None for m in body["messages"]):
+            return error_reply(500, refusal)
+        if body.get("tools") and body.get("stream"):
+            return raw_reply(sse(_role_chunk(), "[DONE]"))
+        if body.get("tools") and len(dropped) < 2:
+            dropped.append(True)
+            return Reply(drop=True)  # once per step: the connection the stream left
+        if isinstance(body.get("tool_choice"), dict):  # asked again naming the tool
+            return tool_calls_reply([("calculator", '{"expression": "6*7"}')])
+        if body.get("tools"):
+            tool = next(steps)
+            # Its message branch can only name a tool.
+            return text_reply(f"functions.{tool}:" if tool else "It is 42.")
+        return text_reply("It is 42.")
+
+    llm_server.responder = llama_like
+    run = wait_for_run(run_start(conversation=conversation, content="what is 6*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "It is 42."
+    assert_valid_history(history_for_model(conversation=conversation))
+    second = ModelCall.objects.get(run=run, step=2)
+    assert "null assistant content" in second.note

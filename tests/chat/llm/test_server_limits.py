@@ -13,7 +13,7 @@ import json
 import pytest
 
 from chat.llm.base import ChatRequest, Done, ProviderError, TextDelta
-from chat.llm.limits import token_limit_name
+from chat.llm.limits import token_limit_name, tools_for_model
 from chat.llm.openai_provider import OpenAIProvider
 from tests.llm_server import (
     Reply,
@@ -249,6 +249,32 @@ def test_tool_call_deltas_without_an_index_are_placed_by_position(server, provid
     ]
 
 
+def test_a_call_whose_id_and_name_come_in_every_chunk_keeps_them_once(server, provider):
+    """llama-cpp-python streams a named tool's call so: each chunk repeats its id and name."""
+
+    def piece(arguments):
+        call = {
+            "index": 0,
+            "id": "call__0_record_note_cmpl-1",
+            "type": "function",
+            "function": {"name": "record_note", "arguments": arguments},
+        }
+        return chunk({"role": "assistant", "content": None, "tool_calls": [call]})
+
+    stream = sse(
+        piece('{"title": '),
+        piece('"milk"'),
+        piece("}"),
+        chunk({}, "tool_calls"),
+        "[DONE]",
+    )
+    server.push(raw_reply(stream))
+    _, completion = call(provider, tools=TOOLS)
+    ((name, arguments),) = [(c.name, c.arguments) for c in completion.tool_calls]
+    assert (name, arguments) == ("record_note", '{"title": "milk"}')
+    assert len(completion.tool_calls[0].id) < 40  # not three ids joined
+
+
 # --- usage -------------------------------------------------------------------------------
 
 
@@ -398,3 +424,56 @@ def test_a_5xx_refusal_is_not_retried(server, provider):
     assert "not supported" in str(caught.value)
     assert caught.value.attempts == 1
     assert len(server.requests) == 1
+
+
+# --- schemas a grammar-constrained server cannot take ------------------------------------
+
+NOTE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "record_note",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string", "maxLength": 255},
+                "content": {"type": "string", "maxLength": 20000, "description": "The text."},
+                "tags": {
+                    "type": "array",
+                    "maxItems": 5000,
+                    "items": {"type": "string", "maxLength": 4000},
+                },
+                "maxLength": {"type": "integer", "maximum": 100000},  # a property so named
+            },
+        },
+    },
+}
+
+
+def test_large_bounds_are_told_in_words_and_small_ones_kept():
+    (shaped,) = tools_for_model([NOTE_TOOL])
+    properties = shaped["function"]["parameters"]["properties"]
+    assert properties["title"] == {"type": "string", "maxLength": 255}
+    assert properties["content"] == {
+        "type": "string",
+        "description": "The text. (at most 20000 characters)",
+    }
+    assert properties["tags"] == {
+        "type": "array",
+        "description": "(at most 5000 items)",
+        "items": {"type": "string", "description": "(at most 4000 characters)"},
+    }
+    assert properties["maxLength"] == {"type": "integer", "maximum": 100000}
+    # The tool's own schema is untouched: its arguments are validated against all of it.
+    assert NOTE_TOOL["function"]["parameters"]["properties"]["content"]["maxLength"] == 20000
+
+
+def test_tools_without_large_bounds_go_as_they_are():
+    assert tools_for_model(TOOLS) is TOOLS
+
+
+def test_the_server_is_offered_the_worded_schema(server, provider):
+    call(provider, tools=[NOTE_TOOL], tool_choice="auto")
+    (sent,) = server.requests
+    content = sent["tools"][0]["function"]["parameters"]["properties"]["content"]
+    assert "maxLength" not in content
+    assert content["description"].endswith("(at most 20000 characters)")
