@@ -334,7 +334,6 @@ class ToolExecution(models.Model):
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     worker = models.CharField(max_length=255, blank=True)
-    task_id = models.CharField(max_length=255, blank=True)
 
     class Meta:
         ordering = ["created_at"]

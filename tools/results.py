@@ -68,7 +68,6 @@ class ToolResult:
     resource: Any = field(default=None, repr=False, compare=False)
     return_direct: bool = False
     tool_call_id: str = ""
-    details: Any = field(default=None, repr=False)
 
     def execution_fields(self) -> dict[str, Any]:
         """The ToolExecution columns this result fills (status, result, content...)."""
@@ -143,7 +142,6 @@ def _failure(
         error=error,
         error_type=error_type,
         result_chars=len(content),
-        details=details,
         resource_id=context.last_resource_id if context else None,
         resource=context.last_resource if context else None,
         tool_call_id=context.tool_call_id if context else "",

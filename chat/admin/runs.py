@@ -288,7 +288,6 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
                     "status",
                     "attempts",
                     "worker",
-                    "task_id",
                 )
             },
         ),

@@ -197,7 +197,6 @@ class MessageCreateApi(AsyncApiView):
         run = await sync_to_async(run_start)(
             conversation=conversation,
             content=body.validated_data["content"],
-            user=user,
             replaces=body.validated_data.get("replaces"),
         )
         if accepts_event_stream(request):

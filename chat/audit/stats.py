@@ -45,10 +45,6 @@ class ToolRow:
     p95_ms: float | None
     max_ms: int | None
 
-    @property
-    def failure_rate(self) -> float:
-        return self.failed / self.calls if self.calls else 0.0
-
 
 @dataclass(frozen=True)
 class ModelRow:
@@ -77,10 +73,6 @@ class RunTotals:
     p95_ms: float | None
     max_ms: int | None
     model_calls: int
-
-    @property
-    def failure_rate(self) -> float:
-        return self.failed / self.runs if self.runs else 0.0
 
 
 @dataclass(frozen=True)

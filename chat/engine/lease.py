@@ -222,11 +222,3 @@ class Heartbeat(RowHeartbeat):
         """Raise LeaseLost if the run is no longer ours."""
         if self.lost:
             raise LeaseLost(str(self.run_id))
-
-
-def run_lock(run: Run, token: uuid.UUID | None) -> Run:
-    """Lock the run row for a write; with a token, check the lease is still ours."""
-    locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
-    if token is not None and (locked.lease != token or locked.status != RunStatus.RUNNING):
-        raise LeaseLost(str(run.pk))
-    return locked

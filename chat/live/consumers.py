@@ -356,7 +356,7 @@ def _run_start(conversation: Any, content: str, user: Any, replaces: Any) -> Any
         raise RateLimited(
             f"Too many messages; try again in {wait} seconds.", details={"retry_after": wait}
         )
-    return run_start(conversation=conversation, content=content, user=user, replaces=replaces)
+    return run_start(conversation=conversation, content=content, replaces=replaces)
 
 
 @_on_any_thread

@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
@@ -34,7 +33,6 @@ def run_start(
     *,
     conversation: Conversation,
     content: str,
-    user: AbstractBaseUser | AnonymousUser | None = None,
     replaces: Any = None,
 ) -> Run:
     """Store the user's message and a queued run in one transaction; queue the run on commit.
