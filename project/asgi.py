@@ -18,7 +18,7 @@ from chat.live.ws_auth import websocket_application  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        # Origin-checked and authenticated: see chat/ws_auth.py.
+        # Origin-checked and authenticated: see chat/live/ws_auth.py.
         "websocket": websocket_application(URLRouter(websocket_urlpatterns)),
     }
 )

@@ -1,7 +1,7 @@
 """Continuation policies: what follows a step of tool calls.
 
 After the tools of a step have all answered, the run asks its policy for the
-next action. The policy only decides; the turn engine (chat/services/turn.py)
+next action. The policy only decides; the turn engine (chat/engine/run.py)
 does the work. The policies, chosen by the conversation's mode:
 
 - `two_pass`: one more model call, without tools, with an instruction to answer

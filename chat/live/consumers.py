@@ -1,6 +1,6 @@
 """The WebSocket consumer of /ws/conversations/{id}/: a conversation's live events.
 
-Thin: it authenticates (chat/ws_auth.py did the work), checks ownership before
+Thin: it authenticates (chat/live/ws_auth.py did the work), checks ownership before
 joining anything, and forwards client messages to the same services the REST
 API uses. Delivery is chat/live/streams.py's cursor over the stored events, so a
 client that resumes with the last seq it saw gets everything after it, in

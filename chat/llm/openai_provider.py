@@ -1,4 +1,7 @@
-"""The OpenAI-compatible provider: the only module that imports `openai`.
+"""The OpenAI-compatible provider: every request to a model server goes through it.
+
+It holds the `openai` SDK's clients; chat/llm/watch.py, the watch on a call,
+only borrows the SDK's error class.
 
 The SDK does the HTTP work: one client (one connection pool) per process and
 settings, the retries of a failed request (LLM_MAX_RETRIES, with its backoff
