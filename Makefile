@@ -37,6 +37,7 @@ run: $(VENV)/.installed-run
 migrate: $(VENV)/.installed-run
 	$(BIN)/python manage.py migrate --noinput
 
+# Imports point one way (the contracts are [tool.importlinter] in pyproject.toml).
 # No function in chat, tools or project may be radon grade D or worse
 # (cyclomatic complexity above 20): split it where a reader would look for the parts.
 COMPLEXITY_EXCLUDE := */migrations/*
@@ -44,6 +45,7 @@ COMPLEXITY_EXCLUDE := */migrations/*
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	@complex="$$($(BIN)/radon cc -s -n D chat tools project --exclude '$(COMPLEXITY_EXCLUDE)')"; \
 	if [ -n "$$complex" ]; then \
 		echo "$$complex"; echo "make lint: split the functions above (radon grade D or worse, complexity > 20)"; exit 1; \

@@ -36,9 +36,9 @@ from chat.api.base import (
     paginate,
 )
 from chat.api.serializers import MessageSerializer, RunSerializer, message_data
-from chat.api.throttling import MessageRateThrottle
 from chat.inputs import MessageInput, StrictInputSerializer
 from chat.live.streams import run_end_wait, run_event_stream, sse_response
+from chat.message_rate import MessageRateThrottle
 from chat.models import ACTIVE_RUN_STATUSES, Run
 from chat.selectors import (
     conversation_get,

@@ -22,11 +22,9 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -34,11 +32,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from chat.api.throttling import MessageRateThrottle
-from chat.exceptions import RateLimited, ToolchatError
+from chat.exceptions import ToolchatError
 from chat.inputs import MessageInput, validation_error_body
 from chat.live.slots import slot_give_back, slot_renew, slot_take
 from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
+from chat.message_rate import message_rate_check
 from chat.selectors import conversation_get
 from chat.services.approvals import tool_call_decide
 from chat.services.runs import run_cancel_by_id, run_start
@@ -347,15 +345,7 @@ def _conversation_get(conversation_id: Any, user: Any) -> Any:
 
 @_on_any_thread
 def _run_start(conversation: Any, content: str, user: Any, replaces: Any) -> Any:
-    # The REST API's own throttle, same scope and cache key: one budget per user,
-    # however the messages arrive.
-    throttle = MessageRateThrottle()
-    view = SimpleNamespace(throttle_scope="messages")
-    if not throttle.allow_request(SimpleNamespace(user=user, META={}), view):
-        wait = max(1, math.ceil(throttle.wait() or 1))
-        raise RateLimited(
-            f"Too many messages; try again in {wait} seconds.", details={"retry_after": wait}
-        )
+    message_rate_check(user)
     return run_start(conversation=conversation, content=content, replaces=replaces)
 
 

@@ -212,7 +212,7 @@ if REDIS_URL:
     }
     # The cache holds the message rate limit's history (DRF throttles): in Redis,
     # every web process counts against the same budget. It fails open while
-    # Redis is down (chat/api/throttling.py).
+    # Redis is down (chat/message_rate.py).
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",

@@ -4,7 +4,10 @@
 is the application built on it. The one reference the other way is a lazy
 foreign key, `Resource.created_by_execution` -> `chat.ToolExecution`, which
 DESIGN.md names: a resource records the call that created it, and the two
-apps' initial migrations are split by Django to allow it (docs/tools.md).
+apps' initial migrations are split by Django to allow it (docs/tools.md):
+the first migration of `tools` names `chat`'s first as a dependency, and
+imports nothing from it. The direction of imports inside `chat` is
+import-linter's contracts in pyproject.toml, run by `make lint`.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ def test_every_model_change_has_its_migration():
 def test_the_tools_package_does_not_import_chat():
     offenders = []
     for path in sorted((ROOT / "tools").rglob("*.py")):
-        if "migrations" in path.parts or "test_" in path.name:
+        if "test_" in path.name:
             continue
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             names = []
