@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from chat.llm.base import ChatProvider
+from chat.llm.offline import OfflineProvider
 
 
 def get_provider(name: str | None = None) -> ChatProvider:
@@ -26,6 +27,4 @@ def get_provider(name: str | None = None) -> ChatProvider:
             call_deadline_s=settings.LLM_CALL_DEADLINE_S,
             attempt_deadline_s=settings.LLM_ATTEMPT_DEADLINE_S,
         )
-    from chat.llm.offline import OfflineProvider
-
     return OfflineProvider(word_delay_s=settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS / 1000)
