@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,17 @@ async def wait_until_async(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
         await asyncio.sleep(POLL_S)
+
+
+def tool_stopped(name: str) -> Callable[[], bool]:
+    """For `wait_until`: no call of this tool is still running in this process.
+
+    The executor runs each call in a thread named `tool-<name>-<call id>`
+    (tools/running.py), and gives up on one it no longer wants without
+    stopping it: the thread's end is the tool's own, even when abandoned.
+    """
+    prefix = f"tool-{name}-"
+    return lambda: not any(t.name.startswith(prefix) for t in threading.enumerate())
 
 
 async def _truth(value: object) -> object:

@@ -1,4 +1,4 @@
-"""What people expect of a chat page in 2026 (issue 13), each in a real browser on a real uvicorn.
+"""What people expect of a chat page in 2026, each in a real browser on a real uvicorn.
 
 Markdown answers, Copy / Regenerate / Edit, conversations created by their
 first message, renamed, deleted, searched and sorted by activity, follow-up
@@ -10,7 +10,6 @@ chat-<feature>[-375].png.
 from __future__ import annotations
 
 import re
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ import pytest
 from django.utils import timezone
 
 from chat.models import Conversation, ExecutionStatus, Message, Run, RunEvent, ToolExecution
+from tests.assertions import wait_until
 from tests.factories import UserFactory
 from tests.test_chat_ui_browser import ask, log_in, new_conversation
 
@@ -375,13 +375,12 @@ def test_cancel_stops_the_tool_and_the_audit_says_cancelled_once(
     expect(retry).to_be_visible()
 
 
-def _wait_for_end(execution: ToolExecution, timeout: float = 5.0) -> ToolExecution:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        execution.refresh_from_db()
-        if execution.finished_at is not None:
-            return execution
-        time.sleep(0.05)
+def _wait_for_end(execution: ToolExecution) -> ToolExecution:
+    wait_until(
+        ToolExecution.objects.filter(pk=execution.pk, finished_at__isnull=False).exists,
+        what="the tool call's row to be finished",
+    )
+    execution.refresh_from_db()
     return execution
 
 

@@ -1,4 +1,4 @@
-"""The chat page's rough edges (issue 13), each in a real browser against a real uvicorn.
+"""The chat page's rough edges, each in a real browser against a real uvicorn.
 
 The server runs the offline model with in-process tasks on the test database.
 Screenshots go to screenshots/ (gitignored): chat-header-375.png,

@@ -218,7 +218,7 @@ def test_sensitive_arguments_of_a_tool_call_are_masked_in_the_admin(
     assert "(calls sign_in)" in listing
 
 
-# --- Branding, the way to the audit, the run's waterfall (issue 14) --------------------
+# --- Branding, the way to the audit, the run's waterfall -------------------------------
 
 
 def test_the_admin_is_branded_and_links_to_the_audit_and_its_icon(admin_client: Client, run):

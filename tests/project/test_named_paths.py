@@ -1,4 +1,4 @@
-"""Every file a comment or docstring of the application names exists.
+"""What comments and docstrings name: files that exist, behaviour rather than issues.
 
 A docstring that sends the reader to `chat/services/turn.py` after the code
 moved to `chat/engine/` is worse than none. The application's comments and
@@ -7,6 +7,9 @@ under chat/, tools/, project/, static/, templates/, docs/, tests/, bench/);
 each must exist, as a file or a folder of the repository, or as a template
 name under templates/. String literals in code are not read: they are
 template names, URLs and MCP methods, checked by the tests of what uses them.
+
+A test says what it checks in words a reader can follow without the issue
+tracker: no comment or docstring under tests/ names an issue number.
 """
 
 from __future__ import annotations
@@ -43,9 +46,16 @@ def _comments(source: str) -> Iterator[tuple[int, str]]:
             yield token.start[0], token.string
 
 
+ISSUE = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+
+
+def _texts(source: str) -> list[tuple[int, str]]:
+    return [*_docstrings(ast.parse(source)), *_comments(source)]
+
+
 def named_paths(source: str) -> Iterator[tuple[int, str]]:
     """(line, path) for each repository path named in the source's comments and docstrings."""
-    for line, text in [*_docstrings(ast.parse(source)), *_comments(source)]:
+    for line, text in _texts(source):
         for match in PATH.finditer(text):
             yield line + text.count("\n", 0, match.start()), match.group()
 
@@ -83,3 +93,15 @@ def test_every_path_a_comment_or_docstring_names_exists():
                 if not exists(named):
                     missing.append(f"{path.relative_to(ROOT)}:{line}: {named}")
     assert missing == []
+
+
+def test_no_test_names_an_issue_number():
+    assert ISSUE.search("The chat page's rough edges (issue 13).")
+    assert not ISSUE.search("Search the issues for anything.")
+    named = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for line, text in _texts(path.read_text())
+        if ISSUE.search(text)
+    ]
+    assert named == []

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
+import logging
 
 import pytest
 
 from chat.engine.suggestions import suggestions_clean, tool_suggestions
 from chat.models import Message, Mode, ModelCall, Role, Run, RunEvent
+from tests.assertions import wait_until
 from tests.chat.api.conftest import token_client
 from tests.factories import ConversationFactory
 from tests.llm_server import text_reply, tool_calls_reply
@@ -137,8 +138,9 @@ def test_the_direct_mode_asks_the_model_nothing_more(user, llm_server, settings)
 
 
 def test_a_cancel_during_the_follow_ups_call_leaves_none_and_ends_the_run(
-    user, llm_server, settings
+    user, llm_server, settings, caplog
 ):
+    caplog.set_level(logging.INFO, logger="chat.engine.run")
     settings.LLM_SUGGESTIONS = "on"
     conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
     llm_server.push(
@@ -150,15 +152,20 @@ def test_a_cancel_during_the_follow_ups_call_leaves_none_and_ends_the_run(
         f"/api/v1/conversations/{conversation.id}/messages/", {"content": "hi"}, format="json"
     ).json()
     run_id = posted["run"]["id"]
-    deadline = time.monotonic() + 10
-    while len(llm_server.requests) < 2:  # the answer is in; the follow-ups are being asked
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(
+        lambda: len(llm_server.requests) >= 2,
+        what="the answer to be in and the follow-ups to be asked",
+    )
 
     assert client.post(f"/api/v1/runs/{run_id}/cancel/").status_code == 200
 
     run = wait_for_run(Run.objects.get(pk=run_id))
-    time.sleep(0.5)  # what a late writer would have written by now
+    # The worker that asked for the follow-ups has given up the run: nothing it
+    # could still write is missed by what follows.
+    wait_until(
+        lambda: f"run {run_id}: lease lost" in caplog.text, what="the worker to let the run go"
+    )
+    run.refresh_from_db()
     assert run.status == "cancelled"
     events = list(RunEvent.objects.filter(run_id=run_id).order_by("seq"))
     assert events[-1].type == "run.cancelled"

@@ -30,7 +30,7 @@ from chat.models import (
 )
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
-from tests.assertions import assert_valid_history, wait_until
+from tests.assertions import assert_valid_history, tool_stopped, wait_until
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
@@ -546,8 +546,9 @@ def test_cancel_fills_unanswered_calls_and_stops_the_run(llm_server, conversatio
     assert event_types(run)[-1] == "run.cancelled"
     assert_valid_history(history_for_model(conversation=conversation))
     # The tool (which does not look at its context) is abandoned, not waited for:
-    # the row keeps the cancel's one account of it, and the run does not go on.
-    time.sleep(2.5)
+    # once it has finished, the row keeps the cancel's one account of it, and the
+    # run does not go on.
+    wait_until(tool_stopped("slow_step"), what="the abandoned tool to finish its 2 s")
     execution.refresh_from_db()
     assert execution.status == ExecutionStatus.CANCELLED
     assert "finished after" not in execution.error
@@ -571,11 +572,9 @@ def test_cancel_reaches_a_tool_that_reports_progress(llm_server, conversation):
     )
     run_cancel(run=run)
     cancelled_at = time.monotonic()
-    time.sleep(2.5)  # the tool's call heartbeat looks every second
+    # The tool's call heartbeat looks every second; the tool stops at its next report.
+    wait_until(tool_stopped("generate_dataset"), what="the dataset tool to stop")
     last_progress = RunEvent.objects.filter(run=run, type="tool.progress").order_by("-seq").first()
-    progress_count = RunEvent.objects.filter(run=run, type="tool.progress").count()
-    time.sleep(1.5)
-    assert RunEvent.objects.filter(run=run, type="tool.progress").count() == progress_count
     assert last_progress.data["percent"] < 60  # 10,000 rows take about 10 s
     execution = ToolExecution.objects.get(run=run)
     assert execution.status == ExecutionStatus.CANCELLED

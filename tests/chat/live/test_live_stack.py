@@ -194,7 +194,7 @@ def test_sse_with_last_event_id_resumes_to_the_identical_sequence(live, llm_serv
 
 # channels_redis blocks on Redis (BZPOPMIN) for 5 s at a time; redis-py 8 gave up
 # on a read after 5 s, so an idle socket died within about 5 s. Three times that
-# shows the race is gone without the minute the reproduction took.
+# shows the race is gone without the minute the first reproduction of it took.
 IDLE_S = 15.0
 
 

@@ -273,7 +273,7 @@ def test_a_forked_child_makes_its_own_client(llm_server):
     assert get_provider().client is client
 
 
-# --- Deadlines, stop, and servers that do not stream (issue 9, items 2 and 12) -------
+# --- Deadlines, stop, and servers that do not stream ---------------------------------
 
 
 def test_a_trickling_server_is_ended_at_the_calls_deadline(server):
