@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessageParam
@@ -23,7 +24,13 @@ from chat.history import (
 )
 from chat.models import Message, Role
 from chat.selectors import history_for_model
-from tests.factories import ConversationFactory, MessageFactory, ResourceFactory, RunFactory
+from tests.factories import (
+    ConversationFactory,
+    MessageFactory,
+    ResourceFactory,
+    RunFactory,
+    ToolExecutionFactory,
+)
 from tools.executor import interrupted_result
 
 # The reference: the openai package's own message types. The strict variant
@@ -122,9 +129,65 @@ def test_each_role_becomes_exactly_the_openai_shape():
     assert_valid_openai(converted)
 
 
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        (Message(role=Role.USER, content=""), {"role": "user", "content": ""}),
+        (Message(role=Role.SYSTEM, content=None), {"role": "system", "content": ""}),
+        (
+            Message(role=Role.TOOL, content=None),
+            {"role": "tool", "tool_call_id": "", "content": ""},
+        ),
+        (Message(role=Role.ASSISTANT, content=None), {"role": "assistant", "content": ""}),
+        (Message(role=Role.ASSISTANT, content="x"), {"role": "assistant", "content": "x"}),
+    ],
+)
+def test_an_empty_row_is_sent_empty(row, expected):
+    assert message_to_openai(row) == expected
+
+
+@pytest.mark.parametrize(
+    ("stored", "sent"),
+    [
+        (
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        ),
+        (
+            {"id": "c1", "index": 0, "function": {"name": "f", "arguments": {"x": 1}}},
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}},
+        ),
+        (
+            {"id": None, "function": {}},
+            {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+        ),
+        (
+            {"id": "c2", "type": "custom", "custom": {"name": "grep", "input": "a.*b"}},
+            {"id": "c2", "type": "custom", "custom": {"name": "grep", "input": "a.*b"}},
+        ),
+        (
+            {"id": "c3", "type": "custom", "custom": {}},
+            {"id": "c3", "type": "custom", "custom": {"name": "", "input": ""}},
+        ),
+    ],
+)
+def test_a_stored_call_is_sent_with_only_the_keys_openai_accepts(stored, sent):
+    assert tool_call_to_openai(stored) == sent
+
+
 def test_an_assistant_row_with_empty_tool_calls_has_none():
     row = Message(role=Role.ASSISTANT, content=None, tool_calls=[], position=0)
     assert message_to_openai(row) == {"role": "assistant", "content": ""}
+
+
+def assistant_row_for_calls(run):
+    return MessageFactory(
+        conversation=run.conversation,
+        run=run,
+        role=Role.ASSISTANT,
+        content=None,
+        tool_calls=[call("c1", "record_note")],
+    )
 
 
 def test_parsed_arguments_are_sent_as_json_text():
@@ -170,6 +233,16 @@ def test_message_to_api_adds_our_fields():
         "created_by_execution_id": None,
     }
     assert "html" not in tool
+    imported = MessageFactory(conversation=run.conversation, run=None, role=Role.USER)
+    assert message_to_api(imported)["run_id"] is None  # a history import belongs to no run
+    assert "superseded_at" not in message_to_api(imported)
+    imported.superseded_at = timezone.now()
+    assert message_to_api(imported)["superseded_at"] == imported.superseded_at.isoformat()
+    asking_row = assistant_row_for_calls(run)
+    assert message_to_api(asking_row)["html"] is None  # no text: nothing for a page to show
+    execution = ToolExecutionFactory(run=run, message=asking_row)
+    resource.created_by_execution = execution
+    assert message_to_api(tool_row)["resource"]["created_by_execution_id"] == str(execution.pk)
 
     assistant = message_to_api(assistant_row)
     assert assistant == {
@@ -219,6 +292,15 @@ def test_a_missing_answer_is_filled_with_an_error_result():
     assert "interrupted" in result["error"]
     assert_pairing(repaired)
     assert_valid_openai(repaired)
+
+
+def test_a_filled_answer_names_the_call_it_answers():
+    unnamed = {"id": "a", "type": "function", "function": {"arguments": "{}"}}
+    repaired = repair([user(), asking(call("b", "get_weather"), unnamed)])
+    assert repaired[2:] == [
+        answer("b", interrupted_result("get_weather").content),
+        answer("a", interrupted_result("").content),
+    ]
 
 
 def test_a_run_interrupted_at_the_end_still_gives_a_valid_history():
@@ -360,9 +442,97 @@ def test_trim_without_user_messages_cuts_between_units():
     assert trim(history, max_messages=4) == [SYSTEM, asking(call("a")), answer("a"), reply("end")]
 
 
-def test_trim_refuses_a_meaningless_budget():
-    with pytest.raises(ValueError, match="max_messages"):
-        trim(LONG, max_messages=0)
+@pytest.mark.parametrize(
+    ("budget", "error"),
+    [
+        ({"max_messages": 0}, "max_messages must be at least 1"),
+        ({"max_messages": -3}, "max_messages must be at least 1"),
+        ({"max_chars": -1}, "max_chars must not be negative"),
+    ],
+)
+def test_trim_refuses_a_meaningless_budget(budget, error):
+    with pytest.raises(ValueError, match=error):
+        trim(LONG, **budget)
+
+
+# Each row: a repaired history, the budgets, and what a model is sent.
+TRIM_CASES = [
+    pytest.param([user("a"), reply("b")], {}, [user("a"), reply("b")], id="no budget"),
+    pytest.param(
+        [SYSTEM, user("a"), reply("b"), user("c")],
+        {"max_messages": 3},
+        [SYSTEM, user("c")],
+        id="a cut lands on a user message",
+    ),
+    pytest.param(
+        [SYSTEM, user("a"), reply("b"), user("c")],
+        {"max_messages": 4},
+        [SYSTEM, user("a"), reply("b"), user("c")],
+        id="exactly the budget",
+    ),
+    pytest.param(
+        [SYSTEM, user("aaaa"), reply("bb"), user("c")],
+        {"max_chars": len("You are helpful.") + 3},
+        [SYSTEM, user("c")],
+        id="the instructions count against the characters",
+    ),
+    pytest.param(
+        [SYSTEM, asking(call("a")), answer("a"), reply("end")],
+        {"max_messages": 3},
+        [SYSTEM, reply("end")],
+        id="without a user message, a call keeps its answer",
+    ),
+    pytest.param(
+        [asking(call("a")), answer("a"), asking(call("b")), answer("b")],
+        {"max_messages": 3},
+        [asking(call("b")), answer("b")],
+        id="no instructions and no user message",
+    ),
+    pytest.param([SYSTEM], {"max_messages": 1}, [SYSTEM], id="instructions only"),
+]
+
+
+@pytest.mark.parametrize(("history", "budgets", "expected"), TRIM_CASES)
+def test_trim_by_table(history, budgets, expected):
+    trimmed = trim(history, **budgets)
+    assert trimmed == expected
+    assert_pairing(trimmed)
+
+
+@pytest.mark.parametrize(
+    ("message", "size"),
+    [
+        (user("hello"), 5),
+        (reply(""), 0),
+        ({"role": "assistant", "content": None}, 0),
+        (asking(call("a", arguments='{"x": 1}')), len('{"x": 1}')),
+        (asking(call("a", arguments="{}"), content="ok"), 2 + 2),
+        (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c", "type": "custom", "custom": {"name": "f", "input": "abc"}}
+                ],
+            },
+            3,
+        ),
+        # Content parts (a client's request may carry them): their text and refusals count.
+        (
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "abc"},
+                    {"type": "image_url", "image_url": {"url": "https://example.org/x.png"}},
+                ],
+            },
+            3,
+        ),
+        ({"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}, 2),
+    ],
+)
+def test_the_size_of_a_message_for_trimming(message, size):
+    assert message_chars(message) == size
 
 
 def test_build_model_history_puts_the_prompt_first_and_repairs():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from chat.engine.continuation import (
@@ -11,6 +14,7 @@ from chat.engine.continuation import (
     Decision,
     ParsedDecision,
     decide_after_tools,
+    decider_instruction,
     direct_reply,
     parse_decision,
 )
@@ -59,14 +63,23 @@ def test_the_policy_decides_by_mode_steps_and_return_direct(
         ("", "", "default", "default"),
     ],
 )
+@pytest.mark.parametrize(
+    ("mode", "steps_done"),
+    [
+        ("two_pass", 1),
+        ("loop", 5),  # the last call, without tools, once the steps are spent
+        ("llm", 5),
+    ],
+)
 def test_the_composing_call_uses_the_compose_model_when_one_is_set(
-    settings, compose_model, conversation_model, llm_model, expected
+    settings, mode, steps_done, compose_model, conversation_model, llm_model, expected
 ):
     settings.LLM_COMPOSE_MODEL = compose_model
     settings.LLM_MODEL = llm_model
     decision = decide_after_tools(
-        mode="two_pass", steps_done=1, max_steps=5, return_direct=False, model=conversation_model
+        mode=mode, steps_done=steps_done, max_steps=5, return_direct=False, model=conversation_model
     )
+    assert decision.action == Action.COMPOSE
     assert decision.model == expected
 
 
@@ -80,6 +93,9 @@ def test_the_composing_call_uses_the_compose_model_when_one_is_set(
         (['"a plain string"'], "a plain string"),
         (["  not JSON  "], "not JSON"),
         (['{"value": 4}'], '{"value": 4}'),
+        # A result without a message is shown as JSON, as written, and at most 2,000 characters.
+        (['{"city": "Zürich"}'], '{"city": "Zürich"}'),
+        (['{"rows": "' + "x" * 3000 + '"}'], '{"rows": "' + "x" * 1990),
         (["", '{"message": ""}'], '{"message": ""}'),
         ([], "Done."),
         ([""], "Done."),
@@ -101,6 +117,11 @@ def test_a_direct_reply_is_the_tools_messages(contents, expected):
             ParsedDecision("calculator", {}, None),
         ),
         ('{"done": true, "final_output": "It is 4."}', ParsedDecision(None, {}, "It is 4.")),
+        # Done wins over a tool named anyway: the reply is given, nothing more runs.
+        (
+            '{"done": true, "next_tool": "calculator", "arguments": {}, "final_output": "4."}',
+            ParsedDecision(None, {}, "4."),
+        ),
         ('{"done": false, "next_tool": "  ", "final_output": "x"}', ParsedDecision(None, {}, "x")),
         ('{"done": true, "final_output": "  "}', ParsedDecision(None, {}, None)),
         ("It is 4.", ParsedDecision(None, {}, "It is 4.")),
@@ -111,3 +132,25 @@ def test_a_direct_reply_is_the_tools_messages(contents, expected):
 )
 def test_a_decider_answer_is_a_tool_to_run_or_the_reply(content, expected):
     assert parse_decision(content) == expected
+
+
+@pytest.mark.parametrize(
+    "functions",
+    [
+        [],
+        [{"name": "calculator", "parameters": {"type": "object"}}],
+        [
+            {"name": "get_weather", "description": "Le temps à Zürich", "parameters": {}},
+            {"name": "record_note", "description": "Note something", "parameters": {}},
+        ],
+    ],
+)
+def test_the_decider_is_shown_the_tools_schemas_as_written(functions):
+    tools = [{"type": "function", "function": function} for function in functions]
+    instruction = decider_instruction(tools)
+    listed = re.search(r"<tools>(.*)</tools>", instruction, re.DOTALL)
+    assert listed is not None
+    assert json.loads(listed.group(1)) == functions
+    # Unescaped, as the model would write them back.
+    assert listed.group(1) == json.dumps(functions, ensure_ascii=False)
+    assert "{done, next_tool, arguments, final_output}" in instruction
