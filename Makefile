@@ -7,7 +7,7 @@ PORT ?= 8000
 # pytest exits 5 when a pass selects no test; that is not a failure here.
 PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-.PHONY: run test test-python attack bench lint typecheck jscheck pytest migrate clean help
+.PHONY: run test test-python attack bench mutation lint typecheck jscheck pytest migrate clean help
 
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
@@ -97,9 +97,16 @@ test-python:
 attack: $(VENV)/.installed-dev
 	TOOLCHAT_TEST_DB=postgres $(BIN)/python -m pytest -m attack $(PYTEST_ARGS)
 
+# Mutation testing of the pure guards and decisions (chat/engine/continuation.py,
+# chat/history.py; [tool.mutmut] in pyproject.toml), not part of `make test`: a
+# few minutes on two cores. docs/testing.md lists the survivors and why each is harmless.
+mutation: $(VENV)/.installed-dev
+	$(BIN)/mutmut run --max-children $(or $(MUTATION_JOBS),2)
+	@$(BIN)/mutmut results | grep -v ': killed$$' || true
+
 # Needs the PostgreSQL and Redis server binaries; see bench/README.md.
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/compare.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-3.* .mypy_cache .ruff_cache .pytest_cache .hypothesis staticfiles node_modules
+	rm -rf $(VENV) .venv-3.* .mypy_cache .ruff_cache .pytest_cache .hypothesis staticfiles node_modules mutants

@@ -260,6 +260,8 @@ def test_message_to_api_adds_our_fields():
         "html": "<p>Noted.</p>",
         "suggestions": None,
     }
+    assistant_row.suggestions = ["And in Paris?"]
+    assert message_to_api(assistant_row)["suggestions"] == ["And in Paris?"]
 
 
 # --- Guards, one at a time ------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 
 from chat.engine.continuation import (
     COMPOSE_INSTRUCTION,
+    DECISION_SCHEMA,
     STEP_LIMIT_INSTRUCTION,
     Action,
     Decision,
@@ -154,3 +155,11 @@ def test_the_decider_is_shown_the_tools_schemas_as_written(functions):
     # Unescaped, as the model would write them back.
     assert listed.group(1) == json.dumps(functions, ensure_ascii=False)
     assert "{done, next_tool, arguments, final_output}" in instruction
+
+
+def test_the_decider_is_shown_both_answers_with_the_schemas_own_keys():
+    instruction = decider_instruction([])
+    shown = re.findall(r"(\w+)=(\w+)", instruction)
+    assert {key for key, _ in shown} == set(DECISION_SCHEMA["required"])
+    assert ("done", "false") in shown  # a tool to run
+    assert ("done", "true") in shown  # or the reply
