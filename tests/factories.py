@@ -299,3 +299,11 @@ def _call_store(
         content=content,
         resource=resource,
     )
+
+
+def event_data(type: str, **fields: Any) -> dict[str, Any]:
+    """Data that `type`'s declaration accepts: `fields`, and a placeholder for each other required one."""
+    from chat.live.event_types import EVENT_DATA
+
+    required = EVENT_DATA[type].__required_keys__
+    return {**{name: f"<{name}>" for name in sorted(required)}, **fields}

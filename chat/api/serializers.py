@@ -14,7 +14,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from chat.history import message_to_api
-from chat.live.events import EVENT_TYPES
+from chat.live.event_types import EVENT_TYPES
 from chat.models import (
     Conversation,
     ExecutionStatus,

@@ -22,6 +22,7 @@ from django.utils import timezone
 from chat.engine.call_records import completed_event, execution_event, tool_message_create
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.tool_calls import call_lock, latch_release, result_write
+from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.models import ExecutionStatus, Run, RunStatus, ToolExecution
 from tools.registry import registry as tool_registry
@@ -36,7 +37,7 @@ def approval_required(name: str, arguments: Any) -> bool:
     return spec is not None and spec.needs_approval(arguments)
 
 
-def approval_requested_event(execution: ToolExecution) -> tuple[str, dict[str, Any]]:
+def approval_requested_event(execution: ToolExecution) -> Event:
     """The `tool_call.approval_requested` event: what the call will do, arguments masked."""
     arguments = execution.arguments if execution.arguments is not None else {}
     spec = tool_registry.get(execution.name)
@@ -60,7 +61,7 @@ def approval_store(
     execution.decided_at = now
     execution.decision_reason = reason
     decided = execution_event(execution, approved=approve, reason=reason)
-    events: list[tuple[str, dict[str, Any]]] = [("tool_call.approval_decided", decided)]
+    events: list[Event] = [("tool_call.approval_decided", decided)]
     if approve:
         execution.status = ExecutionStatus.PENDING
         execution.save(update_fields=["status", "approved_by", "decided_at", "decision_reason"])

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from chat.engine.lease import worker_name
 from chat.history import message_to_api
+from chat.live.event_types import Event
 from chat.models import ExecutionStatus, Message, Role, Run, ToolExecution
 from tools.audit import arguments_for_audit
 from tools.models import Resource
@@ -89,15 +90,13 @@ def execution_start(execution: ToolExecution) -> None:
     execution.worker = worker_name()
 
 
-def execution_started_event(execution: ToolExecution) -> tuple[str, dict[str, Any]]:
+def execution_started_event(execution: ToolExecution) -> Event:
     """The `tool_call.started` event of a started row (its arguments are masked already)."""
     data = execution_event(execution, arguments=execution.arguments, attempt=execution.attempts)
     return ("tool_call.started", data)
 
 
-def completed_event(
-    execution: ToolExecution, result: ToolResult, message: Message
-) -> tuple[str, dict[str, Any]]:
+def completed_event(execution: ToolExecution, result: ToolResult, message: Message) -> Event:
     """The `tool_call.completed` event of a stored result, with the tool message it made."""
     data = execution_event(
         execution,

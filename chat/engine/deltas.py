@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
 
 from django.conf import settings
 
+from chat.live.event_types import Event
 from chat.live.events import event_publish
 from chat.models import Run
 
@@ -34,7 +34,7 @@ class DeltaBuffer:
             data={"message_id": self.message_id, "reset": True, "reason": reason, "text": ""},
         )
 
-    def take(self) -> list[tuple[str, dict[str, Any]]]:
+    def take(self) -> list[Event]:
         """The text not yet published, as an event for the caller's batch (or none)."""
         if not self.pending:
             return []

@@ -33,11 +33,10 @@ from django.utils import timezone
 
 from chat.engine.lease import LeaseLost, run_write
 from chat.engine.tool_calls import unfinished_calls_answer
+from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.models import Run, RunStatus, ToolExecution
 from tools.results import ToolResult, cancelled_result, interrupted_result
-
-Event = tuple[str, dict[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)

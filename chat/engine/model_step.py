@@ -40,6 +40,7 @@ from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.engine.request import request_build, request_hash
 from chat.engine.suggestions import model_suggestions_wanted, tool_suggestions
 from chat.history import message_to_api
+from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.llm import get_provider
 from chat.llm.base import (
@@ -93,7 +94,7 @@ class StepOpening:
     step: int
     message_id: uuid.UUID = dataclasses.field(default_factory=uuid.uuid4)
 
-    def event(self) -> tuple[str, dict[str, Any]]:
+    def event(self) -> Event:
         """Its `message.created` event, which also lets a takeover record a call that died."""
         data = {
             "message_id": str(self.message_id),
@@ -118,7 +119,7 @@ def model_step(
     position: int,
     rows: list[Message],
     instruction: str | None = None,
-    announce: Sequence[tuple[str, dict[str, Any]]] | None = (),
+    announce: Sequence[Event] | None = (),
 ) -> Step:
     """One model call, streamed to the run's events; its answer stored at `position`.
 
@@ -204,7 +205,7 @@ def _answer_store(
     completion: Completion,
     *,
     position: int,
-    deltas: list[tuple[str, dict[str, Any]]],
+    deltas: list[Event],
     suggestions: list[str],
 ) -> Step:
     """Store the answer, its ModelCall, its calls' audit rows and the step's events, at once.
@@ -294,7 +295,7 @@ def _answer_write(
     completion: Completion,
     *,
     position: int,
-    deltas: list[tuple[str, dict[str, Any]]],
+    deltas: list[Event],
     taken: set[str],
     suggestions: list[str],
 ) -> Step:
@@ -367,9 +368,9 @@ def _answer_rows(
     plan: _Plan,
     *,
     position: int,
-    deltas: list[tuple[str, dict[str, Any]]],
+    deltas: list[Event],
     suggestions: list[str],
-    events: list[tuple[str, dict[str, Any]]],
+    events: list[Event],
 ) -> tuple[Message, list[ToolExecution]]:
     """Store the answer, its ModelCall and its calls' audit rows; append the step's events.
 
@@ -420,7 +421,7 @@ def _decoded(arguments: str) -> Any:
 
 def assistant_message_create(
     *, run: Run, message_id: uuid.UUID, position: int, **fields: Any
-) -> tuple[Message, tuple[str, dict[str, Any]]]:
+) -> tuple[Message, Event]:
     """An answer of the run at `position`, and its `message.completed` event to publish.
 
     The caller holds the run's lease and row lock, in the transaction that commits it.

@@ -51,6 +51,7 @@ from chat.engine.suggestions import (
     tool_suggestions,
 )
 from chat.engine.tool_calls import run_park, tool_call_run
+from chat.live.event_types import Event
 from chat.live.events import event_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
@@ -118,7 +119,7 @@ class _Turn:
     following: _Next | None = None  # what follows the step's calls, once decided
     final: Message | None = None  # the final answer, once stored
     empty: int = 0  # answers with no text in a row (one is asked again)
-    announce: list[tuple[str, dict[str, Any]]] | None = None  # events before the first step's
+    announce: list[Event] | None = None  # events before the first step's
 
     def history(self) -> list[Message]:
         """The conversation's history for the model, read on first use."""

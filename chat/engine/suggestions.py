@@ -32,6 +32,7 @@ from chat.engine.lease import Heartbeat
 from chat.engine.model_calls import completion_fill
 from chat.engine.request import history_load, request_hash
 from chat.history import build_model_history
+from chat.live.event_types import Event
 from chat.llm import get_provider
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest, Done
 from chat.models import CallStatus, Message, Mode, ModelCall, ModelCallPurpose, Run
@@ -184,7 +185,7 @@ def model_suggestions_ask(
 
 def model_suggestions_write(
     *, run: Run, final: Message, suggested: Suggested | None
-) -> list[tuple[str, dict[str, Any]]]:
+) -> list[Event]:
     """Store the call and the merged suggestions; the `message.suggestions` event to publish.
 
     In the transaction that completes the run, after its lease was checked:

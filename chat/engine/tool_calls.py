@@ -33,6 +33,7 @@ from chat.engine.call_records import (
 )
 from chat.engine.dispatch import dispatch_run, dispatch_tool
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write
+from chat.live.event_types import Event
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
@@ -169,7 +170,7 @@ def tool_call_run(
     token: uuid.UUID,
     execution: ToolExecution,
     *,
-    announce: Sequence[tuple[str, dict[str, Any]]] = (),
+    announce: Sequence[Event] = (),
 ) -> Message:
     """Run a step's one call in the run's own worker, which keeps the lease, and store it.
 
@@ -313,7 +314,7 @@ def unfinished_calls_answer(run: Run, result_for: Callable[..., ToolResult]) -> 
     return unfinished
 
 
-def latch_release(run: Run, assistant_message_id: Any) -> list[tuple[str, dict[str, Any]]]:
+def latch_release(run: Run, assistant_message_id: Any) -> list[Event]:
     """When no call of the step is unfinished, end the step and queue the run's next move.
 
     Returns the step's `tools.ended` event for the caller to publish (none if

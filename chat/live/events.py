@@ -16,31 +16,11 @@ from channels.layers import get_channel_layer
 from django.db import connection, transaction
 from django.utils import timezone
 
+from chat.live.event_types import Event, event_check
 from chat.live.sender import layer_send
 from chat.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
-
-EVENT_TYPES = frozenset(
-    {
-        "run.started",
-        "message.created",
-        "messages.superseded",
-        "message.delta",
-        "tool_call.started",
-        "tool_call.approval_requested",
-        "tool_call.approval_decided",
-        "tool.progress",
-        "tool.event",
-        "tool_call.completed",
-        "tools.ended",
-        "message.completed",
-        "message.suggestions",
-        "run.completed",
-        "run.failed",
-        "run.cancelled",
-    }
-)
 
 
 def conversation_group(conversation_id: Any) -> str:
@@ -77,16 +57,17 @@ def _reserve_seqs(conversation_id: Any, count: int) -> int:
     return int(row[0])
 
 
-def events_publish(*, run: Run, events: Sequence[tuple[str, dict[str, Any]]]) -> list[RunEvent]:
+def events_publish(*, run: Run, events: Sequence[Event]) -> list[RunEvent]:
     """Store events with the conversation's next seqs, in order; send them to live clients on commit.
 
-    One statement on PostgreSQL, two elsewhere, however many events: inside
-    the caller's transaction when there is one, so that a step's rows and its
-    events commit together.
+    Each is checked against its declaration (chat/live/event_types.py) first.
+
+        One statement on PostgreSQL, two elsewhere, however many events: inside
+        the caller's transaction when there is one, so that a step's rows and its
+        events commit together.
     """
-    for type, _ in events:
-        if type not in EVENT_TYPES:
-            raise ValueError(f"unknown event type {type!r}")
+    for type, data in events:
+        event_check(type, data)
     if not events:
         return []
     if connection.vendor == "postgresql":
@@ -125,7 +106,7 @@ RETURNING id, seq
 """
 
 
-def _insert_numbered(run: Run, events: Sequence[tuple[str, dict[str, Any]]]) -> list[RunEvent]:
+def _insert_numbered(run: Run, events: Sequence[Event]) -> list[RunEvent]:
     field = RunEvent._meta.get_field("data")
     datas = [field.get_prep_value(data) for _, data in events]  # NUL and surrogates cleaned
     now = timezone.now()

@@ -24,7 +24,9 @@ logger = logging.getLogger(__name__)
 # dropped from the live path, never from the database.
 MAX_PENDING = 10_000
 
-Batch = tuple[Any, list[tuple[str, dict[str, Any]]]]  # (layer, [(group, message), ...])
+GroupMessage = tuple[str, dict[str, Any]]
+"""A channel-layer message and the group it goes to: (group, message)."""
+Batch = tuple[Any, list[GroupMessage]]  # (layer, [(group, message), ...])
 
 
 class _Sender:
@@ -34,7 +36,7 @@ class _Sender:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[Batch] | None = None
 
-    def submit(self, layer: Any, messages: list[tuple[str, dict[str, Any]]]) -> None:
+    def submit(self, layer: Any, messages: list[GroupMessage]) -> None:
         loop, queue = self._running()
         loop.call_soon_threadsafe(self._enqueue, queue, (layer, messages))
 
@@ -86,6 +88,6 @@ class _Sender:
 _sender = _Sender()
 
 
-def layer_send(layer: Any, messages: list[tuple[str, dict[str, Any]]]) -> None:
+def layer_send(layer: Any, messages: list[GroupMessage]) -> None:
     """Queue `(group, message)` pairs for the layer; returns at once, sends in order."""
     _sender.submit(layer, messages)

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from chat.llm.offline.words import destroys
 
@@ -152,8 +152,15 @@ def _last_user_index(messages: Sequence[Message]) -> int | None:
     return None
 
 
+class _Call(NamedTuple):
+    """A tool call the model made: the tool's name and the arguments it was given."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
 def _results(messages: Sequence[Message], start: int, stop: int) -> list[TurnResult]:
-    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    calls: dict[str, _Call] = {}
     results: list[TurnResult] = []
     for message in messages[:stop]:
         for call in message.get("tool_calls") or []:
@@ -162,14 +169,14 @@ def _results(messages: Sequence[Message], start: int, stop: int) -> list[TurnRes
                 arguments = json.loads(function.get("arguments") or "{}")
             except ValueError:
                 arguments = {}
-            calls[str(call.get("id"))] = (
+            calls[str(call.get("id"))] = _Call(
                 str(function.get("name") or ""),
                 arguments if isinstance(arguments, dict) else {},
             )
     for message in messages[start:stop]:
         if message.get("role") == "tool":
-            name, arguments = calls.get(str(message.get("tool_call_id")), ("", {}))
-            results.append(TurnResult(name, arguments, _parsed(message_text(message))))
+            made = calls.get(str(message.get("tool_call_id")), _Call("", {}))
+            results.append(TurnResult(made.name, made.arguments, _parsed(message_text(message))))
     return results
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from chat.live.events import event_publish
 from chat.models import ExecutionStatus, Message, Role, Run, RunStatus, ToolExecution
-from tests.factories import RunFactory
+from tests.factories import RunFactory, event_data
 
 pytestmark = pytest.mark.django_db
 
@@ -61,10 +61,8 @@ def test_the_detail_costs_four_queries(api, turn, django_assert_num_queries):
 @pytest.fixture
 def events(turn):
     published = [
-        event_publish(run=turn, type=kind, data={"n": n})
-        for n, kind in enumerate(
-            ["run.started", "message.created", "message.delta", "run.completed"]
-        )
+        event_publish(run=turn, type=kind, data=event_data(kind))
+        for kind in (["run.started", "message.created", "message.delta", "run.completed"])
     ]
     return [e.seq for e in published]
 
@@ -79,7 +77,7 @@ def test_events_are_envelopes_in_seq_order(api, turn, events):
         "type": "run.started",
         "run_id": str(turn.id),
         "ts": body["events"][0]["ts"],
-        "data": {"n": 0},
+        "data": {"mode": "<mode>"},
     }
     assert body["events"][0]["ts"].endswith("Z")
     assert (body["last_seq"], body["has_more"], body["run_status"]) == (
@@ -106,7 +104,7 @@ def test_last_event_id_counts_as_after(api, turn, events):
 
 def test_only_this_runs_events(api, turn, events, conversation):
     other_run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
-    event_publish(run=other_run, type="run.started")
+    event_publish(run=other_run, type="run.started", data=event_data("run.started"))
     body = api.get(run_url(turn, "events/")).json()
     assert [e["seq"] for e in body["events"]] == events
 

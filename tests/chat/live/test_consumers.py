@@ -14,7 +14,7 @@ from chat.live.events import event_publish
 from chat.models import ACTIVE_RUN_STATUSES, Message, Run, RunStatus
 from project.asgi import application
 from tests.assertions import wait_until_async
-from tests.factories import ConversationFactory, RunFactory, UserFactory
+from tests.factories import ConversationFactory, RunFactory, UserFactory, event_data
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +53,9 @@ async def receive_events(communicator, count, timeout=10):
 @database_sync_to_async
 def publish(run, count, start=0):
     return [
-        event_publish(run=run, type="tool.progress", data={"n": start + i}).seq
+        event_publish(
+            run=run, type="tool.progress", data=event_data("tool.progress", percent=start + i)
+        ).seq
         for i in range(count)
     ]
 
@@ -81,7 +83,7 @@ async def test_the_owner_receives_live_events_in_order(user):
         "type": "tool.progress",
         "run_id": str(run.id),
         "ts": events[0]["ts"],
-        "data": {"n": 0},
+        "data": event_data("tool.progress", percent=0),
     }
     await communicator.disconnect()
 

@@ -12,23 +12,23 @@ from django.db import connection, transaction
 from chat.live.events import conversation_group, event_envelope, event_publish
 from chat.models import RunEvent
 from chat.selectors import run_event_list
-from tests.factories import ConversationFactory, RunFactory
+from tests.factories import ConversationFactory, RunFactory, event_data
 
 
 @pytest.mark.django_db
 def test_events_are_numbered_per_conversation(conversation):
     run = RunFactory(conversation=conversation)
     other_run = RunFactory(conversation=ConversationFactory())
-    first = event_publish(run=run, type="run.started", data={})
-    event_publish(run=other_run, type="run.started")
-    second = event_publish(run=run, type="message.delta", data={"text": "hi"})
+    first = event_publish(run=run, type="run.started", data={"mode": "loop"})
+    event_publish(run=other_run, type="run.started", data={"mode": "loop"})
+    second = event_publish(run=run, type="message.delta", data={"message_id": "m", "text": "hi"})
     assert (first.seq, second.seq) == (1, 2)
     assert [e.seq for e in run_event_list(run=run)] == [1, 2]
     assert [e.seq for e in run_event_list(run=run, after=1)] == [2]
     envelope = event_envelope(second)
     assert envelope["type"] == "message.delta"
     assert envelope["run_id"] == str(run.id)
-    assert envelope["data"] == {"text": "hi"}
+    assert envelope["data"] == {"message_id": "m", "text": "hi"}
     assert envelope["ts"].endswith("Z")
 
 
@@ -47,7 +47,7 @@ def test_events_reach_the_channel_layer_only_after_commit(conversation):
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(conversation_group(conversation.id), channel)
     with transaction.atomic():
-        event_publish(run=run, type="run.started")
+        event_publish(run=run, type="run.started", data={"mode": "loop"})
         # Nothing is sent while the transaction may still roll back.
         with pytest.raises(TimeoutError):
             async_to_sync(_receive)(layer, channel, 0.05)
@@ -70,7 +70,7 @@ def test_concurrent_publishers_never_share_a_seq(conversation):
     def publish_many():
         try:
             for _ in range(25):
-                event_publish(run=run, type="tool.progress", data={})
+                event_publish(run=run, type="tool.progress", data=event_data("tool.progress"))
         finally:
             connection.close()
 

@@ -18,7 +18,7 @@ from chat.live.events import event_publish
 from chat.live.layers import ThreadSafeInMemoryChannelLayer
 from chat.live.streams import event_stream, run_end_wait
 from tests.assertions import wait_until_async
-from tests.factories import ConversationFactory, RunFactory
+from tests.factories import ConversationFactory, RunFactory, event_data
 from tests.plugins.services import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -73,9 +73,9 @@ async def produce(run, count: int, delivered: list[dict[str, Any]]) -> list[int]
     """
     seqs = []
     for n in range(count):
-        seqs.append(await publish(run, "tool.progress", {"n": n}))
+        seqs.append(await publish(run, "tool.progress", event_data("tool.progress", percent=n)))
         await wait_until_async(lambda n=n: len(delivered) > n, what=f"event {n} to be delivered")
-    seqs.append(await publish(run, "run.completed", {"message_id": None}))
+    seqs.append(await publish(run, "run.completed", event_data("run.completed")))
     return seqs
 
 
@@ -130,7 +130,7 @@ async def test_a_wait_whose_end_event_was_dropped_ends_from_the_database_without
     use_layer(settings, "tests.chat.live.test_streams.LayerWhoseReceiveOutlivesCancel")
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=30))
-    await publish(run, "tool.progress", {"n": 0})  # the wait is receiving
+    await publish(run, "tool.progress", event_data("tool.progress"))  # the wait is receiving
     await end_without_event(run)
     # The wait sees the end at its next look at the database, and returns: it
     # does not wait for a receive that would only end with a message.
@@ -144,7 +144,7 @@ async def test_a_stream_closed_while_receiving_does_not_wait_for_the_receive(use
     run = await make_run(user)
     events: list[dict[str, Any]] = []
     stream = event_stream(conversation_id=run.conversation_id, run_id=run.pk)
-    await publish(run, "tool.progress", {"n": 0})
+    await publish(run, "tool.progress", event_data("tool.progress"))
     events.append(await anext(stream))
     reading = asyncio.ensure_future(anext(stream))  # now waiting on the layer
     await asyncio.sleep(0)
