@@ -267,7 +267,12 @@ class ModelCall(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.purpose} call to {self.model} (step {self.step})"
+        return f"{self.purpose} call to {self.provider_model} (step {self.step})"
+
+    @property
+    def provider_model(self) -> str:
+        """`<provider>/<model>`, as a conversation names it (the model alone on older rows)."""
+        return f"{self.provider}/{self.model}" if self.provider else self.model
 
 
 class ExecutionStatus(models.TextChoices):

@@ -113,7 +113,8 @@ class ConversationCreateApi(APIView):
             required=False,
             allow_blank=True,
             max_length=MODEL_MAX_LENGTH,
-            help_text="Overrides the server's LLM_MODEL for this conversation.",
+            help_text="The model this conversation talks to, an `id` of GET /api/v1/models/ "
+            "(`<provider>/<model>`); empty: the server's default (LLM_MODEL).",
         )
 
     @extend_schema(

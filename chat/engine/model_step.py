@@ -41,7 +41,7 @@ from chat.engine.request import request_build, request_hash
 from chat.engine.suggestions import model_suggestions_wanted, tool_suggestions
 from chat.history import message_to_api
 from chat.live.events import events_publish
-from chat.llm import get_provider
+from chat.llm import provider_for
 from chat.llm.base import (
     Completion,
     Done,
@@ -50,6 +50,7 @@ from chat.llm.base import (
     StreamRestart,
     TextDelta,
 )
+from chat.llm.endpoints import UnknownModel
 from chat.models import (
     CallStatus,
     ExecutionStatus,
@@ -127,11 +128,17 @@ def model_step(
     after the events in `announce` (the run's `run.started`, on its first
     step); `announce=None` when the caller published it already.
     """
+    try:
+        provider, choice = provider_for(opening.model)
+    except UnknownModel as exc:
+        if announce is not None:
+            events_publish(run=run, events=list(announce))
+        run_fail(run, token, f"{exc} Choose another model for this conversation.")
+        return Step(StepOutcome.FAILED)
     request = request_build(
-        run, rows, purpose=opening.purpose, model=opening.model, instruction=instruction
+        run, rows, purpose=opening.purpose, model=choice.model, instruction=instruction
     )
     deciding = opening.purpose == ModelCallPurpose.DECIDE
-    provider = get_provider()
     if announce is not None:
         events_publish(run=run, events=[*announce, opening.event()])
     model_call = ModelCall(
@@ -139,7 +146,7 @@ def model_step(
         run=run,
         step=opening.step,
         purpose=opening.purpose,
-        model=opening.model,
+        model=choice.model,
         provider=provider.name,
         message_count=len(request.messages),
         request_hash=request_hash(request),

@@ -12,6 +12,7 @@
  *   socket.js            the WebSocket and its reconnection
  *   composer.js          the message box
  *   sidebar.js           the conversation list and the mode of new ones
+ *   picker.js            the model the open conversation talks to
  *   api.js, dom.js, format.js  the REST client, DOM helpers, text formatting
  */
 
@@ -19,6 +20,7 @@ import { createApi } from "./api.js";
 import { createComposer } from "./composer.js";
 import { byId } from "./dom.js";
 import { titleFrom } from "./format.js";
+import { createPicker } from "./picker.js";
 import { createRenderer } from "./render.js";
 import { openSocket } from "./socket.js";
 import { conversationLabel, createSidebar } from "./sidebar.js";
@@ -124,6 +126,16 @@ function start(root) {
     error: showError,
   });
 
+  const picker = createPicker({
+    api,
+    current: () => current,
+    saved: (updated) => {
+      if (current && current.id === updated.id) current = updated;
+      sidebar.upsert(updated);
+    },
+    error: showError,
+  });
+
   /** @param {string} executionId */
   function clearApproval(executionId) {
     for (const callId of Object.keys(thread.cards)) {
@@ -183,6 +195,7 @@ function start(root) {
     if (window.location.hash) window.history.pushState(null, "", window.location.pathname);
     title.textContent = "New conversation";
     document.title = "New conversation · toolchat";
+    picker.show(null);
     setConnection("", "");
     sidebar.render();
     composer.enable(true);
@@ -241,6 +254,7 @@ function start(root) {
         sidebar.upsert(conversation);
         title.textContent = conversationLabel(conversation);
         document.title = conversationLabel(conversation) + " · toolchat";
+        picker.show(conversation);
         const activeRunId = conversation.active_run_id || null;
         dispatch({ type: "history", messages, executions, activeRunId, lastSeq: from });
         dispatch({ type: "opening", on: false }, true);
@@ -265,7 +279,7 @@ function start(root) {
     dispatch({ type: "opening", on: true });
     const created = generation;
     const content = thread.pending && thread.pending.content;
-    api("POST", "/conversations/", { mode: sidebar.mode() })
+    api("POST", "/conversations/", { mode: sidebar.mode(), ...picker.fields() })
       .then((conversation) => {
         sidebar.created(conversation.id);
         sidebar.upsert(conversation);

@@ -112,7 +112,8 @@ def test_create_with_every_field(api, settings):
     response = api.post(URL, payload, format="json")
     assert response.status_code == 201
     body = response.json()
-    assert {key: body[key] for key in payload} == payload
+    # The model is stored, and shown, as its id: `<provider>/<model>`.
+    assert {key: body[key] for key in payload} == {**payload, "model": "offline/gpt-4o-mini"}
     stored = Conversation.objects.get(pk=body["id"])
     assert (stored.mode, stored.max_steps, stored.system_prompt) == ("loop", 50, "  Be brief.  ")
 
