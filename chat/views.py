@@ -51,6 +51,9 @@ def index(request: HttpRequest) -> HttpResponse:
                 for mode in Mode
             ],
             "max_message_chars": settings.MAX_MESSAGE_CHARS,
+            # What a conversation without its own prompt is told (its settings show it).
+            "default_system_prompt": settings.TOOLCHAT_SYSTEM_PROMPT,
+            "max_system_prompt_chars": settings.MAX_SYSTEM_PROMPT_CHARS,
         },
     )
 

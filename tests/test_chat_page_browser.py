@@ -2,7 +2,7 @@
 
 The server runs the offline model with in-process tasks on the test database.
 Screenshots go to screenshots/ (gitignored): chat-header-375.png,
-chat-over-limit.png, chat-slow-socket.png.
+chat-over-limit.png, chat-slow-socket.png, chat-settings.png.
 """
 
 from __future__ import annotations
@@ -365,3 +365,43 @@ def test_the_sidebars_buttons_wait_for_the_pages_script(asgi_server: str, page: 
     expect(toggle).to_have_attribute("aria-expanded", "true")
     new.click()
     expect(page.locator("#thread-title")).to_have_text("New conversation")
+
+
+def test_the_system_prompt_is_set_in_the_conversations_settings(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    from django.conf import settings
+
+    from chat.models import Conversation, Run
+
+    log_in(page, asgi_server)
+    new_conversation(page)
+    page.get_by_text("Settings", exact=True).click()
+    prompt = page.get_by_label("System prompt")
+    expect(prompt).to_be_visible()
+    expect(prompt).to_have_value("")
+    expect(prompt).to_have_attribute("placeholder", settings.TOOLCHAT_SYSTEM_PROMPT)
+    # A draft keeps it, and is created with it: its first turn is told it.
+    prompt.fill("Answer like a pirate.")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#settings-status")).to_contain_text("created with it")
+    page.screenshot(path=screenshots_dir / "chat-settings.png")
+    prompt.press("Escape")
+    expect(prompt).to_be_hidden()
+    ask(page, "what is 2+2")
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("4")
+    conversation = Conversation.objects.get()
+    assert conversation.system_prompt == "Answer like a pirate."
+    assert Run.objects.get().system_prompt == "Answer like a pirate."
+
+    # An open conversation's prompt is changed with a PATCH; blank is the default again.
+    page.get_by_text("Settings", exact=True).click()
+    expect(prompt).to_have_value("Answer like a pirate.")
+    prompt.fill("")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#settings-status")).to_contain_text("applies from the next message")
+    conversation.refresh_from_db()
+    assert conversation.system_prompt == ""
+    page.reload()
+    page.get_by_text("Settings", exact=True).click()
+    expect(page.get_by_label("System prompt")).to_have_value("")

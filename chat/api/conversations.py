@@ -108,7 +108,15 @@ class ConversationCreateApi(APIView):
             max_value=MAX_STEPS_LIMIT,
             help_text=f"Bound of the loop mode (default {DEFAULT_MAX_STEPS}).",
         )
-        system_prompt = TextField(required=False, allow_blank=True, trim_whitespace=False)
+        system_prompt = TextField(
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            help_text="Told to the model first in every call of this conversation's runs; blank "
+            "(the default): the server's default prompt (TOOLCHAT_SYSTEM_PROMPT). At most "
+            "MAX_SYSTEM_PROMPT_CHARS (default 8,000) characters, no NUL. A change applies from "
+            "the next run.",
+        )
         model = TextField(
             required=False,
             allow_blank=True,

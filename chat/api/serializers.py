@@ -55,6 +55,11 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
             "updated_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "system_prompt": {
+                "help_text": "The conversation's own system prompt; blank: the server's default."
+            }
+        }
 
 
 class UsageSerializer(serializers.Serializer[Any]):

@@ -35,6 +35,7 @@ from chat.history import build_model_history
 from chat.llm import get_provider
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest, Done
 from chat.models import CallStatus, Message, Mode, ModelCall, ModelCallPurpose, Run
+from chat.prompts import run_system_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def model_suggestions_ask(
     model = run.conversation.model or settings.LLM_MODEL
     messages = build_model_history(
         history,
-        system_prompt=run.conversation.system_prompt,
+        system_prompt=run_system_prompt(run),
         max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
         max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
     )

@@ -12,6 +12,7 @@
  *   socket.js            the WebSocket and its reconnection
  *   composer.js          the message box
  *   sidebar.js           the conversation list and the mode of new ones
+ *   settings.js          the open conversation's settings (its system prompt)
  *   api.js, dom.js, format.js  the REST client, DOM helpers, text formatting
  */
 
@@ -22,6 +23,7 @@ import { titleFrom } from "./format.js";
 import { createRenderer } from "./render.js";
 import { openSocket } from "./socket.js";
 import { conversationLabel, createSidebar } from "./sidebar.js";
+import { createSettings } from "./settings.js";
 import { reduce } from "./state.js";
 import { emptyThread } from "./thread.js";
 
@@ -124,6 +126,15 @@ function start(root) {
     error: showError,
   });
 
+  const settings = createSettings({
+    api,
+    current: () => current,
+    saved: (updated) => {
+      if (current && current.id === updated.id) current = updated;
+      sidebar.upsert(updated);
+    },
+  });
+
   /** @param {string} executionId */
   function clearApproval(executionId) {
     for (const callId of Object.keys(thread.cards)) {
@@ -183,6 +194,7 @@ function start(root) {
     if (window.location.hash) window.history.pushState(null, "", window.location.pathname);
     title.textContent = "New conversation";
     document.title = "New conversation · toolchat";
+    settings.show(null);
     setConnection("", "");
     sidebar.render();
     composer.enable(true);
@@ -238,6 +250,7 @@ function start(root) {
         if (opened !== generation) return;
         current = conversation;
         showExport(conversation.id);
+        settings.show(conversation);
         sidebar.upsert(conversation);
         title.textContent = conversationLabel(conversation);
         document.title = conversationLabel(conversation) + " · toolchat";
@@ -265,7 +278,7 @@ function start(root) {
     dispatch({ type: "opening", on: true });
     const created = generation;
     const content = thread.pending && thread.pending.content;
-    api("POST", "/conversations/", { mode: sidebar.mode() })
+    api("POST", "/conversations/", { mode: sidebar.mode(), ...settings.draft() })
       .then((conversation) => {
         sidebar.created(conversation.id);
         sidebar.upsert(conversation);

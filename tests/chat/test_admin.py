@@ -284,3 +284,23 @@ def test_sensitive_arguments_stored_before_a_tool_marked_them_are_masked(
         html = admin_client.get(url).content.decode()
         assert SECRET not in html, url
         assert "&quot;password&quot;: &quot;***&quot;" in html, url
+
+
+@pytest.mark.parametrize(
+    ("prompt", "shown"),
+    [
+        ("Be <b>brief</b> & kind.", "Be &lt;b&gt;brief&lt;/b&gt; &amp; kind."),
+        ("", "none"),
+        (None, "not recorded"),
+    ],
+)
+def test_the_run_pages_show_the_system_prompt_the_run_sent(
+    admin_client: Client, run, prompt, shown
+):
+    run.system_prompt = prompt
+    run.save(update_fields=["system_prompt"])
+    admin = admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode()
+    assert shown in admin.split("System prompt:")[1].split("</div>")[0]
+    audit = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert shown in audit.split('data-testid="run-system-prompt">')[1].split("</dd>")[0]
+    assert "<b>brief</b>" not in admin + audit
