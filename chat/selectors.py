@@ -292,7 +292,7 @@ EXPORT_COLUMNS = (*HISTORY_COLUMNS, "run_id")
 
 
 def conversation_export(
-    *, conversation: Conversation, per_run: bool = False
+    *, conversation: Conversation, per_run: bool = False, include_reasoning: bool = False
 ) -> list[dict[str, Any]]:
     """The conversation as OpenAI fine-tuning chat examples: {"messages": [...], "tools": [...]}.
 
@@ -302,13 +302,15 @@ def conversation_export(
     Each example begins with the system prompt its newest run sent (chat/prompts.py).
     Each example's history is repaired (every tool call answered), and its
     `tools` are the tools offered to the model, plus any the messages call,
-    described as the registry describes them now.
+    described as the registry describes them now. With `include_reasoning`, an
+    assistant message the model reasoned before carries it as `reasoning`.
     """
+    columns = (*EXPORT_COLUMNS, "reasoning") if include_reasoning else EXPORT_COLUMNS
     rows = list(
         current_messages(conversation.pk)
         .exclude(run__status__in=ACTIVE_RUN_STATUSES)
         .order_by("position")
-        .only(*EXPORT_COLUMNS)
+        .only(*columns)
     )
     offered: dict[Any, list[str]] = {}
     for run_id, names in (
@@ -324,6 +326,12 @@ def conversation_export(
         )
     }
 
+    def exported(message: Message) -> dict[str, Any]:
+        data = message_to_openai(message)
+        if include_reasoning and message.role == Role.ASSISTANT and message.reasoning:
+            data["reasoning"] = message.reasoning
+        return data
+
     def system(run_ids: list[Any]) -> list[dict[str, Any]]:
         # What the newest of the example's runs told the model (runs older than that
         # record: what a new run would be told).
@@ -332,7 +340,7 @@ def conversation_export(
         return [{"role": "system", "content": prompt}] if prompt else []
 
     def example(messages: list[Message], run_ids: list[Any]) -> dict[str, Any]:
-        history = repair([*system(run_ids), *(message_to_openai(m) for m in messages)])
+        history = repair([*system(run_ids), *(exported(m) for m in messages)])
         names = [name for run_id in run_ids for name in offered.get(run_id, [])]
         for message in history:
             names.extend(

@@ -405,3 +405,39 @@ def test_the_system_prompt_is_set_in_the_conversations_settings(
     page.reload()
     page.get_by_text("Settings", exact=True).click()
     expect(page.get_by_label("System prompt")).to_have_value("")
+
+
+def test_a_models_reasoning_is_a_collapsed_block_above_its_answer(asgi_server: str, page: Page):
+    from chat.models import Role
+    from tests.factories import ConversationFactory, MessageFactory
+
+    hostile = '<img src=x onerror="window.__xss=1"> First, 6*7.'
+    log_in(page, asgi_server)
+    conversation = ConversationFactory(owner=UserFactory(username="ada"), title="Thinking")
+    MessageFactory(conversation=conversation, position=0, role=Role.USER, content="6*7?")
+    MessageFactory(
+        conversation=conversation,
+        position=1,
+        role=Role.ASSISTANT,
+        content="It is **42**.",
+        reasoning=hostile,
+    )
+    MessageFactory(conversation=conversation, position=2, role=Role.USER, content="thanks")
+    MessageFactory(
+        conversation=conversation, position=3, role=Role.ASSISTANT, content="You're welcome."
+    )
+    page.goto(f"{asgi_server}/#{conversation.pk}")
+
+    answers = page.locator(".msg-assistant")
+    expect(answers).to_have_count(2)
+    block = answers.first.locator("details.reasoning")
+    expect(block.locator("summary")).to_have_text("Reasoning")
+    text = block.locator(".reasoning-text")
+    expect(text).to_be_hidden()  # collapsed until asked for
+    # Above the answer, in the message's own box.
+    assert block.bounding_box()["y"] < answers.first.locator(".bubble").bounding_box()["y"]
+    block.locator("summary").click()
+    expect(text).to_have_text(hostile)
+    expect(answers.last.locator("details.reasoning")).to_have_count(0)
+    assert page.locator("#log img").count() == 0
+    assert page.evaluate("typeof window.__xss") == "undefined"

@@ -244,6 +244,11 @@ class ConversationExportApi(APIView):
             default="conversation",
             help_text="One line for the conversation, or one per completed run.",
         )
+        include_reasoning = serializers.BooleanField(
+            default=False,
+            help_text="Give assistant messages the model's reasoning, as `reasoning`, where it "
+            "sent one (not a field of OpenAI's format: a trainer that wants it reads it).",
+        )
 
     @extend_schema(
         tags=TAG,
@@ -254,7 +259,8 @@ class ConversationExportApi(APIView):
             '`{"messages": [...], "tools": [...]}` with the system prompt, the user and '
             "assistant messages, the assistant `tool_calls` and the `tool` answers, and the "
             "tools that were offered. With `per=run`, one line per completed run holding the "
-            "history up to the end of that run. Runs still in progress are left out."
+            "history up to the end of that run. Runs still in progress are left out. The "
+            "model's reasoning is left out unless `include_reasoning=true`."
         ),
         parameters=[docs.path_id("conversation_id", "The conversation."), QuerySerializer],
         responses={
@@ -270,7 +276,9 @@ class ConversationExportApi(APIView):
         query.is_valid(raise_exception=True)
         conversation = conversation_get(conversation_id=conversation_id, user=request.user)
         lines = conversation_export(
-            conversation=conversation, per_run=query.validated_data["per"] == "run"
+            conversation=conversation,
+            per_run=query.validated_data["per"] == "run",
+            include_reasoning=query.validated_data["include_reasoning"],
         )
         response = HttpResponse(
             JsonLinesRenderer().render(lines), content_type="application/jsonl; charset=utf-8"
