@@ -2,7 +2,8 @@
 
 The server runs the offline model with in-process tasks on the test database.
 Screenshots go to screenshots/ (gitignored): chat-header-375.png,
-chat-over-limit.png, chat-slow-socket.png, chat-settings.png.
+chat-over-limit.png, chat-slow-socket.png, chat-settings.png,
+chat-settings-375.png, chat-reasoning.png.
 """
 
 from __future__ import annotations
@@ -406,8 +407,20 @@ def test_the_system_prompt_is_set_in_the_conversations_settings(
     page.get_by_text("Settings", exact=True).click()
     expect(page.get_by_label("System prompt")).to_have_value("")
 
+    # On a phone the header keeps one row (Settings is its icon) and the panel fits the screen.
+    page.set_viewport_size({"width": 375, "height": 740})
+    panel = page.locator("#settings-form")
+    expect(panel).to_be_visible()
+    box = panel.bounding_box()
+    assert box is not None
+    assert 0 <= box["x"] <= box["x"] + box["width"] <= 375, box
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.screenshot(path=screenshots_dir / "chat-settings-375.png")
 
-def test_a_models_reasoning_is_a_collapsed_block_above_its_answer(asgi_server: str, page: Page):
+
+def test_a_models_reasoning_is_a_collapsed_block_above_its_answer(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
     from chat.models import Role
     from tests.factories import ConversationFactory, MessageFactory
 
@@ -438,6 +451,7 @@ def test_a_models_reasoning_is_a_collapsed_block_above_its_answer(asgi_server: s
     assert block.bounding_box()["y"] < answers.first.locator(".bubble").bounding_box()["y"]
     block.locator("summary").click()
     expect(text).to_have_text(hostile)
+    page.screenshot(path=screenshots_dir / "chat-reasoning.png")
     expect(answers.last.locator("details.reasoning")).to_have_count(0)
     assert page.locator("#log img").count() == 0
     assert page.evaluate("typeof window.__xss") == "undefined"
