@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET
 
 from chat.llm.endpoints import model_choices, model_resolve
 from chat.models import Mode
+from chat.prompts import default_system_prompt
 
 logger = logging.getLogger(__name__)
 # How long each readiness check may take: a load balancer polls it.
@@ -55,6 +56,9 @@ def index(request: HttpRequest) -> HttpResponse:
                 for mode in Mode
             ],
             "max_message_chars": settings.MAX_MESSAGE_CHARS,
+            # What a conversation without its own prompt is told (its settings show it).
+            "default_system_prompt": default_system_prompt(""),
+            "max_system_prompt_chars": settings.MAX_SYSTEM_PROMPT_CHARS,
         },
     )
 

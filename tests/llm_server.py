@@ -48,6 +48,10 @@ class Reply:
     # Answer `stream=true` as if it were not asked: "json" (one completion) or a
     # body of another Content-Type, such as "text/html".
     unstreamed: str | None = None
+    # What a reasoning model writes before its answer, streamed first, under this name:
+    # "reasoning_content" (DeepSeek, vLLM) or "reasoning" (OpenRouter, Ollama).
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
     prompt_tokens: int = 11
     completion_tokens: int = 7
     finish_reason: str | None = None
@@ -347,6 +351,8 @@ class ScriptedLLMServer:
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.reasoning:
+            message[reply.reasoning_field] = reply.reasoning
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         return {
@@ -376,6 +382,11 @@ class ScriptedLLMServer:
             return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
         chunks: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""})]
+        if reply.reasoning:
+            words = reply.reasoning.split(" ")
+            for index, word in enumerate(words):
+                text = word if index == len(words) - 1 else word + " "
+                chunks.append(chunk({reply.reasoning_field: text}))
         if reply.content:
             words = reply.content.split(" ")
             for index, word in enumerate(words):

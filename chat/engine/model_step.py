@@ -395,6 +395,8 @@ def _answer_rows(
         prompt_tokens=completion.prompt_tokens,
         completion_tokens=completion.completion_tokens,
         finish_reason=completion.finish_reason,
+        # Kept for the reader and the audit; history_rows never reads it back to a model.
+        reasoning=completion.reasoning or "",
         # A final answer carries its tools' follow-ups (chat/engine/suggestions.py).
         suggestions=None if calls else suggestions or None,
     )

@@ -36,6 +36,7 @@ from chat.llm import provider_for
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest, Done
 from chat.llm.endpoints import UnknownModel, endpoint, model_resolve
 from chat.models import CallStatus, Message, Mode, ModelCall, ModelCallPurpose, Run
+from chat.prompts import run_system_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ def model_suggestions_ask(
         return None  # the turn's own calls said so
     messages = build_model_history(
         history,
-        system_prompt=run.conversation.system_prompt,
+        system_prompt=run_system_prompt(run),
         max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
         max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
     )

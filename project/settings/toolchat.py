@@ -78,6 +78,17 @@ LLM_COMPOSE_TEMPERATURE = (
     if env_str("LLM_COMPOSE_TEMPERATURE").lower() == "none"
     else env_float("LLM_COMPOSE_TEMPERATURE", 0.7)
 )
+# The system prompt every model call begins with, unless the conversation sets its
+# own (chat/prompts.py). Small local models may answer nothing at all without
+# one. "none" sends none (an unset or empty variable takes the default, as every
+# other setting does: docker-compose passes unset variables as empty).
+TOOLCHAT_SYSTEM_PROMPT = env_str(
+    "TOOLCHAT_SYSTEM_PROMPT",
+    "You are a helpful assistant. Use the tools offered when they help, "
+    "and answer the user in plain words.",
+)
+if TOOLCHAT_SYSTEM_PROMPT.lower() == "none":
+    TOOLCHAT_SYSTEM_PROMPT = ""
 # Follow-up suggestions written by the model, one small call after each answer:
 # "auto" asks the offline model only (free), "on" any model, "off" none. Tools'
 # own suggestions are offered whatever this says.

@@ -13,6 +13,7 @@
  *   composer.js          the message box
  *   sidebar.js           the conversation list and the mode of new ones
  *   picker.js            the model the open conversation talks to
+ *   settings.js          the open conversation's settings (its system prompt)
  *   api.js, dom.js, format.js  the REST client, DOM helpers, text formatting
  */
 
@@ -24,6 +25,7 @@ import { createPicker } from "./picker.js";
 import { createRenderer } from "./render.js";
 import { openSocket } from "./socket.js";
 import { conversationLabel, createSidebar } from "./sidebar.js";
+import { createSettings } from "./settings.js";
 import { reduce } from "./state.js";
 import { emptyThread } from "./thread.js";
 
@@ -126,15 +128,13 @@ function start(root) {
     error: showError,
   });
 
-  const picker = createPicker({
-    api,
-    current: () => current,
-    saved: (updated) => {
-      if (current && current.id === updated.id) current = updated;
-      sidebar.upsert(updated);
-    },
-    error: showError,
-  });
+  /** @param {Conversation} updated the conversation as the server now has it */
+  function saved(updated) {
+    if (current && current.id === updated.id) current = updated;
+    sidebar.upsert(updated);
+  }
+  const picker = createPicker({ api, current: () => current, saved, error: showError });
+  const settings = createSettings({ api, current: () => current, saved });
 
   /** @param {string} executionId */
   function clearApproval(executionId) {
@@ -196,6 +196,7 @@ function start(root) {
     title.textContent = "New conversation";
     document.title = "New conversation · toolchat";
     picker.show(null);
+    settings.show(null);
     setConnection("", "");
     sidebar.render();
     composer.enable(true);
@@ -251,6 +252,7 @@ function start(root) {
         if (opened !== generation) return;
         current = conversation;
         showExport(conversation.id);
+        settings.show(conversation);
         sidebar.upsert(conversation);
         title.textContent = conversationLabel(conversation);
         document.title = conversationLabel(conversation) + " · toolchat";
@@ -279,7 +281,7 @@ function start(root) {
     dispatch({ type: "opening", on: true });
     const created = generation;
     const content = thread.pending && thread.pending.content;
-    api("POST", "/conversations/", { mode: sidebar.mode(), ...picker.fields() })
+    api("POST", "/conversations/", { mode: sidebar.mode(), ...picker.fields(), ...settings.draft() })
       .then((conversation) => {
         sidebar.created(conversation.id);
         sidebar.upsert(conversation);

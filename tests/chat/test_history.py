@@ -155,6 +155,7 @@ def test_message_to_api_adds_our_fields():
         prompt_tokens=100,
         completion_tokens=7,
         finish_reason="stop",
+        reasoning="The user said something worth noting.",
     )
 
     tool = message_to_api(tool_row)
@@ -186,7 +187,11 @@ def test_message_to_api_adds_our_fields():
         "finish_reason": "stop",
         "html": "<p>Noted.</p>",
         "suggestions": None,
+        "reasoning": "The user said something worth noting.",
     }
+    assert "reasoning" not in tool
+    # The model is sent what it said, not what it thought.
+    assert message_to_openai(assistant_row) == {"role": "assistant", "content": "Noted."}
 
 
 # --- Guards, one at a time ------------------------------------------------------------

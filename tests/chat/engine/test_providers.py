@@ -44,6 +44,7 @@ def two_servers(tmp_path, settings):
                         "apiKey": KEYS["local"],
                         "models": ["qwen3"],
                         "streamTools": False,
+                        "systemPrompt": "You are the local model. Answer in one line.",
                     },
                 }
             }
@@ -61,7 +62,9 @@ def two_servers(tmp_path, settings):
     local.stop()
 
 
-def test_two_providers_each_turn_reaches_its_own_server_with_its_key_and_model(two_servers, user):
+def test_two_providers_each_turn_reaches_its_own_server_with_its_key_and_model(
+    two_servers, user, settings
+):
     cloud, local = two_servers
     cloud.push(tool_calls_reply([("calculator", '{"expression": "6*7"}')]), text_reply("42."))
     local.push(tool_calls_reply([("calculator", '{"expression": "2+3"}')]), text_reply("5."))
@@ -78,6 +81,15 @@ def test_two_providers_each_turn_reaches_its_own_server_with_its_key_and_model(t
     assert {h["authorization"] for h in cloud.request_headers} == {f"Bearer {KEYS['cloud']}"}
     assert {h["authorization"] for h in local.request_headers} == {f"Bearer {KEYS['local']}"}
     assert {h.get("x-project") for h in cloud.request_headers} == {"toolchat-tests"}
+    # Without a prompt of its own, a conversation is told its provider's, else the server's.
+    assert local.requests[0]["messages"][0] == {
+        "role": "system",
+        "content": "You are the local model. Answer in one line.",
+    }
+    assert cloud.requests[0]["messages"][0] == {
+        "role": "system",
+        "content": settings.TOOLCHAT_SYSTEM_PROMPT,
+    }
     # The local provider's file says it cannot stream tools: asked unstreamed at once.
     assert local.requests[0]["stream"] is False
     assert cloud.requests[0]["stream"] is True
