@@ -7,7 +7,7 @@ PORT ?= 8000
 # pytest exits 5 when a pass selects no test; that is not a failure here.
 PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-.PHONY: run test test-python attack bench lint typecheck jscheck pytest migrate clean help
+.PHONY: run test test-python test-long attack bench lint typecheck jscheck pytest migrate clean help
 
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
@@ -92,6 +92,10 @@ test-python:
 # The attack suite alone (tests/attack_suite.py, docs/security.md), on PostgreSQL.
 attack: $(VENV)/.installed-dev
 	TOOLCHAT_TEST_DB=postgres $(BIN)/python -m pytest -m attack $(PYTEST_ARGS)
+
+# The tests that take minutes each (marked `long`: a two-minute Redis outage), on PostgreSQL.
+test-long: $(VENV)/.installed-dev
+	TOOLCHAT_LONG_TESTS=1 TOOLCHAT_TEST_DB=postgres $(BIN)/python -m pytest -m long $(PYTEST_ARGS)
 
 # Needs the PostgreSQL and Redis server binaries; see bench/README.md.
 bench: $(VENV)/.installed-dev
