@@ -7,7 +7,7 @@ PORT ?= 8000
 # pytest exits 5 when a pass selects no test; that is not a failure here.
 PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-.PHONY: run test test-python attack bench mutation lint typecheck jscheck pytest migrate clean help
+.PHONY: run test test-python test-long attack bench mutation lint typecheck jscheck pytest migrate clean help
 
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
@@ -103,6 +103,10 @@ attack: $(VENV)/.installed-dev
 mutation: $(VENV)/.installed-dev
 	$(BIN)/mutmut run --max-children $(or $(MUTATION_JOBS),2)
 	@$(BIN)/mutmut results | grep -v ': killed$$' || true
+
+# The tests that take minutes each (marked `long`: a two-minute Redis outage), on PostgreSQL.
+test-long: $(VENV)/.installed-dev
+	TOOLCHAT_LONG_TESTS=1 TOOLCHAT_TEST_DB=postgres $(BIN)/python -m pytest -m long $(PYTEST_ARGS)
 
 # Needs the PostgreSQL and Redis server binaries; see bench/README.md.
 bench: $(VENV)/.installed-dev

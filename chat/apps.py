@@ -10,3 +10,8 @@ class ChatConfig(AppConfig):
         # Registers the tasks with the Celery app, so that the in-process
         # dispatcher (no broker) finds them by name as a worker would.
         from chat import tasks  # noqa: F401
+        from chat.llm.endpoints import configured
+
+        # The providers file (TOOLCHAT_PROVIDERS) is checked when the process starts: a
+        # mistake stops it with a message naming the provider and the key.
+        configured()

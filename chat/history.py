@@ -91,6 +91,8 @@ def message_to_api(message: Message) -> dict[str, Any]:
         # The text as sanitized HTML (chat/markdown.py): what a page may insert as it is.
         data["html"] = markdown_html(message.content) if message.content else None
         data["suggestions"] = message.suggestions or None
+        # What the model wrote before answering: shown, never sent back (message_to_openai).
+        data["reasoning"] = message.reasoning or None
     if message.resource_id:
         data["resource"] = resource_summary(message.resource)
     if message.superseded_at is not None:

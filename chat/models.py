@@ -96,6 +96,10 @@ class Message(models.Model):
     finish_reason = StorableCharField(max_length=32, blank=True)
     # Follow-up prompts offered after a final answer (from its tools' results and the model).
     suggestions = StorableJSONField(null=True, blank=True)
+    # What the model wrote before its answer (`reasoning_content`, `reasoning`), assistant
+    # only: shown and exported on request, never sent back to a model.
+    # The database default keeps inserts of code that predates the column working.
+    reasoning = StorableTextField(blank=True, default="", db_default="")
     # Set when a regenerated answer or an edited question replaced this message: it stays
     # in the record (and the audit) but leaves the conversation a model or a reader sees.
     superseded_at = models.DateTimeField(null=True, blank=True)
@@ -128,6 +132,11 @@ class Message(models.Model):
                 condition=Q(role=Role.ASSISTANT)
                 | Q(tool_calls__isnull=True, latency_ms__isnull=True),
                 name="message_tool_calls_only_on_assistant",
+            ),
+            # Only a model's answer has reasoning.
+            models.CheckConstraint(
+                condition=Q(role=Role.ASSISTANT) | Q(reasoning=""),
+                name="message_reasoning_only_on_assistant",
             ),
             # Content may be missing only where tool_calls say what the message is.
             models.CheckConstraint(
@@ -171,6 +180,9 @@ class Run(models.Model):
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     error = StorableTextField(blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # What every model call of the run was told first, fixed when the run is made
+    # (chat/prompts.py): "" for none, NULL for a run made before runs kept it.
+    system_prompt = StorableTextField(null=True, blank=True, editable=False)
     # Who is working on the run now: set by a claim (a compare-and-set), cleared
     # while the run waits for its tools. A worker that finds another lease on
     # the row has been superseded and stops.
@@ -267,7 +279,12 @@ class ModelCall(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.purpose} call to {self.model} (step {self.step})"
+        return f"{self.purpose} call to {self.provider_model} (step {self.step})"
+
+    @property
+    def provider_model(self) -> str:
+        """`<provider>/<model>`, as a conversation names it (the model alone on older rows)."""
+        return f"{self.provider}/{self.model}" if self.provider else self.model
 
 
 class ExecutionStatus(models.TextChoices):

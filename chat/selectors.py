@@ -25,6 +25,7 @@ from chat.models import (
     RunStatus,
     ToolExecution,
 )
+from chat.prompts import system_prompt_for
 from tools.models import Resource
 from tools.registry import registry as tool_registry
 
@@ -76,7 +77,7 @@ def history_for_model(
     """The messages to send to a model: valid OpenAI history, in one query."""
     return build_model_history(
         history_rows(conversation=conversation, max_messages=max_messages),
-        system_prompt=conversation.system_prompt,
+        system_prompt=system_prompt_for(conversation),
         max_messages=max_messages,
         max_chars=max_chars,
     )
@@ -291,22 +292,25 @@ EXPORT_COLUMNS = (*HISTORY_COLUMNS, "run_id")
 
 
 def conversation_export(
-    *, conversation: Conversation, per_run: bool = False
+    *, conversation: Conversation, per_run: bool = False, include_reasoning: bool = False
 ) -> list[dict[str, Any]]:
     """The conversation as OpenAI fine-tuning chat examples: {"messages": [...], "tools": [...]}.
 
     One example for the whole conversation, or with `per_run` one per completed
     run: the history up to and including that run's last message. Messages of
     a run still in progress are left out, since its answer is not known yet.
+    Each example begins with the system prompt its newest run sent (chat/prompts.py).
     Each example's history is repaired (every tool call answered), and its
     `tools` are the tools offered to the model, plus any the messages call,
-    described as the registry describes them now.
+    described as the registry describes them now. With `include_reasoning`, an
+    assistant message the model reasoned before carries it as `reasoning`.
     """
+    columns = (*EXPORT_COLUMNS, "reasoning") if include_reasoning else EXPORT_COLUMNS
     rows = list(
         current_messages(conversation.pk)
         .exclude(run__status__in=ACTIVE_RUN_STATUSES)
         .order_by("position")
-        .only(*EXPORT_COLUMNS)
+        .only(*columns)
     )
     offered: dict[Any, list[str]] = {}
     for run_id, names in (
@@ -315,14 +319,28 @@ def conversation_export(
         .values_list("run_id", "tools_offered")
     ):
         offered.setdefault(run_id, []).extend(names or [])
-    prompt = (
-        [{"role": "system", "content": conversation.system_prompt}]
-        if conversation.system_prompt
-        else []
-    )
+    runs = {
+        pk: (status, prompt)
+        for pk, status, prompt in Run.objects.filter(conversation_id=conversation.pk).values_list(
+            "pk", "status", "system_prompt"
+        )
+    }
+
+    def exported(message: Message) -> dict[str, Any]:
+        data = message_to_openai(message)
+        if include_reasoning and message.role == Role.ASSISTANT and message.reasoning:
+            data["reasoning"] = message.reasoning
+        return data
+
+    def system(run_ids: list[Any]) -> list[dict[str, Any]]:
+        # What the newest of the example's runs told the model (runs older than that
+        # record: what a new run would be told).
+        told = [runs[pk][1] for pk in run_ids if pk in runs and runs[pk][1] is not None]
+        prompt = told[-1] if told else system_prompt_for(conversation)
+        return [{"role": "system", "content": prompt}] if prompt else []
 
     def example(messages: list[Message], run_ids: list[Any]) -> dict[str, Any]:
-        history = repair([*prompt, *(message_to_openai(m) for m in messages)])
+        history = repair([*system(run_ids), *(exported(m) for m in messages)])
         names = [name for run_id in run_ids for name in offered.get(run_id, [])]
         for message in history:
             names.extend(
@@ -337,11 +355,7 @@ def conversation_export(
 
     if not per_run:
         return [example(rows, list(dict.fromkeys(m.run_id for m in rows)))] if rows else []
-    completed = set(
-        Run.objects.filter(conversation_id=conversation.pk, status=RunStatus.COMPLETED).values_list(
-            "pk", flat=True
-        )
-    )
+    completed = {pk for pk, (status, _) in runs.items() if status == RunStatus.COMPLETED}
     last_index: dict[Any, int] = {}
     for index, message in enumerate(rows):
         if message.run_id in completed:

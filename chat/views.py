@@ -13,7 +13,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from chat.llm.endpoints import model_choices, model_resolve
 from chat.models import Mode
+from chat.prompts import default_system_prompt
 
 logger = logging.getLogger(__name__)
 # How long each readiness check may take: a load balancer polls it.
@@ -40,17 +42,23 @@ MODE_HELP = {
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
     """The chat page: static/js/ (chat.js and its modules) drives it over the REST API and the WebSocket."""
+    default = model_resolve("")
     return render(
         request,
         "chat/index.html",
         {
-            "provider": settings.LLM_PROVIDER,
-            "model": settings.LLM_MODEL,
+            "provider": default.provider,
+            "model": default.model,
+            "default_model": default.id,
+            "models": model_choices(),
             "modes": [
                 (mode.value, MODE_LABELS.get(mode, mode.label), MODE_HELP.get(mode, ""))
                 for mode in Mode
             ],
             "max_message_chars": settings.MAX_MESSAGE_CHARS,
+            # What a conversation without its own prompt is told (its settings show it).
+            "default_system_prompt": default_system_prompt(""),
+            "max_system_prompt_chars": settings.MAX_SYSTEM_PROMPT_CHARS,
         },
     )
 

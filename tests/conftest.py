@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from chat.llm.limits import server_limits_reset
@@ -11,12 +13,19 @@ from tests.llm_server import ScriptedLLMServer
 from tests.stack import CeleryWorker, reset_producer_pool
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the attack suite's tests (tests/attack_suite.py) with `attack`."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the attack suite's tests (tests/attack_suite.py) with `attack`; leave out the
+    `long` ones (minutes each) unless TOOLCHAT_LONG_TESTS=1 (`make test-long`)."""
     patterns = [pattern for listed in ATTACKS.values() for pattern in listed]
     for item in items:
         if any(matches(item.nodeid, pattern) for pattern in patterns):
             item.add_marker(pytest.mark.attack)
+    if os.environ.get("TOOLCHAT_LONG_TESTS", "") in {"1", "true", "yes"}:
+        return
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if item.get_closest_marker("long") is None]
 
 
 @pytest.fixture

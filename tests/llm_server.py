@@ -48,6 +48,10 @@ class Reply:
     # Answer `stream=true` as if it were not asked: "json" (one completion) or a
     # body of another Content-Type, such as "text/html".
     unstreamed: str | None = None
+    # What a reasoning model writes before its answer, streamed first, under this name:
+    # "reasoning_content" (DeepSeek, vLLM) or "reasoning" (OpenRouter, Ollama).
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
     prompt_tokens: int = 11
     completion_tokens: int = 7
     finish_reason: str | None = None
@@ -161,6 +165,10 @@ class ScriptedLLMServer:
         self.script: deque[Reply] = deque()
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
+        # Each request's headers (lower-cased names), beside `requests`.
+        self.request_headers: list[dict[str, str]] = []
+        # What `GET /v1/models` lists (None: a 404, as servers without the route answer).
+        self.models: list[str] | None = None
         self.rejected: list[tuple[dict[str, Any], str]] = []
         self.open_streams = 0  # streamed answers whose client is still connected
         self._lock = threading.Lock()
@@ -180,6 +188,7 @@ class ScriptedLLMServer:
         with self._lock:
             self.script.clear()
             self.requests.clear()
+            self.request_headers.clear()
             self.rejected.clear()
 
     def start(self) -> ScriptedLLMServer:
@@ -193,6 +202,9 @@ class ScriptedLLMServer:
 
             def do_POST(self) -> None:
                 server._handle(self)
+
+            def do_GET(self) -> None:
+                server._models_list(self)
 
         class Server(ThreadingHTTPServer):
             def handle_error(self, request: Any, client_address: Any) -> None:
@@ -217,6 +229,21 @@ class ScriptedLLMServer:
             return self.responder(body)
         return text_reply("OK")
 
+    def _models_list(self, handler: BaseHTTPRequestHandler) -> None:
+        """`GET /v1/models`, as the API lists models."""
+        if self.models is None or not handler.path.rstrip("/").endswith("/models"):
+            self._send_json(
+                handler, 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
+            )
+            return
+        with self._lock:
+            self.request_headers.append({k.lower(): v for k, v in handler.headers.items()})
+        listed = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "toolchat-tests"}
+            for name in self.models
+        ]
+        self._send_json(handler, 200, {"object": "list", "data": listed})
+
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length)
@@ -237,6 +264,7 @@ class ScriptedLLMServer:
         problem = validate_request(body)
         with self._lock:
             self.requests.append(body)
+            self.request_headers.append({k.lower(): v for k, v in handler.headers.items()})
             if problem:
                 self.rejected.append((body, problem))
         if problem:
@@ -323,6 +351,8 @@ class ScriptedLLMServer:
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.reasoning:
+            message[reply.reasoning_field] = reply.reasoning
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
         return {
@@ -352,6 +382,11 @@ class ScriptedLLMServer:
             return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
         chunks: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""})]
+        if reply.reasoning:
+            words = reply.reasoning.split(" ")
+            for index, word in enumerate(words):
+                text = word if index == len(words) - 1 else word + " "
+                chunks.append(chunk({reply.reasoning_field: text}))
         if reply.content:
             words = reply.content.split(" ")
             for index, word in enumerate(words):

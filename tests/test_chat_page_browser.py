@@ -2,7 +2,8 @@
 
 The server runs the offline model with in-process tasks on the test database.
 Screenshots go to screenshots/ (gitignored): chat-header-375.png,
-chat-over-limit.png, chat-slow-socket.png.
+chat-over-limit.png, chat-slow-socket.png, chat-settings.png,
+chat-settings-375.png, chat-reasoning.png.
 """
 
 from __future__ import annotations
@@ -365,3 +366,92 @@ def test_the_sidebars_buttons_wait_for_the_pages_script(asgi_server: str, page: 
     expect(toggle).to_have_attribute("aria-expanded", "true")
     new.click()
     expect(page.locator("#thread-title")).to_have_text("New conversation")
+
+
+def test_the_system_prompt_is_set_in_the_conversations_settings(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    from django.conf import settings
+
+    from chat.models import Conversation, Run
+
+    log_in(page, asgi_server)
+    new_conversation(page)
+    page.get_by_text("Settings", exact=True).click()
+    prompt = page.get_by_label("System prompt")
+    expect(prompt).to_be_visible()
+    expect(prompt).to_have_value("")
+    expect(prompt).to_have_attribute("placeholder", settings.TOOLCHAT_SYSTEM_PROMPT)
+    # A draft keeps it, and is created with it: its first turn is told it.
+    prompt.fill("Answer like a pirate.")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#settings-status")).to_contain_text("created with it")
+    page.screenshot(path=screenshots_dir / "chat-settings.png")
+    prompt.press("Escape")
+    expect(prompt).to_be_hidden()
+    ask(page, "what is 2+2")
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("4")
+    conversation = Conversation.objects.get()
+    assert conversation.system_prompt == "Answer like a pirate."
+    assert Run.objects.get().system_prompt == "Answer like a pirate."
+
+    # An open conversation's prompt is changed with a PATCH; blank is the default again.
+    page.get_by_text("Settings", exact=True).click()
+    expect(prompt).to_have_value("Answer like a pirate.")
+    prompt.fill("")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#settings-status")).to_contain_text("applies from the next message")
+    conversation.refresh_from_db()
+    assert conversation.system_prompt == ""
+    page.reload()
+    page.get_by_text("Settings", exact=True).click()
+    expect(page.get_by_label("System prompt")).to_have_value("")
+
+    # On a phone the header keeps one row (Settings is its icon) and the panel fits the screen.
+    page.set_viewport_size({"width": 375, "height": 740})
+    panel = page.locator("#settings-form")
+    expect(panel).to_be_visible()
+    box = panel.bounding_box()
+    assert box is not None
+    assert 0 <= box["x"] <= box["x"] + box["width"] <= 375, box
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.screenshot(path=screenshots_dir / "chat-settings-375.png")
+
+
+def test_a_models_reasoning_is_a_collapsed_block_above_its_answer(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    from chat.models import Role
+    from tests.factories import ConversationFactory, MessageFactory
+
+    hostile = '<img src=x onerror="window.__xss=1"> First, 6*7.'
+    log_in(page, asgi_server)
+    conversation = ConversationFactory(owner=UserFactory(username="ada"), title="Thinking")
+    MessageFactory(conversation=conversation, position=0, role=Role.USER, content="6*7?")
+    MessageFactory(
+        conversation=conversation,
+        position=1,
+        role=Role.ASSISTANT,
+        content="It is **42**.",
+        reasoning=hostile,
+    )
+    MessageFactory(conversation=conversation, position=2, role=Role.USER, content="thanks")
+    MessageFactory(
+        conversation=conversation, position=3, role=Role.ASSISTANT, content="You're welcome."
+    )
+    page.goto(f"{asgi_server}/#{conversation.pk}")
+
+    answers = page.locator(".msg-assistant")
+    expect(answers).to_have_count(2)
+    block = answers.first.locator("details.reasoning")
+    expect(block.locator("summary")).to_have_text("Reasoning")
+    text = block.locator(".reasoning-text")
+    expect(text).to_be_hidden()  # collapsed until asked for
+    # Above the answer, in the message's own box.
+    assert block.bounding_box()["y"] < answers.first.locator(".bubble").bounding_box()["y"]
+    block.locator("summary").click()
+    expect(text).to_have_text(hostile)
+    page.screenshot(path=screenshots_dir / "chat-reasoning.png")
+    expect(answers.last.locator("details.reasoning")).to_have_count(0)
+    assert page.locator("#log img").count() == 0
+    assert page.evaluate("typeof window.__xss") == "undefined"

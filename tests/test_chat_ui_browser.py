@@ -51,7 +51,7 @@ def new_conversation(page: Page, mode: str = "two_pass") -> None:
     toggle = page.get_by_role("button", name="Conversations")
     if toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
         toggle.click()  # a narrow screen: the sidebar opens on demand
-    page.get_by_label("Mode").select_option(mode)
+    page.locator("#new-mode").select_option(mode)
     page.get_by_role("button", name="New conversation").click()
     expect(page.locator("#thread-title")).to_have_text("New conversation")
     expect(page.get_by_label("Message", exact=True)).to_be_enabled()

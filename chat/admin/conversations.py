@@ -128,6 +128,7 @@ class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
         "position",
         "role",
         "content_text",
+        "reasoning_text",
         "tool_calls_pretty",
         "tool_call_id",
         "name",
@@ -139,7 +140,11 @@ class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
         "finish_reason",
         "created_at",
     )
-    readonly_fields = ("content_text", "tool_calls_pretty")
+    readonly_fields = ("content_text", "reasoning_text", "tool_calls_pretty")
+
+    @admin.display(description="reasoning")
+    def reasoning_text(self, obj: Message) -> SafeString:
+        return pre(obj.reasoning)
 
     @admin.display(description="content")
     def short_content(self, obj: Message) -> str:

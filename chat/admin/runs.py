@@ -127,9 +127,16 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "started_at",
         "finished_at",
         "heartbeat_at",
+        "system_prompt_text",
         "error_text",
     )
-    readonly_fields = ("audit_link", "waterfall", "latency_breakdown", "error_text")
+    readonly_fields = (
+        "audit_link",
+        "waterfall",
+        "latency_breakdown",
+        "system_prompt_text",
+        "error_text",
+    )
     inlines = (ModelCallInline, ToolExecutionInline)
 
     def get_object(
@@ -148,6 +155,13 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
     @admin.display(description="owner", ordering="conversation__owner__username")
     def owner(self, obj: Run) -> str:
         return obj.conversation.owner.get_username()
+
+    @admin.display(description="system prompt")
+    def system_prompt_text(self, obj: Run) -> SafeString:
+        if obj.system_prompt is None:
+            # A run made before runs kept their prompt.
+            return format_html('<span class="quiet">{}</span>', "not recorded")
+        return pre(obj.system_prompt) if obj.system_prompt else format_html("{}", "none")
 
     @admin.display(description="audit page")
     def audit_link(self, obj: Run) -> SafeString:

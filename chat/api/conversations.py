@@ -108,12 +108,21 @@ class ConversationCreateApi(APIView):
             max_value=MAX_STEPS_LIMIT,
             help_text=f"Bound of the loop mode (default {DEFAULT_MAX_STEPS}).",
         )
-        system_prompt = TextField(required=False, allow_blank=True, trim_whitespace=False)
+        system_prompt = TextField(
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            help_text="Told to the model first in every call of this conversation's runs; blank "
+            "(the default): the server's default prompt (TOOLCHAT_SYSTEM_PROMPT). At most "
+            "MAX_SYSTEM_PROMPT_CHARS (default 8,000) characters, no NUL. A change applies from "
+            "the next run.",
+        )
         model = TextField(
             required=False,
             allow_blank=True,
             max_length=MODEL_MAX_LENGTH,
-            help_text="Overrides the server's LLM_MODEL for this conversation.",
+            help_text="The model this conversation talks to, an `id` of GET /api/v1/models/ "
+            "(`<provider>/<model>`); empty: the server's default (LLM_MODEL).",
         )
 
     @extend_schema(
@@ -236,6 +245,11 @@ class ConversationExportApi(APIView):
             default="conversation",
             help_text="One line for the conversation, or one per completed run.",
         )
+        include_reasoning = serializers.BooleanField(
+            default=False,
+            help_text="Give assistant messages the model's reasoning, as `reasoning`, where it "
+            "sent one (not a field of OpenAI's format: a trainer that wants it reads it).",
+        )
 
     @extend_schema(
         tags=TAG,
@@ -246,7 +260,8 @@ class ConversationExportApi(APIView):
             '`{"messages": [...], "tools": [...]}` with the system prompt, the user and '
             "assistant messages, the assistant `tool_calls` and the `tool` answers, and the "
             "tools that were offered. With `per=run`, one line per completed run holding the "
-            "history up to the end of that run. Runs still in progress are left out."
+            "history up to the end of that run. Runs still in progress are left out. The "
+            "model's reasoning is left out unless `include_reasoning=true`."
         ),
         parameters=[docs.path_id("conversation_id", "The conversation."), QuerySerializer],
         responses={
@@ -262,7 +277,9 @@ class ConversationExportApi(APIView):
         query.is_valid(raise_exception=True)
         conversation = conversation_get(conversation_id=conversation_id, user=request.user)
         lines = conversation_export(
-            conversation=conversation, per_run=query.validated_data["per"] == "run"
+            conversation=conversation,
+            per_run=query.validated_data["per"] == "run",
+            include_reasoning=query.validated_data["include_reasoning"],
         )
         response = HttpResponse(
             JsonLinesRenderer().render(lines), content_type="application/jsonl; charset=utf-8"

@@ -55,6 +55,11 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
             "updated_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "system_prompt": {
+                "help_text": "The conversation's own system prompt; blank: the server's default."
+            }
+        }
 
 
 class UsageSerializer(serializers.Serializer[Any]):
@@ -155,6 +160,13 @@ class MessageSerializer(serializers.Serializer[Any]):
         required=False,
         allow_null=True,
         help_text="Final assistant answers: follow-up prompts to offer (from tools and the model).",
+    )
+    reasoning = serializers.CharField(
+        required=False,
+        allow_null=True,
+        read_only=True,
+        help_text="Assistant only: what the model wrote before its answer (`reasoning_content` "
+        "or `reasoning`), as plain text; null when it sent none. Never sent back to a model.",
     )
     resource = ResourceSummarySerializer(
         required=False,

@@ -221,7 +221,7 @@ def run_latency_breakdown(run: Run) -> list[StepTiming]:
                 StepTiming(
                     step=call.step,
                     kind="model",
-                    label=f"{call.get_purpose_display()} · {call.model}",
+                    label=f"{call.get_purpose_display()} · {call.provider_model}",
                     status=call.status,
                     duration_ms=call.latency_ms,
                     first_token_ms=call.first_token_ms,

@@ -17,8 +17,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Max, Q, QuerySet, Sum
-from django.db.models.functions import Substr
+from django.db.models import CharField, Count, Max, Q, QuerySet, Sum, Value
+from django.db.models.functions import Concat, Substr
 
 from chat.audit.buckets import LATENCY_BINS, LatencyBin, TimeBin, latency_bin, time_bin_width
 from chat.audit.formatting import QUESTION_CHARS
@@ -165,10 +165,13 @@ def tool_stats(period: Period, *, limit: int = MAX_GROUPS) -> list[ToolRow]:
 
 
 def model_stats(period: Period, *, limit: int = MAX_GROUPS) -> list[ModelRow]:
-    """Per model, most called first: calls, failures, latency and first-token p50/p95, tokens."""
+    """Per provider/model, most called first: calls, failures, latency and first-token
+    p50/p95, tokens. The same model name at two providers is two rows."""
     rows = grouped_rows(
-        ModelCall.objects.filter(started_at__gte=period.start, started_at__lt=period.end),
-        group="model",
+        ModelCall.objects.filter(started_at__gte=period.start, started_at__lt=period.end).annotate(
+            called=Concat("provider", Value("/"), "model", output_field=CharField())
+        ),
+        group="called",
         aggregates={
             "calls": Count("*"),
             "failed": Count("status", filter=Q(status=CallStatus.FAILED)),
@@ -181,12 +184,12 @@ def model_stats(period: Period, *, limit: int = MAX_GROUPS) -> list[ModelRow]:
             "p50_ft": Percentile("first_token_ms", 0.5),
             "p95_ft": Percentile("first_token_ms", 0.95),
         },
-        order_by=("-calls", "model"),
+        order_by=("-calls", "called"),
         limit=limit,
     )
     return [
         ModelRow(
-            model=row["model"],
+            model=row["called"].removeprefix("/"),  # a row from before providers
             calls=row["calls"],
             failed=row["failed"],
             p50_ms=_ms(row["p50_ms"]),

@@ -226,7 +226,7 @@ def _model_item(call: ModelCall, origin: datetime) -> _Item:
         details.append(f"{call.attempts} attempts")
     return _Item(
         kind="model",
-        label=f"{call.get_purpose_display()} · {call.model}",
+        label=f"{call.get_purpose_display()} · {call.provider_model}",
         details=", ".join(details),
         status=call.status,
         failed=call.status == CallStatus.FAILED,

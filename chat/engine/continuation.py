@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from django.conf import settings
-
+from chat.llm.endpoints import compose_model_default, default_model
 from chat.models import Mode
 
 COMPOSE_INSTRUCTION = (
@@ -133,7 +132,7 @@ class Decision:
 
 def compose_model(conversation_model: str) -> str:
     """The model that writes final answers: LLM_COMPOSE_MODEL when set (a cheaper one)."""
-    return settings.LLM_COMPOSE_MODEL or conversation_model or settings.LLM_MODEL
+    return compose_model_default() or conversation_model or default_model()
 
 
 def decide_after_tools(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import uuid
 
-from chat.llm import get_provider
 from chat.llm.base import Completion
+from chat.llm.endpoints import UnknownModel, model_resolve
 from chat.models import CallStatus, ModelCall, ModelCallPurpose, Run, RunEvent
 
 
@@ -61,8 +61,16 @@ def interrupted_call_record(run: Run) -> None:
         run=run,
         step=data["step"],
         purpose=data["purpose"],
-        model=data.get("model", ""),
-        provider=get_provider().name,
+        **_model_and_provider(str(data.get("model", ""))),
         started_at=created_at,
     )
     failed_call_record(model_call, "The worker making this call stopped before it finished.")
+
+
+def _model_and_provider(model: str) -> dict[str, str]:
+    """A call's `model` and `provider` columns, from the model id its opening announced."""
+    try:
+        choice = model_resolve(model)
+    except UnknownModel:
+        return {"model": model[:128], "provider": ""}
+    return {"model": choice.model, "provider": choice.provider}

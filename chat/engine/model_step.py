@@ -42,7 +42,7 @@ from chat.engine.suggestions import model_suggestions_wanted, tool_suggestions
 from chat.history import message_to_api
 from chat.live.event_types import Event
 from chat.live.events import events_publish
-from chat.llm import get_provider
+from chat.llm import provider_for
 from chat.llm.base import (
     Completion,
     Done,
@@ -51,6 +51,7 @@ from chat.llm.base import (
     StreamRestart,
     TextDelta,
 )
+from chat.llm.endpoints import UnknownModel
 from chat.models import (
     CallStatus,
     ExecutionStatus,
@@ -128,11 +129,17 @@ def model_step(
     after the events in `announce` (the run's `run.started`, on its first
     step); `announce=None` when the caller published it already.
     """
+    try:
+        provider, choice = provider_for(opening.model)
+    except UnknownModel as exc:
+        if announce is not None:
+            events_publish(run=run, events=list(announce))
+        run_fail(run, token, f"{exc} Choose another model for this conversation.")
+        return Step(StepOutcome.FAILED)
     request = request_build(
-        run, rows, purpose=opening.purpose, model=opening.model, instruction=instruction
+        run, rows, purpose=opening.purpose, model=choice.model, instruction=instruction
     )
     deciding = opening.purpose == ModelCallPurpose.DECIDE
-    provider = get_provider()
     if announce is not None:
         events_publish(run=run, events=[*announce, opening.event()])
     model_call = ModelCall(
@@ -140,7 +147,7 @@ def model_step(
         run=run,
         step=opening.step,
         purpose=opening.purpose,
-        model=opening.model,
+        model=choice.model,
         provider=provider.name,
         message_count=len(request.messages),
         request_hash=request_hash(request),
@@ -389,6 +396,8 @@ def _answer_rows(
         prompt_tokens=completion.prompt_tokens,
         completion_tokens=completion.completion_tokens,
         finish_reason=completion.finish_reason,
+        # Kept for the reader and the audit; history_rows never reads it back to a model.
+        reasoning=completion.reasoning or "",
         # A final answer carries its tools' follow-ups (chat/engine/suggestions.py).
         suggestions=None if calls else suggestions or None,
     )

@@ -11,6 +11,7 @@ from chat.engine.continuation import DECISION_FORMAT, decider_instruction
 from chat.history import build_model_history
 from chat.llm.base import ChatRequest
 from chat.models import Message, ModelCallPurpose, Run
+from chat.prompts import run_system_prompt
 from chat.selectors import history_rows
 from tools.registry import registry as tool_registry
 
@@ -39,7 +40,7 @@ def request_build(
     """The request of a step: the history, the step's instruction, and the tools it offers."""
     messages = build_model_history(
         rows,
-        system_prompt=run.conversation.system_prompt,
+        system_prompt=run_system_prompt(run),
         max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
         max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
     )

@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
@@ -53,6 +52,7 @@ from chat.engine.suggestions import (
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.live.event_types import Event
 from chat.live.events import event_publish
+from chat.llm.endpoints import model_id
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     ExecutionStatus,
@@ -83,7 +83,7 @@ def run_advance(*, run_id: Any) -> None:
         run_recheck_later(run_id=run_id)
         return
     run, token = claim.run, claim.token
-    turn = _Turn(run, token, first=claim.first, model=run.conversation.model or settings.LLM_MODEL)
+    turn = _Turn(run, token, first=claim.first, model=model_id(run.conversation.model))
     try:
         _advance(turn)
     except LeaseLost:

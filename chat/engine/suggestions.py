@@ -33,9 +33,11 @@ from chat.engine.model_calls import completion_fill
 from chat.engine.request import history_load, request_hash
 from chat.history import build_model_history
 from chat.live.event_types import Event
-from chat.llm import get_provider
+from chat.llm import provider_for
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest, Done
+from chat.llm.endpoints import UnknownModel, endpoint, model_resolve
 from chat.models import CallStatus, Message, Mode, ModelCall, ModelCallPurpose, Run
+from chat.prompts import run_system_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +116,10 @@ def model_suggestions_wanted(run: Run) -> bool:
         return False
     wanted = settings.LLM_SUGGESTIONS
     if wanted == "auto":
-        return bool(settings.LLM_PROVIDER == "offline")
+        try:
+            return endpoint(model_resolve(run.conversation.model).provider).offline
+        except UnknownModel:
+            return False
     return bool(wanted == "on")
 
 
@@ -139,23 +144,28 @@ def model_suggestions_ask(
     if not final.content:
         return None
     history = [*rows, final] if rows is not None else history_load(run)
-    model = run.conversation.model or settings.LLM_MODEL
+    try:
+        provider, choice = provider_for(run.conversation.model)
+    except UnknownModel:
+        return None  # the turn's own calls said so
     messages = build_model_history(
         history,
-        system_prompt=run.conversation.system_prompt,
+        system_prompt=run_system_prompt(run),
         max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
         max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
     )
     messages.append({"role": "system", "content": SUGGESTIONS_INSTRUCTION})
     request = ChatRequest(
-        model=model, messages=messages, response_format=SUGGESTIONS_FORMAT, max_tokens=120
+        model=choice.model,
+        messages=messages,
+        response_format=SUGGESTIONS_FORMAT,
+        max_tokens=120,
     )
-    provider = get_provider()
     model_call = ModelCall(
         run=run,
         step=run.steps + 1,  # the final answer's step (as `step_open` numbers it)
         purpose=ModelCallPurpose.SUGGEST,
-        model=model,
+        model=choice.model,
         provider=provider.name,
         message_count=len(messages),
         request_hash=request_hash(request),

@@ -1,30 +1,55 @@
-"""Model providers: the Protocol (base.py), the OpenAI-compatible one, and the offline model."""
+"""Model providers: the Protocol (base.py), the configured endpoints (endpoints.py), the
+OpenAI-compatible provider and the offline model."""
 
 from __future__ import annotations
 
 from django.conf import settings
 
 from chat.llm.base import ChatProvider
+from chat.llm.endpoints import Endpoint, ModelChoice, default_model, endpoint, model_resolve
 from chat.llm.offline import OfflineProvider
 
 
 def get_provider(name: str | None = None) -> ChatProvider:
-    """The provider chosen by LLM_PROVIDER (offline when no OPENAI_API_KEY is set).
+    """The provider named `name` (TOOLCHAT_PROVIDERS), or the default model's.
 
-    Cheap to call for every model call: the openai provider takes the process's
-    cached SDK client for the current settings (`openai_provider.openai_client`).
+    Cheap to call for every model call: an OpenAI-compatible provider takes the
+    process's cached SDK client for its endpoint (`openai_provider.openai_client`).
     """
-    name = name or settings.LLM_PROVIDER
-    if name == "openai":
-        # Imported here so that the offline default never loads the SDK.
-        from chat.llm.openai_provider import OpenAIProvider
+    return _provider(endpoint(name or default_model().split("/", 1)[0]))
 
-        return OpenAIProvider(
-            api_key=settings.OPENAI_API_KEY,
-            base_url=settings.OPENAI_BASE_URL or None,
-            timeout_s=settings.LLM_TIMEOUT_S,
-            max_retries=settings.LLM_MAX_RETRIES,
-            call_deadline_s=settings.LLM_CALL_DEADLINE_S,
-            attempt_deadline_s=settings.LLM_ATTEMPT_DEADLINE_S,
+
+def provider_for(model: str) -> tuple[ChatProvider, ModelChoice]:
+    """The provider that serves the model named `model` ("" is the default), and the choice.
+
+    Raises `endpoints.UnknownModel` when no configured provider offers it.
+    """
+    choice = model_resolve(model)
+    return _provider(endpoint(choice.provider)), choice
+
+
+def _provider(found: Endpoint) -> ChatProvider:
+    if found.offline:
+        return OfflineProvider(
+            word_delay_s=settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS / 1000, name=found.name
         )
-    return OfflineProvider(word_delay_s=settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS / 1000)
+    # Imported here so that the offline default never loads the SDK.
+    from chat.llm.openai_provider import Known, OpenAIProvider
+
+    return OpenAIProvider(
+        api_key=found.api_key,
+        base_url=found.base_url or None,
+        timeout_s=settings.LLM_TIMEOUT_S,
+        max_retries=settings.LLM_MAX_RETRIES,
+        call_deadline_s=settings.LLM_CALL_DEADLINE_S,
+        attempt_deadline_s=settings.LLM_ATTEMPT_DEADLINE_S,
+        token_limit_param=found.token_limit_param,
+        name=found.name,
+        headers=found.headers,
+        known=Known(
+            stream=found.stream,
+            stream_tools=found.stream_tools,
+            stream_usage=found.stream_usage,
+            parallel_tool_calls=found.parallel_tool_calls,
+        ),
+    )

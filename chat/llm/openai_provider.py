@@ -102,18 +102,30 @@ RETRY_WAIT_S = 0.5
 NAMED = "the server named a tool in its text"
 _NAMED_TOOL = re.compile(r"^functions\.(?P<name>[A-Za-z0-9_.-]{1,64}):$")
 
-_ClientKey = tuple[int, str, str | None, float, int]
+_ClientKey = tuple[int, str, str | None, float, int, tuple[tuple[str, str], ...]]
 _clients: dict[_ClientKey, openai.OpenAI] = {}
 _clients_lock = threading.Lock()
 
 
 def openai_client(
-    *, api_key: str, base_url: str | None, timeout_s: float, max_retries: int
+    *,
+    api_key: str,
+    base_url: str | None,
+    timeout_s: float,
+    max_retries: int,
+    headers: Mapping[str, str] | None = None,
 ) -> openai.OpenAI:
     """The client for these settings, made once per process: one connection pool for all calls."""
     # The pid is part of the key: a client made before a fork (Celery prefork)
     # holds the parent's sockets, which a child must not read from.
-    key = (os.getpid(), api_key, base_url, timeout_s, max_retries)
+    key = (
+        os.getpid(),
+        api_key,
+        base_url,
+        timeout_s,
+        max_retries,
+        tuple(sorted((headers or {}).items())),
+    )
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
@@ -122,6 +134,7 @@ def openai_client(
                 base_url=base_url or None,
                 timeout=openai.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
                 max_retries=max_retries,
+                default_headers=dict(headers or {}),
                 http_client=openai.DefaultHttpxClient(
                     transport=WatchedTransport(
                         httpx2.HTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
@@ -169,10 +182,28 @@ class StreamUnusable(Exception):
         self.learned = learned
 
 
+def server_models(
+    *, api_key: str, base_url: str, headers: Mapping[str, str], timeout_s: float
+) -> tuple[str, ...]:
+    """The ids of the models a server lists (`GET /models`), in its order."""
+    client = openai_client(
+        api_key=api_key, base_url=base_url, timeout_s=timeout_s, max_retries=1, headers=headers
+    )
+    return tuple(dict.fromkeys(model.id for model in client.models.list() if model.id))
+
+
+@dataclasses.dataclass(frozen=True)
+class Known:
+    """What a provider's configuration says its server cannot do (docs/providers.md)."""
+
+    stream: bool = True  # False: no request is streamed
+    stream_tools: bool = True  # False: a request that offers tools is not streamed
+    stream_usage: bool = True  # False: `stream_options` is never sent
+    parallel_tool_calls: bool | None = None  # sent with the tools when set
+
+
 class OpenAIProvider:
     """Streams chat completions from any OpenAI-compatible endpoint."""
-
-    name = "openai"
 
     def __init__(
         self,
@@ -184,10 +215,19 @@ class OpenAIProvider:
         call_deadline_s: float = 600.0,
         attempt_deadline_s: float = 300.0,
         token_limit_param: str | None = None,
+        name: str = "openai",
+        headers: Mapping[str, str] | None = None,
+        known: Known = Known(),
     ) -> None:
         max_retries = max(0, max_retries)
+        self.name = name
+        self.known = known
         self.client = openai_client(
-            api_key=api_key, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries
+            api_key=api_key,
+            base_url=base_url,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            headers=headers,
         )
         self.base_url = str(self.client.base_url)
         self.max_attempts = max_retries + 1
@@ -239,8 +279,9 @@ class _Call:
         self.limits = server_limits(provider.base_url, request.model)
 
     def run(self) -> Iterator[StreamEvent]:
-        if self.request.tools and not self.limits.stream_tools:
-            self.notes.append("not streamed: this server cannot stream tool calls")
+        unstreamed = self._why_unstreamed()
+        if unstreamed:
+            self.notes.append(f"not streamed: {unstreamed}")
             yield from self._shown(self._tool_named(self._asked_unstreamed()))
             return
         while True:
@@ -257,6 +298,16 @@ class _Call:
                     return
                 yield Done(completion)
                 return
+
+    def _why_unstreamed(self) -> str:
+        """Why this call is asked without streaming at once, or "" (it is streamed)."""
+        if not self.provider.known.stream:
+            return "the provider's configuration says stream: false"
+        if self.request.tools and not self.provider.known.stream_tools:
+            return "the provider's configuration says streamTools: false"
+        if self.request.tools and not self.limits.stream_tools:
+            return "this server cannot stream tool calls"
+        return ""
 
     # --- requests -----------------------------------------------------------------------
 
@@ -278,7 +329,10 @@ class _Call:
                 client = client.with_options(max_retries=retries)
             arguments = self.limits.arguments(
                 _optional_arguments(
-                    self.request, stream=stream, token_limit=self.provider.token_limit_param
+                    self.request,
+                    stream=stream,
+                    token_limit=self.provider.token_limit_param,
+                    known=self.provider.known,
                 )
             )
             if self.forced is not None:
@@ -726,15 +780,19 @@ def _ended(exc: Interrupted, attempts: int) -> Exception:
     return ProviderError(_failure_message("deadline", str(exc), attempts), attempts=attempts)
 
 
-def _optional_arguments(request: ChatRequest, *, stream: bool, token_limit: str) -> dict[str, Any]:
+def _optional_arguments(
+    request: ChatRequest, *, stream: bool, token_limit: str, known: Known = Known()
+) -> dict[str, Any]:
     """The request's optional fields, each sent only when set (tool_choice only with tools)."""
     arguments: dict[str, Any] = {}
-    if stream:
+    if stream and known.stream_usage:
         arguments["stream_options"] = {"include_usage": True}
     if request.tools:
         arguments["tools"] = tools_for_model(request.tools)
         if request.tool_choice:
             arguments["tool_choice"] = request.tool_choice
+        if known.parallel_tool_calls is not None:
+            arguments["parallel_tool_calls"] = known.parallel_tool_calls
     if request.response_format:
         arguments["response_format"] = request.response_format
     if request.max_tokens:

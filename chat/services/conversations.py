@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from chat.exceptions import Conflict, ConversationNotFound, InvalidInput
+from chat.llm.endpoints import UnknownModel, model_allowed, model_choices
 from chat.models import ACTIVE_RUN_STATUSES, MAX_STEPS_LIMIT, Conversation, Mode, Run
 
 if TYPE_CHECKING:
@@ -43,13 +44,6 @@ def _settings_check(
         raise InvalidInput(f"title is longer than {TITLE_MAX_LENGTH} characters.", field="title")
     if model is not None and len(model) > MODEL_MAX_LENGTH:
         raise InvalidInput(f"model is longer than {MODEL_MAX_LENGTH} characters.", field="model")
-    if model and model not in settings.LLM_ALLOWED_MODELS:
-        raise InvalidInput(
-            f"model {model!r} is not offered here; choose one of "
-            f"{', '.join(settings.LLM_ALLOWED_MODELS)}, or leave it empty for the default.",
-            field="model",
-            details={"allowed": list(settings.LLM_ALLOWED_MODELS)},
-        )
     limit = settings.MAX_SYSTEM_PROMPT_CHARS
     if system_prompt is not None and len(system_prompt) > limit:
         raise InvalidInput(
@@ -57,6 +51,26 @@ def _settings_check(
             field="system_prompt",
             details={"max_chars": limit, "chars": len(system_prompt)},
         )
+
+
+def _model_chosen(model: str | None) -> str | None:
+    """The id (`<provider>/<model>`) of the model chosen: None not given, "" the default.
+
+    Any model `GET /api/v1/models/` lists may be chosen, by its id or, with one
+    provider, by its bare name; another is InvalidInput listing those allowed.
+    """
+    if not model:
+        return model
+    try:
+        return model_allowed(model).id
+    except UnknownModel:
+        allowed = [choice.id for choice in model_choices()]
+        raise InvalidInput(
+            f"model {model!r} is not offered here; choose one of {', '.join(allowed)} "
+            "(GET /api/v1/models/), or leave it empty for the default.",
+            field="model",
+            details={"allowed": allowed},
+        ) from None
 
 
 def conversation_create(
@@ -72,6 +86,7 @@ def conversation_create(
     _settings_check(
         title=title, mode=mode, max_steps=max_steps, system_prompt=system_prompt, model=model
     )
+    model = _model_chosen(model) or ""
     with transaction.atomic():
         return Conversation.objects.create(
             owner=owner,
@@ -102,6 +117,7 @@ def conversation_update(
     _settings_check(
         title=title, mode=mode, max_steps=max_steps, system_prompt=system_prompt, model=model
     )
+    model = _model_chosen(model)
     given: dict[str, Any] = {
         "title": title,
         "mode": mode,

@@ -26,6 +26,7 @@ from chat.models import (
     Role,
     Run,
 )
+from chat.prompts import system_prompt_for
 from chat.selectors import current_messages
 
 
@@ -57,7 +58,10 @@ def run_start(
         # keys are checked at commit.
         message_id = uuid.uuid4()
         run = Run.objects.create(
-            conversation=locked, mode=locked.mode, trigger_message_id=message_id
+            conversation=locked,
+            mode=locked.mode,
+            system_prompt=system_prompt_for(locked),
+            trigger_message_id=message_id,
         )
         message = Message.objects.create(
             id=message_id,
@@ -92,7 +96,12 @@ def run_regenerate(*, conversation: Conversation) -> Run:
         superseded = _supersede(locked, from_position=question.position + 1)
         # The question stays with the run it was posted with (its audit keeps it); the
         # message list shows the outcome of the newest run it triggered.
-        run = Run.objects.create(conversation=locked, mode=locked.mode, trigger_message=question)
+        run = Run.objects.create(
+            conversation=locked,
+            mode=locked.mode,
+            system_prompt=system_prompt_for(locked),
+            trigger_message=question,
+        )
         # Always announced, even with nothing superseded (a failed turn has no answer):
         # a page clears what it showed after the question (an error, a Retry button).
         _superseded_publish(run, superseded, after_message_id=str(question.pk))

@@ -44,15 +44,24 @@ TOOLCHAT_WS_PING_S = env_float("TOOLCHAT_WS_PING_S", 20.0)
 
 # --- LLM providers (DESIGN.md section 6) ---------------------------------------------
 
+# Several named endpoints: a JSON file (docs/providers.md, chat/llm/endpoints.py).
+# Without it the variables below make one provider, `openai` (or `offline`).
+TOOLCHAT_PROVIDERS = env_str("TOOLCHAT_PROVIDERS")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 LLM_PROVIDER = env_str("LLM_PROVIDER", "openai" if OPENAI_API_KEY else "offline")
 if LLM_PROVIDER not in {"openai", "offline"}:
     raise ImproperlyConfigured(f"LLM_PROVIDER={LLM_PROVIDER!r}: use 'openai' or 'offline'.")
-LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini" if LLM_PROVIDER == "openai" else "offline")
+# A model is `<provider>/<model>`; with one provider its name may be left out. With
+# TOOLCHAT_PROVIDERS and no LLM_MODEL, the first model of the first provider.
+LLM_MODEL = env_str(
+    "LLM_MODEL",
+    "" if TOOLCHAT_PROVIDERS else "gpt-4o-mini" if LLM_PROVIDER == "openai" else "offline",
+)
 LLM_COMPOSE_MODEL = env_str("LLM_COMPOSE_MODEL")
-# The models a conversation may choose (each costs money): the configured ones
-# unless the operator lists more.
+# Without TOOLCHAT_PROVIDERS: the models a conversation may choose (each costs
+# money), the configured ones unless the operator lists more. With the file, each
+# provider's `models` say it.
 LLM_ALLOWED_MODELS = env_list(
     "LLM_ALLOWED_MODELS", [name for name in (LLM_MODEL, LLM_COMPOSE_MODEL) if name]
 )
@@ -69,6 +78,17 @@ LLM_COMPOSE_TEMPERATURE = (
     if env_str("LLM_COMPOSE_TEMPERATURE").lower() == "none"
     else env_float("LLM_COMPOSE_TEMPERATURE", 0.7)
 )
+# The system prompt every model call begins with, unless the conversation sets its
+# own (chat/prompts.py). Small local models may answer nothing at all without
+# one. "none" sends none (an unset or empty variable takes the default, as every
+# other setting does: docker-compose passes unset variables as empty).
+TOOLCHAT_SYSTEM_PROMPT = env_str(
+    "TOOLCHAT_SYSTEM_PROMPT",
+    "You are a helpful assistant. Use the tools offered when they help, "
+    "and answer the user in plain words.",
+)
+if TOOLCHAT_SYSTEM_PROMPT.lower() == "none":
+    TOOLCHAT_SYSTEM_PROMPT = ""
 # Follow-up suggestions written by the model, one small call after each answer:
 # "auto" asks the offline model only (free), "on" any model, "off" none. Tools'
 # own suggestions are offered whatever this says.

@@ -12,6 +12,8 @@
  *   socket.js            the WebSocket and its reconnection
  *   composer.js          the message box
  *   sidebar.js           the conversation list and the mode of new ones
+ *   picker.js            the model the open conversation talks to
+ *   settings.js          the open conversation's settings (its system prompt)
  *   api.js, dom.js, format.js  the REST client, DOM helpers, text formatting
  */
 
@@ -19,9 +21,11 @@ import { createApi } from "./api.js";
 import { createComposer } from "./composer.js";
 import { byId } from "./dom.js";
 import { titleFrom } from "./format.js";
+import { createPicker } from "./picker.js";
 import { createRenderer } from "./render.js";
 import { openSocket } from "./socket.js";
 import { conversationLabel, createSidebar } from "./sidebar.js";
+import { createSettings } from "./settings.js";
 import { reduce } from "./state.js";
 import { emptyThread } from "./thread.js";
 
@@ -124,6 +128,14 @@ function start(root) {
     error: showError,
   });
 
+  /** @param {Conversation} updated the conversation as the server now has it */
+  function saved(updated) {
+    if (current && current.id === updated.id) current = updated;
+    sidebar.upsert(updated);
+  }
+  const picker = createPicker({ api, current: () => current, saved, error: showError });
+  const settings = createSettings({ api, current: () => current, saved });
+
   /** @param {string} executionId */
   function clearApproval(executionId) {
     for (const callId of Object.keys(thread.cards)) {
@@ -183,6 +195,8 @@ function start(root) {
     if (window.location.hash) window.history.pushState(null, "", window.location.pathname);
     title.textContent = "New conversation";
     document.title = "New conversation · toolchat";
+    picker.show(null);
+    settings.show(null);
     setConnection("", "");
     sidebar.render();
     composer.enable(true);
@@ -238,9 +252,11 @@ function start(root) {
         if (opened !== generation) return;
         current = conversation;
         showExport(conversation.id);
+        settings.show(conversation);
         sidebar.upsert(conversation);
         title.textContent = conversationLabel(conversation);
         document.title = conversationLabel(conversation) + " · toolchat";
+        picker.show(conversation);
         const activeRunId = conversation.active_run_id || null;
         dispatch({ type: "history", messages, executions, activeRunId, lastSeq: from });
         dispatch({ type: "opening", on: false }, true);
@@ -265,7 +281,7 @@ function start(root) {
     dispatch({ type: "opening", on: true });
     const created = generation;
     const content = thread.pending && thread.pending.content;
-    api("POST", "/conversations/", { mode: sidebar.mode() })
+    api("POST", "/conversations/", { mode: sidebar.mode(), ...picker.fields(), ...settings.draft() })
       .then((conversation) => {
         sidebar.created(conversation.id);
         sidebar.upsert(conversation);

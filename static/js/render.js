@@ -228,8 +228,30 @@ export function createRenderer(log, options) {
     if (view.role === "assistant" && (!was || was.message !== view.message || was.turn !== view.turn)) {
       drawMeta(entry.meta, view);
     }
+    if (view.role === "assistant" && (!was || was.message !== view.message)) drawReasoning(entry, view);
     if (!was || was.suggestions !== view.suggestions) drawSuggestions(entry, view.suggestions);
     if (view.actions && !entry.actions) addActions(entry);
+  }
+
+  /**
+   * What the model wrote before its answer, collapsed above it; inserted as text, never as HTML.
+   * @param {MessageNode} entry
+   * @param {MessageView} view
+   */
+  function drawReasoning(entry, view) {
+    const reasoning = (view.message && view.message.reasoning) || "";
+    const old = entry.node.querySelector(".reasoning");
+    if (!reasoning) {
+      if (old) old.remove();
+      return;
+    }
+    if (old && old.lastElementChild && old.lastElementChild.textContent === reasoning) return;
+    const box = h("details", "reasoning");
+    box.appendChild(h("summary", "", "Reasoning"));
+    box.appendChild(h("div", "reasoning-text", reasoning));
+    if (old instanceof HTMLDetailsElement) box.open = old.open; // a redraw keeps it as the reader left it
+    if (old) old.replaceWith(box);
+    else entry.node.insertBefore(box, entry.bubble);
   }
 
   /**

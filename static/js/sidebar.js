@@ -9,7 +9,7 @@ import { relativeTime } from "./format.js";
 
 /**
  * @typedef {{id: string, title?: string, mode?: string, created_at: string, updated_at?: string,
- *   last_event_seq?: number, active_run_id?: string | null}} Conversation
+ *   last_event_seq?: number, active_run_id?: string | null, system_prompt?: string}} Conversation
  *
  * @typedef {Object} SidebarHooks
  * @property {(method: string, path: string, body?: unknown) => Promise<any>} api

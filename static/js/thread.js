@@ -17,7 +17,8 @@
  *   id: string, role: string, content?: string | null, html?: string | null, run_id?: string | null,
  *   turn?: TurnOutcome | null, tool_calls?: ToolCall[] | null, tool_call_id?: string, name?: string,
  *   resource?: Resource | null, tool_execution_id?: string | null, latency_ms?: number | null,
- *   usage?: Usage | null, model?: string | null, suggestions?: string[] | null
+ *   usage?: Usage | null, model?: string | null, suggestions?: string[] | null,
+ *   reasoning?: string | null
  * }} StoredMessage
  * @typedef {{id: string, tool_call_id: string, name: string, status: string, arguments?: unknown,
  *   duration_ms?: number | null, truncated?: boolean}} Execution

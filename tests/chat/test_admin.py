@@ -284,3 +284,38 @@ def test_sensitive_arguments_stored_before_a_tool_marked_them_are_masked(
         html = admin_client.get(url).content.decode()
         assert SECRET not in html, url
         assert "&quot;password&quot;: &quot;***&quot;" in html, url
+
+
+@pytest.mark.parametrize(
+    ("prompt", "shown"),
+    [
+        ("Be <b>brief</b> & kind.", "Be &lt;b&gt;brief&lt;/b&gt; &amp; kind."),
+        ("", "none"),
+        (None, "not recorded"),
+    ],
+)
+def test_the_run_pages_show_the_system_prompt_the_run_sent(
+    admin_client: Client, run, prompt, shown
+):
+    run.system_prompt = prompt
+    run.save(update_fields=["system_prompt"])
+    admin = admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode()
+    assert shown in admin.split("System prompt:")[1].split("</div>")[0]
+    audit = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert shown in audit.split('data-testid="run-system-prompt">')[1].split("</dd>")[0]
+    assert "<b>brief</b>" not in admin + audit
+
+
+def test_an_answers_reasoning_is_shown_escaped_in_the_audit_and_the_admin(
+    admin_client: Client, run
+):
+    answer = Message.objects.filter(run=run, role="assistant").order_by("position").last()
+    answer.reasoning = "First <script>x()</script> then & more."
+    answer.save(update_fields=["reasoning"])
+    shown = "First &lt;script&gt;x()&lt;/script&gt; then &amp; more."
+    audit = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    (block,) = audit.split('data-testid="reasoning"')[1:]
+    assert shown in block.split("</details>")[0]
+    admin = admin_client.get(f"/admin/chat/message/{answer.pk}/change/").content.decode()
+    assert shown in admin.split("Reasoning:")[1].split("</div>")[0]
+    assert "<script>x()" not in audit + admin

@@ -218,6 +218,7 @@ def test_message_to_api_adds_our_fields():
         prompt_tokens=100,
         completion_tokens=7,
         finish_reason="stop",
+        reasoning="The user said something worth noting.",
     )
 
     tool = message_to_api(tool_row)
@@ -259,7 +260,11 @@ def test_message_to_api_adds_our_fields():
         "finish_reason": "stop",
         "html": "<p>Noted.</p>",
         "suggestions": None,
+        "reasoning": "The user said something worth noting.",
     }
+    assert "reasoning" not in tool
+    # The model is sent what it said, not what it thought.
+    assert message_to_openai(assistant_row) == {"role": "assistant", "content": "Noted."}
     assistant_row.suggestions = ["And in Paris?"]
     assert message_to_api(assistant_row)["suggestions"] == ["And in Paris?"]
 

@@ -27,6 +27,7 @@ VALID_ROWS = [
     {"role": Role.ASSISTANT, "content": "hello", "latency_ms": 120},
     {"role": Role.ASSISTANT, "content": None, "tool_calls": CALL, "latency_ms": 80},
     {"role": Role.ASSISTANT, "content": "Let me check.", "tool_calls": CALL},
+    {"role": Role.ASSISTANT, "content": "4.", "reasoning": "2+2 is 4."},
     {"role": Role.TOOL, "content": "{}", "tool_call_id": "call_1", "name": "calculator"},
 ]
 
@@ -61,6 +62,14 @@ INVALID_ROWS = {
     "assistant without content or tool_calls": {"role": Role.ASSISTANT, "content": None},
     "tool without content": {"role": Role.TOOL, "content": None, "tool_call_id": "c", "name": "n"},
     "unknown role": {"role": "developer", "content": "x"},
+    "user with reasoning": {"role": Role.USER, "content": "x", "reasoning": "hmm"},
+    "tool with reasoning": {
+        "role": Role.TOOL,
+        "content": "{}",
+        "tool_call_id": "c",
+        "name": "n",
+        "reasoning": "hmm",
+    },
 }
 
 

@@ -9,6 +9,7 @@ import pytest
 from chat.exceptions import ConversationNotFound
 from chat.history import message_to_api
 from chat.models import Conversation, Message, Role, RunStatus
+from chat.prompts import system_prompt_for
 from chat.selectors import conversation_get, history_for_model, message_list, run_user_message
 from tests.chat.test_history import INTERRUPTED_TOOL_CONTENT, assert_pairing, assert_valid_openai
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
@@ -52,12 +53,14 @@ def fill(conversation: Conversation, count: int, *, reverse: bool = False) -> No
 
 @pytest.mark.parametrize("count", [10, 2000])
 def test_history_for_model_takes_one_query_at_any_length(
-    django_assert_num_queries, conversation, count
+    django_assert_num_queries, conversation, count, settings
 ):
     fill(conversation, count)
     with django_assert_num_queries(1):
         history = history_for_model(conversation=conversation)
-    assert len(history) == count + (1 if count % 4 == 2 else 0)
+    # The default system prompt first, then the rows (an interrupted call's answer filled in).
+    assert history[0] == {"role": "system", "content": settings.TOOLCHAT_SYSTEM_PROMPT}
+    assert len(history) == 1 + count + (1 if count % 4 == 2 else 0)
     assert_pairing(history)
 
 
@@ -100,7 +103,7 @@ def test_history_for_model_trims(conversation):
 def test_history_for_model_reads_only_its_conversation(conversation):
     fill(conversation, 4)
     fill(ConversationFactory(), 8)
-    assert len(history_for_model(conversation=conversation)) == 4
+    assert len(history_for_model(conversation=conversation)) == 1 + 4
 
 
 def test_message_list_is_ordered_and_one_query(django_assert_num_queries, conversation):
@@ -176,7 +179,7 @@ def test_a_bounded_history_load_equals_trimming_the_whole_history(user, seed, bu
     conversation = _random_conversation(user, seed, turns=15 + seed)
     everything = list(Message.objects.filter(conversation=conversation).order_by("position"))
     expected = build_model_history(
-        everything, system_prompt=conversation.system_prompt, max_messages=budget
+        everything, system_prompt=system_prompt_for(conversation), max_messages=budget
     )
     assert history_for_model(conversation=conversation, max_messages=budget) == expected
 

@@ -42,6 +42,7 @@ print(json.dumps({
     "LLM_MODEL": settings.LLM_MODEL,
     "LLM_MAX_RETRIES": settings.LLM_MAX_RETRIES,
     "TOOLCHAT_OFFLINE_WORD_DELAY_MS": settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS,
+    "TOOLCHAT_SYSTEM_PROMPT": settings.TOOLCHAT_SYSTEM_PROMPT,
 }, default=str))
 """
 
@@ -164,6 +165,22 @@ def test_the_offline_model_streams_20_ms_a_word_unless_told_otherwise():
     assert dump_settings(DJANGO_DEBUG="1")["TOOLCHAT_OFFLINE_WORD_DELAY_MS"] == 20
     dumped = dump_settings(DJANGO_DEBUG="1", TOOLCHAT_OFFLINE_WORD_DELAY_MS="0")
     assert dumped["TOOLCHAT_OFFLINE_WORD_DELAY_MS"] == 0
+
+
+def test_a_default_system_prompt_is_on_unless_set_to_none():
+    assert dump_settings(DJANGO_DEBUG="1")["TOOLCHAT_SYSTEM_PROMPT"].startswith(
+        "You are a helpful assistant."
+    )
+    # Empty is unset, as for every variable (docker-compose passes unset ones as empty).
+    assert dump_settings(DJANGO_DEBUG="1", TOOLCHAT_SYSTEM_PROMPT="")[
+        "TOOLCHAT_SYSTEM_PROMPT"
+    ].startswith("You are a helpful assistant.")
+    dumped = dump_settings(DJANGO_DEBUG="1", TOOLCHAT_SYSTEM_PROMPT="  Talk like a pirate.\n")
+    assert dumped["TOOLCHAT_SYSTEM_PROMPT"] == "Talk like a pirate."
+    assert (
+        dump_settings(DJANGO_DEBUG="1", TOOLCHAT_SYSTEM_PROMPT="None")["TOOLCHAT_SYSTEM_PROMPT"]
+        == ""
+    )
 
 
 @pytest.mark.parametrize(

@@ -14,24 +14,22 @@ naming the server and the key (never a secret's value).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from django.core.exceptions import ImproperlyConfigured
 
+from project.config_file import EnvironmentFiller, json_file_read, redacted, url_without_secrets
 from tools.spec import DEFAULT_TIMEOUT_S
 
 # A server's name prefixes its tools' names (`<server>__<tool>`), which OpenAI
 # limits to [a-zA-Z0-9_-]{1,64}; "__" is the separator, so a name may not hold it.
 SERVER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-]*(?:_[a-zA-Z0-9-]+)*$")
 SERVER_NAME_MAX = 32
-_VARIABLE_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 # Keys other clients write into the same file; accepted so that a file can be shared.
 _FOREIGN_KEYS = frozenset({"type", "transport", "description", "disabled", "autoApprove"})
@@ -74,12 +72,7 @@ class McpServerConfig:
     def redact(self, text: str) -> str:
         """A message without this server's secrets: filled-in values, header values, and
         the credentials and query of any URL in it."""
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            if len(secret) >= 3:
-                text = text.replace(secret, "***")
-        return re.sub(
-            r"https?://[^\s'\"<>]+", lambda match: _url_without_secrets(match.group(0)), text
-        )
+        return redacted(text, self.secrets)
 
     def tool_requires_approval(self, tool: str) -> bool:
         """Whether calls of the server's tool `tool` wait for their owner's approval."""
@@ -100,27 +93,15 @@ class McpServerConfig:
         """
         if self.transport == "stdio":
             return self.written[:200]
-        return _url_without_secrets(self.written)
+        return url_without_secrets(self.written)
 
 
 def load_config(path: str | os.PathLike[str] | None) -> list[McpServerConfig]:
     """The servers of the file at `path` (none when it is empty or None), in file order."""
     if not path:
         return []
-    source = Path(path)
     label = f"TOOLCHAT_MCP_CONFIG={str(path)!r}"
-    try:
-        text = source.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ImproperlyConfigured(f"{label}: there is no such file.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ImproperlyConfigured(f"{label}: the file cannot be read: {exc}") from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ImproperlyConfigured(
-            f"{label}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})."
-        ) from None
+    document = json_file_read(path, label)
     return parse_config(document, label=label, environ=os.environ)
 
 
@@ -141,7 +122,7 @@ def parse_config(
 def _server(name: str, entry: Any, *, label: str, environ: Mapping[str, str]) -> McpServerConfig:
     where = f"{label}: server {name!r}"
     transport = _shape_check(name, entry, where)
-    filler = _Filler(where, environ)
+    filler = EnvironmentFiller(where, environ)
     options = _options(entry, where)
     if transport == "stdio":
         return _stdio_server(name, entry, where, filler, options)
@@ -180,40 +161,12 @@ def _shape_check(name: str, entry: Any, where: str) -> Literal["stdio", "http"]:
     return transport
 
 
-class _Filler:
-    """Fills `${NAME}` from the environment, and remembers each value it put in (a secret)."""
-
-    def __init__(self, where: str, environ: Mapping[str, str]) -> None:
-        self.where = where
-        self.environ = environ
-        self.secrets: set[str] = set()
-
-    def fill(self, value: str, key: str) -> str:
-        """The value with its variables filled; an unset one is an error naming the key."""
-
-        def variable(match: re.Match[str]) -> str:
-            if match.group(1) not in self.environ:
-                raise ImproperlyConfigured(
-                    f"{self.where}: {key} names the environment variable ${{{match.group(1)}}}, "
-                    "which is not set."
-                )
-            self.secrets.add(self.environ[match.group(1)])
-            return self.environ[match.group(1)]
-
-        return _VARIABLE_RE.sub(variable, value)
-
-    def strings(self, entry: Mapping[str, Any], key: str) -> dict[str, str]:
-        """An object of strings (env, headers), each filled."""
-        value = entry.get(key, {})
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise ImproperlyConfigured(f"{self.where}: {key} must be an object of strings.")
-        return {k: self.fill(v, f"{key}.{k}") for k, v in value.items()}
-
-
 def _stdio_server(
-    name: str, entry: Mapping[str, Any], where: str, filler: _Filler, options: dict[str, Any]
+    name: str,
+    entry: Mapping[str, Any],
+    where: str,
+    filler: EnvironmentFiller,
+    options: dict[str, Any],
 ) -> McpServerConfig:
     command = entry["command"]
     if not isinstance(command, str) or not command.strip():
@@ -238,7 +191,11 @@ def _stdio_server(
 
 
 def _http_server(
-    name: str, entry: Mapping[str, Any], where: str, filler: _Filler, options: dict[str, Any]
+    name: str,
+    entry: Mapping[str, Any],
+    where: str,
+    filler: EnvironmentFiller,
+    options: dict[str, Any],
 ) -> McpServerConfig:
     url = entry["url"]
     if not isinstance(url, str) or not re.match(r"^https?://[^\s/]+", filler.fill(url, "url")):
@@ -286,9 +243,3 @@ def _options(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
         "requires_approval": approval if isinstance(approval, bool) else frozenset(approval),
         "timeout": float(timeout),
     }
-
-
-def _url_without_secrets(url: str) -> str:
-    # Credentials in the URL (user:password@, ?token=...) stay out of logs and the API.
-    without_user = re.sub(r"^(https?://)[^/@]*@", r"\1", url)
-    return without_user.split("?", 1)[0].split("#", 1)[0]

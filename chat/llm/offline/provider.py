@@ -73,10 +73,9 @@ def token_count(text: str) -> int:
 class OfflineProvider:
     """A deterministic stand-in for a tool-calling model."""
 
-    name = "offline"
-
-    def __init__(self, *, word_delay_s: float = 0.0) -> None:
+    def __init__(self, *, word_delay_s: float = 0.0, name: str = "offline") -> None:
         self.word_delay_s = word_delay_s
+        self.name = name
 
     def stream(
         self, request: ChatRequest, *, stop: threading.Event | None = None

@@ -112,7 +112,8 @@ def test_create_with_every_field(api, settings):
     response = api.post(URL, payload, format="json")
     assert response.status_code == 201
     body = response.json()
-    assert {key: body[key] for key in payload} == payload
+    # The model is stored, and shown, as its id: `<provider>/<model>`.
+    assert {key: body[key] for key in payload} == {**payload, "model": "offline/gpt-4o-mini"}
     stored = Conversation.objects.get(pk=body["id"])
     assert (stored.mode, stored.max_steps, stored.system_prompt) == ("loop", 50, "  Be brief.  ")
 
@@ -135,6 +136,9 @@ BAD_INPUT = [
     ({"title": "nul\x00byte"}, "title"),
     ({"model": "m" * 129}, "model"),
     ({"system_prompt": ["a"]}, "system_prompt"),
+    ({"system_prompt": None}, "system_prompt"),
+    ({"system_prompt": 12}, "system_prompt"),
+    ({"system_prompt": "be\x00brief"}, "system_prompt"),
     ({"titel": "typo"}, "titel"),
     # Not settings: no request may set them.
     ({"owner": 1}, "owner"),
@@ -168,6 +172,30 @@ def test_costly_settings_are_bounded(api, conversation, payload, field):
     assert patched.status_code == 400
     assert patched.json()["field"] == field
     assert Conversation.objects.count() == 1
+
+
+def test_a_system_prompt_over_the_limit_is_a_400_that_names_the_limit(api, conversation):
+    at_limit = api.patch(detail(conversation.pk), {"system_prompt": "x" * 8_000}, format="json")
+    assert at_limit.status_code == 200, at_limit.json()
+    response = api.patch(detail(conversation.pk), {"system_prompt": "y" * 8_001}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["field"] == "system_prompt"
+    assert body["message"] == "system_prompt is 8,001 characters long; the limit is 8,000."
+    assert (body["details"]["max_chars"], body["details"]["chars"]) == (8_000, 8_001)
+    conversation.refresh_from_db()
+    assert conversation.system_prompt == "x" * 8_000
+
+
+def test_the_system_prompt_round_trips_and_blank_restores_the_default(api):
+    created = api.post(URL, {"system_prompt": "Answer in French.\n"}, format="json").json()
+    assert created["system_prompt"] == "Answer in French.\n"
+    patched = api.patch(detail(created["id"]), {"system_prompt": "Be terse."}, format="json")
+    assert patched.json()["system_prompt"] == "Be terse."
+    assert api.get(detail(created["id"])).json()["system_prompt"] == "Be terse."
+    cleared = api.patch(detail(created["id"]), {"system_prompt": ""}, format="json")
+    assert cleared.json()["system_prompt"] == ""
+    assert Conversation.objects.get(pk=created["id"]).system_prompt == ""
 
 
 def test_malformed_json_is_a_400(api):

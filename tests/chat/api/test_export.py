@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.conf import settings
 
 from chat.models import Message, Role, RunStatus
 from tests.assertions import assert_paired
@@ -14,6 +15,8 @@ from tests.factories import RunFactory
 from tools.registry import registry
 
 pytestmark = pytest.mark.django_db
+
+DEFAULT_PROMPT = settings.TOOLCHAT_SYSTEM_PROMPT
 
 
 def export(api, conversation, query: str = ""):
@@ -73,11 +76,13 @@ def test_one_line_per_completed_run(api, conversation):
     for line in (first, third):
         assert_fine_tuning_line(line)
     assert first["messages"][-1]["content"] == "one"
-    assert len(first["messages"]) == 4
+    # The system prompt (the server's default), then the turn.
+    assert first["messages"][0] == {"role": "system", "content": DEFAULT_PROMPT}
+    assert len(first["messages"]) == 1 + 4
     # A later run's example carries the history before it.
-    assert third["messages"][0]["content"] == "first?"
+    assert third["messages"][1]["content"] == "first?"
     assert third["messages"][-1]["content"] == "three"
-    assert len(third["messages"]) == 12
+    assert len(third["messages"]) == 1 + 12
 
 
 def test_a_run_in_progress_is_left_out(api, conversation):
@@ -97,7 +102,8 @@ def test_an_unanswered_call_is_exported_answered(api, conversation):
     Message.objects.filter(run=run, role=Role.TOOL).delete()
     (line,) = lines(export(api, conversation))
     assert_fine_tuning_line(line)
-    assert "interrupted" in line["messages"][2]["content"]
+    assert [m["role"] for m in line["messages"][:4]] == ["system", "user", "assistant", "tool"]
+    assert "interrupted" in line["messages"][3]["content"]
 
 
 def test_a_conversation_without_messages_exports_nothing(api, conversation):

@@ -150,11 +150,18 @@ def test_model_latency_first_token_and_tokens_match_python(db):
     rng = random.Random(7)
     run = a_run()
     expected: dict[str, list[ModelCall]] = {}
-    for model, count in (("small", 3), ("large", 57), ("flaky", 12)):
+    # One row per provider and model: the same model name at two providers is two rows.
+    for provider, model, count in (
+        ("openai", "small", 3),
+        ("local", "small", 5),
+        ("openai", "large", 57),
+        ("local", "flaky", 12),
+    ):
         for step in range(count):
             call = ModelCallFactory(
                 run=run,
                 step=step,
+                provider=provider,
                 model=model,
                 latency_ms=rng.choice([None, *range(20, 30000)]),
                 first_token_ms=rng.choice([None, None, *range(5, 900)]),
@@ -164,7 +171,7 @@ def test_model_latency_first_token_and_tokens_match_python(db):
                 if model == "flaky" and step % 3 == 0
                 else CallStatus.SUCCEEDED,
             )
-            expected.setdefault(model, []).append(call)
+            expected.setdefault(f"{provider}/{model}", []).append(call)
 
     rows = {row.model: row for row in model_stats(last_hour())}
 

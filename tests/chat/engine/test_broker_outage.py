@@ -53,7 +53,8 @@ def answer(body) -> Reply:
     return tool_calls_reply([("slow_step", arguments, f"call_{label}")])
 
 
-@pytest.mark.parametrize("down_s", [10, 120])
+# Two minutes down is `long`: `make test-long` runs it (docs/deploy.md reports both).
+@pytest.mark.parametrize("down_s", [10, pytest.param(120, marks=pytest.mark.long)])
 def test_the_worker_survives_a_redis_outage_and_every_run_ends(
     llm_server, start_worker, celery_env, redis_server, user, down_s
 ):

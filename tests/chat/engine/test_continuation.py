@@ -25,16 +25,40 @@ from chat.engine.continuation import (
     ("mode", "steps_done", "max_steps", "return_direct", "expected"),
     [
         # two_pass: always one composing call, whatever the steps.
-        ("two_pass", 1, 5, False, Decision(Action.COMPOSE, COMPOSE_INSTRUCTION, "compose-m")),
-        ("two_pass", 9, 5, False, Decision(Action.COMPOSE, COMPOSE_INSTRUCTION, "compose-m")),
+        (
+            "two_pass",
+            1,
+            5,
+            False,
+            Decision(Action.COMPOSE, COMPOSE_INSTRUCTION, "offline/compose-m"),
+        ),
+        (
+            "two_pass",
+            9,
+            5,
+            False,
+            Decision(Action.COMPOSE, COMPOSE_INSTRUCTION, "offline/compose-m"),
+        ),
         # loop: tools again below the bound, then one last call without them.
         ("loop", 1, 5, False, Decision(Action.CALL_WITH_TOOLS, model="m")),
         ("loop", 4, 5, False, Decision(Action.CALL_WITH_TOOLS, model="m")),
-        ("loop", 5, 5, False, Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, "compose-m")),
-        ("loop", 6, 5, False, Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, "compose-m")),
+        (
+            "loop",
+            5,
+            5,
+            False,
+            Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, "offline/compose-m"),
+        ),
+        (
+            "loop",
+            6,
+            5,
+            False,
+            Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, "offline/compose-m"),
+        ),
         # llm: the decider again below the bound, then one last call without tools.
         ("llm", 1, 2, False, Decision(Action.DECIDE, model="m")),
-        ("llm", 2, 2, False, Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, "compose-m")),
+        ("llm", 2, 2, False, Decision(Action.COMPOSE, STEP_LIMIT_INSTRUCTION, "offline/compose-m")),
         # direct, and any mode once a return_direct tool ran: no further model call.
         ("direct", 1, 5, False, Decision(Action.DIRECT)),
         ("two_pass", 1, 5, True, Decision(Action.DIRECT)),
@@ -59,9 +83,10 @@ def test_the_policy_decides_by_mode_steps_and_return_direct(
 @pytest.mark.parametrize(
     ("compose_model", "conversation_model", "llm_model", "expected"),
     [
-        ("cheap", "chosen", "default", "cheap"),
+        # Each is the model's id, `<provider>/<model>` (one provider: `offline`).
+        ("cheap", "chosen", "default", "offline/cheap"),
         ("", "chosen", "default", "chosen"),
-        ("", "", "default", "default"),
+        ("", "", "default", "offline/default"),
     ],
 )
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ def test_conversation_create_with_everything(user, settings):
         "loop",
         MAX_STEPS_LIMIT,
     )
-    assert (conversation.system_prompt, conversation.model) == ("Be brief.", "gpt-test")
+    assert (conversation.system_prompt, conversation.model) == ("Be brief.", "offline/gpt-test")
 
 
 BAD_SETTINGS: list[tuple[dict[str, Any], str]] = [
@@ -100,7 +100,7 @@ def test_conversation_update_can_set_every_setting(conversation, settings):
         "direct",
         MAX_STEPS_LIMIT,
     )
-    assert (conversation.system_prompt, conversation.model) == ("Be brief.", "gpt-test")
+    assert (conversation.system_prompt, conversation.model) == ("Be brief.", "offline/gpt-test")
 
 
 def test_an_update_to_the_same_values_writes_nothing(conversation, django_assert_num_queries):

@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0009_modelcall_note"),
+        ("chat", "0010_run_system_prompt_message_reasoning"),
     ]
 
     operations = [
