@@ -161,10 +161,10 @@ class MessageSerializer(serializers.Serializer[Any]):
         allow_null=True,
         help_text="Final assistant answers: follow-up prompts to offer (from tools and the model).",
     )
+    # Not read_only: the schema would then require it of every message (user ones too).
     reasoning = serializers.CharField(
         required=False,
         allow_null=True,
-        read_only=True,
         help_text="Assistant only: what the model wrote before its answer (`reasoning_content` "
         "or `reasoning`), as plain text; null when it sent none. Never sent back to a model.",
     )

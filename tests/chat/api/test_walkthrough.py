@@ -117,7 +117,8 @@ def test_the_walkthrough_runs_as_written(asgi_server):
     assert [c["purpose"] for c in run["model_calls"]] == ["tools", "compose", "suggest"]
 
     exported = [d for d in documents if isinstance(d, dict) and set(d) == {"messages", "tools"}]
-    assert [line["messages"] for line in exported] == [4, 8]
+    # Each example starts with the system prompt its run sent (TOOLCHAT_SYSTEM_PROMPT's default).
+    assert [line["messages"] for line in exported] == [5, 9]
 
 
 def check_shown_outputs(env: dict[str, str]) -> None:
