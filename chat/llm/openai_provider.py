@@ -185,9 +185,13 @@ class StreamUnusable(Exception):
 def server_models(
     *, api_key: str, base_url: str, headers: Mapping[str, str], timeout_s: float
 ) -> tuple[str, ...]:
-    """The ids of the models a server lists (`GET /models`), in its order."""
+    """The ids of the models a server lists (`GET /models`), in its order.
+
+    Asked once, not retried: a page waits for it, and an unlisted provider is
+    asked again soon (`endpoints.UNLISTED_FOR_S`).
+    """
     client = openai_client(
-        api_key=api_key, base_url=base_url, timeout_s=timeout_s, max_retries=1, headers=headers
+        api_key=api_key, base_url=base_url, timeout_s=timeout_s, max_retries=0, headers=headers
     )
     return tuple(dict.fromkeys(model.id for model in client.models.list() if model.id))
 
