@@ -50,7 +50,10 @@ def index(request: HttpRequest) -> HttpResponse:
             "provider": default.provider,
             "model": default.model,
             "default_model": default.id,
-            "models": model_choices(),
+            # Each with the prompt a conversation on it is told without its own.
+            "models": [
+                (choice, default_system_prompt(choice.id) or "None") for choice in model_choices()
+            ],
             "modes": [
                 (mode.value, MODE_LABELS.get(mode, mode.label), MODE_HELP.get(mode, ""))
                 for mode in Mode

@@ -9,6 +9,7 @@ from the server its conversation picked.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,12 @@ def two_providers(asgi_server_session, transactional_db, tmp_path):
                         "models": ["big", "small"],
                         "label": "Cloud",
                     },
-                    "local": {"baseUrl": local.base_url, "apiKey": "none", "models": ["qwen3"]},
+                    "local": {
+                        "baseUrl": local.base_url,
+                        "apiKey": "none",
+                        "models": ["qwen3"],
+                        "systemPrompt": "You are the local model.",
+                    },
                 }
             }
         )
@@ -75,10 +81,14 @@ def test_the_picker_chooses_each_conversations_model_and_remembers_it(
     picker = page.locator("#model-picker")
     expect(picker.locator("option")).to_have_text(["big · Cloud", "small · Cloud", "qwen3 · local"])
     expect(picker).to_have_value("cloud/big")  # the default
+    prompt = page.locator("#system-prompt")
+    expect(prompt).to_have_attribute("placeholder", re.compile("helpful assistant"))
 
-    # A draft on the local model: created with it, answered by it.
+    # A draft on the local model: created with it, answered by it. Settings show what a
+    # conversation there is told by default: its provider's prompt.
     new_conversation(page, "direct")
     picker.select_option("local/qwen3")
+    expect(prompt).to_have_attribute("placeholder", "You are the local model.")
     ask(page, "hello local")
     expect(page.locator(ANSWER).last).to_have_text("From the local model.")
     on_local = Conversation.objects.get()
@@ -106,3 +116,4 @@ def test_the_picker_chooses_each_conversations_model_and_remembers_it(
     page.goto(f"{base_url}/#{on_local.pk}")
     expect(page.locator(ANSWER).last).to_have_text("From the local model.")
     expect(picker).to_have_value("local/qwen3")
+    expect(prompt).to_have_attribute("placeholder", "You are the local model.")

@@ -4,7 +4,8 @@
  * draft) talks to. Its options are the models GET /api/v1/models/ lists, written into
  * the <select> by the server (templates/chat/index.html), which leaves it out when
  * there is only one. A change on an open conversation is saved at once (PATCH); a
- * draft keeps it for the conversation its first message creates.
+ * draft keeps it for the conversation its first message creates. The Settings'
+ * placeholder follows it: each model's provider may have its own default prompt.
  */
 
 /**
@@ -42,10 +43,21 @@ export function createPicker(hooks) {
       select.appendChild(gone);
     }
     select.value = wanted;
+    promptShown();
+  }
+
+  /** The Settings' placeholder: what a conversation on the picked model is told by default. */
+  function promptShown() {
+    const prompt = document.getElementById("system-prompt");
+    const option = select && select.selectedOptions[0];
+    if (prompt instanceof HTMLTextAreaElement && option && option.dataset.prompt) {
+      prompt.placeholder = option.dataset.prompt;
+    }
   }
 
   if (select) {
     select.addEventListener("change", () => {
+      promptShown();
       const conversation = hooks.current();
       if (!conversation) return; // a draft: read when it is created
       const before = conversation.model || fallback;
