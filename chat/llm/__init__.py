@@ -6,8 +6,9 @@ from __future__ import annotations
 from django.conf import settings
 
 from chat.llm.base import ChatProvider
-from chat.llm.endpoints import Endpoint, ModelChoice, default_model, endpoint, model_resolve
+from chat.llm.endpoints import ModelChoice, default_model, endpoint, model_resolve
 from chat.llm.offline import OfflineProvider
+from chat.llm.providers_file import Endpoint
 
 
 def get_provider(name: str | None = None) -> ChatProvider:

@@ -16,8 +16,8 @@ from chat.llm.endpoints import (
     model_choices,
     model_id,
     model_resolve,
-    parse_providers,
 )
+from chat.llm.providers_file import parse_providers
 from tests.llm_server import ScriptedLLMServer
 
 SECRET = "sk-very-secret-key-123"
