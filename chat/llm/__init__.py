@@ -15,7 +15,7 @@ def get_provider(name: str | None = None) -> ChatProvider:
     """The provider named `name` (TOOLCHAT_PROVIDERS), or the default model's.
 
     Cheap to call for every model call: an OpenAI-compatible provider takes the
-    process's cached SDK client for its endpoint (`openai_provider.openai_client`).
+    process's cached SDK client for its endpoint (`openai_client.openai_client`).
     """
     return _provider(endpoint(name or default_model().split("/", 1)[0]))
 

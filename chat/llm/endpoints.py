@@ -192,7 +192,7 @@ def _models_of(provider: Endpoint) -> tuple[str, ...]:
     cached = _listed.get(provider.name)
     if cached is not None and cached[0] > now:
         return cached[1]
-    from chat.llm.openai_provider import server_models  # the SDK only when wanted
+    from chat.llm.openai_client import server_models  # the SDK only when wanted
 
     try:
         models = server_models(

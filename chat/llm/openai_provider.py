@@ -1,10 +1,10 @@
 """The OpenAI-compatible provider: every request to a model server goes through it.
 
-It holds the `openai` SDK's clients; chat/llm/watch.py, the watch on a call,
-only borrows the SDK's error class.
+Its SDK clients come from chat/llm/openai_client.py; chat/llm/watch.py, the
+watch on a call, only borrows the SDK's error class.
 
 The SDK does the HTTP work: one client (one connection pool) per process and
-settings, the retries of a failed request (LLM_MAX_RETRIES, with its backoff
+endpoint, the retries of a failed request (LLM_MAX_RETRIES, with its backoff
 and the server's Retry-After), and the assembly of streamed tool-call deltas
 (`ChatCompletionStreamState`). This module adds what the SDK lacks: a stream
 cut mid-answer is asked again, after a `StreamRestart`, from the same budget
@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -37,8 +36,6 @@ from typing import Any, cast
 
 import httpx2
 import openai
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 from openai.lib.streaming.chat import (
     ChatCompletionStreamState,
     ContentDeltaEvent,
@@ -76,22 +73,18 @@ from chat.llm.limits import (
     token_limit_name,
     tools_for_model,
 )
+from chat.llm.openai_client import openai_client
 from chat.llm.watch import (
     AttemptDeadline,
     CallDeadline,
     Interrupted,
     Stopped,
     Watch,
-    WatchedTransport,
     watching,
 )
 
 logger = logging.getLogger(__name__)
 
-# The settings that shape a client; a change to any of them (in tests) drops the cache.
-CLIENT_SETTINGS = frozenset(
-    {"OPENAI_API_KEY", "OPENAI_BASE_URL", "LLM_TIMEOUT_S", "LLM_MAX_RETRIES"}
-)
 # How much of a body that is not an event stream an error message quotes.
 QUOTED_CHARS = 200
 CUT = "stream cut mid-answer"
@@ -101,69 +94,6 @@ RETRY_AFTER_MAX_S = 60.0
 RETRY_WAIT_S = 0.5
 NAMED = "the server named a tool in its text"
 _NAMED_TOOL = re.compile(r"^functions\.(?P<name>[A-Za-z0-9_.-]{1,64}):$")
-
-_ClientKey = tuple[int, str, str | None, float, int, tuple[tuple[str, str], ...]]
-_clients: dict[_ClientKey, openai.OpenAI] = {}
-_clients_lock = threading.Lock()
-
-
-def openai_client(
-    *,
-    api_key: str,
-    base_url: str | None,
-    timeout_s: float,
-    max_retries: int,
-    headers: Mapping[str, str] | None = None,
-) -> openai.OpenAI:
-    """The client for these settings, made once per process: one connection pool for all calls."""
-    # The pid is part of the key: a client made before a fork (Celery prefork)
-    # holds the parent's sockets, which a child must not read from.
-    key = (
-        os.getpid(),
-        api_key,
-        base_url,
-        timeout_s,
-        max_retries,
-        tuple(sorted((headers or {}).items())),
-    )
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            client = _clients[key] = openai.OpenAI(
-                api_key=api_key or "not-needed",
-                base_url=base_url or None,
-                timeout=openai.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
-                max_retries=max_retries,
-                default_headers=dict(headers or {}),
-                http_client=openai.DefaultHttpxClient(
-                    transport=WatchedTransport(
-                        httpx2.HTTPTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
-                    )
-                ),
-            )
-        return client
-
-
-def openai_clients_reset() -> None:
-    """Drop the cached clients; each closes its pool when its last call lets go of it."""
-    with _clients_lock:
-        _clients.clear()
-
-
-@receiver(setting_changed)
-def _client_settings_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting in CLIENT_SETTINGS:
-        openai_clients_reset()
-
-
-def _after_fork_in_child() -> None:
-    # Another thread of the parent may have held the lock at the fork: the child's copy
-    # would then stay locked for ever.
-    global _clients_lock
-    _clients_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class StreamCut(Exception):
@@ -180,20 +110,6 @@ class StreamUnusable(Exception):
     def __init__(self, why: str, *, learned: bool) -> None:
         super().__init__(why)
         self.learned = learned
-
-
-def server_models(
-    *, api_key: str, base_url: str, headers: Mapping[str, str], timeout_s: float
-) -> tuple[str, ...]:
-    """The ids of the models a server lists (`GET /models`), in its order.
-
-    Asked once, not retried: a page waits for it, and an unlisted provider is
-    asked again soon (`endpoints.UNLISTED_FOR_S`).
-    """
-    client = openai_client(
-        api_key=api_key, base_url=base_url, timeout_s=timeout_s, max_retries=0, headers=headers
-    )
-    return tuple(dict.fromkeys(model.id for model in client.models.list() if model.id))
 
 
 @dataclasses.dataclass(frozen=True)
