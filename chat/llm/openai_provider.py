@@ -47,11 +47,19 @@ from chat.llm.base import (
     Completion,
     Done,
     ProviderError,
-    ProviderStopped,
     StreamEvent,
     StreamRestart,
     TextDelta,
     ToolCall,
+)
+from chat.llm.failures import (
+    ended,
+    error_message,
+    error_object,
+    failed,
+    failure_message,
+    failure_reason,
+    stream_error,
 )
 from chat.llm.lenient import (
     REASONING_FIELDS,
@@ -274,7 +282,7 @@ class _Call:
             except openai.APIStatusError as exc:
                 self.attempts += _requests_sent(exc.request.headers)
                 if not self.limits.content_text and null_content_refused(
-                    _error_message(exc), self.request.messages
+                    error_message(exc), self.request.messages
                 ):
                     # llama-cpp-python validates an assistant message's content as a string.
                     self.limits.content_text = True
@@ -289,7 +297,7 @@ class _Call:
                     continue
                 refused = ""
                 if exc.status_code in (400, 422):
-                    refused = refused_parameter(_error_message(exc), _error_object(exc), arguments)
+                    refused = refused_parameter(error_message(exc), error_object(exc), arguments)
                 if not refused:
                     raise
                 older = parameter_refused(self.provider.base_url, self.request.model, refused)
@@ -334,7 +342,7 @@ class _Call:
             if completion is None:
                 raise StreamCut("the stream ended before the model said anything")
         except (Stopped, CallDeadline) as exc:
-            raise _ended(exc, self.attempts) from exc
+            raise ended(exc, self.attempts) from exc
         except Exception as exc:
             yield from self._stream_broke(exc, read.first_token_ms)
             return None
@@ -351,7 +359,7 @@ class _Call:
             if trying and not isinstance(exc, Interrupted):
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
                 if status is None or status >= 500:
-                    raise StreamUnusable(_failure_reason(exc), learned=True) from exc
+                    raise StreamUnusable(failure_reason(exc), learned=True) from exc
                 if (
                     isinstance(exc, openai.APIStatusError)
                     and status in (408, 409, 429)
@@ -360,7 +368,7 @@ class _Call:
                     # What the SDK would have retried: asked again streamed, as it would.
                     self._wait_retry_after(exc)
                     return None
-            raise self._failed(exc) from exc
+            raise self.failed(exc) from exc
 
     def _chunks_read(self, chunks: Any, read: _StreamRead) -> Iterator[StreamEvent]:
         """Yield the text of the stream's chunks; `read` keeps the rest, as far as it got."""
@@ -382,10 +390,10 @@ class _Call:
 
     def _stream_broke(self, exc: Exception, first_token_ms: int | None) -> Iterator[StreamEvent]:
         """A stream that broke: the failure to raise, or (returning) the request is sent again."""
-        said = _stream_error(exc)
+        said = stream_error(exc)
         if said is not None and final_error(None, said):
             raise ProviderError(
-                _failure_message(
+                failure_message(
                     "the server's error", str(said.get("message") or exc), self.attempts
                 ),
                 status=error_status(said),
@@ -401,7 +409,7 @@ class _Call:
             raise StreamUnusable(cut, learned=True) from exc
         if self._failures() >= self.provider.max_attempts:
             raise ProviderError(
-                _failure_message(CUT, cut, self.attempts), attempts=self.attempts
+                failure_message(CUT, cut, self.attempts), attempts=self.attempts
             ) from exc
         # Asked again at once: the server answered a moment ago, only the stream broke.
         logger.warning(
@@ -442,7 +450,7 @@ class _Call:
                 self.watch.check()
                 time.sleep(min(left, 0.1))
         except (Stopped, CallDeadline) as stopped:
-            raise _ended(stopped, self.attempts) from exc
+            raise ended(stopped, self.attempts) from exc
 
     def _instead(self, unusable: StreamUnusable) -> Completion:
         """The answer asked again without streaming, after a streamed request with tools failed."""
@@ -488,7 +496,7 @@ class _Call:
         try:
             response = self._create(stream=False, retries=self._retries_left())
         except openai.OpenAIError as exc:
-            raise self._failed(exc) from exc
+            raise self.failed(exc) from exc
         kind = response.headers.get("content-type", "").partition(";")[0].strip()
         return self._read(response, kind)
 
@@ -533,10 +541,10 @@ class _Call:
         try:
             return response.read()
         except (Stopped, CallDeadline) as exc:
-            raise _ended(exc, self.attempts) from exc
+            raise ended(exc, self.attempts) from exc
         except httpx2.HTTPError as exc:
             raise ProviderError(
-                _failure_message("connection error", str(exc), self.attempts),
+                failure_message("connection error", str(exc), self.attempts),
                 attempts=self.attempts,
             ) from exc
 
@@ -546,7 +554,7 @@ class _Call:
         if isinstance(data, dict) and isinstance(data.get("error"), dict):
             error = data["error"]
             return ProviderError(
-                _failure_message(
+                failure_message(
                     "the server's error", str(error.get("message") or error), self.attempts
                 ),
                 status=error_status(error),
@@ -555,7 +563,7 @@ class _Call:
         what = f"a {kind} body" if kind else "a body without a Content-Type"
         quoted = body[:QUOTED_CHARS].decode("utf-8", "replace").strip()
         return ProviderError(
-            _failure_message(
+            failure_message(
                 "not a stream",
                 f"asked for an event stream (stream=true), the server sent {what}: {quoted!r}",
                 self.attempts,
@@ -616,8 +624,8 @@ class _Call:
             note="; ".join(self.notes),
         )
 
-    def _failed(self, exc: openai.OpenAIError) -> Exception:
-        return _failed(exc, self.attempts, self.watch.said)
+    def failed(self, exc: openai.OpenAIError) -> Exception:
+        return failed(exc, self.attempts, self.watch.said)
 
 
 def _json_or_none(body: bytes, kind: str) -> Any:
@@ -683,23 +691,6 @@ def _chunk_usage(chunk: ChatCompletionChunk) -> tuple[int | None, int | None]:
     return None, None
 
 
-def _stream_error(exc: Exception) -> dict[str, Any] | None:
-    """The error object a server sent in its stream (an `error` event or chunk), if it did."""
-    if isinstance(exc, openai.APIError) and not isinstance(
-        exc, openai.APIConnectionError | openai.APIStatusError
-    ):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        return {"message": exc.message, **body}
-    return None
-
-
-def _ended(exc: Interrupted, attempts: int) -> Exception:
-    """The error for a call its watch ended: a stop for the run, or a deadline's failure."""
-    if isinstance(exc, Stopped):
-        return ProviderStopped(str(exc))
-    return ProviderError(_failure_message("deadline", str(exc), attempts), attempts=attempts)
-
-
 def _optional_arguments(
     request: ChatRequest, *, stream: bool, token_limit: str, known: Known = Known()
 ) -> dict[str, Any]:
@@ -728,55 +719,6 @@ def _requests_sent(request_headers: Mapping[str, str]) -> int:
         return int(request_headers.get("x-stainless-retry-count", "0")) + 1
     except ValueError:
         return 1
-
-
-def _error_object(exc: openai.APIStatusError) -> dict[str, Any]:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error", body)
-    return error if isinstance(error, dict) else {"message": str(error)}
-
-
-def _error_message(exc: openai.APIStatusError) -> str:
-    message = _error_object(exc).get("message")
-    return message if isinstance(message, str) and message else exc.message
-
-
-def _failure_reason(exc: openai.OpenAIError) -> str:
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {_error_message(exc)}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _failed(exc: openai.OpenAIError, attempts: int, said: str = "") -> Exception:
-    """The ProviderError for a request the SDK gave up on, with the server's own words.
-
-    When the last attempt got no answer (a connection error, a timeout) but an
-    earlier one did, the server's words are told too: they say more.
-    """
-    if isinstance(exc, Interrupted):
-        return _ended(exc, attempts)
-    status: int | None = None
-    detail = str(exc)
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        reason = f"HTTP {status}"
-        detail = _error_message(exc)
-    elif isinstance(exc, openai.APITimeoutError):
-        reason = "timed out"
-    elif isinstance(exc, openai.APIConnectionError):
-        reason = "connection error"
-    else:
-        reason = type(exc).__name__
-    if said and status is None:
-        detail = f"{detail} (before that, the server said: {said})"
-    return ProviderError(
-        _failure_message(reason, detail, attempts), status=status, attempts=attempts
-    )
-
-
-def _failure_message(reason: str, detail: str, attempts: int) -> str:
-    tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
-    return f"The model call failed ({reason}) after {tries}: {detail}"
 
 
 def _finish_reason(state: ChatCompletionStreamState[object]) -> str:
