@@ -29,18 +29,12 @@ from typing import Any
 from django.db.models import Max
 from django.utils import timezone
 
+from chat.engine.answer_store import Step, StepOutcome, assistant_message_create
 from chat.engine.continuation import Action, Decision, decide_after_tools, direct_reply
 from chat.engine.finish import RunEnd, run_end, run_fail
 from chat.engine.lease import LeaseLost, run_claim, run_recheck_later
 from chat.engine.model_calls import interrupted_call_record
-from chat.engine.model_step import (
-    Step,
-    StepOpening,
-    StepOutcome,
-    assistant_message_create,
-    model_step,
-    step_open,
-)
+from chat.engine.model_step import StepOpening, model_step, step_open
 from chat.engine.request import history_load
 from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, worker_lets_go
 from chat.engine.suggestions import (

@@ -1,0 +1,309 @@
+"""Storing a model step's answer: the assistant message, its tool calls' audit rows, the run.
+
+A model step (chat/engine/model_step.py) ends here once its call has
+answered: in one transaction under the run's lease, the assistant message
+(its tool calls repaired and their ids made storable), a ToolExecution per
+call (waiting for approval where the tool asks it), the ModelCall's result
+and the run's counters; then what the run loop does next (`StepOutcome`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import json
+import logging
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from chat.engine.answer import repaired_tool_calls, storable_call_ids
+from chat.engine.approvals import approval_requested_event, approval_required
+from chat.engine.call_records import execution_build, execution_start, execution_started_event
+from chat.engine.dispatch import dispatch_tool
+from chat.engine.finish import RunEnd, run_end
+from chat.engine.lease import run_write
+from chat.engine.model_calls import completion_fill, failed_call_record
+from chat.engine.suggestions import model_suggestions_wanted
+from chat.history import message_to_api
+from chat.live.event_types import Event
+from chat.live.events import events_publish
+from chat.llm.base import (
+    Completion,
+)
+from chat.models import (
+    CallStatus,
+    ExecutionStatus,
+    Message,
+    ModelCall,
+    ModelCallPurpose,
+    Role,
+    Run,
+    RunStatus,
+    ToolExecution,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class StepOutcome(enum.Enum):
+    """What the run loop does after a model step."""
+
+    ANSWERED = "answered"  # a final answer: the run is completed
+    CALLS = "calls"  # one tool call, for this worker to run now
+    PARKED = "parked"  # tool calls queued as tasks; their latch resumes the run
+    FAILED = "failed"  # the run was marked failed
+    EMPTY = "empty"  # no text and no calls: nothing stored but the call, for the loop to retry
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """A model step's outcome, with the answer and the audit rows of its calls."""
+
+    outcome: StepOutcome
+    message: Message | None = None
+    executions: list[ToolExecution] = dataclasses.field(default_factory=list)
+
+
+def answer_store(
+    run: Run,
+    token: uuid.UUID,
+    model_call: ModelCall,
+    completion: Completion,
+    *,
+    position: int,
+    deltas: list[Event],
+    suggestions: list[str],
+) -> Step:
+    """Store the answer, its ModelCall, its calls' audit rows and the step's events, at once.
+
+    Without tool calls the answer ends the run. One call is marked running by
+    this worker, which runs it next; several are queued on commit and the run
+    releases its lease to them. A call id another conversation stored already
+    is found by the insert itself (it is unique), and the step is stored again
+    with fresh ids for those.
+    """
+    completion = storable_call_ids(completion)
+    taken: set[str] = set()
+    while True:
+        try:
+            return _answer_write(
+                run,
+                token,
+                model_call,
+                completion,
+                position=position,
+                deltas=deltas,
+                taken=taken,
+                suggestions=suggestions,
+            )
+        except IntegrityError:
+            ids = [call.id for call in completion.tool_calls if call.id]
+            reused = set(
+                ToolExecution.objects.filter(tool_call_id__in=ids).values_list(
+                    "tool_call_id", flat=True
+                )
+            )
+            if not reused - taken:
+                raise
+            taken |= reused
+
+
+# What `_answer_write` may change on the run (run_write sets them on the object).
+_RUN_WRITTEN = (
+    "model_calls",
+    "steps",
+    "lease",
+    "status",
+    "finished_at",
+    "latency_ms",
+    "heartbeat_at",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What an answer asks for: its calls, those that wait for a person, and who runs them."""
+
+    calls: list[dict[str, Any]]
+    held: list[dict[str, Any]]
+    inline: bool  # one call, run by this worker next
+    ending: bool  # a final answer that completes the run in its own transaction
+
+
+def _plan(run: Run, calls: list[dict[str, Any]]) -> _Plan:
+    held = [
+        call
+        for call in calls
+        if approval_required(call["function"]["name"], _decoded(call["function"]["arguments"]))
+    ]
+    inline = len(calls) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS and not held
+    # A final answer ends the run here, unless the model's follow-ups are asked first
+    # (chat/engine/run.py `_answer_finish`): every event of a run precedes its end.
+    ending = not calls and not model_suggestions_wanted(run)
+    return _Plan(calls, held, inline, ending)
+
+
+def _offered_calls(
+    run: Run, model_call: ModelCall, completion: Completion, taken: set[str]
+) -> list[dict[str, Any]]:
+    """The answer's tool calls, repaired; none from a call that offered no tools."""
+    offered = model_call.purpose in (ModelCallPurpose.TOOLS, ModelCallPurpose.DECIDE)
+    calls = repaired_tool_calls(completion, taken=taken) if offered else []
+    if completion.tool_calls and not calls:
+        logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
+    return calls
+
+
+def _answer_write(
+    run: Run,
+    token: uuid.UUID,
+    model_call: ModelCall,
+    completion: Completion,
+    *,
+    position: int,
+    deltas: list[Event],
+    taken: set[str],
+    suggestions: list[str],
+) -> Step:
+    calls = _offered_calls(run, model_call, completion, taken)
+    if not calls and not (completion.content or "").strip():
+        return _answer_empty(run, token, model_call, completion)
+    plan = _plan(run, calls)
+    before = {name: getattr(run, name) for name in _RUN_WRITTEN}
+    answer = functools.partial(
+        _answer_rows, run, model_call, completion, plan, position=position, deltas=deltas
+    )
+    try:
+        if plan.ending:
+            counters = {"model_calls": run.model_calls + 1}
+            with run_end(
+                run, RunEnd.completed(model_call.pk), lease=token, counters=counters
+            ) as events:
+                message, executions = answer(events=events, suggestions=suggestions)
+        else:
+            with transaction.atomic():
+                run_write(run, token, **_step_fields(run, plan))
+                events = []
+                message, executions = answer(events=events, suggestions=suggestions)
+                if not plan.inline:
+                    for execution in executions:
+                        if execution.status == ExecutionStatus.PENDING:
+                            transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
+                events_publish(run=run, events=events)
+    except IntegrityError:
+        for name, value in before.items():  # undo the rolled-back write on the object too
+            setattr(run, name, value)
+        raise
+    if not calls:
+        return Step(StepOutcome.ANSWERED, message)
+    return Step(StepOutcome.CALLS if plan.inline else StepOutcome.PARKED, message, executions)
+
+
+def _answer_empty(
+    run: Run, token: uuid.UUID, model_call: ModelCall, completion: Completion
+) -> Step:
+    """An answer with no text and no calls: the call is recorded as failed, to be asked again.
+
+    A final answer must say something: the run loop asks again (or falls back
+    to the tools' own messages).
+    """
+    logger.warning("run %s: the model answered with no text", run.pk)
+    run_write(run, token, model_calls=run.model_calls + 1)
+    completion_fill(model_call, completion)
+    failed_call_record(model_call, "The model answered with no text.", attempts=completion.attempts)
+    return Step(StepOutcome.EMPTY)
+
+
+def _step_fields(run: Run, plan: _Plan) -> dict[str, Any]:
+    """The run's columns written with an answer that does not end it."""
+    fields: dict[str, Any] = {"model_calls": run.model_calls + 1}
+    if plan.calls:
+        fields["steps"] = run.steps + 1
+        if not plan.inline:
+            fields["lease"] = None
+        if plan.held:
+            # Nobody holds a run that waits for a person: a decision moves it on.
+            fields["status"] = RunStatus.AWAITING_APPROVAL
+    return fields
+
+
+def _answer_rows(
+    run: Run,
+    model_call: ModelCall,
+    completion: Completion,
+    plan: _Plan,
+    *,
+    position: int,
+    deltas: list[Event],
+    suggestions: list[str],
+    events: list[Event],
+) -> tuple[Message, list[ToolExecution]]:
+    """Store the answer, its ModelCall and its calls' audit rows; append the step's events.
+
+    The caller holds the run's row lock (its lease checked), in the
+    transaction that commits them.
+    """
+    calls = plan.calls
+    message, completed = assistant_message_create(
+        run=run,
+        message_id=model_call.pk,
+        position=position,
+        content=completion.content if (completion.content or calls) else "",
+        tool_calls=calls or None,
+        latency_ms=completion.latency_ms,
+        model=completion.model,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        finish_reason=completion.finish_reason,
+        # Kept for the reader and the audit; history_rows never reads it back to a model.
+        reasoning=completion.reasoning or "",
+        # A final answer carries its tools' follow-ups (chat/engine/suggestions.py).
+        suggestions=None if calls else suggestions or None,
+    )
+    model_call.status = CallStatus.SUCCEEDED
+    model_call.response_message = message
+    completion_fill(model_call, completion)
+    model_call.save(force_insert=True)
+    executions = [
+        execution_build(run=run, message=message, call=call, step=run.steps) for call in calls
+    ]
+    events += [*deltas, completed]
+    if plan.inline:
+        execution_start(executions[0])
+        events.append(execution_started_event(executions[0]))
+    for execution, call in zip(executions, calls, strict=True):
+        if call in plan.held:
+            execution.status = ExecutionStatus.AWAITING_APPROVAL
+            events.append(approval_requested_event(execution))
+    ToolExecution.objects.bulk_create(executions)
+    return message, executions
+
+
+def _decoded(arguments: str) -> Any:
+    """A call's arguments as JSON, or None when they are not valid JSON."""
+    try:
+        return json.loads(arguments)
+    except (TypeError, ValueError):
+        return None
+
+
+def assistant_message_create(
+    *, run: Run, message_id: uuid.UUID, position: int, **fields: Any
+) -> tuple[Message, Event]:
+    """An answer of the run at `position`, and its `message.completed` event to publish.
+
+    The caller holds the run's lease and row lock, in the transaction that commits it.
+    """
+    message = Message.objects.create(
+        id=message_id,
+        conversation_id=run.conversation_id,
+        run=run,
+        position=position,
+        role=Role.ASSISTANT,
+        **fields,
+    )
+    return message, ("message.completed", {"message": message_to_api(message)})
