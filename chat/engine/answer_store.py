@@ -35,7 +35,6 @@ from chat.llm.base import (
     Completion,
 )
 from chat.models import (
-    CallStatus,
     ExecutionStatus,
     Message,
     ModelCall,
@@ -264,9 +263,7 @@ def _answer_rows(
         # A final answer carries its tools' follow-ups (chat/engine/suggestions.py).
         suggestions=None if calls else suggestions or None,
     )
-    model_call.status = CallStatus.SUCCEEDED
-    model_call.response_message = message
-    completion_fill(model_call, completion)
+    model_call.response_message = message  # filled by chat/engine/model_calls.py, unsaved
     model_call.save(force_insert=True)
     executions = [
         execution_build(run=run, message=message, call=call, step=run.steps) for call in calls

@@ -1,18 +1,145 @@
-"""A model call's audit row: filled from its completion, stored failed, or recorded on takeover.
+"""Every model call of a run: made, streamed and recorded here, whoever asks for it.
 
-A ModelCall is written once, when its call has ended, with the answer's id as
-its own (chat/engine/model_step.py). A call whose worker died leaves only its
-announcement, the `message.created` event; `interrupted_call_record` turns
-that into the failed row.
+`model_call` is the one way the engine calls a model: a step of the turn
+(chat/engine/model_step.py) and the follow-ups after its answer
+(chat/engine/suggestions.py) both go through it. It builds the call's audit
+row, a ModelCall with the answer's id as its own, releases the database
+connection for the call's duration, keeps the run's lease alive while the
+model answers, and passes each streamed event to the caller. The rule for
+the row:
+
+- a call that fails (the provider's error, a stream that ends unfinished, a
+  cancel or a take-over, an internal error) is stored at once, failed, with
+  what went wrong and the attempts it took;
+- a call that answers is returned unsaved, its figures filled in: the caller
+  stores it in the transaction that stores what the answer became
+  (chat/engine/answer_store.py, or the run's completion for follow-ups).
+
+A call whose worker died leaves only its announcement, the `message.created`
+event; `interrupted_call_record` turns that into the failed row.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from collections.abc import Callable
+from datetime import datetime
 
-from chat.llm.base import Completion
+from django.utils import timezone
+
+from chat.engine.lease import Heartbeat, LeaseLost, connection_release
+from chat.engine.request import request_hash
+from chat.llm.base import (
+    ChatProvider,
+    ChatRequest,
+    Completion,
+    Done,
+    ProviderError,
+    ProviderStopped,
+    StreamRestart,
+    TextDelta,
+)
 from chat.llm.endpoints import UnknownModel, model_resolve
 from chat.models import CallStatus, ModelCall, ModelCallPurpose, Run, RunEvent
+
+STOPPED = "Stopped: the run was cancelled or taken over."
+
+
+@dataclasses.dataclass(frozen=True)
+class Called:
+    """A model call that ended: its audit row, and its completion or why there is none.
+
+    With a completion, `row` is unsaved (the caller stores it with the answer);
+    without one, it was stored failed and `error` says why, for the user.
+    """
+
+    row: ModelCall
+    completion: Completion | None
+    error: str = ""
+
+
+def model_call(
+    run: Run,
+    token: uuid.UUID,
+    request: ChatRequest,
+    *,
+    provider: ChatProvider,
+    purpose: str,
+    step: int,
+    call_id: uuid.UUID | None = None,
+    on_delta: Callable[[TextDelta | StreamRestart], None] | None = None,
+) -> Called:
+    """Ask the model `request` for the run, under its lease, and record the call.
+
+    `call_id` is the id the call's opening announced (the answer's, and the
+    row's). Text deltas and restarts go to `on_delta` as they arrive. Raises
+    LeaseLost when the run was cancelled or taken over meanwhile, and
+    re-raises what no provider should raise, each after storing the failed row.
+    """
+    row = call_row(
+        run,
+        call_id=call_id or uuid.uuid4(),
+        step=step,
+        purpose=purpose,
+        model=request.model,
+        provider=provider.name,
+        started_at=timezone.now(),
+    )
+    row.message_count = len(request.messages)
+    row.request_hash = request_hash(request)
+    row.tools_offered = [tool["function"]["name"] for tool in request.tools or []]
+    completion: Completion | None = None
+    connection_release()
+    try:
+        with Heartbeat(run, token) as heartbeat:
+            for event in provider.stream(request, stop=heartbeat.lost_event):
+                heartbeat.check()
+                if isinstance(event, Done):
+                    completion = event.completion
+                elif on_delta is not None:
+                    on_delta(event)
+            heartbeat.check()
+    except ProviderError as exc:
+        return _failed(row, str(exc), attempts=exc.attempts)
+    except (LeaseLost, ProviderStopped) as exc:
+        failed_call_record(row, STOPPED)
+        raise LeaseLost(str(run.pk)) from exc
+    except Exception as exc:
+        failed_call_record(row, f"{type(exc).__name__}: {exc}")
+        raise
+    if completion is None:
+        return _failed(row, f"The model ({provider.name}) ended its answer without finishing it.")
+    row.status = CallStatus.SUCCEEDED
+    completion_fill(row, completion)
+    return Called(row, completion)
+
+
+def _failed(row: ModelCall, error: str, *, attempts: int = 0) -> Called:
+    failed_call_record(row, error, attempts=attempts)
+    return Called(row, None, error)
+
+
+def call_row(
+    run: Run,
+    *,
+    call_id: uuid.UUID,
+    step: int,
+    purpose: str,
+    model: str,
+    provider: str,
+    started_at: datetime,
+) -> ModelCall:
+    """The (unsaved) audit row of one model call of the run."""
+    return ModelCall(
+        id=call_id,
+        run=run,
+        step=step,
+        purpose=purpose,
+        model=model[:128],
+        provider=provider,
+        started_at=started_at,
+    )
 
 
 def completion_fill(model_call: ModelCall, completion: Completion) -> None:
@@ -56,9 +183,9 @@ def interrupted_call_record(run: Run) -> None:
     message_id = uuid.UUID(data["message_id"])
     if ModelCall.objects.filter(pk=message_id).exists():
         return
-    model_call = ModelCall(
-        id=message_id,
-        run=run,
+    model_call = call_row(
+        run,
+        call_id=message_id,
         step=data["step"],
         purpose=data["purpose"],
         **_model_and_provider(str(data.get("model", ""))),

@@ -1,17 +1,17 @@
-"""One model call: the request, its stream to live events, and the stored answer.
+"""One model step: its request, its stream to live events, and its answer stored.
 
 A step is announced before its call by its `message.created` event (`StepOpening`):
 alone in one statement, with `run.started` on a run's first step, or in the
 transaction of the tool result that precedes it. The first text delta is
 published at once; later ones are coalesced. The answer is stored
-(chat/engine/answer_store.py) in one transaction under the run's lease: the message, its ModelCall row (written
-once, with the answer's id as its own), the audit rows of the tool calls it
+(chat/engine/answer_store.py) in one transaction under the run's lease: the
+message, its ModelCall row (written once, with the answer's id as its own), the audit rows of the tool calls it
 asks for, and the step's events; an answer without tool calls ends the run in
 that same transaction. A single call is run by this worker next
 (`StepOutcome.CALLS`); several are queued on commit, one task each, and the
-run is parked until they have all answered. A call that fails is recorded as
-failed; one whose worker died leaves only its announcement, from which the
-worker that takes the run over records it (chat/engine/model_calls.py).
+run is parked until they have all answered. The call itself, and its audit
+row, are made by chat/engine/model_calls.py, the one way a run calls a model:
+a call that fails is recorded there and fails the run here.
 """
 
 from __future__ import annotations
@@ -21,34 +21,19 @@ import logging
 import uuid
 from collections.abc import Sequence
 
-from django.utils import timezone
-
 from chat.engine.answer import decision_completion
 from chat.engine.answer_store import Step, StepOutcome, answer_store
 from chat.engine.deltas import DeltaBuffer
 from chat.engine.finish import run_fail
-from chat.engine.lease import Heartbeat, LeaseLost, connection_release
-from chat.engine.model_calls import failed_call_record
-from chat.engine.request import request_build, request_hash
+from chat.engine.model_calls import model_call
+from chat.engine.request import request_build
 from chat.engine.suggestions import tool_suggestions
 from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.llm import provider_for
-from chat.llm.base import (
-    Completion,
-    Done,
-    ProviderError,
-    ProviderStopped,
-    StreamRestart,
-    TextDelta,
-)
+from chat.llm.base import StreamRestart, TextDelta
 from chat.llm.endpoints import UnknownModel
-from chat.models import (
-    Message,
-    ModelCall,
-    ModelCallPurpose,
-    Run,
-)
+from chat.models import Message, ModelCallPurpose, Run
 
 logger = logging.getLogger(__name__)
 
@@ -109,53 +94,32 @@ def model_step(
     deciding = opening.purpose == ModelCallPurpose.DECIDE
     if announce is not None:
         events_publish(run=run, events=[*announce, opening.event()])
-    model_call = ModelCall(
-        id=opening.message_id,
-        run=run,
-        step=opening.step,
-        purpose=opening.purpose,
-        model=choice.model,
-        provider=provider.name,
-        message_count=len(request.messages),
-        request_hash=request_hash(request),
-        tools_offered=[tool["function"]["name"] for tool in request.tools or []],
-        started_at=timezone.now(),
-    )
     buffer = DeltaBuffer(run, opening.message_id)
-    completion: Completion | None = None
-    connection_release()
+
+    def on_delta(event: TextDelta | StreamRestart) -> None:
+        if isinstance(event, StreamRestart):
+            buffer.reset(event.reason)
+        elif not deciding:  # a decision is JSON for us, not text for the user
+            buffer.add(event.text)
+
     try:
-        with Heartbeat(run, token) as heartbeat:
-            for event in provider.stream(request, stop=heartbeat.lost_event):
-                heartbeat.check()
-                if isinstance(event, TextDelta):
-                    if not deciding:  # a decision is JSON for us, not text for the user
-                        buffer.add(event.text)
-                elif isinstance(event, StreamRestart):
-                    buffer.reset(event.reason)
-                elif isinstance(event, Done):
-                    completion = event.completion
-            heartbeat.check()
-    except ProviderError as exc:
-        buffer.flush()
-        failed_call_record(model_call, str(exc), attempts=exc.attempts)
-        run_fail(run, token, str(exc))
-        return Step(StepOutcome.FAILED)
-    except (LeaseLost, ProviderStopped) as exc:
-        buffer.flush()
-        failed_call_record(model_call, "Stopped: the run was cancelled or taken over.")
-        if isinstance(exc, ProviderStopped):
-            raise LeaseLost(str(run.pk)) from exc
+        called = model_call(
+            run,
+            token,
+            request,
+            provider=provider,
+            purpose=opening.purpose,
+            step=opening.step,
+            call_id=opening.message_id,
+            on_delta=on_delta,
+        )
+    except BaseException:
+        buffer.flush()  # what was shown stays shown
         raise
-    except Exception as exc:
-        buffer.flush()
-        failed_call_record(model_call, f"{type(exc).__name__}: {exc}")
-        raise
+    completion = called.completion
     if completion is None:
         buffer.flush()
-        error = f"The model ({provider.name}) ended its answer without finishing it."
-        failed_call_record(model_call, error)
-        run_fail(run, token, error)
+        run_fail(run, token, called.error)
         return Step(StepOutcome.FAILED)
     if deciding:
         completion = decision_completion(completion)
@@ -164,7 +128,7 @@ def model_step(
     return answer_store(
         run,
         token,
-        model_call,
+        called.row,
         completion,
         position=position,
         deltas=buffer.take(),

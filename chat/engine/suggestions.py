@@ -8,12 +8,13 @@ They come from two places:
 - the model, when `LLM_SUGGESTIONS` is on (the default for the offline
   model, off for a paid one; never in the `direct` mode): after the final
   answer is stored and shown, and before the run completes, one small
-  structured call asks for follow-ups. It is recorded as a `suggest`
-  ModelCall, does not count in the run's `model_calls` nor in its latency
-  (the turn took until its answer), and its answer is merged into the final
-  message and announced by `message.suggestions`, in the transaction that
-  completes the run: `run.completed` stays the run's last event, and a run
-  cancelled meanwhile gets none. If it fails, the answer simply has none.
+  structured call asks for follow-ups. It is made and recorded as every
+  model call is (chat/engine/model_calls.py), as a `suggest` ModelCall; it
+  does not count in the run's `model_calls` nor in its latency (the turn
+  took until its answer), and its answer is merged into the final message
+  and announced by `message.suggestions`, in the transaction that completes
+  the run: `run.completed` stays the run's last event, and a run cancelled
+  meanwhile gets none. If it fails, the answer simply has none.
 """
 
 from __future__ import annotations
@@ -26,15 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
-from chat.engine.lease import Heartbeat
-from chat.engine.model_calls import completion_fill
-from chat.engine.request import history_load, request_hash
+from chat.engine.lease import LeaseLost
+from chat.engine.model_calls import model_call
+from chat.engine.request import history_load
 from chat.history import build_model_history
 from chat.live.event_types import Event
 from chat.llm import provider_for
-from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest, Done
+from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest
 from chat.llm.endpoints import UnknownModel, endpoint, model_resolve
 from chat.models import CallStatus, Message, Mode, ModelCall, ModelCallPurpose, Run
 from chat.prompts import run_system_prompt
@@ -139,7 +139,9 @@ def model_suggestions_ask(
     `rows` is the history the run loop keeps (the answer not yet in it), or
     None to read it (bounded as every model call's is). The run still holds
     its lease: its heartbeat keeps it while the model answers, and a cancel
-    ends the call. A failure is logged and comes back as a failed call.
+    ends the call (LeaseLost). A call that fails is stored failed at once
+    (chat/engine/model_calls.py) and gives None; an answer that is not the
+    JSON asked for comes back as a failed call, stored with the completion.
     """
     if not final.content:
         return None
@@ -161,36 +163,34 @@ def model_suggestions_ask(
         response_format=SUGGESTIONS_FORMAT,
         max_tokens=120,
     )
-    model_call = ModelCall(
-        run=run,
-        step=run.steps + 1,  # the final answer's step (as `step_open` numbers it)
-        purpose=ModelCallPurpose.SUGGEST,
-        model=choice.model,
-        provider=provider.name,
-        message_count=len(messages),
-        request_hash=request_hash(request),
-        started_at=timezone.now(),
-    )
     try:
-        completion = None
-        with Heartbeat(run, token) as heartbeat:
-            for event in provider.stream(request, stop=heartbeat.lost_event):
-                if isinstance(event, Done):
-                    completion = event.completion
-        if completion is None:
-            raise ValueError("the model ended its answer without finishing it")
-        parsed = json.loads(completion.content or "")
-        found = suggestions_clean(parsed.get("suggestions") or [])
-    except Exception as exc:
-        # A nicety after the answer: a failure is the call's, never the run's.
+        called = model_call(
+            run,
+            token,
+            request,
+            provider=provider,
+            purpose=ModelCallPurpose.SUGGEST,
+            step=run.steps + 1,  # the final answer's step (as `step_open` numbers it)
+        )
+    except LeaseLost:
+        raise
+    except Exception as exc:  # stored failed; a nicety after the answer never fails the run
         logger.warning("run %s: no follow-up suggestions from the model: %s", run.pk, exc)
-        model_call.status = CallStatus.FAILED
-        model_call.error = f"{type(exc).__name__}: {exc}"
-        return Suggested(model_call, None)
-    model_call.status = CallStatus.SUCCEEDED
-    completion_fill(model_call, completion)
+        return None
+    if called.completion is None:
+        logger.warning("run %s: no follow-up suggestions from the model: %s", run.pk, called.error)
+        return None
+    row = called.row
+    try:
+        parsed = json.loads(called.completion.content or "")
+        found = suggestions_clean(parsed.get("suggestions") or [])
+    except (ValueError, AttributeError, TypeError) as exc:
+        logger.warning("run %s: the model's follow-up suggestions are unreadable: %s", run.pk, exc)
+        row.status = CallStatus.FAILED
+        row.error = f"{type(exc).__name__}: {exc}"
+        return Suggested(row, None)
     merged = suggestions_clean([*(final.suggestions or []), *found])
-    return Suggested(model_call, merged if merged and merged != final.suggestions else None)
+    return Suggested(row, merged if merged and merged != final.suggestions else None)
 
 
 def model_suggestions_write(

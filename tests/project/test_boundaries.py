@@ -44,3 +44,48 @@ def test_the_tools_package_does_not_import_chat():
                 f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "chat"
             ]
     assert offenders == []
+
+
+def _calls_in(path: Path) -> list[tuple[int, str]]:
+    """Each call of a provider's `stream` or of the ModelCall constructor in the file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "stream":
+            found.append((node.lineno, "calls a model (.stream)"))
+        elif isinstance(func, ast.Name) and func.id == "ModelCall":
+            found.append((node.lineno, "makes a ModelCall row"))
+        elif isinstance(func, ast.Attribute) and func.attr == "create":
+            owner = func.value
+            if (
+                isinstance(owner, ast.Attribute)
+                and owner.attr == "objects"
+                and isinstance(owner.value, ast.Name)
+                and owner.value.id == "ModelCall"
+            ):
+                found.append((node.lineno, "makes a ModelCall row"))
+    return found
+
+
+def test_one_module_calls_a_model_and_makes_its_audit_row():
+    """Whoever asks (a turn's step, the follow-ups), chat/engine/model_calls.py calls the model.
+
+    The providers themselves (chat/llm/) stream; everything else in the
+    application asks `model_call`, which records every call the same way.
+    """
+    pipeline = ROOT / "chat" / "engine" / "model_calls.py"
+    offenders = []
+    for package in ("chat", "tools", "project"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == pipeline or (ROOT / "chat" / "llm") in path.parents:
+                continue
+            offenders += [
+                f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in _calls_in(path)
+            ]
+    assert offenders == []
+    assert {what for _, what in _calls_in(pipeline)} == {
+        "calls a model (.stream)",
+        "makes a ModelCall row",
+    }

@@ -172,3 +172,6 @@ def test_a_cancel_during_the_follow_ups_call_leaves_none_and_ends_the_run(
     assert not [e for e in events if e.type == "message.suggestions"]
     answer = Message.objects.get(run_id=run_id, role=Role.ASSISTANT)
     assert (answer.content, answer.suggestions) == ("Hello!", None)
+    # The call was made: the audit has it, stopped, as it has every model call.
+    call = ModelCall.objects.get(run_id=run_id, purpose="suggest")
+    assert (call.status, call.error) == ("failed", "Stopped: the run was cancelled or taken over.")
