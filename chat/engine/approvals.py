@@ -19,9 +19,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.call_records import completed_event, execution_event, tool_message_create
+from chat.engine.call_records import execution_event
 from chat.engine.dispatch import dispatch_tool
-from chat.engine.tool_calls import call_lock, latch_release, result_write
+from chat.engine.tool_calls import call_answer_store, call_lock, latch_release
 from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.models import ExecutionStatus, Run, RunStatus, ToolExecution
@@ -69,9 +69,9 @@ def approval_store(
     else:
         execution.save(update_fields=["approved_by", "decided_at", "decision_reason"])
         result = rejected_result(execution.name, reason, tool_call_id=execution.tool_call_id)
-        result_write(execution, result)
-        message = tool_message_create(run=run, execution=execution, content=result.content)
-        events.append(completed_event(execution, result, message))
+        answered = call_answer_store(run, execution, result)  # it waited: not answered yet
+        if answered is not None:
+            events.append(answered[1])
     waiting = ToolExecution.objects.filter(run=run, status=ExecutionStatus.AWAITING_APPROVAL)
     if run.status == RunStatus.AWAITING_APPROVAL and not waiting.exists():
         Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=now)

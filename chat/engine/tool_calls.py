@@ -183,26 +183,12 @@ def tool_call_run(
     with Heartbeat(run, token):
         result = _execute(run, execution)
     with transaction.atomic():
-        stored = result_write(execution, result)
-        if stored:
-            message = tool_message_create(
-                run=run,
-                execution=execution,
-                content=result.content,
-                resource_id=result.resource_id,
-                resource=result.resource,
-            )
-            events_publish(
-                run=run,
-                events=[
-                    completed_event(execution, result, message),
-                    ("tools.ended", {"message_id": str(execution.message_id)}),
-                    *announce,
-                ],
-            )
-        else:
-            _late_result_keep(execution, result)
-    if not stored:
+        answered = call_answer_store(run, execution, result)
+        if answered is not None:
+            message, completed = answered
+            ended = ("tools.ended", {"message_id": str(execution.message_id)})
+            events_publish(run=run, events=[completed, ended, *announce])
+    if answered is None:
         raise LeaseLost(str(run.pk))
     execution.status = result.status
     return message
@@ -213,6 +199,30 @@ def _event_sink(run: Run) -> Callable[[str, dict[str, Any]], None]:
         event_publish(run=run, type=event_type, data=data)
 
     return sink
+
+
+def call_answer_store(
+    run: Run, execution: ToolExecution, result: ToolResult
+) -> tuple[Message, Event] | None:
+    """Store a call's result: its audit row, the tool message that answers it, and its event.
+
+    The one way a result is stored, whoever has it: the run's own worker, a
+    tool task, or a rejection. In the caller's transaction; returns the tool
+    message and its `tool_call.completed` event to publish, or None when the
+    call was answered already (its run ended meanwhile): then what the tool
+    did is kept on its audit row only.
+    """
+    if not result_write(execution, result):
+        _late_result_keep(execution, result)
+        return None
+    message = tool_message_create(
+        run=run,
+        execution=execution,
+        content=result.content,
+        resource_id=result.resource_id,
+        resource=result.resource,
+    )
+    return message, completed_event(execution, result, message)
 
 
 def result_write(execution: ToolExecution, result: ToolResult) -> bool:
@@ -270,18 +280,10 @@ def tool_result_store(*, execution_id: Any, result: ToolResult) -> None:
         # The run's row lock makes the latch exact: of the step's parallel calls,
         # exactly one sees that none is left unfinished.
         run, execution = call_lock(ToolExecution.objects.all(), execution_id)
-        if not result_write(execution, result):
-            _late_result_keep(execution, result)
+        answered = call_answer_store(run, execution, result)
+        if answered is None:
             return
-        message = tool_message_create(
-            run=run,
-            execution=execution,
-            content=result.content,
-            resource_id=result.resource_id,
-            resource=result.resource,
-        )
-        events = [completed_event(execution, result, message)]
-        events += latch_release(run, execution.message_id)
+        events = [answered[1], *latch_release(run, execution.message_id)]
         events_publish(run=run, events=events)
 
 
