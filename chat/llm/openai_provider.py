@@ -187,6 +187,8 @@ class _StreamRead:
     # Each call's (index) id and name as first sent: a server that repeats them in every
     # chunk (llama-cpp-python) must not have them joined into one long name.
     calls: dict[int, tuple[str | None, str | None]] = dataclasses.field(default_factory=dict)
+    # The server's index of each call -> its place in the list, in the order calls came.
+    places: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 class _Call:
@@ -644,7 +646,9 @@ def _chunk_tidy(chunk: ChatCompletionChunk, read: _StreamRead) -> None:
     The reasoning (`reasoning_content`, `reasoning`) is gathered here; message
     `annotations` are dropped (some servers stream them without the `index` the
     accumulator needs, and toolchat does not use them); a tool call delta
-    without an `index` gets its place in the list, arguments sent as a JSON
+    without an `index` gets its place in the list, an `index` that is not the
+    next place (Anthropic's first call is 1 when text came before it) is
+    mapped to its place in the order the calls came, arguments sent as a JSON
     object are encoded as the string the API sends, and a call's id and name
     sent again in a later chunk (llama-cpp-python) are not sent on, since the
     accumulator would join them.
@@ -661,6 +665,8 @@ def _chunk_tidy(chunk: ChatCompletionChunk, read: _StreamRead) -> None:
         for position, call in enumerate(delta.tool_calls or []):
             if getattr(call, "index", None) is None:
                 call.index = position
+            # The accumulator takes an index as a place in the list: a gap would crash it.
+            call.index = read.places.setdefault(call.index, len(read.places))
             _call_delta_tidy(call, read.calls)
 
 

@@ -262,3 +262,16 @@ def test_gemini_tool_call_without_an_id_gets_a_stable_one(server, provider):
     assert calls_of(again) == calls_of(first)
     assert first.finish_reason == "tool_calls"
     assert (first.prompt_tokens, first.completion_tokens) == (35, 12)
+
+
+def test_anthropic_streamed_tool_call_whose_index_starts_at_one(server, provider):
+    events, completion = replayed(
+        server, provider, "anthropic_claude-haiku-4-5_tool_call_index_one.sse", tools=TOOLS
+    )
+    assert not any(isinstance(event, StreamRestart) for event in events)
+    assert text_of(events) == completion.content == "Reading it."
+    assert calls_of(completion) == [("toolu_sanitized", "read_file", {"path": "a.txt"})]
+    assert completion.finish_reason == "tool_calls"
+    assert (completion.prompt_tokens, completion.completion_tokens) == (None, None)
+    assert completion.attempts == 1
+    assert len(server.requests) == 1
