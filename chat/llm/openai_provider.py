@@ -66,6 +66,7 @@ from chat.llm.lenient import (
     arguments_text,
     call_id,
     content_read,
+    reasoning_details_text,
     reasoning_read,
     tool_calls_read,
     usage_read,
@@ -643,7 +644,9 @@ def _json_or_none(body: bytes, kind: str) -> Any:
 def _chunk_tidy(chunk: ChatCompletionChunk, read: _StreamRead) -> None:
     """Take out of a chunk what the SDK's accumulator must not see, keeping the reasoning.
 
-    The reasoning (`reasoning_content`, `reasoning`) is gathered here; message
+    The reasoning (`reasoning_content`, `reasoning`, else the readable text of
+    `reasoning_details`) is gathered here, and `reasoning_details` dropped (its
+    entries' `index` may be a string, which the accumulator refuses); message
     `annotations` are dropped (some servers stream them without the `index` the
     accumulator needs, and toolchat does not use them); a tool call delta
     without an `index` gets its place in the list, an `index` that is not the
@@ -657,10 +660,10 @@ def _chunk_tidy(chunk: ChatCompletionChunk, read: _StreamRead) -> None:
         delta = choice.delta
         extra = delta.model_extra
         if extra:
-            for name in REASONING_FIELDS:
-                value = extra.pop(name, None)
-                if isinstance(value, str):
-                    read.reasoning.append(value)
+            said = [extra.pop(name, None) for name in REASONING_FIELDS]
+            said = [value for value in said if isinstance(value, str) and value]
+            details = reasoning_details_text(extra.pop("reasoning_details", None))
+            read.reasoning.extend(said or [details])
             extra.pop("annotations", None)
         for position, call in enumerate(delta.tool_calls or []):
             if getattr(call, "index", None) is None:

@@ -275,3 +275,29 @@ def test_anthropic_streamed_tool_call_whose_index_starts_at_one(server, provider
     assert (completion.prompt_tokens, completion.completion_tokens) == (None, None)
     assert completion.attempts == 1
     assert len(server.requests) == 1
+
+
+def test_snowflake_reasoning_details_are_kept_as_the_reasoning(server, provider):
+    events, completion = replayed(
+        server, provider, "snowflake_claude-sonnet-4-6_reasoning_details.sse"
+    )
+    assert completion.content
+    assert completion.content.startswith("15 \u00d7 27 = **405**")
+    assert text_of(events) == completion.content
+    assert completion.reasoning == "15 * 27 = 405"
+    assert (completion.prompt_tokens, completion.completion_tokens) == (45, 73)
+
+
+def test_snowflake_json_reasoning_details_are_kept_beside_the_text_and_call(server, provider):
+    events, completion = replayed(
+        server,
+        provider,
+        "snowflake_claude-sonnet-4-6_tool_call_reasoning_details.json",
+        tools=TOOLS,
+    )
+    assert text_of(events) == completion.content == "Sure! Let me check that for you!"
+    assert calls_of(completion) == [
+        ("toolu_bdrk_01VmA9jmWpws4HgPqjhtGo6i", "get_weather", {"city": "Mexico City"})
+    ]
+    assert completion.reasoning == "Let me get the weather for Mexico City."
+    assert (completion.prompt_tokens, completion.completion_tokens) == (597, 81)
