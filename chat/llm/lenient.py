@@ -47,9 +47,14 @@ def call_id(given: object, *, response_id: str, index: int, name: str, arguments
 
 
 def arguments_text(arguments: object) -> str:
-    """A call's arguments as the JSON string the API uses (an object is encoded)."""
-    if arguments is None:
-        return ""
+    """A call's arguments as the JSON string the API uses (an object is encoded).
+
+    A call sent without arguments, or with "", is a call with none: "{}", since
+    servers that parse the history's arguments (vLLM, gateways to Bedrock)
+    refuse an empty string as JSON.
+    """
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return "{}"
     if isinstance(arguments, str):
         return arguments
     return json.dumps(arguments)

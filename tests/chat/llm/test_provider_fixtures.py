@@ -301,3 +301,18 @@ def test_snowflake_json_reasoning_details_are_kept_beside_the_text_and_call(serv
     ]
     assert completion.reasoning == "Let me get the weather for Mexico City."
     assert (completion.prompt_tokens, completion.completion_tokens) == (597, 81)
+
+
+def test_openrouter_tool_call_without_arguments_is_a_call_without_arguments(server, provider):
+    events, completion = replayed(
+        server,
+        provider,
+        "openrouter_claude-sonnet-4.5_tool_call_without_arguments.json",
+        tools=TOOLS,
+    )
+    assert text_of(events) == completion.content == "I'll search for education content for you."
+    # Sent back to a server in the history, "{}" is JSON every server parses; "" is not.
+    assert [(c.id, c.name, c.arguments) for c in completion.tool_calls] == [
+        ("toolu_vrtx_015QAXScZzRDPttiPoc34AdD", "find_education_content", "{}")
+    ]
+    assert (completion.prompt_tokens, completion.completion_tokens) == (568, 48)
