@@ -9,6 +9,7 @@ the tool's result stored, and a history the API takes back.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -17,11 +18,12 @@ from chat.selectors import history_for_model
 from chat.services.runs import run_start
 from tests.assertions import assert_valid_history
 from tests.chat.engine.conftest import wait_for_run
-from tests.chat.llm.test_provider_fixtures import FIXTURES
 from tests.factories import ConversationFactory
 from tests.llm_server import raw_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "providers"
 
 
 def recorded(name: str):
