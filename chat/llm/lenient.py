@@ -3,7 +3,8 @@
 The SDK's models are strict where servers are not: Groq adds `service_tier`
 and streams its usage in `x_groq.usage`, OpenRouter sends a tool call without
 `arguments` and its reasoning as `reasoning`, DeepSeek and vLLM send
-`reasoning_content`, some servers leave `finish_reason` empty, send a call's
+`reasoning_content`, Snowflake Cortex sends its reasoning only in OpenRouter's
+`reasoning_details`, some servers leave `finish_reason` empty, send a call's
 arguments as a JSON object, or give calls no id (or one another provider
 would refuse). These functions read a completion body (a dict) and the
 pieces of a streamed one, keep what toolchat uses, and ignore the rest.
@@ -25,6 +26,9 @@ logger = logging.getLogger(__name__)
 # An id every provider takes back (Anthropic's pattern, and short enough for all).
 _CALL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+# The entries of `reasoning_details` that hold readable text, and the key that holds it
+# (an encrypted entry holds none).
+_READABLE_DETAILS = {"reasoning.text": "text", "reasoning.summary": "summary"}
 
 
 def call_id(given: object, *, response_id: str, index: int, name: str, arguments: str) -> str:
@@ -43,9 +47,14 @@ def call_id(given: object, *, response_id: str, index: int, name: str, arguments
 
 
 def arguments_text(arguments: object) -> str:
-    """A call's arguments as the JSON string the API uses (an object is encoded)."""
-    if arguments is None:
-        return ""
+    """A call's arguments as the JSON string the API uses (an object is encoded).
+
+    A call sent without arguments, or with "", is a call with none: "{}", since
+    servers that parse the history's arguments (vLLM, gateways to Bedrock)
+    refuse an empty string as JSON.
+    """
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return "{}"
     if isinstance(arguments, str):
         return arguments
     return json.dumps(arguments)
@@ -93,12 +102,28 @@ def usage_read(data: Mapping[str, Any]) -> tuple[int | None, int | None]:
 
 
 def reasoning_read(message: Mapping[str, Any]) -> str:
-    """The reasoning text of a message or delta, under either name."""
+    """The reasoning text of a message or delta, under either name, else in its details."""
     for name in REASONING_FIELDS:
         value = message.get(name)
         if isinstance(value, str) and value:
             return value
-    return ""
+    return reasoning_details_text(message.get("reasoning_details"))
+
+
+def reasoning_details_text(details: object) -> str:
+    """The readable text of `reasoning_details` entries (OpenRouter's shape), joined.
+
+    OpenRouter sends these beside `reasoning`, which says the same: they are
+    read only when a message has no reasoning under another name.
+    """
+    parts = []
+    for entry in details if isinstance(details, list) else []:
+        if not isinstance(entry, Mapping):
+            continue
+        key = _READABLE_DETAILS.get(str(entry.get("type")))
+        if key is not None and isinstance(entry.get(key), str):
+            parts.append(entry[key])
+    return "".join(parts)
 
 
 def content_read(message: Mapping[str, Any]) -> str:

@@ -66,6 +66,7 @@ from chat.llm.lenient import (
     arguments_text,
     call_id,
     content_read,
+    reasoning_details_text,
     reasoning_read,
     tool_calls_read,
     usage_read,
@@ -187,6 +188,8 @@ class _StreamRead:
     # Each call's (index) id and name as first sent: a server that repeats them in every
     # chunk (llama-cpp-python) must not have them joined into one long name.
     calls: dict[int, tuple[str | None, str | None]] = dataclasses.field(default_factory=dict)
+    # The server's index of each call -> its place in the list, in the order calls came.
+    places: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 class _Call:
@@ -641,10 +644,14 @@ def _json_or_none(body: bytes, kind: str) -> Any:
 def _chunk_tidy(chunk: ChatCompletionChunk, read: _StreamRead) -> None:
     """Take out of a chunk what the SDK's accumulator must not see, keeping the reasoning.
 
-    The reasoning (`reasoning_content`, `reasoning`) is gathered here; message
+    The reasoning (`reasoning_content`, `reasoning`, else the readable text of
+    `reasoning_details`) is gathered here, and `reasoning_details` dropped (its
+    entries' `index` may be a string, which the accumulator refuses); message
     `annotations` are dropped (some servers stream them without the `index` the
     accumulator needs, and toolchat does not use them); a tool call delta
-    without an `index` gets its place in the list, arguments sent as a JSON
+    without an `index` gets its place in the list, an `index` that is not the
+    next place (Anthropic's first call is 1 when text came before it) is
+    mapped to its place in the order the calls came, arguments sent as a JSON
     object are encoded as the string the API sends, and a call's id and name
     sent again in a later chunk (llama-cpp-python) are not sent on, since the
     accumulator would join them.
@@ -653,14 +660,16 @@ def _chunk_tidy(chunk: ChatCompletionChunk, read: _StreamRead) -> None:
         delta = choice.delta
         extra = delta.model_extra
         if extra:
-            for name in REASONING_FIELDS:
-                value = extra.pop(name, None)
-                if isinstance(value, str):
-                    read.reasoning.append(value)
+            said = [extra.pop(name, None) for name in REASONING_FIELDS]
+            said = [value for value in said if isinstance(value, str) and value]
+            details = reasoning_details_text(extra.pop("reasoning_details", None))
+            read.reasoning.extend(said or [details])
             extra.pop("annotations", None)
         for position, call in enumerate(delta.tool_calls or []):
             if getattr(call, "index", None) is None:
                 call.index = position
+            # The accumulator takes an index as a place in the list: a gap would crash it.
+            call.index = read.places.setdefault(call.index, len(read.places))
             _call_delta_tidy(call, read.calls)
 
 

@@ -336,7 +336,7 @@ def test_a_json_answer_to_a_stream_request_is_read_leniently(server, provider):
     server.push(raw_reply(json.dumps(body).encode(), content_type="application/json"))
     _, completion = call(provider, tools=TOOLS)
     assert [(c.id, c.name, c.arguments) for c in completion.tool_calls] == [
-        ("call_q", "calculator", "")
+        ("call_q", "calculator", "{}")
     ]
     assert completion.finish_reason == ""
     assert (completion.prompt_tokens, completion.completion_tokens) == (None, None)
