@@ -8,11 +8,14 @@ HTML is built with format_html / format_html_join only.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -43,6 +46,36 @@ def admin_link(route: str, pk: Any, label: Any) -> SafeString:
     if pk is None:
         return format_html("{}", "—")
     return format_html('<a href="{}">{}</a>', reverse(f"admin:{route}", args=[pk]), label)
+
+
+def listed_time(value: datetime | None) -> SafeString:
+    """A time in a list: the admin's one format (project/formats/en/), free to wrap.
+
+    Django keeps a date field's cell on one line; at 1280 px two such columns
+    pushed the last one out of the window. The date, the time and the zone
+    wrap onto lines of their own instead.
+    """
+    if value is None:
+        return format_html("{}", "—")
+    shown = date_format(timezone.localtime(value), "DATETIME_FORMAT")
+    return format_html('<time datetime="{}">{}</time>', value.isoformat(), shown)
+
+
+def long_word(text: str | None, *, quiet: bool = False) -> SafeString:
+    """A value with no spaces (a call id: 29 characters from OpenAI) that may wrap anywhere.
+
+    Unbroken, it widens its column until the list scrolls sideways at 1280 px.
+    """
+    return format_html(
+        '<span class="{}" style="overflow-wrap: anywhere">{}</span>',
+        "quiet" if quiet else "",
+        "—" if text is None else text,
+    )
+
+
+def tokens_shown(prompt: int | None, completion: int | None) -> str:
+    """Tokens in and out, as a model call reported them ("not reported" where it did not)."""
+    return f"{prompt} / {completion}".replace("None", "not reported")
 
 
 def short_id(pk: Any) -> str:

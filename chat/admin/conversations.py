@@ -8,13 +8,19 @@ from django.contrib import admin
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
-from django.utils import timezone
-from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from chat.admin.base import ReadOnlyAdminMixin, admin_link, json_pre, pre
+from chat.admin.base import (
+    ReadOnlyAdminMixin,
+    admin_link,
+    json_pre,
+    listed_time,
+    long_word,
+    pre,
+    tokens_shown,
+)
 from chat.audit.formatting import shown_tool_calls
 from chat.models import Conversation, Message, Role, Run
 
@@ -161,7 +167,7 @@ class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
     def tool(self, obj: Message) -> SafeString:
         if obj.role != Role.TOOL:
             return format_html("{}", "—")
-        return format_html('{}<br><span class="quiet">{}</span>', obj.name, obj.tool_call_id)
+        return format_html("{}<br>{}", obj.name, long_word(obj.tool_call_id, quiet=True))
 
     @admin.display(description="conversation", ordering="conversation__title")
     def conversation_link(self, obj: Message) -> SafeString:
@@ -169,14 +175,14 @@ class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
         return admin_link("chat_conversation_change", obj.conversation_id, title)
 
     @admin.display(description="created", ordering="created_at")
-    def created(self, obj: Message) -> str:
-        return date_format(timezone.localtime(obj.created_at), "Y-m-d H:i:s")
+    def created(self, obj: Message) -> SafeString:
+        return listed_time(obj.created_at)
 
     @admin.display(description="tokens (in / out)")
     def tokens(self, obj: Message) -> str:
         if obj.prompt_tokens is None and obj.completion_tokens is None:
             return "not reported" if obj.role == Role.ASSISTANT else "—"
-        return f"{obj.prompt_tokens} / {obj.completion_tokens}".replace("None", "not reported")
+        return tokens_shown(obj.prompt_tokens, obj.completion_tokens)
 
     @admin.display(description="content")
     def content_text(self, obj: Message) -> SafeString:

@@ -17,8 +17,11 @@ from chat.admin.base import (
     RunRecordAdminMixin,
     admin_link,
     json_pre,
+    listed_time,
+    long_word,
     pre,
     short_id,
+    tokens_shown,
 )
 from chat.audit.formatting import shown_arguments, shown_event_data
 from chat.audit.queries import run_calls_prefetch, run_latency_breakdown
@@ -104,8 +107,8 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "steps",
         "model_calls",
         "latency_ms",
-        "started_at",
-        "finished_at",
+        "started",
+        "finished",
     )
     list_filter = ("status", "mode")
     list_select_related = ("conversation__owner",)
@@ -151,6 +154,14 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
     @admin.display(description="run", ordering="created_at")
     def short_id(self, obj: Run) -> str:
         return short_id(obj.pk)
+
+    @admin.display(description="started", ordering="started_at")
+    def started(self, obj: Run) -> SafeString:
+        return listed_time(obj.started_at)
+
+    @admin.display(description="finished", ordering="finished_at")
+    def finished(self, obj: Run) -> SafeString:
+        return listed_time(obj.finished_at)
 
     @admin.display(description="owner", ordering="conversation__owner__username")
     def owner(self, obj: Run) -> str:
@@ -217,20 +228,17 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
 
 @admin.register(ModelCall)
 class ModelCallAdmin(RunRecordAdminMixin, ModelCallAdminBase):
+    # Its name says the purpose, provider/model and step (and the filters pick them):
+    # the figures have the room.
     list_display = (
         "__str__",
         "run_link",
-        "step",
-        "purpose",
-        "model",
-        "provider",
         "status",
         "first_token_ms",
         "latency_ms",
-        "prompt_tokens",
-        "completion_tokens",
+        "tokens",
         "attempts",
-        "started_at",
+        "started",
     )
     list_filter = ("status", "purpose", "provider", "model")
     search_fields = ("model", "request_hash", "error")
@@ -260,6 +268,14 @@ class ModelCallAdmin(RunRecordAdminMixin, ModelCallAdminBase):
     )
     readonly_fields = ("tools_offered_pretty", "error_text")
 
+    @admin.display(description="started", ordering="started_at")
+    def started(self, obj: ModelCall) -> SafeString:
+        return listed_time(obj.started_at)
+
+    @admin.display(description="tokens (in / out)")
+    def tokens(self, obj: ModelCall) -> str:
+        return tokens_shown(obj.prompt_tokens, obj.completion_tokens)
+
     @admin.display(description="tools offered")
     def tools_offered_pretty(self, obj: ModelCall) -> SafeString:
         return json_pre(obj.tools_offered)
@@ -274,15 +290,23 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
         "result_chars",
         "truncated_flag",
         "attempts",
-        "tool_call_id",
+        "call_id",
         "run_link",
-        "created_at",
+        "created",
     )
     list_filter = ("status", "name", "truncated")
 
     @admin.display(description="truncated", ordering="truncated")
     def truncated_flag(self, obj: ToolExecution) -> str:
         return truncated_flag(obj)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: ToolExecution) -> SafeString:
+        return listed_time(obj.created_at)
+
+    @admin.display(description="tool call id", ordering="tool_call_id")
+    def call_id(self, obj: ToolExecution) -> SafeString:
+        return long_word(obj.tool_call_id)
 
     search_fields = ("tool_call_id", "name", "error")
     raw_id_fields = ("run", "message", "approved_by")
@@ -367,7 +391,7 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
 
 @admin.register(RunEvent)
 class RunEventAdmin(RunRecordAdminMixin, RunEventAdminBase):
-    list_display = ("seq", "type", "run_link", "conversation", "created_at")
+    list_display = ("seq", "type", "run_link", "conversation", "created")
     list_filter = ("type",)
     list_select_related = ("conversation",)
     search_fields = ("type",)
@@ -375,6 +399,10 @@ class RunEventAdmin(RunRecordAdminMixin, RunEventAdminBase):
     ordering = ("-id",)
     fields = ("id", "conversation", "run", "seq", "type", "data_pretty", "created_at")
     readonly_fields = ("data_pretty",)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj: RunEvent) -> SafeString:
+        return listed_time(obj.created_at)
 
     @admin.display(description="data")
     def data_pretty(self, obj: RunEvent) -> SafeString:

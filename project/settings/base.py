@@ -140,6 +140,8 @@ LOGIN_REDIRECT_URL = "chat:index"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
+# Dates and times in the admin: ISO order, 24-hour, with the zone (project/formats/en/).
+FORMAT_MODULE_PATH = ["project.formats"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -251,7 +251,10 @@ def test_the_run_page_shows_its_waterfall(admin_client: Client, run):
 def test_the_message_list_shows_the_tool_and_links_the_conversation(admin_client: Client, run):
     html = admin_client.get("/admin/chat/message/?role__exact=tool").content.decode()
     notes = ToolExecution.objects.get(run=run, name="search_notes")
-    assert f'search_notes<br><span class="quiet">{notes.tool_call_id}</span>' in html
+    assert (
+        f'search_notes<br><span class="quiet" style="overflow-wrap: anywhere">'
+        f"{notes.tool_call_id}</span>"
+    ) in html
     assert f'href="/admin/chat/conversation/{run.conversation_id}/change/">Groceries</a>' in html
 
 

@@ -42,7 +42,7 @@ def loop_run(llm_server: ScriptedLLMServer, owner, *, question: str = "Prepare t
     conversation: Conversation = ConversationFactory(
         owner=owner, mode=Mode.LOOP, max_steps=5, title="Preparations"
     )
-    prefix = f"call_{conversation.pk.hex[:10]}"
+    prefix = f"call_{conversation.pk.hex[:22]}"  # as long as OpenAI's ids (29 characters)
     llm_server.push(
         tool_calls_reply(
             [

@@ -141,12 +141,21 @@ def test_the_admin_is_branded_leads_to_the_audit_and_fits_1280_px(
         box = header.bounding_box()
         assert box is not None, column
         assert box["x"] + box["width"] <= 1280, (column, box)
-    # The list itself does not scroll sideways.
-    assert page.evaluate(
-        "(() => { const el = document.querySelector('#changelist .results');"
-        " return el.scrollWidth <= el.clientWidth; })()"
-    )
-    fits(page, 1280)
+    # Every list of what happened shows its last column (the time) whole, with real
+    # rows: tool messages with their JSON and OpenAI-length call ids, runs, calls.
+    for name in ("message", "run", "toolexecution", "modelcall"):
+        page.goto(f"{asgi_server}/admin/chat/{name}/")
+        expect(page.locator("#result_list")).to_be_visible()
+        page.screenshot(path=screenshots_dir / f"admin-{name}-list-1280.png", full_page=True)
+        last = page.locator("#result_list thead th").last.bounding_box()
+        assert last is not None, name
+        assert last["x"] + last["width"] <= 1280, (name, last)
+        # The list itself does not scroll sideways.
+        assert page.evaluate(
+            "(() => { const el = document.querySelector('#changelist .results');"
+            " return el.scrollWidth <= el.clientWidth; })()"
+        ), name
+        fits(page, 1280)
 
     page.goto(f"{asgi_server}/admin/chat/run/{run.pk}/change/")
     expect(page.get_by_test_id("waterfall").locator("rect.wf-bar")).to_have_count(7)
