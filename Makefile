@@ -4,8 +4,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Each pass runs on PYTEST_WORKERS processes (pytest-xdist; 0 runs it in this one).
+# A group of tests that shares one slow server (the real local model) stays on one.
+PYTEST_WORKERS ?= 2
 # pytest exits 5 when a pass selects no test; that is not a failure here.
-PYTEST = $(BIN)/python -m pytest $(PYTEST_ARGS) || [ $$? -eq 5 ]
+PYTEST = $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 .PHONY: run test test-python test-long attack bench mutation lint typecheck jscheck pytest migrate clean help
 

@@ -87,8 +87,13 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """A page in a fresh browser context (no cookies), 1280x800."""
+    from playwright.sync_api import expect
+
     context = browser.new_context(viewport={"width": 1280, "height": 800}, locale="en-US")
     context.set_default_timeout(DEFAULT_TIMEOUT_MS)
+    # expect() has its own wait (5 s by default): a turn on a loaded machine, with the
+    # suite's other worker beside it, may take longer, and a passing test waits no less.
+    expect.set_options(timeout=DEFAULT_TIMEOUT_MS)
     try:
         yield context.new_page()
     finally:

@@ -47,6 +47,10 @@ def pytest_report_header() -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if _wanted():
+        # One server for them all: under pytest-xdist (`--dist loadgroup`) they share a worker.
+        for item in items:
+            if item.get_closest_marker("llamacpp") is not None:
+                item.add_marker(pytest.mark.xdist_group("llamacpp"))
         return
     left_out = [item for item in items if item.get_closest_marker("llamacpp") is not None]
     if left_out:
