@@ -1,7 +1,7 @@
 """The chat page's rough edges, each in a real browser against a real uvicorn.
 
 The server runs the offline model with in-process tasks on the test database.
-Screenshots go to screenshots/ (gitignored): chat-header-375.png,
+Screenshots go to screenshots/ (gitignored): chat-header-375.png, chat-thread-header-375.png,
 chat-over-limit.png, chat-slow-socket.png, chat-settings.png,
 chat-settings-375.png, chat-reasoning.png.
 """
@@ -71,6 +71,33 @@ def test_at_375_px_a_staff_user_sees_their_name_and_log_out(
     expect(page.get_by_role("link", name="Audit")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 375
     page.screenshot(path=screenshots_dir / "chat-header-375.png")
+
+
+def test_at_375_px_the_conversations_title_is_read_whole_above_its_buttons(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    page.set_viewport_size({"width": 375, "height": 740})
+    log_in(page, asgi_server)
+    new_conversation(page, "two_pass")
+    ask(page, "what is 2**10")
+    title = page.locator("#thread-title")
+    expect(title).to_have_text("what is 2**10")
+    expect(page.locator(".msg-assistant .bubble").last).to_contain_text("1024")
+    # The whole title shows (it was cut to "w…" beside Conversations, Export and ⚙).
+    assert title.evaluate("el => el.scrollWidth <= el.clientWidth")
+    header = page.locator(".thread-header")
+    for control in (
+        page.get_by_role("button", name="Conversations"),
+        page.locator("#export"),
+        page.locator("#conversation-settings summary"),
+    ):
+        expect(control).to_be_visible()
+        box, bounds = control.bounding_box(), header.bounding_box()
+        assert box is not None
+        assert bounds is not None
+        assert 0 <= box["x"] <= box["x"] + box["width"] <= 375, box
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    header.screenshot(path=screenshots_dir / "chat-thread-header-375.png")
 
 
 def test_make_runs_demo_user_step_does_not_sign_the_demo_user_out(
