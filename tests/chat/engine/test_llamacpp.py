@@ -25,7 +25,13 @@ from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
 from tools.registry import registry as tool_registry
 
-pytestmark = [pytest.mark.llamacpp, pytest.mark.django_db(transaction=True)]
+# A real model on a CPU shared with the suite's other worker: a turn in each mode took
+# up to 5 minutes on a loaded 2-core machine, so these wait longer than pytest's 300 s.
+pytestmark = [
+    pytest.mark.llamacpp,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(900),
+]
 
 MODEL = "SmolLM2-135M-Instruct"
 # What a failure caused by the server's limits (not by the model's words) says.
