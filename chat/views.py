@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from chat.database import database_unreachable
 from chat.llm.endpoints import model_choices, model_resolve
 from chat.models import Mode
 from chat.prompts import default_system_prompt
@@ -68,9 +69,17 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness and database reachability, for load balancers and compose healthchecks."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
+    """Liveness and database reachability, for load balancers and compose healthchecks.
+
+    503 while the database cannot be reached (an outage is not a bug: no 500).
+    """
+    try:
+        _database_ready()
+    except Exception as exc:
+        if not database_unreachable(exc):
+            raise
+        logger.warning("health: the database is unreachable: %s", exc)
+        return JsonResponse({"status": "unavailable"}, status=503)
     return JsonResponse({"status": "ok"})
 
 

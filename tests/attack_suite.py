@@ -67,6 +67,7 @@ ATTACKS: dict[str, list[str]] = {
         "tests/chat/engine/test_turn_celery.py::killed",
         "tests/tools/mcp/test_mcp_turns.py::kill",
         "tests/chat/engine/test_broker_outage.py",
+        "tests/chat/engine/test_database_outage.py",
         "tests/chat/live/test_shared_limits.py",
     ],
     "approval races": [

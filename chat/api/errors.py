@@ -11,11 +11,13 @@ throttling, a missing URL):
 the input at fault (a body field, a query parameter, or a dotted path into a
 nested body) whenever there is one, and `details` carries what else is known:
 every field error of a validation failure, the active run of a 409, the
-seconds to wait of a 429.
+seconds to wait of a 429 or of a 503 (the database cannot be reached: not a
+bug, so not a 500).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -27,8 +29,14 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from chat.database import database_unreachable
 from chat.exceptions import Conflict, InvalidInput, NotFound, RateLimited, ToolchatError
 from chat.inputs import flatten_errors, validation_error_body
+
+logger = logging.getLogger(__name__)
+
+# What a client is told to wait while the database is unreachable (a restart takes seconds).
+UNAVAILABLE_RETRY_S = 5
 
 DOMAIN_STATUS: list[tuple[type[ToolchatError], int]] = [
     (InvalidInput, status.HTTP_400_BAD_REQUEST),
@@ -51,6 +59,19 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             "message": f"The request body is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes.",
         }
         return Response(too_large, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if database_unreachable(exc):
+        # Not a bug, and not the request's fault: the database is down or restarting.
+        logger.warning("API request refused, the database is unreachable: %s", exc)
+        unavailable = {
+            "code": "unavailable",
+            "message": "The database is unavailable; try again in a few seconds.",
+            "details": {"retry_after": UNAVAILABLE_RETRY_S},
+        }
+        return Response(
+            unavailable,
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(UNAVAILABLE_RETRY_S)},
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

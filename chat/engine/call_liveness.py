@@ -28,14 +28,18 @@ def tool_deadline(execution: ToolExecution) -> float:
     return (spec.timeout if spec else 60.0) + settings.TOOLCHAT_TOOL_GRACE_S
 
 
-def call_dead_in(execution: ToolExecution, now: datetime) -> float:
-    """Seconds until a running call is presumed dead with its worker (<= 0: it is)."""
+def call_dead_in(execution: ToolExecution, now: datetime, *, grace_left: float) -> float:
+    """Seconds until a running call is presumed dead with its worker (<= 0: it is).
+
+    `grace_left` is `restart_grace_left(now)`: a silence is not a death while
+    the database has only just come back.
+    """
     started = execution.started_at or now
     by_deadline = tool_deadline(execution) - (now - started).total_seconds()
     if execution.heartbeat_at is None:
         return by_deadline
     by_heartbeat = settings.TOOLCHAT_RUN_STALE_S - (now - execution.heartbeat_at).total_seconds()
-    return min(by_deadline, by_heartbeat)
+    return min(by_deadline, max(by_heartbeat, grace_left))
 
 
 class CallHeartbeat(RowHeartbeat):

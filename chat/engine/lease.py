@@ -21,15 +21,16 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Self
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
 from django.db.models import DateTimeField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from chat.database import database_unreachable, database_up_since
 from chat.engine.dispatch import dispatch_run
 from chat.models import Message, Run, RunStatus
 
@@ -90,12 +91,11 @@ def run_claim(*, run_id: Any) -> Claim | None:
         )
     )
     if not first:
-        stale = now - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
+        free = Q(lease__isnull=True) | Q(heartbeat_at__isnull=True)
+        stale = stale_cutoff(now)
         claimed = (
             Run.objects.filter(pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
-            .filter(
-                Q(lease__isnull=True) | Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale)
-            )
+            .filter(free | Q(heartbeat_at__lt=stale) if stale else free)
             .update(
                 started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())),
                 **claim,
@@ -148,8 +148,31 @@ def run_recheck_later(*, run_id: Any) -> None:
     heartbeat = next(iter(held), None)
     if heartbeat is None:
         return
-    stale_at = heartbeat + timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
-    dispatch_run(run_id, delay_s=max(0.5, (stale_at - timezone.now()).total_seconds() + 0.5))
+    now = timezone.now()
+    stale_in = (heartbeat - now).total_seconds() + settings.TOOLCHAT_RUN_STALE_S
+    dispatch_run(run_id, delay_s=max(0.5, stale_in, restart_grace_left(now)) + 0.5)
+
+
+def restart_grace_left(now: datetime) -> float:
+    """Seconds left during which nobody is presumed dead, the database having just restarted.
+
+    No worker can renew a heartbeat while the database is down, so every
+    worker that lived through an outage looks silent when it ends; this gives
+    them TOOLCHAT_RESTART_GRACE_S to renew, or to store what they hold.
+    """
+    if settings.TOOLCHAT_RESTART_GRACE_S <= 0:
+        return 0.0
+    up_since = database_up_since()
+    if up_since is None:
+        return 0.0
+    return settings.TOOLCHAT_RESTART_GRACE_S - (now - up_since).total_seconds()
+
+
+def stale_cutoff(now: datetime) -> datetime | None:
+    """A heartbeat older than this was a dead worker's; None: nobody is presumed dead yet."""
+    if restart_grace_left(now) > 0:
+        return None
+    return now - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
 
 
 class RowHeartbeat:
@@ -183,12 +206,21 @@ class RowHeartbeat:
         renewed = time.monotonic()
         try:
             while not self._stop.wait(interval):
-                if time.monotonic() - renewed >= settings.TOOLCHAT_HEARTBEAT_S:
-                    alive = self.rows.update(heartbeat_at=timezone.now())
-                    renewed = time.monotonic()
-                else:
-                    alive = self.rows.exists()
-                connection_release()  # a beat a second must not keep a connection
+                try:
+                    if time.monotonic() - renewed >= settings.TOOLCHAT_HEARTBEAT_S:
+                        alive = self.rows.update(heartbeat_at=timezone.now())
+                        renewed = time.monotonic()
+                    else:
+                        alive = self.rows.exists()
+                    connection_release()  # a beat a second must not keep a connection
+                except (OperationalError, InterfaceError) as exc:
+                    if not database_unreachable(exc):
+                        raise
+                    # The database is down: beat on, so that the heartbeat is renewed
+                    # as soon as it is back (a worker alive through an outage keeps its work).
+                    logger.debug("heartbeat of %s: the database is unreachable", self.what)
+                    connections[DEFAULT_DB_ALIAS].close()
+                    continue
                 if not alive and not self._stop.is_set():
                     self.on_lost()
                     return

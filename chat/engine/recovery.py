@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +16,7 @@ from django.utils import timezone
 from chat.engine.approvals import approvals_expire
 from chat.engine.call_liveness import call_dead_in
 from chat.engine.dispatch import dispatch_run, dispatch_tool
+from chat.engine.lease import restart_grace_left, stale_cutoff
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     ExecutionStatus,
@@ -40,7 +40,11 @@ def runs_recover() -> list[Any]:
     """
     approvals_expire()
     now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.TOOLCHAT_RUN_STALE_S)
+    grace_left = restart_grace_left(now)
+    _dead_calls_of_waiting_runs_answer(now, grace_left)
+    cutoff = stale_cutoff(now)
+    if cutoff is None:
+        return []  # the database has just restarted: its workers are given time first
     candidates = list(
         Run.objects.filter(status__in=(RunStatus.QUEUED, RunStatus.RUNNING))
         .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff))
@@ -58,7 +62,7 @@ def runs_recover() -> list[Any]:
         for execution in unfinished:
             waiting.add(execution.run_id)
             if execution.started_at is not None:
-                dead = call_dead_in(execution, now) <= 0
+                dead = call_dead_in(execution, now, grace_left=grace_left) <= 0
             else:
                 # Queued when it was stored, or when a person approved it.
                 queued = execution.decided_at or execution.created_at
@@ -69,11 +73,10 @@ def runs_recover() -> list[Any]:
     lost = [run_id for run_id, _ in candidates if run_id not in waiting]
     for run_id in lost:
         dispatch_run(run_id)
-    _dead_calls_of_waiting_runs_answer(now)
     return lost
 
 
-def _dead_calls_of_waiting_runs_answer(now: Any) -> None:
+def _dead_calls_of_waiting_runs_answer(now: Any, grace_left: float) -> None:
     """A run waiting for a person is nobody's to take over, but its running calls may have died.
 
     In a step with a call that needs approval, the others run meanwhile; if the
@@ -88,7 +91,7 @@ def _dead_calls_of_waiting_runs_answer(now: Any) -> None:
         started_at__isnull=False,
     )
     for execution in running:
-        if call_dead_in(execution, now) <= 0:
+        if call_dead_in(execution, now, grace_left=grace_left) <= 0:
             dispatch_tool(execution.pk)
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from django.db.models import Max
 from django.utils import timezone
 
+from chat.database import database_unreachable
 from chat.engine.answer_store import Step, StepOutcome, assistant_message_create
 from chat.engine.continuation import Action, Decision, decide_after_tools, direct_reply
 from chat.engine.finish import RunEnd, run_end, run_fail
@@ -83,6 +84,13 @@ def run_advance(*, run_id: Any) -> None:
     except LeaseLost:
         logger.info("run %s: lease lost (cancelled or taken over); stopping", run.pk)
     except Exception as exc:
+        if database_unreachable(exc):
+            # Not the run's fault: its lease goes stale, and once the database is
+            # back the recovery sweep resumes it from its last stored step.
+            logger.warning(
+                "run %s: the database is unreachable (%s); left to the sweep", run.pk, exc
+            )
+            return
         logger.exception("run %s failed with an internal error", run.pk)
         run_fail(run, token, f"Internal error while processing the run ({type(exc).__name__}).")
         return

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from chat.database import database_retry
 from chat.engine.call_liveness import CallHeartbeat, call_dead_in
 from chat.engine.call_records import (
     completed_event,
@@ -32,7 +33,13 @@ from chat.engine.call_records import (
     tool_message_create,
 )
 from chat.engine.dispatch import dispatch_run, dispatch_tool
-from chat.engine.lease import Heartbeat, LeaseLost, connection_release, run_write
+from chat.engine.lease import (
+    Heartbeat,
+    LeaseLost,
+    connection_release,
+    restart_grace_left,
+    run_write,
+)
 from chat.live.event_types import Event
 from chat.live.events import event_publish, events_publish
 from chat.models import (
@@ -51,6 +58,10 @@ from tools.results import ToolResult, interrupted_result
 
 logger = logging.getLogger(__name__)
 
+# How long a tool's result waits for a database that cannot be reached (an outage, a
+# restart) before it is given up: stored late, the tool need not run again.
+RESULT_WAIT_S = 300.0
+
 # A run whose calls may run: the ones that need no approval run while others wait.
 _WORKING_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 
@@ -63,12 +74,14 @@ def run_park(run: Run, token: Any, unfinished: list[ToolExecution]) -> bool:
     caller goes on instead of waiting for a wake-up that already happened.
     """
     now = timezone.now()
+    started = any(e.status == ExecutionStatus.RUNNING and e.started_at for e in unfinished)
+    grace_left = restart_grace_left(now) if started else 0.0  # a query: only when it matters
     redo = []
     for execution in unfinished:
         if execution.status == ExecutionStatus.PENDING or (
             execution.status == ExecutionStatus.RUNNING
             and execution.started_at is not None
-            and call_dead_in(execution, now) <= 0
+            and call_dead_in(execution, now, grace_left=grace_left) <= 0
         ):
             redo.append(execution.pk)
     with transaction.atomic():
@@ -112,7 +125,8 @@ def tool_call_execute(*, execution_id: Any) -> None:
         if execution.status == ExecutionStatus.RUNNING and execution.started_at is not None:
             # Another delivery of this call started it. While its heartbeat is
             # fresh it is still running: look again when it would be stale.
-            dead_in = call_dead_in(execution, timezone.now())
+            now = timezone.now()
+            dead_in = call_dead_in(execution, now, grace_left=restart_grace_left(now))
             if dead_in > 0:
                 if not settings.TOOLCHAT_TASKS_IN_PROCESS:
                     transaction.on_commit(
@@ -138,7 +152,10 @@ def tool_call_execute(*, execution_id: Any) -> None:
         )
         return
     result = _execute(run, execution)
-    tool_result_store(execution_id=execution.pk, result=result)
+    database_retry(
+        functools.partial(tool_result_store, execution_id=execution.pk, result=result),
+        within_s=RESULT_WAIT_S,
+    )
 
 
 def _execute(run: Run, execution: ToolExecution) -> ToolResult:
@@ -182,14 +199,19 @@ def tool_call_run(
     """
     with Heartbeat(run, token):
         result = _execute(run, execution)
-    with transaction.atomic():
-        answered = call_answer_store(run, execution, result)
-        if answered is not None:
-            message, completed = answered
-            ended = ("tools.ended", {"message_id": str(execution.message_id)})
-            events_publish(run=run, events=[completed, ended, *announce])
+
+    def store() -> tuple[Message, Event] | None:
+        with transaction.atomic():
+            answered = call_answer_store(run, execution, result)
+            if answered is not None:
+                ended = ("tools.ended", {"message_id": str(execution.message_id)})
+                events_publish(run=run, events=[answered[1], ended, *announce])
+        return answered
+
+    answered = database_retry(store, within_s=RESULT_WAIT_S)
     if answered is None:
         raise LeaseLost(str(run.pk))
+    message = answered[0]
     execution.status = result.status
     return message
 

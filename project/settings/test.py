@@ -40,6 +40,11 @@ TOOLCHAT_TOOL_MODULES = [*TOOLCHAT_TOOL_MODULES, "tests.chat.engine.slow_tools"]
 if not os.environ.get("TOOLCHAT_RECOVER_S"):
     TOOLCHAT_RECOVER_S = 0.0
 
+# No grace after a database restart (the tests' PostgreSQL has just started, and
+# tests that make a lease stale mean it to be); the outage test sets its own.
+if not os.environ.get("TOOLCHAT_RESTART_GRACE_S"):
+    TOOLCHAT_RESTART_GRACE_S = 0.0
+
 # The offline model streams at once in tests (a test of the pacing sets its own).
 if not os.environ.get("TOOLCHAT_OFFLINE_WORD_DELAY_MS"):
     TOOLCHAT_OFFLINE_WORD_DELAY_MS = 0

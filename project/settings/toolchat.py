@@ -19,6 +19,11 @@ from project.settings.env import env_bool, env_float, env_int, env_list, env_str
 # seconds of its death (docs/turn-engine.md).
 TOOLCHAT_RUN_STALE_S = env_float("TOOLCHAT_RUN_STALE_S", 10.0)
 TOOLCHAT_HEARTBEAT_S = env_float("TOOLCHAT_HEARTBEAT_S", 3.0)
+# While the database is down no worker can renew a heartbeat, so after it
+# restarts nobody is presumed dead for this long: a worker that lived through
+# the outage stores what it holds (a tool's result) instead of seeing its call
+# taken over and run again (docs/deploy.md). PostgreSQL only.
+TOOLCHAT_RESTART_GRACE_S = env_float("TOOLCHAT_RESTART_GRACE_S", TOOLCHAT_RUN_STALE_S)
 # How often lost runs (stale, or queued and never picked up) are queued again:
 # by Celery beat with Redis, by the web process without. 0 turns it off.
 TOOLCHAT_RECOVER_S = env_float("TOOLCHAT_RECOVER_S", 5.0)

@@ -78,6 +78,9 @@ class PostgresServer:
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="toolchat-pg-")))
     port: int = field(default_factory=free_port)
     user_prefix: list[str] = field(default_factory=list)
+    # Commits reach the WAL before they are acknowledged, so that a crash
+    # (`halt`) loses none; off, the last fraction of a second's may be lost.
+    crash_safe: bool = False
 
     @property
     def data_dir(self) -> Path:
@@ -107,9 +110,16 @@ class PostgresServer:
             "UTF8",
             "--no-instructions",
         )
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the server on its data and port (after `start`, or again after `halt`)."""
+        pg_ctl = find_binary("pg_ctl")
+        assert pg_ctl
         options = (
             f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+            f"-c synchronous_commit={'on' if self.crash_safe else 'off'} "
+            "-c full_page_writes=off -c max_connections=300"
         )
         self._run(
             pg_ctl,
@@ -125,6 +135,12 @@ class PostgresServer:
             "start",
         )
         wait_for_port(self.port, 30)
+
+    def halt(self) -> None:
+        """Stop the server as a crash would (`-m immediate`), keeping its data for `resume`."""
+        pg_ctl = find_binary("pg_ctl")
+        assert pg_ctl
+        self._run(pg_ctl, "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
 
     def stop(self) -> None:
         pg_ctl = find_binary("pg_ctl")

@@ -121,7 +121,12 @@ def test_postgres_url_uses_psycopg_with_the_connection_pool():
         5432,
         "toolchat",
     )
-    assert database["OPTIONS"]["pool"] == {"min_size": 1, "max_size": 20, "timeout": 10}
+    assert database["OPTIONS"]["pool"] == {
+        "min_size": 1,
+        "max_size": 20,
+        "timeout": 10,
+        "reconnect_timeout": 5,
+    }
     # Django refuses a pool together with persistent connections.
     assert database["CONN_MAX_AGE"] == 0
 

@@ -1,0 +1,74 @@
+"""Telling a database that cannot be reached from a statement that failed.
+
+While PostgreSQL is down or restarting, every query fails, and none of it is
+the request's or the run's fault: the API answers 503 and asks the client to
+come back (chat/api/errors.py), and the engine leaves its run to the
+recovery sweep rather than failing it (chat/engine/run.py). A statement
+that failed (a constraint, a deadlock, bad data) is another matter, and
+keeps its usual handling.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
+import psycopg
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# How often a write waits for the database is tried again (with the pool, each try
+# also waits for a connection up to the pool's timeout).
+RETRY_EVERY_S = 1.0
+
+# SQLSTATE classes of a connection lost or refused by the server: 08 (connection
+# exception) and 57P (the server shutting down, crashed, or not yet started).
+_UNREACHABLE_SQLSTATES = ("08", "57P")
+
+
+def database_unreachable(exc: BaseException) -> bool:
+    """Whether `exc` says the database could not be reached, rather than that a statement failed."""
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return False
+    cause = exc.__cause__
+    if isinstance(exc, InterfaceError):
+        # Django's own "connection already closed" (no cause), or psycopg's.
+        return cause is None or isinstance(cause, psycopg.Error)
+    if not isinstance(cause, psycopg.Error):
+        return False  # SQLite's errors are statements', never a server's absence
+    # No SQLSTATE: the client's own error (refused, lost, or no pooled connection in time).
+    return cause.sqlstate is None or cause.sqlstate.startswith(_UNREACHABLE_SQLSTATES)
+
+
+def database_up_since() -> datetime | None:
+    """When the database server last started (PostgreSQL); None for SQLite, a file."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_postmaster_start_time()")
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def database_retry(write: Callable[[], T], *, within_s: float) -> T:
+    """Do `write`, and again while the database cannot be reached, for up to `within_s` seconds.
+
+    For what exists only in this process's memory until it is stored (what a
+    tool returned): thrown away, it could only be made again by running the
+    tool again. A statement that fails is not tried again.
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return write()
+        except (OperationalError, InterfaceError) as exc:
+            if not database_unreachable(exc) or time.monotonic() + RETRY_EVERY_S > deadline:
+                raise
+            logger.warning("the database is unreachable (%s); trying again", exc)
+        connections[DEFAULT_DB_ALIAS].close()  # a broken connection is not used again
+        time.sleep(RETRY_EVERY_S)
