@@ -140,6 +140,37 @@ def test_a_refused_streamed_tool_call_arrives_empty_and_is_asked_unstreamed(prox
     assert_valid_history(history_for_model(conversation=conversation))
 
 
+def test_a_server_whose_template_needs_content_completes_though_the_proxy_drops_a_null_one(
+    proxied, user
+):
+    # The proxy leaves out an assistant message's null `content` (beside its tool calls);
+    # llama-cpp-python's chat template then fails reading it, with a 500 in jinja's words.
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP, max_steps=3)
+
+    def template_reads_content(body) -> Reply:
+        if any(m["role"] == "assistant" and "content" not in m for m in body["messages"]):
+            return error_reply(500, "'dict object' has no attribute 'content'")
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            return calls([("calculator", '{"expression": "6*7"}')])
+        return text_reply("It is 42.")
+
+    proxied.responder = template_reads_content
+    run = wait_for_run(run_start(conversation=conversation, content="what is 6*7"), timeout=60)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert stored(conversation)[-1].content == "It is 42."
+    assert_valid_history(history_for_model(conversation=conversation))
+    assert (
+        'null assistant content refused: sent as ""' in ModelCall.objects.get(run=run, step=2).note
+    )
+    # The template's error will not change on a retry: only the proxy's own tries of it.
+    missing = [
+        r
+        for r in proxied.requests
+        if any(m["role"] == "assistant" and "content" not in m for m in r["messages"])
+    ]
+    assert len(missing) == PROXY_ATTEMPTS
+
+
 def failing_turn(proxied, user, settings, retries: int) -> tuple[object, int, float]:
     """A turn against a server that answers every request with a 500: the failed run, the
     requests the server got, and the seconds the user waited for the error."""
