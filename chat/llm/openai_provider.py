@@ -112,12 +112,17 @@ class StreamUnusable(Exception):
     """A streamed request that offered tools got no usable answer: it is asked unstreamed.
 
     `learned` when the failure is one a server that cannot stream tool calls
-    gives (an error, a broken or empty stream), not a rate limit.
+    gives (an error, a broken or empty stream), not a rate limit. `spent` when
+    it may as well be a server that is down (a 5xx that does not say it
+    refuses): asking again unstreamed is then one of the call's retries, not a
+    free lesson; behind a gateway that retries each request itself, a free one
+    would cost several more.
     """
 
-    def __init__(self, why: str, *, learned: bool) -> None:
+    def __init__(self, why: str, *, learned: bool, spent: bool = False) -> None:
         super().__init__(why)
         self.learned = learned
+        self.spent = spent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,7 +364,10 @@ class _Call:
             if trying and not isinstance(exc, Interrupted):
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
                 if status is None or status >= 500:
-                    raise StreamUnusable(failure_reason(exc), learned=True) from exc
+                    spent = isinstance(exc, openai.APIStatusError) and not final_error(
+                        status, error_object(exc)
+                    )
+                    raise StreamUnusable(failure_reason(exc), learned=True, spent=spent) from exc
                 if (
                     isinstance(exc, openai.APIStatusError)
                     and status in (408, 409, 429)
@@ -456,7 +464,8 @@ class _Call:
         """The answer asked again without streaming, after a streamed request with tools failed."""
         why = str(unusable)
         logger.info("model stream with tools unusable (%s); asking without streaming", why)
-        self.learned += 1
+        if not unusable.spent:
+            self.learned += 1
         completion = self._asked_unstreamed()
         if unusable.learned and completion.tool_calls:
             streaming_tools_refused(self.provider.base_url, self.request.model, why)
