@@ -50,6 +50,13 @@ OFFLINE_ENV = {
     "LITELLM_LOG": "INFO",
 }
 
+# Exits non-zero unless litellm and what its `proxy` extra brings are installed.
+PROXY_INSTALLED = (
+    "import importlib.metadata as m\n"
+    "for name in ('litellm', 'litellm-proxy-extras', 'fastapi', 'uvicorn'):\n"
+    "    m.version(name)"
+)
+
 _started: list[tuple[str, float]] = []  # (model, seconds to listen), for the summary
 
 
@@ -109,14 +116,15 @@ def _missing() -> str:
         )
     if not os.access(python, os.X_OK):
         return f"TOOLCHAT_LITELLM_PYTHON={python} is not an executable interpreter"
+    # The installed packages' metadata, not an import: importing litellm takes seconds.
     found = subprocess.run(
-        [python, "-c", "import importlib.util as u; assert u.find_spec('litellm.proxy')"],
+        [python, "-c", PROXY_INSTALLED],
         capture_output=True,
         timeout=60,
         check=False,
     )
     if found.returncode:
-        return f"{python} cannot import litellm.proxy (install litellm[proxy])"
+        return f"{python} has no litellm[proxy] (run .ci/litellm.sh)"
     return ""
 
 
