@@ -4,14 +4,16 @@
 #
 #   eval "$(.ci/litellm.sh)"     # TOOLCHAT_LITELLM_PYTHON=...
 #
-# The first run installs from wheels (no compiling); a second run finds the virtualenv in
-# the cache and only checks it. TOOLCHAT_LITELLM_CACHE sets the cache folder (default:
+# The first run installs from wheels, no compiling (about 100 s, 750 MB); a second run finds
+# the virtualenv in the cache and only checks it (a fraction of a second). TOOLCHAT_LITELLM_CACHE sets the cache folder (default:
 # ~/.cache/toolchat-litellm). A change of LITELLM below is installed over the cached one.
 set -euo pipefail
 
 CACHE="${TOOLCHAT_LITELLM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolchat-litellm}"
 VENV="$CACHE/venv"
-LITELLM="litellm[proxy]>=1.108.7,<1.109"  # 1.109 and later need packages the index lacks
+# 1.109 and later pin releases of litellm-proxy-extras (and 1.110 a litellm-proxy package)
+# that the package index CI installs from did not have yet: raise the bound when it does.
+LITELLM="litellm[proxy]>=1.108.7,<1.109"
 
 # Importing litellm fetches a price list from the network unless told to use its own copy.
 export LITELLM_LOCAL_MODEL_COST_MAP=True

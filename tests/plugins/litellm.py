@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -62,16 +63,12 @@ _started: list[tuple[str, float]] = []  # (model, seconds to listen), for the su
 
 @dataclasses.dataclass(frozen=True)
 class LiteLLMProxy:
-    """A running proxy: its base URL, the key its clients send, and how it was started."""
+    """A running proxy: its base URL, the key its clients send, its start time and log."""
 
     base_url: str
     master_key: str
-    upstream: str
     start_s: float
     log: Path
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 def _configured() -> bool:
@@ -203,7 +200,6 @@ def litellm_proxy() -> Iterator[Callable[[str, str], LiteLLMProxy]]:
         proxy = LiteLLMProxy(
             base_url=f"http://127.0.0.1:{port}/v1",
             master_key=MASTER_KEY,
-            upstream=upstream,
             start_s=time.monotonic() - began,
             log=log,
         )
@@ -219,3 +215,4 @@ def litellm_proxy() -> Iterator[Callable[[str, str], LiteLLMProxy]]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    shutil.rmtree(folder, ignore_errors=True)

@@ -267,8 +267,6 @@ def test_every_mode_ends_well_on_a_real_local_model_through_the_proxy(llama_prox
     conversation = ConversationFactory(owner=user, mode=mode, max_steps=2)
     run = wait_for_run(run_start(conversation=conversation, content=PROMPTS[0]), timeout=600)
     assert_ended_well_through_the_proxy(run, conversation)
-    for call in ModelCall.objects.filter(run=run).order_by("pk"):
-        print(f"{mode} {call.purpose} {call.status} {call.latency_ms} ms {call.note[:80]!r}")
 
 
 @pytest.mark.llamacpp
