@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 # pytest exits 5 when a pass selects no test; that is not a failure here.
 PYTEST = $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-.PHONY: run test test-python test-long attack bench mutation lint typecheck jscheck pytest migrate clean help
+.PHONY: run test test-python test-long test-litellm attack bench mutation lint typecheck jscheck pytest migrate clean help
 
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
@@ -110,6 +110,13 @@ mutation: $(VENV)/.installed-dev
 # The tests that take minutes each (marked `long`: a two-minute Redis outage), on PostgreSQL.
 test-long: $(VENV)/.installed-dev
 	TOOLCHAT_LONG_TESTS=1 TOOLCHAT_TEST_DB=postgres $(BIN)/python -m pytest -m long $(PYTEST_ARGS)
+
+# The tests marked `litellm` alone (docs/providers.md): the LiteLLM proxy, installed into
+# its own cached virtualenv by .ci/litellm.sh, in front of the scripted server, and in
+# front of the real local model when `eval "$(.ci/llama.sh)"` has set its variables.
+test-litellm: $(VENV)/.installed-dev
+	litellm_env="$$(.ci/litellm.sh)" && eval "$$litellm_env" && \
+	TOOLCHAT_TEST_DB=sqlite $(BIN)/python -m pytest -p no:cacheprovider -m litellm $(PYTEST_ARGS)
 
 # Needs the PostgreSQL and Redis server binaries; see bench/README.md.
 bench: $(VENV)/.installed-dev

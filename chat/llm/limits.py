@@ -40,10 +40,11 @@ OTHER_NAMES = {"max_completion_tokens": "max_tokens", "max_tokens": "max_complet
 # and several silently ignore `max_completion_tokens` (llama-cpp-python, Ollama).
 _NEWER_NAME_HOSTS = re.compile(r"(^|\.)(api\.openai\.com|openai\.azure\.com)$")
 
-# Words of an error that a retry will not change: the server refuses what was asked.
+# Words of an error that a retry will not change: the server refuses what was asked, or
+# fails on it in its own code (a chat template's "'dict object' has no attribute ...").
 _REFUSAL = re.compile(
     r"not supported|unsupported|not implemented|not allowed|unrecognized|unknown parameter"
-    r"|validation error",
+    r"|validation error|has no attribute",
     re.IGNORECASE,
 )
 
@@ -148,11 +149,17 @@ def refused_parameter(message: str, error: Mapping[str, Any], sent: Mapping[str,
 
 
 def null_content_refused(message: str, messages: list[dict[str, Any]]) -> bool:
-    """Whether an error refuses an assistant message's null `content` (llama-cpp-python)."""
+    """Whether an error refuses an assistant message's null `content` (llama-cpp-python).
+
+    Asked directly, llama-cpp-python refuses the null in a validation error
+    naming the assistant message. Through the LiteLLM proxy, which leaves a null
+    `content` out, its chat template fails instead: "'dict object' has no
+    attribute 'content'". Both are mended by sending "".
+    """
     text = message.lower()
     return (
         "content" in text
-        and "assistant" in text
+        and ("assistant" in text or "no attribute 'content'" in text)
         and any(m.get("role") == "assistant" and m.get("content") is None for m in messages)
     )
 

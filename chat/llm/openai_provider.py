@@ -113,12 +113,17 @@ class StreamUnusable(Exception):
     """A streamed request that offered tools got no usable answer: it is asked unstreamed.
 
     `learned` when the failure is one a server that cannot stream tool calls
-    gives (an error, a broken or empty stream), not a rate limit.
+    gives (an error, a broken or empty stream), not a rate limit. `spent` when
+    it may as well be a server that is down (a 5xx that does not say it
+    refuses): asking again unstreamed is then one of the call's retries, not a
+    free lesson; behind a gateway that retries each request itself, a free one
+    would cost several more.
     """
 
-    def __init__(self, why: str, *, learned: bool) -> None:
+    def __init__(self, why: str, *, learned: bool, spent: bool = False) -> None:
         super().__init__(why)
         self.learned = learned
+        self.spent = spent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +190,7 @@ class _StreamRead:
     finish_reason: str = ""
     usage: tuple[int | None, int | None] = (None, None)
     reasoning: list[str] = dataclasses.field(default_factory=list)
+    spoke: bool = False  # a chunk said who speaks (`role`): a model's answer began
     # Each call's (index) id and name as first sent: a server that repeats them in every
     # chunk (llama-cpp-python) must not have them joined into one long name.
     calls: dict[int, tuple[str | None, str | None]] = dataclasses.field(default_factory=dict)
@@ -349,7 +355,7 @@ class _Call:
         except Exception as exc:
             yield from self._stream_broke(exc, read.first_token_ms)
             return None
-        return self._stream_checked(completion)
+        return self._stream_checked(completion, spoke=read.spoke)
 
     def _stream_open(self) -> Any:
         """The streamed request sent: its chunks, or None when it is to be sent again."""
@@ -362,7 +368,10 @@ class _Call:
             if trying and not isinstance(exc, Interrupted):
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
                 if status is None or status >= 500:
-                    raise StreamUnusable(failure_reason(exc), learned=True) from exc
+                    spent = isinstance(exc, openai.APIStatusError) and not final_error(
+                        status, error_object(exc)
+                    )
+                    raise StreamUnusable(failure_reason(exc), learned=True, spent=spent) from exc
                 if (
                     isinstance(exc, openai.APIStatusError)
                     and status in (408, 409, 429)
@@ -379,6 +388,7 @@ class _Call:
             if chunk.object and chunk.object != "chat.completion.chunk":
                 continue  # not a chunk (Azure's content-filter notes); as .stream() does
             _chunk_tidy(chunk, read)
+            read.spoke = read.spoke or any(c.delta.role for c in chunk.choices)
             if read.first_token_ms is None and any(
                 c.delta.content or c.delta.tool_calls for c in chunk.choices
             ):
@@ -424,15 +434,32 @@ class _Call:
         if first_token_ms is not None:
             yield StreamRestart(attempt=self.attempts + 1, reason=CUT)
 
-    def _stream_checked(self, completion: Completion) -> Completion:
-        """A whole streamed answer, unless it is an empty one to a request with tools."""
+    def _stream_checked(self, completion: Completion, *, spoke: bool) -> Completion:
+        """A whole streamed answer, unless it is an empty one that may be a server's failure.
+
+        An empty answer to a request with tools: LiteLLM relays a server's refusal
+        to stream tool calls so. An answer in which no model spoke (no chunk with a
+        `role`, only an end) to a history with a null assistant content not yet
+        known to be refused: LiteLLM leaves the null out, llama-cpp-python's chat
+        template fails on it after the stream began, and LiteLLM relays that as
+        such an answer; unstreamed, the failure is an error that names it. Either
+        is asked once unstreamed before it counts as empty.
+        """
         if completion.tool_calls:
             self.limits.stream_tools_seen = True
-        elif self.request.tools and not (completion.content or "").strip():
-            # An empty answer to a request with tools: LiteLLM relays a server's refusal
-            # to stream tool calls so. Asked once unstreamed before it counts as empty.
+        elif (completion.content or "").strip():
+            pass
+        elif not spoke and self._null_content_sent():
+            # Not a lesson about tool calls: the null content may explain it.
+            raise StreamUnusable("the streamed answer was empty", learned=False)
+        elif self.request.tools:
             raise StreamUnusable("the streamed answer was empty", learned=True)
         return completion
+
+    def _null_content_sent(self) -> bool:
+        return not self.limits.content_text and any(
+            m.get("role") == "assistant" and m.get("content") is None for m in self.request.messages
+        )
 
     def _wait_retry_after(self, exc: openai.APIStatusError) -> None:
         """Wait as the SDK would before a retry: the server's Retry-After, if it is short."""
@@ -459,7 +486,8 @@ class _Call:
         """The answer asked again without streaming, after a streamed request with tools failed."""
         why = str(unusable)
         logger.info("model stream with tools unusable (%s); asking without streaming", why)
-        self.learned += 1
+        if not unusable.spent:
+            self.learned += 1
         completion = self._asked_unstreamed()
         if unusable.learned and completion.tool_calls:
             streaming_tools_refused(self.provider.base_url, self.request.model, why)

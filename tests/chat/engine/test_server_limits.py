@@ -236,3 +236,18 @@ def test_limits_learned_in_one_call_spend_none_of_its_retries(llm_server, user, 
     assert_valid_history(history_for_model(conversation=conversation))
     second = ModelCall.objects.get(run=run, step=2)
     assert "null assistant content" in second.note
+
+
+def test_a_server_error_to_a_streamed_request_with_tools_spends_a_retry(llm_server, user, settings):
+    """A 5xx that does not say it refuses may be a server that is down: asking again
+    unstreamed is then one of the call's retries, not a free lesson. Behind a gateway
+    that retries each request itself, a free one would cost several more."""
+    settings.LLM_MAX_RETRIES = 2
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.responder = lambda body: error_reply(500, "the model is down")
+    run = wait_for_run(run_start(conversation=conversation, content="hi"), timeout=30)
+    assert run.status == RunStatus.FAILED
+    assert "the model is down" in run.error
+    assert "3 attempts" in run.error
+    assert [r.get("stream", False) for r in llm_server.requests] == [True, False, False]
+    assert_valid_history(history_for_model(conversation=conversation))
