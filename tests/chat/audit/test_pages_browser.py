@@ -115,6 +115,47 @@ def test_the_statistics_page_at_1280_and_375_px(
     expect(page.get_by_test_id("run-question")).to_have_text(question)
 
 
+IN_VIEW_AND_UNSCROLLED = """
+(selector) => {
+  const table = document.querySelector(selector);
+  const wrap = table.closest(".table-wrap");
+  const cells = [...table.querySelectorAll("tbody td")];
+  return {
+    scrolls: wrap.scrollWidth > wrap.clientWidth + 1,
+    outside: cells.filter((td) => td.getBoundingClientRect().right > window.innerWidth + 0.5)
+      .map((td) => td.dataset.label || td.textContent.trim()).slice(0, 5),
+    cells: cells.length,
+  };
+}
+"""
+
+
+def test_at_375_px_the_audits_tables_show_every_column_without_scrolling(
+    asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
+):
+    owner = UserFactory(username="ada")
+    run = loop_run(llm_server, owner, question="Fetch and index my notes, then add 4*10")
+    page = staff_page
+    page.set_viewport_size({"width": 375, "height": 900})
+    for url, selector, shot in (
+        (f"/audit/runs/{run.pk}/", "[data-testid=breakdown]", "audit-steps-375.png"),
+        ("/audit/?period=hour", "[data-testid=runs]", "audit-runs-375.png"),
+    ):
+        page.goto(f"{asgi_server}{url}")
+        table = page.locator(selector)
+        expect(table).to_be_visible()
+        seen = page.evaluate(IN_VIEW_AND_UNSCROLLED, selector)
+        assert seen["cells"] > 0, url
+        # First token, duration and latency were off-screen, behind a sideways scroll.
+        assert (seen["scrolls"], seen["outside"]) == (False, []), (url, seen)
+        for label in ("First token", "Duration") if "breakdown" in selector else ("Latency",):
+            cell = table.locator(f"tbody td[data-label='{label}']").first
+            expect(cell).to_be_visible()
+            expect(cell).to_contain_text("ms")
+        table.screenshot(path=screenshots_dir / shot)
+        fits(page, 375)
+
+
 def test_the_admin_is_branded_leads_to_the_audit_and_fits_1280_px(
     asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
 ):

@@ -134,7 +134,7 @@ def test_the_run_header_agrees_with_the_step_table(llm_server, staff_client: Cli
         html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
         table = html.split('data-testid="breakdown"')[1].split("</table>")[0]
         rows = table.split("<tbody>")[1].split("<tr")[1:]
-        step_cells = [row.split('<td class="num">')[1].split("</td>")[0] for row in rows]
+        step_cells = [row.split('data-label="Step">')[1].split("</td>")[0] for row in rows]
         assert f'<dd data-testid="run-steps">{steps}</dd>' in html
         assert len(set(step_cells)) == steps
         models = sum(1 for row in rows if "kind-model" in row)
@@ -144,11 +144,11 @@ def test_the_run_header_agrees_with_the_step_table(llm_server, staff_client: Cli
         # The run list says the same.
         listing = staff_client.get("/audit/").content.decode()
         row = listing.split(f'data-run="{run.pk}"')[1].split("</tr>")[0]
-        assert row.split('<td class="num">')[1:4] == [
-            f"{steps}</td>\n        ",
-            f"{models}</td>\n        ",
-            f"{tools}</td>\n        ",
+        shown = [
+            row.split(f'data-label="{label}">')[1].split("</td>")[0]
+            for label in ("Steps", "Model calls", "Tool calls")
         ]
+        assert shown == [str(steps), str(models), str(tools)]
 
 
 @pytest.mark.django_db(transaction=True)
