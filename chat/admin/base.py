@@ -102,6 +102,12 @@ class RunRecordAdminMixin(ReadOnlyAdminMixin):
     def run_link(self, obj: ModelCall | ToolExecution | RunEvent) -> SafeString:
         return admin_link("chat_run_change", obj.run_id, short_id(obj.run_id))
 
+    @admin.display(description="tool steps", ordering="steps")
+    def tool_steps(self, obj: Run) -> int:
+        # Run.steps: the steps that ran tools (what max_steps bounds). The audit's
+        # "Steps" are model steps, the answer's included (docs/audit.md).
+        return obj.steps
+
     @admin.display(description="error")
     def error_text(self, obj: Run | ModelCall | ToolExecution) -> SafeString:
         return pre(obj.error)

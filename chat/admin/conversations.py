@@ -57,7 +57,20 @@ class RunInline(ReadOnlyAdminMixin, RunInlineBase):
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = ("status", "mode", "steps", "model_calls", "latency_ms", "started_at", "finished_at")
+    fields = (
+        "status",
+        "mode",
+        "tool_steps",
+        "model_calls",
+        "latency_ms",
+        "started_at",
+        "finished_at",
+    )
+
+    @admin.display(description="tool steps")
+    def tool_steps(self, obj: Run) -> int:
+        return obj.steps  # the steps that ran tools (docs/audit.md)
+
     readonly_fields = fields
     ordering = ("-created_at",)
 

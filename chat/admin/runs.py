@@ -104,7 +104,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "owner",
         "status",
         "mode",
-        "steps",
+        "tool_steps",
         "model_calls",
         "latency_ms",
         "started",
@@ -121,7 +121,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "trigger_message",
         "status",
         "mode",
-        "steps",
+        "tool_steps",
         "model_calls",
         "latency_ms",
         "waterfall",
@@ -134,6 +134,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "error_text",
     )
     readonly_fields = (
+        "tool_steps",
         "audit_link",
         "waterfall",
         "latency_breakdown",

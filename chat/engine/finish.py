@@ -135,10 +135,15 @@ def run_end(
         events_publish(run=run, events=[*events, end.event(run, answered)])
 
 
-def run_fail(run: Run, token: uuid.UUID, error: str) -> None:
-    """Mark the run failed with a readable error, if it is still ours to end."""
+def run_fail(
+    run: Run, token: uuid.UUID, error: str, *, counters: dict[str, Any] | None = None
+) -> None:
+    """Mark the run failed with a readable error, if it is still ours to end.
+
+    `counters` as for `run_end` (the model call that failed counts among its calls).
+    """
     try:
-        with run_end(run, RunEnd.failed(error), lease=token):
+        with run_end(run, RunEnd.failed(error), lease=token, counters=counters):
             pass
     except LeaseLost:
         pass  # cancelled or taken over meanwhile: whoever did it ends the run

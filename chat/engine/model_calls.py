@@ -15,6 +15,10 @@ the row:
   stores it in the transaction that stores what the answer became
   (chat/engine/answer_store.py, or the run's completion for follow-ups).
 
+Every call counts in its run's `model_calls`, whatever it was for and however
+it ended (docs/audit.md): the caller adds it with what it writes, and a call
+stopped by a cancel, or recorded after its worker died, is added here.
+
 A call whose worker died leaves only its announcement, the `message.created`
 event; `interrupted_call_record` turns that into the failed row.
 """
@@ -26,6 +30,8 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
+from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release
@@ -103,10 +109,13 @@ def model_call(
     except ProviderError as exc:
         return _failed(row, str(exc), attempts=exc.attempts)
     except (LeaseLost, ProviderStopped) as exc:
-        failed_call_record(row, STOPPED)
+        if failed_call_record(row, STOPPED):
+            # Whoever ended the run did not know of this call; it counts all the same.
+            Run.objects.filter(pk=run.pk).update(model_calls=F("model_calls") + 1)
         raise LeaseLost(str(run.pk)) from exc
     except Exception as exc:
-        failed_call_record(row, f"{type(exc).__name__}: {exc}")
+        if failed_call_record(row, f"{type(exc).__name__}: {exc}"):
+            Run.objects.filter(pk=run.pk).update(model_calls=F("model_calls") + 1)
         raise
     if completion is None:
         return _failed(row, f"The model ({provider.name}) ended its answer without finishing it.")
@@ -154,12 +163,17 @@ def completion_fill(model_call: ModelCall, completion: Completion) -> None:
     model_call.note = completion.note[:300]
 
 
-def failed_call_record(model_call: ModelCall, error: str, *, attempts: int = 0) -> None:
-    """Store a call that failed (unless a takeover recorded it first)."""
+def failed_call_record(model_call: ModelCall, error: str, *, attempts: int = 0) -> bool:
+    """Store a call that failed; False if a takeover recorded it first."""
     model_call.status = CallStatus.FAILED
     model_call.error = error
     model_call.attempts = attempts
-    ModelCall.objects.bulk_create([model_call], ignore_conflicts=True)
+    try:
+        with transaction.atomic():
+            model_call.save(force_insert=True)
+    except IntegrityError:
+        return False  # its id is taken: the worker that took the run over recorded it
+    return True
 
 
 def interrupted_call_record(run: Run) -> None:
@@ -191,7 +205,10 @@ def interrupted_call_record(run: Run) -> None:
         **_model_and_provider(str(data.get("model", ""))),
         started_at=created_at,
     )
-    failed_call_record(model_call, "The worker making this call stopped before it finished.")
+    if failed_call_record(model_call, "The worker making this call stopped before it finished."):
+        # The caller holds the lease: nobody else writes the run's counters meanwhile.
+        Run.objects.filter(pk=run.pk).update(model_calls=F("model_calls") + 1)
+        run.model_calls += 1
 
 
 def _model_and_provider(model: str) -> dict[str, str]:

@@ -119,7 +119,7 @@ def model_step(
     completion = called.completion
     if completion is None:
         buffer.flush()
-        run_fail(run, token, called.error)
+        run_fail(run, token, called.error, counters={"model_calls": run.model_calls + 1})
         return Step(StepOutcome.FAILED)
     if deciding:
         completion = decision_completion(completion)

@@ -359,7 +359,9 @@ def _answer_finish(
     suggested = (
         model_suggestions_ask(run=run, token=token, final=final, rows=rows) if wanted else None
     )
-    with run_end(run, end, lease=token) as events:
+    # The follow-ups call counts among the run's model calls (docs/audit.md).
+    counters = {"model_calls": run.model_calls + 1} if suggested is not None else None
+    with run_end(run, end, lease=token, counters=counters) as events:
         if wanted:
             events += model_suggestions_write(run=run, final=final, suggested=suggested)
 

@@ -10,8 +10,8 @@ They come from two places:
   answer is stored and shown, and before the run completes, one small
   structured call asks for follow-ups. It is made and recorded as every
   model call is (chat/engine/model_calls.py), as a `suggest` ModelCall; it
-  does not count in the run's `model_calls` nor in its latency (the turn
-  took until its answer), and its answer is merged into the final message
+  counts in the run's `model_calls` as every call does, but not in its
+  latency (the turn took until its answer), and its answer is merged into the final message
   and announced by `message.suggestions`, in the transaction that completes
   the run: `run.completed` stays the run's last event, and a run cancelled
   meanwhile gets none. If it fails, the answer simply has none.
@@ -125,9 +125,12 @@ def model_suggestions_wanted(run: Run) -> bool:
 
 @dataclass
 class Suggested:
-    """The model's answer to the follow-ups request: its audit row, and the merged list."""
+    """The follow-ups call, made: its audit row to store, and the merged list.
 
-    model_call: ModelCall
+    It counts among the run's model calls whatever became of it.
+    """
+
+    model_call: ModelCall | None  # None when the call failed: its row is stored already
     suggestions: list[str] | None  # None when the call failed or added nothing
 
 
@@ -139,9 +142,10 @@ def model_suggestions_ask(
     `rows` is the history the run loop keeps (the answer not yet in it), or
     None to read it (bounded as every model call's is). The run still holds
     its lease: its heartbeat keeps it while the model answers, and a cancel
-    ends the call (LeaseLost). A call that fails is stored failed at once
-    (chat/engine/model_calls.py) and gives None; an answer that is not the
-    JSON asked for comes back as a failed call, stored with the completion.
+    ends the call (LeaseLost). None when no call was made; a call that fails
+    is stored failed at once (chat/engine/model_calls.py); an answer that is
+    not the JSON asked for comes back as a failed call, stored with the
+    completion.
     """
     if not final.content:
         return None
@@ -174,12 +178,12 @@ def model_suggestions_ask(
         )
     except LeaseLost:
         raise
-    except Exception as exc:  # stored failed; a nicety after the answer never fails the run
+    except Exception as exc:  # stored failed (and counted); a nicety never fails the run
         logger.warning("run %s: no follow-up suggestions from the model: %s", run.pk, exc)
         return None
     if called.completion is None:
         logger.warning("run %s: no follow-up suggestions from the model: %s", run.pk, called.error)
-        return None
+        return Suggested(None, None)
     row = called.row
     try:
         parsed = json.loads(called.completion.content or "")
@@ -203,7 +207,8 @@ def model_suggestions_write(
     """
     if suggested is None:
         return []
-    ModelCall.objects.bulk_create([suggested.model_call])
+    if suggested.model_call is not None:
+        ModelCall.objects.bulk_create([suggested.model_call])
     if suggested.suggestions is None:
         return []
     Message.objects.filter(pk=final.pk).update(suggestions=suggested.suggestions)

@@ -428,6 +428,6 @@ function turnBadge(outcome) {
   return badge(
     "run",
     "turn " + formatMs(outcome.latency_ms) + " · " + calls + " model call" + (calls === 1 ? "" : "s"),
-    "Whole turn: from posting to the answer"
+    "Whole turn: from posting to the answer; the model calls are all the turn made, the follow-ups call included"
   );
 }

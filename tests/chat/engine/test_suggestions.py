@@ -69,7 +69,7 @@ def test_the_model_adds_its_own_after_the_answer(user, llm_server, settings):
     body = ask(user, conversation, "note that the boiler was serviced")
     run_id = body["run"]["id"]
 
-    assert body["run"]["model_calls"] == 2  # the turn's own calls; the suggestions' is apart
+    assert body["run"]["model_calls"] == 3  # every call counts, the follow-ups call too
     # The follow-ups came before the run's end: its last event is still run.completed.
     event = RunEvent.objects.get(run_id=run_id, type="message.suggestions")
     last = RunEvent.objects.filter(run_id=run_id).order_by("-seq").first()
