@@ -78,6 +78,15 @@ def tokens_shown(prompt: int | None, completion: int | None) -> str:
     return f"{prompt} / {completion}".replace("None", "not reported")
 
 
+def truncated_flag(execution: ToolExecution) -> str:
+    """The word where a result was cut for the model, nothing where it was not.
+
+    Django's boolean icons would put a red "no" on nearly every row, which reads as an
+    error.
+    """
+    return "truncated" if execution.truncated else ""
+
+
 def short_id(pk: Any) -> str:
     return str(pk)[:8]
 

@@ -1,4 +1,8 @@
-"""The admin for runs (with their latency by step) and their audit trail, read-only."""
+"""The admin for runs, read-only: each with its latency by step, waterfall and calls.
+
+The rows of their audit trail (model calls, tool executions, events) have
+theirs in chat/admin/trail.py.
+"""
 
 from __future__ import annotations
 
@@ -16,29 +20,22 @@ from chat.admin.base import (
     ReadOnlyAdminMixin,
     RunRecordAdminMixin,
     admin_link,
-    json_pre,
     listed_time,
-    long_word,
     pre,
     short_id,
-    tokens_shown,
+    truncated_flag,
 )
-from chat.audit.formatting import shown_arguments, shown_event_data
 from chat.audit.queries import run_calls_prefetch, run_latency_breakdown
 from chat.audit.waterfall import run_waterfall
-from chat.models import ModelCall, Run, RunEvent, ToolExecution
+from chat.models import ModelCall, Run, ToolExecution
 
 if TYPE_CHECKING:
     # django-stubs makes these generic; at runtime Django's classes are not subscriptable.
     RunAdminBase = admin.ModelAdmin[Run]
-    ModelCallAdminBase = admin.ModelAdmin[ModelCall]
-    ToolExecutionAdminBase = admin.ModelAdmin[ToolExecution]
-    RunEventAdminBase = admin.ModelAdmin[RunEvent]
     ModelCallInlineBase = admin.TabularInline[ModelCall, Run]
     ToolExecutionInlineBase = admin.TabularInline[ToolExecution, Run]
 else:
-    RunAdminBase = ModelCallAdminBase = ToolExecutionAdminBase = admin.ModelAdmin
-    RunEventAdminBase = admin.ModelAdmin
+    RunAdminBase = admin.ModelAdmin
     ModelCallInlineBase = ToolExecutionInlineBase = admin.TabularInline
 
 
@@ -61,15 +58,6 @@ class ModelCallInline(ReadOnlyAdminMixin, ModelCallInlineBase):
     )
     readonly_fields = fields
     ordering = ("step", "started_at")
-
-
-def truncated_flag(execution: ToolExecution) -> str:
-    """The word where a result was cut for the model, nothing where it was not.
-
-    Django's boolean icons would put a red "no" on nearly every row, which reads as an
-    error.
-    """
-    return "truncated" if execution.truncated else ""
 
 
 class ToolExecutionInline(ReadOnlyAdminMixin, ToolExecutionInlineBase):
@@ -222,189 +210,3 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
             "<tbody>{}</tbody></table>",
             rows,
         )
-
-
-# --- The audit trail ------------------------------------------------------------------
-
-
-@admin.register(ModelCall)
-class ModelCallAdmin(RunRecordAdminMixin, ModelCallAdminBase):
-    # Its name says the purpose, provider/model and step (and the filters pick them):
-    # the figures have the room.
-    list_display = (
-        "__str__",
-        "run_link",
-        "status",
-        "first_token_ms",
-        "latency_ms",
-        "tokens",
-        "attempts",
-        "started",
-    )
-    list_filter = ("status", "purpose", "provider", "model")
-    search_fields = ("model", "request_hash", "error")
-    raw_id_fields = ("run", "response_message")
-    ordering = ("-started_at",)
-    fields = (
-        "id",
-        "run",
-        "step",
-        "purpose",
-        "model",
-        "provider",
-        "status",
-        "message_count",
-        "request_hash",
-        "tools_offered_pretty",
-        "response_message",
-        "finish_reason",
-        "started_at",
-        "first_token_ms",
-        "latency_ms",
-        "prompt_tokens",
-        "completion_tokens",
-        "attempts",
-        "note",
-        "error_text",
-    )
-    readonly_fields = ("tools_offered_pretty", "error_text")
-
-    @admin.display(description="started", ordering="started_at")
-    def started(self, obj: ModelCall) -> SafeString:
-        return listed_time(obj.started_at)
-
-    @admin.display(description="tokens (in / out)")
-    def tokens(self, obj: ModelCall) -> str:
-        return tokens_shown(obj.prompt_tokens, obj.completion_tokens)
-
-    @admin.display(description="tools offered")
-    def tools_offered_pretty(self, obj: ModelCall) -> SafeString:
-        return json_pre(obj.tools_offered)
-
-
-@admin.register(ToolExecution)
-class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
-    list_display = (
-        "name",
-        "status",
-        "duration_ms",
-        "result_chars",
-        "truncated_flag",
-        "attempts",
-        "call_id",
-        "run_link",
-        "created",
-    )
-    list_filter = ("status", "name", "truncated")
-
-    @admin.display(description="truncated", ordering="truncated")
-    def truncated_flag(self, obj: ToolExecution) -> str:
-        return truncated_flag(obj)
-
-    @admin.display(description="created", ordering="created_at")
-    def created(self, obj: ToolExecution) -> SafeString:
-        return listed_time(obj.created_at)
-
-    @admin.display(description="tool call id", ordering="tool_call_id")
-    def call_id(self, obj: ToolExecution) -> SafeString:
-        return long_word(obj.tool_call_id)
-
-    search_fields = ("tool_call_id", "name", "error")
-    raw_id_fields = ("run", "message", "approved_by")
-    ordering = ("-created_at",)
-    date_hierarchy = "created_at"
-    fieldsets = (
-        (
-            None,
-            {
-                "fields": (
-                    "id",
-                    "run",
-                    "message",
-                    "step",
-                    "tool_call_id",
-                    "name",
-                    "status",
-                    "attempts",
-                    "worker",
-                )
-            },
-        ),
-        ("Arguments", {"fields": ("arguments_pretty", "arguments_raw_text")}),
-        (
-            "Result",
-            {
-                "description": "The tool's raw result, and the exact text the model was sent.",
-                "fields": ("result_pretty", "content_sent", "result_chars", "truncated"),
-            },
-        ),
-        ("Error", {"fields": ("error_text",)}),
-        (
-            "Approval",
-            {
-                "fields": (
-                    "decision",
-                    "approved_by",
-                    "decided_at",
-                    "approval_wait",
-                    "decision_reason",
-                )
-            },
-        ),
-        ("Timing", {"fields": ("created_at", "started_at", "finished_at", "duration_ms")}),
-    )
-    readonly_fields = (
-        "decision",
-        "approval_wait",
-        "arguments_pretty",
-        "arguments_raw_text",
-        "result_pretty",
-        "content_sent",
-        "error_text",
-    )
-
-    @admin.display(description="arguments")
-    def arguments_pretty(self, obj: ToolExecution) -> SafeString:
-        # Masked like every other place that shows arguments: see tools/audit.py.
-        return json_pre(shown_arguments(obj)[0])
-
-    @admin.display(description="arguments as sent (when not valid JSON)")
-    def arguments_raw_text(self, obj: ToolExecution) -> SafeString:
-        return pre(shown_arguments(obj)[1])
-
-    @admin.display(description="raw result")
-    def result_pretty(self, obj: ToolExecution) -> SafeString:
-        return json_pre(obj.result)
-
-    @admin.display(description="content sent to the model")
-    def content_sent(self, obj: ToolExecution) -> SafeString:
-        return pre(obj.content)
-
-    @admin.display(description="decision")
-    def decision(self, obj: ToolExecution) -> str:
-        return obj.decision or ("awaiting" if obj.status == "awaiting_approval" else "—")
-
-    @admin.display(description="waited for the decision")
-    def approval_wait(self, obj: ToolExecution) -> str:
-        wait = obj.approval_wait_ms
-        return "—" if wait is None else f"{wait:,} ms"
-
-
-@admin.register(RunEvent)
-class RunEventAdmin(RunRecordAdminMixin, RunEventAdminBase):
-    list_display = ("seq", "type", "run_link", "conversation", "created")
-    list_filter = ("type",)
-    list_select_related = ("conversation",)
-    search_fields = ("type",)
-    raw_id_fields = ("conversation", "run")
-    ordering = ("-id",)
-    fields = ("id", "conversation", "run", "seq", "type", "data_pretty", "created_at")
-    readonly_fields = ("data_pretty",)
-
-    @admin.display(description="created", ordering="created_at")
-    def created(self, obj: RunEvent) -> SafeString:
-        return listed_time(obj.created_at)
-
-    @admin.display(description="data")
-    def data_pretty(self, obj: RunEvent) -> SafeString:
-        return json_pre(shown_event_data(obj.data))
