@@ -1,7 +1,8 @@
 """The OpenAI-compatible provider: every request to a model server goes through it.
 
-Its SDK clients come from chat/llm/openai_client.py; chat/llm/watch.py, the
-watch on a call, only borrows the SDK's error class.
+Its SDK clients come from chat/llm/openai_client.py, and a stream's chunks are
+read by chat/llm/stream_read.py; chat/llm/watch.py, the watch on a call, only
+borrows the SDK's error class.
 
 The SDK does the HTTP work: one client (one connection pool) per process and
 endpoint, the retries of a failed request (LLM_MAX_RETRIES, with its backoff
@@ -40,7 +41,7 @@ from openai.lib.streaming.chat import (
     ChatCompletionStreamState,
     ContentDeltaEvent,
 )
-from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
+from openai.types.chat import ChatCompletionMessageParam
 
 from chat.llm.base import (
     ChatRequest,
@@ -62,11 +63,9 @@ from chat.llm.failures import (
     stream_error,
 )
 from chat.llm.lenient import (
-    REASONING_FIELDS,
     arguments_text,
     call_id,
     content_read,
-    reasoning_details_text,
     reasoning_read,
     tool_calls_read,
     usage_read,
@@ -83,6 +82,7 @@ from chat.llm.limits import (
     tools_for_model,
 )
 from chat.llm.openai_client import openai_client
+from chat.llm.stream_read import StreamRead, chunk_tidy, chunk_usage, stream_finish_reason
 from chat.llm.watch import (
     AttemptDeadline,
     CallDeadline,
@@ -177,25 +177,6 @@ class OpenAIProvider:
         return _Call(
             self, request, Watch(stop, self.call_deadline_s, self.attempt_deadline_s)
         ).run()
-
-
-@dataclasses.dataclass
-class _StreamRead:
-    """What a stream gave so far: the SDK's accumulated state, and what it does not keep."""
-
-    state: ChatCompletionStreamState[object] = dataclasses.field(
-        default_factory=ChatCompletionStreamState
-    )
-    first_token_ms: int | None = None
-    finish_reason: str = ""
-    usage: tuple[int | None, int | None] = (None, None)
-    reasoning: list[str] = dataclasses.field(default_factory=list)
-    spoke: bool = False  # a chunk said who speaks (`role`): a model's answer began
-    # Each call's (index) id and name as first sent: a server that repeats them in every
-    # chunk (llama-cpp-python) must not have them joined into one long name.
-    calls: dict[int, tuple[str | None, str | None]] = dataclasses.field(default_factory=dict)
-    # The server's index of each call -> its place in the list, in the order calls came.
-    places: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 class _Call:
@@ -341,7 +322,7 @@ class _Call:
                 whole = self._read(chunks.response, kind)
             yield from self._shown(whole, done=False)
             return whole
-        read = _StreamRead()
+        read = StreamRead()
         try:
             with chunks:
                 yield from self._chunks_read(chunks, read)
@@ -382,12 +363,12 @@ class _Call:
                     return None
             raise self.failed(exc) from exc
 
-    def _chunks_read(self, chunks: Any, read: _StreamRead) -> Iterator[StreamEvent]:
+    def _chunks_read(self, chunks: Any, read: StreamRead) -> Iterator[StreamEvent]:
         """Yield the text of the stream's chunks; `read` keeps the rest, as far as it got."""
         for chunk in chunks:
             if chunk.object and chunk.object != "chat.completion.chunk":
                 continue  # not a chunk (Azure's content-filter notes); as .stream() does
-            _chunk_tidy(chunk, read)
+            chunk_tidy(chunk, read)
             read.spoke = read.spoke or any(c.delta.role for c in chunk.choices)
             if read.first_token_ms is None and any(
                 c.delta.content or c.delta.tool_calls for c in chunk.choices
@@ -396,8 +377,8 @@ class _Call:
             for event in read.state.handle_chunk(chunk):
                 if isinstance(event, ContentDeltaEvent) and event.delta:
                     yield TextDelta(event.delta)
-            read.finish_reason = _finish_reason(read.state) or read.finish_reason
-            reported = _chunk_usage(chunk)
+            read.finish_reason = stream_finish_reason(read.state) or read.finish_reason
+            reported = chunk_usage(chunk)
             if reported != (None, None):
                 read.usage = reported  # the last usage a chunk reports wins
 
@@ -669,65 +650,6 @@ def _json_or_none(body: bytes, kind: str) -> Any:
     return None
 
 
-def _chunk_tidy(chunk: ChatCompletionChunk, read: _StreamRead) -> None:
-    """Take out of a chunk what the SDK's accumulator must not see, keeping the reasoning.
-
-    The reasoning (`reasoning_content`, `reasoning`, else the readable text of
-    `reasoning_details`) is gathered here, and `reasoning_details` dropped (its
-    entries' `index` may be a string, which the accumulator refuses); message
-    `annotations` are dropped (some servers stream them without the `index` the
-    accumulator needs, and toolchat does not use them); a tool call delta
-    without an `index` gets its place in the list, an `index` that is not the
-    next place (Anthropic's first call is 1 when text came before it) is
-    mapped to its place in the order the calls came, arguments sent as a JSON
-    object are encoded as the string the API sends, and a call's id and name
-    sent again in a later chunk (llama-cpp-python) are not sent on, since the
-    accumulator would join them.
-    """
-    for choice in chunk.choices:
-        delta = choice.delta
-        extra = delta.model_extra
-        if extra:
-            said = [extra.pop(name, None) for name in REASONING_FIELDS]
-            said = [value for value in said if isinstance(value, str) and value]
-            details = reasoning_details_text(extra.pop("reasoning_details", None))
-            read.reasoning.extend(said or [details])
-            extra.pop("annotations", None)
-        for position, call in enumerate(delta.tool_calls or []):
-            if getattr(call, "index", None) is None:
-                call.index = position
-            # The accumulator takes an index as a place in the list: a gap would crash it.
-            call.index = read.places.setdefault(call.index, len(read.places))
-            _call_delta_tidy(call, read.calls)
-
-
-def _call_delta_tidy(call: Any, seen: dict[int, tuple[str | None, str | None]]) -> None:
-    """One tool call delta, as the accumulator can take it (see `_chunk_tidy`)."""
-    first_id, first_name = seen.get(call.index, (None, None))
-    if first_id is not None and call.id == first_id:
-        call.id = None
-    if call.function is None:
-        seen[call.index] = (first_id or call.id, first_name)
-        return
-    if first_name is not None and call.function.name == first_name:
-        call.function.name = None
-    # Typed as a string, but not validated: a server may send an object.
-    arguments: object = call.function.arguments
-    if not isinstance(arguments, str | None):
-        call.function.arguments = arguments_text(arguments)
-    seen[call.index] = (first_id or call.id, first_name or call.function.name)
-
-
-def _chunk_usage(chunk: ChatCompletionChunk) -> tuple[int | None, int | None]:
-    """The usage a chunk reports (Groq's in `x_groq.usage`), or (None, None)."""
-    if chunk.usage is not None:
-        return chunk.usage.prompt_tokens, chunk.usage.completion_tokens
-    extra = chunk.model_extra
-    if extra and "x_groq" in extra:
-        return usage_read(extra)
-    return None, None
-
-
 def _optional_arguments(
     request: ChatRequest, *, stream: bool, token_limit: str, known: Known = Known()
 ) -> dict[str, Any]:
@@ -756,10 +678,3 @@ def _requests_sent(request_headers: Mapping[str, str]) -> int:
         return int(request_headers.get("x-stainless-retry-count", "0")) + 1
     except ValueError:
         return 1
-
-
-def _finish_reason(state: ChatCompletionStreamState[object]) -> str:
-    choices = state.current_completion_snapshot.choices
-    # Typed as always set, but it is None in the snapshot until the finishing chunk.
-    reason: str | None = choices[0].finish_reason if choices else None
-    return reason or ""
