@@ -62,8 +62,9 @@ CANCELLED: list[str] = []
 
 
 @server.tool()
-async def sleep(seconds: float) -> str:
-    """Sleep, then say so."""
+async def sleep(seconds: float, ctx: Context) -> str:
+    """Sleep, then say so (a first progress report says the call has arrived)."""
+    await ctx.report_progress(0, seconds, "sleeping")
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:

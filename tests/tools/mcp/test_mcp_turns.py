@@ -130,6 +130,18 @@ def test_a_slow_tool_times_out_and_the_run_still_answers(llm_server, mcp_servers
     assert executions(run)[0].content == "sleep 10"
 
 
+def server_sleeping(run):
+    """Wait until the server has the call: its `sleep` reports progress once it starts.
+
+    (The execution row is running a little before the request reaches the server; a
+    server killed in between is restarted for the call, which then sleeps it out.)
+    """
+    wait_until(
+        lambda: RunEvent.objects.filter(run=run, type="tool.progress").exists(),
+        what="the server to be sleeping",
+    )
+
+
 def test_killing_the_server_mid_call_gives_an_error_and_the_next_call_restarts_it(
     llm_server, mcp_servers, user
 ):
@@ -146,15 +158,11 @@ def test_killing_the_server_mid_call_gives_an_error_and_the_next_call_restarts_i
         text_reply("The server went away."),
     )
     run = run_start(conversation=conversation, content="sleep")
-    wait_until(
-        lambda: ToolExecution.objects.filter(run=run, status=ExecutionStatus.RUNNING).exists(),
-        what="the call to be running",
-    )
+    server_sleeping(run)
     os.kill(pid, signal.SIGKILL)
-    # The run ends once the client notices the dead server and the model answers: 9 s
-    # alone, and 15.3 s once in CI beside the suite's other worker (the tool's 20 s sleep
-    # is what it must not wait out).
-    run = wait_for_run(run, 19)
+    # The run ends once the client notices the dead server and the model answers (the
+    # tool's 20 s sleep is what it must not wait out).
+    run = wait_for_run(run, 15)
     assert run.status == RunStatus.COMPLETED, run.error
     (execution,) = executions(run)
     assert execution.status == ExecutionStatus.FAILED
@@ -232,10 +240,7 @@ def test_an_http_server_is_called_and_one_killed_mid_call_is_noticed_and_reconne
         text_reply("The server went away."),
     )
     run = run_start(conversation=conversation, content="sleep")
-    wait_until(
-        lambda: ToolExecution.objects.filter(run=run, status=ExecutionStatus.RUNNING).exists(),
-        what="the call to be running",
-    )
+    server_sleeping(run)
     mcp_http_server.kill()
     run = wait_for_run(run, 15)
     assert run.status == RunStatus.COMPLETED, run.error
