@@ -43,13 +43,31 @@ class Conversation(models.Model):
     # The last RunEvent.seq handed out in this conversation: events are numbered
     # by bumping it under the row lock (chat/live/events.py).
     last_event_seq = models.BigIntegerField(default=0, editable=False)
+    # For a conversation held through /v1/chat/completions (chat/openai_api/): the digest
+    # of the history its client saw last, which the client's next request begins with,
+    # and the client's own name for the conversation (an X-OpenWebUI-Chat-Id), if any.
+    client_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    client_ref = StorableCharField(max_length=200, blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["owner", "-updated_at"], name="conversation_owner_recent")]
+        indexes = [
+            models.Index(fields=["owner", "-updated_at"], name="conversation_owner_recent"),
+            # A /v1 request's history is found by its digest among its user's conversations.
+            models.Index(
+                fields=["owner", "client_digest"],
+                condition=~Q(client_digest=""),
+                name="conversation_client_digest",
+            ),
+        ]
         constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "client_ref"],
+                condition=~Q(client_ref=""),
+                name="conversation_client_ref_unique",
+            ),
             models.CheckConstraint(
                 condition=Q(mode__in=Mode.values), name="conversation_mode_valid"
             ),
@@ -187,6 +205,12 @@ class Run(models.Model):
     # while the run waits for its tools. A worker that finds another lease on
     # the row has been superseded and stops.
     lease = models.UUIDField(null=True, blank=True, editable=False)
+    # A run asked for through /v1/chat/completions (chat/openai_api/): the tools its
+    # client declared (OpenAI shape: the client runs them), and the request's options
+    # (temperature, max_tokens, tool_choice, response_format, user, metadata, stream).
+    # NULL for a run of the REST API or the chat page.
+    client_tools = StorableJSONField(null=True, blank=True, editable=False)
+    client_options = StorableJSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -297,6 +321,9 @@ class ExecutionStatus(models.TextChoices):
     REJECTED = "rejected", "Rejected"
     INTERRUPTED = "interrupted", "Interrupted"
     CANCELLED = "cancelled", "Cancelled"
+    # A call of a tool the /v1 client declared: returned to the client, which runs it
+    # and sends the result with its next request (then `succeeded`).
+    CLIENT = "client", "Returned to the client"
 
 
 FINISHED_EXECUTION_STATUSES = (
@@ -306,6 +333,8 @@ FINISHED_EXECUTION_STATUSES = (
     ExecutionStatus.REJECTED,
     ExecutionStatus.INTERRUPTED,
     ExecutionStatus.CANCELLED,
+    # Done as far as the run is concerned: it ends with the call for its client.
+    ExecutionStatus.CLIENT,
 )
 
 

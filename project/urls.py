@@ -11,6 +11,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", include("chat.api.urls")),
+    path("v1/", include("chat.openai_api.urls")),
     path("admin/", admin.site.urls),
     path("healthz/", healthz, name="healthz"),
     path("readyz/", readyz, name="readyz"),

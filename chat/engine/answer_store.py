@@ -27,6 +27,7 @@ from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import RunEnd, run_end
 from chat.engine.lease import run_write
 from chat.engine.model_calls import completion_fill, failed_call_record
+from chat.engine.request import client_tool_names
 from chat.engine.suggestions import model_suggestions_wanted
 from chat.history import message_to_api
 from chat.live.event_types import Event
@@ -129,21 +130,26 @@ class _Plan:
 
     calls: list[dict[str, Any]]
     held: list[dict[str, Any]]
+    client: list[dict[str, Any]]  # calls of the /v1 client's own tools: returned to it
     inline: bool  # one call, run by this worker next
-    ending: bool  # a final answer that completes the run in its own transaction
+    ending: bool  # an answer that completes the run in its own transaction
 
 
 def _plan(run: Run, calls: list[dict[str, Any]]) -> _Plan:
+    client_names = client_tool_names(run)
+    client = [call for call in calls if call["function"]["name"] in client_names]
+    ours = [call for call in calls if call not in client]
     held = [
         call
-        for call in calls
+        for call in ours
         if approval_required(call["function"]["name"], _decoded(call["function"]["arguments"]))
     ]
-    inline = len(calls) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS and not held
+    inline = len(ours) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS and not held
     # A final answer ends the run here, unless the model's follow-ups are asked first
-    # (chat/engine/run.py `_answer_finish`): every event of a run precedes its end.
-    ending = not calls and not model_suggestions_wanted(run)
-    return _Plan(calls, held, inline, ending)
+    # (chat/engine/run.py `_answer_finish`): every event of a run precedes its end. So
+    # does an answer that calls only the client's tools: the client has the turn now.
+    ending = (not calls and not model_suggestions_wanted(run)) or (bool(calls) and not ours)
+    return _Plan(calls, held, client, inline, ending)
 
 
 def _offered_calls(
@@ -179,6 +185,8 @@ def _answer_write(
     try:
         if plan.ending:
             counters = {"model_calls": run.model_calls + 1}
+            if calls:
+                counters["steps"] = run.steps + 1
             with run_end(
                 run, RunEnd.completed(model_call.pk), lease=token, counters=counters
             ) as events:
@@ -197,8 +205,8 @@ def _answer_write(
         for name, value in before.items():  # undo the rolled-back write on the object too
             setattr(run, name, value)
         raise
-    if not calls:
-        return Step(StepOutcome.ANSWERED, message)
+    if not calls or plan.ending:  # a final answer, or calls for the client only
+        return Step(StepOutcome.ANSWERED, message, executions)
     return Step(StepOutcome.CALLS if plan.inline else StepOutcome.PARKED, message, executions)
 
 
@@ -269,11 +277,13 @@ def _answer_rows(
         execution_build(run=run, message=message, call=call, step=run.steps) for call in calls
     ]
     events += [*deltas, completed]
-    if plan.inline:
-        execution_start(executions[0])
-        events.append(execution_started_event(executions[0]))
     for execution, call in zip(executions, calls, strict=True):
-        if call in plan.held:
+        if call in plan.client:
+            execution.status = ExecutionStatus.CLIENT
+        elif plan.inline:
+            execution_start(execution)
+            events.append(execution_started_event(execution))
+        elif call in plan.held:
             execution.status = ExecutionStatus.AWAITING_APPROVAL
             events.append(approval_requested_event(execution))
     ToolExecution.objects.bulk_create(executions)

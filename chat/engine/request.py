@@ -45,20 +45,33 @@ def request_build(
         max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
     )
     deciding = purpose == ModelCallPurpose.DECIDE
+    tools = [*tool_registry.openai_tools(), *(run.client_tools or [])]
     if deciding:
         # No native tool calling: the tools are described in a system message and
         # the answer is a JSON decision (chat/engine/continuation.py).
-        instruction = decider_instruction(tool_registry.openai_tools())
+        instruction = decider_instruction(tools)
     if instruction:
         messages.append({"role": "system", "content": instruction})
-    offered = tool_registry.openai_tools() if purpose == ModelCallPurpose.TOOLS else None
+    offered = tools if purpose == ModelCallPurpose.TOOLS else None
     composing = purpose == ModelCallPurpose.COMPOSE
+    # A /v1 client's own options (chat/openai_api/) where it gave them.
+    options = run.client_options or {}
     return ChatRequest(
         model=model,
         messages=messages,
         tools=offered or None,
-        tool_choice="auto" if offered else None,
-        response_format=DECISION_FORMAT if deciding else None,
-        max_tokens=settings.LLM_COMPOSE_MAX_TOKENS if composing else settings.LLM_MAX_TOKENS,
-        temperature=settings.LLM_COMPOSE_TEMPERATURE if composing else None,
+        tool_choice=(options.get("tool_choice") or "auto") if offered else None,
+        response_format=DECISION_FORMAT if deciding else options.get("response_format"),
+        max_tokens=options.get("max_tokens")
+        or (settings.LLM_COMPOSE_MAX_TOKENS if composing else settings.LLM_MAX_TOKENS),
+        temperature=options.get(
+            "temperature", settings.LLM_COMPOSE_TEMPERATURE if composing else None
+        ),
+    )
+
+
+def client_tool_names(run: Run) -> frozenset[str]:
+    """The names of the tools a /v1 client declared for the run (it runs their calls)."""
+    return frozenset(
+        tool.get("function", {}).get("name", "") for tool in run.client_tools or () if tool
     )

@@ -268,7 +268,8 @@ def _answer_trigger(turn: _Turn, step: Step) -> Trigger:
         return Trigger.CALLS_QUEUED
     turn.history().append(step.message)
     turn.last, turn.position = step.message, _after(step.message)
-    turn.executions = turn.inline = step.executions
+    turn.executions = step.executions
+    turn.inline = [e for e in step.executions if e.status != ExecutionStatus.CLIENT]
     return Trigger.ONE_CALL
 
 
@@ -289,8 +290,20 @@ def _no_text(turn: _Turn) -> Trigger:
 
 
 def _running_tools(turn: _Turn) -> Trigger:
-    """Run the step's one call here, or wait for calls that run elsewhere; then the policy."""
+    """Run the step's one call here, or wait for calls that run elsewhere; then the policy.
+
+    A step that also called a /v1 client's own tools ends the run once ours are
+    answered: the client runs its calls, and its next request continues.
+    """
     run, token = turn.run, turn.token
+    if any(e.status == ExecutionStatus.CLIENT for e in turn.executions):
+        for execution in turn.inline:
+            turn.history().append(tool_call_run(run, token, execution, announce=()))
+        turn.inline = []
+        if _calls_wait(turn):
+            return Trigger.PARKED
+        turn.final = turn.last
+        return Trigger.CLIENT_CALLS
     if turn.inline and not _returns_direct(turn.inline):
         # The next step is known before the call runs, so its message.created goes
         # out with the call's result, in the same transaction.
@@ -308,15 +321,20 @@ def _running_tools(turn: _Turn) -> Trigger:
         turn.inline = []
         turn.following = _next_step(run, turn.model, list(ran.only("name", "status")))
     else:
-        while unfinished := [
-            e for e in turn.executions if e.status not in FINISHED_EXECUTION_STATUSES
-        ]:
-            if run_park(run, token, unfinished):
-                return Trigger.PARKED
-            # The last call finished meanwhile: its wake-up could not claim the run we hold.
-            turn.executions = list(ToolExecution.objects.filter(message=turn.last))
+        if _calls_wait(turn):
+            return Trigger.PARKED
         turn.following = _next_step(run, turn.model, turn.executions)
     return AFTER_TOOLS[turn.following.decision.action]
+
+
+def _calls_wait(turn: _Turn) -> bool:
+    """Park the run while calls of the step run elsewhere (True); False once all are answered."""
+    while unfinished := [e for e in turn.executions if e.status not in FINISHED_EXECUTION_STATUSES]:
+        if run_park(turn.run, turn.token, unfinished):
+            return True
+        # The last call finished meanwhile: its wake-up could not claim the run we hold.
+        turn.executions = list(ToolExecution.objects.filter(message=turn.last))
+    return False
 
 
 def _direct(turn: _Turn) -> Trigger:

@@ -29,6 +29,7 @@ says `MODEL_FAILED`.
        │     model_failed ────► FAILED
        │
        │   RUNNING_TOOLS: parked ──► PARKED (its calls run elsewhere)
+       │                  client_calls ──► ANSWERED (the rest are the /v1 client's calls)
        └────────── woken ───────── PARKED (the step's last call queues the run)
 
     Any state before an end: cancelled ──► CANCELLED, error ──► FAILED.
@@ -86,6 +87,7 @@ class Trigger(enum.StrEnum):
     NEXT_STEP = "next_step"  # the policy asks for another step with tools
     COMPOSE = "compose"  # the policy asks for the answer, without tools
     DIRECT = "direct"  # the policy (or a return_direct tool) answers with the tools' messages
+    CLIENT_CALLS = "client_calls"  # ours answered, the rest are the /v1 client's to run
     COMPLETED = "completed"  # the run was completed
     WOKEN = "woken"  # the step's last call queued the run again
     DECIDED = "decided"  # no call waits for a person any more
@@ -132,6 +134,7 @@ TRANSITIONS: dict[tuple[TurnState, Trigger], TurnState] = {
     (TurnState.RUNNING_TOOLS, Trigger.NEXT_STEP): TurnState.ASKING,
     (TurnState.RUNNING_TOOLS, Trigger.COMPOSE): TurnState.COMPOSING,
     (TurnState.RUNNING_TOOLS, Trigger.DIRECT): TurnState.DIRECT,
+    (TurnState.RUNNING_TOOLS, Trigger.CLIENT_CALLS): TurnState.ANSWERED,
     (TurnState.PARKED, Trigger.WOKEN): TurnState.CLAIMED,
     (TurnState.AWAITING_APPROVAL, Trigger.DECIDED): TurnState.PARKED,
     (TurnState.DIRECT, Trigger.COMPLETED): TurnState.COMPLETED,

@@ -110,10 +110,11 @@ def tool_suggestions(messages: Iterable[dict[str, Any]]) -> list[str]:
 def model_suggestions_wanted(run: Run) -> bool:
     """Whether to ask the model for follow-ups: LLM_SUGGESTIONS (`auto`: offline only).
 
-    Never in the `direct` mode, which promises no model call after the first.
+    Never in the `direct` mode, which promises no model call after the first, nor
+    for a /v1 client.
     """
-    if run.mode == Mode.DIRECT:
-        return False
+    if run.mode == Mode.DIRECT or run.client_options is not None:
+        return False  # (a /v1 client has nowhere to show them)
     wanted = settings.LLM_SUGGESTIONS
     if wanted == "auto":
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 import uuid
 from collections.abc import Iterator
@@ -14,17 +15,21 @@ from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
+from chat.engine.call_records import execution_event, tool_message_position
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.history import message_to_api
-from chat.live.events import event_publish
+from chat.live.event_types import Event
+from chat.live.events import event_publish, events_publish
 from chat.models import (
     ACTIVE_RUN_STATUSES,
     Conversation,
+    ExecutionStatus,
     Message,
     Role,
     Run,
+    ToolExecution,
 )
 from chat.prompts import system_prompt_for
 from chat.selectors import current_messages
@@ -226,3 +231,174 @@ def run_cancel_by_id(*, conversation_id: Any, run_id: Any) -> Run:
     except (Run.DoesNotExist, ValueError, ValidationError):
         raise RunNotFound("No such run in this conversation.", field="run_id") from None
     return run_cancel(run=run)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientTurn:
+    """What a /v1/chat/completions request adds to its conversation (chat/openai_api/)."""
+
+    # Earlier messages the conversation has not stored (a new thread's past), in OpenAI
+    # shape, checked by the caller: user, assistant (with tool_calls) and tool messages.
+    history: list[dict[str, Any]]
+    # The results of the calls of the client's own tools: (tool_call_id, content).
+    results: list[tuple[str, str]]
+    content: str | None  # the new user message, if the request ends with one
+    tools: list[dict[str, Any]] | None  # the client's tools, in OpenAI shape
+    options: dict[str, Any]  # the request's options the run honours and keeps
+
+
+def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
+    """Store what a /v1 request adds (history, client tool results, a user message) and a run.
+
+    In one transaction with the conversation's lock, as `run_start`; the
+    results answer the calls the conversation's last run returned to the
+    client (`client` executions), which become `succeeded` with what the
+    model is sent. The run continues the turn from there.
+    """
+    if turn.content is not None:
+        content_check(turn.content)
+    with _idle_conversation(conversation) as (locked, last_position):
+        position = 0 if last_position is None else last_position + 1
+        run_id = uuid.uuid4()
+        answered = _client_calls_answered(locked, turn.results, run_id=run_id)
+        rows = [message for _, message in answered]
+        if answered:
+            position = max(position, max(m.position for m in rows) + 1)
+        for item in turn.history:
+            rows.append(_imported(locked, item, position=position))
+            position += 1
+        user = None
+        if turn.content is not None:
+            user = Message(
+                conversation=locked,
+                run_id=run_id,
+                position=position,
+                role=Role.USER,
+                content=turn.content,
+            )
+            rows.append(user)
+        if not rows:
+            raise InvalidInput("The request adds no message to the conversation.", field="messages")
+        trigger = (user or rows[0]) if (answered or user) else rows[-1]
+        run = Run.objects.create(
+            id=run_id,
+            conversation=locked,
+            mode=locked.mode,
+            system_prompt=system_prompt_for(locked),
+            trigger_message_id=trigger.pk,
+            client_tools=turn.tools or None,
+            client_options=turn.options,
+        )
+        Message.objects.bulk_create(rows)
+        now = timezone.now()
+        events: list[Event] = []
+        for execution, message in answered:
+            # The client's round trip, as far as the audit can tell.
+            duration = int((now - execution.created_at).total_seconds() * 1000)
+            ToolExecution.objects.filter(pk=execution.pk).update(
+                status=ExecutionStatus.SUCCEEDED,
+                result={"content": message.content},
+                content=message.content,
+                result_chars=len(message.content or ""),
+                finished_at=now,
+                duration_ms=duration,
+            )
+            data = execution_event(
+                execution,
+                status=ExecutionStatus.SUCCEEDED,
+                duration_ms=duration,
+                truncated=False,
+                message=message_to_api(message),
+            )
+            events.append(("tool_call.completed", data))
+        if user is not None:
+            events.append(
+                (
+                    "message.created",
+                    {"message_id": str(user.pk), "role": "user", "message": message_to_api(user)},
+                )
+            )
+        if events:
+            events_publish(run=run, events=events)
+        transaction.on_commit(lambda: dispatch_run(run.pk))
+    return run
+
+
+def _client_calls_answered(
+    conversation: Conversation, results: list[tuple[str, str]], *, run_id: uuid.UUID
+) -> list[tuple[ToolExecution, Message]]:
+    """The client's calls its results answer, each with its (unsaved) tool message.
+
+    Every call the conversation returned to its client must be answered, once;
+    a result for another call is InvalidInput.
+    """
+    waiting = {
+        execution.tool_call_id: execution
+        for execution in ToolExecution.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("message")
+        .filter(run__conversation=conversation, status=ExecutionStatus.CLIENT)
+    }
+    answered = []
+    for call_id, content in results:
+        execution = waiting.pop(call_id, None)
+        if execution is None:
+            raise InvalidInput(
+                f"The tool message for {call_id!r} answers no call that waits for a result.",
+                field="messages",
+            )
+        content_check_tool(content)
+        message = Message(
+            conversation=conversation,
+            run_id=run_id,
+            position=tool_message_position(execution),
+            role=Role.TOOL,
+            tool_call_id=execution.tool_call_id,
+            name=execution.name,
+            content=content,
+        )
+        answered.append((execution, message))
+    if answered and waiting:
+        raise InvalidInput(
+            "Every tool call needs its result: none was sent for "
+            + ", ".join(sorted(waiting))
+            + ".",
+            field="messages",
+            details={"tool_call_ids": sorted(waiting)},
+        )
+    return answered
+
+
+def _imported(conversation: Conversation, item: dict[str, Any], *, position: int) -> Message:
+    """A message of a client's own past, stored as it was (no run made it)."""
+    role = item["role"]
+    content = item.get("content")
+    if content is not None:
+        content_check_tool(content)
+    return Message(
+        conversation=conversation,
+        position=position,
+        role=role,
+        content=content if content is not None or role != Role.USER else "",
+        tool_calls=item.get("tool_calls") or None,
+        tool_call_id=item.get("tool_call_id"),
+        name=item.get("name"),
+    )
+
+
+def content_check_tool(content: str) -> None:
+    """Refuse a tool result or an imported message no column may store (NUL, surrogates, size)."""
+    if "\x00" in content:
+        raise InvalidInput("A message contains a NUL character.", field="messages")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            "A message is not valid Unicode text (it has a lone surrogate).", field="messages"
+        ) from None
+    limit = settings.MAX_MESSAGE_CHARS
+    if len(content) > limit:
+        raise InvalidInput(
+            f"A message is {len(content):,} characters long; the limit is {limit:,}.",
+            field="messages",
+            details={"max_chars": limit, "chars": len(content)},
+        )

@@ -1,0 +1,290 @@
+"""What a client of /v1/chat/completions is answered: the request read, the run's outcome, the shapes.
+
+The run does the work; this module says what the client sees of it, in the
+OpenAI shapes (`chat.completion`, `chat.completion.chunk`, the error object):
+the final text of a run that answered, the client's own tool calls of a run
+that handed them over (`finish_reason: "tool_calls"`), a text that says which
+call waits for a person's approval, or an error with the run's reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from django.db.models import Sum
+from rest_framework import status
+
+from chat.engine.request import client_tool_names
+from chat.exceptions import InvalidInput, NotFound
+from chat.llm.endpoints import UnknownModel, model_allowed
+from chat.models import (
+    ExecutionStatus,
+    Mode,
+    ModelCall,
+    Run,
+    RunStatus,
+    ToolExecution,
+)
+from chat.selectors import run_final_message
+from tools.registry import registry as tool_registry
+from tools.spec import TOOL_NAME_RE
+
+DEFAULT_MODE = Mode.LOOP
+# The options a run takes from the request (others are ignored, as OpenAI ignores them).
+KEPT_OPTIONS = ("temperature", "tool_choice", "response_format", "user", "metadata", "stream")
+
+# The OpenAI error `type` of each status.
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class ModelNotFound(NotFound):
+    """The request names a model the user may not choose (404 `model_not_found`)."""
+
+    code = "model_not_found"
+
+
+@dataclasses.dataclass(frozen=True)
+class CompletionRequest:
+    """A /v1/chat/completions body, checked: what toolchat does with it."""
+
+    model: str  # `<provider>/<model>`
+    messages: list[dict[str, Any]] | Any
+    tools: list[dict[str, Any]] | None
+    options: dict[str, Any]
+    mode: str
+    stream: bool
+    include_usage: bool
+    metadata: dict[str, Any] | None
+
+
+def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
+    """Check a request body (unknown fields are ignored); InvalidInput names the field at fault."""
+    if not isinstance(body, dict):
+        raise InvalidInput("The body must be a JSON object.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidInput("model is required.", field="model")
+    try:
+        model = model_allowed(model).id
+    except UnknownModel:
+        raise ModelNotFound(
+            f"The model {body['model']!r} does not exist or you do not have access to it; "
+            "GET /v1/models lists those you can use.",
+            field="model",
+        ) from None
+    if body.get("n", 1) != 1:
+        raise InvalidInput("Only n=1 is supported.", field="n")
+    metadata = body.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidInput("metadata must be an object.", field="metadata")
+    options = {key: body[key] for key in KEPT_OPTIONS if body.get(key) is not None}
+    _options_check(options)
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise InvalidInput("max_tokens must be a positive integer.", field="max_tokens")
+        options["max_tokens"] = max_tokens
+    stream_options = body.get("stream_options") or {}
+    return CompletionRequest(
+        model=model,
+        messages=body.get("messages"),
+        tools=_tools_read(body.get("tools")),
+        options=options,
+        mode=_mode_read(meta, metadata),
+        stream=bool(body.get("stream")),
+        include_usage=bool(
+            isinstance(stream_options, dict) and stream_options.get("include_usage")
+        ),
+        metadata=metadata,
+    )
+
+
+def _options_check(options: dict[str, Any]) -> None:
+    temperature = options.get("temperature")
+    if temperature is not None and (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not 0 <= temperature <= 2
+    ):
+        raise InvalidInput("temperature must be a number from 0 to 2.", field="temperature")
+    choice = options.get("tool_choice")
+    named = isinstance(choice, dict) and isinstance(choice.get("function"), dict)
+    if choice is not None and choice not in ("none", "auto", "required") and not named:
+        raise InvalidInput(
+            'tool_choice must be "none", "auto", "required" or a function.',
+            field="tool_choice",
+        )
+    if "response_format" in options and not isinstance(options["response_format"], dict):
+        raise InvalidInput("response_format must be an object.", field="response_format")
+
+
+def _mode_read(meta: dict[str, Any], metadata: dict[str, Any] | None) -> str:
+    mode = meta.get("HTTP_X_TOOLCHAT_MODE") or (metadata or {}).get("toolchat_mode")
+    if not mode:
+        return DEFAULT_MODE
+    if mode not in Mode.values:
+        raise InvalidInput(
+            f"The toolchat mode must be one of {', '.join(Mode.values)}, not {mode!r}.",
+            field="metadata.toolchat_mode",
+        )
+    return str(mode)
+
+
+def _tools_read(tools: Any) -> list[dict[str, Any]] | None:
+    """The client's own tools (it runs their calls); a name of one of ours is refused."""
+    if not tools:
+        return None
+    if not isinstance(tools, list) or len(tools) > 128:
+        raise InvalidInput("tools must be an array of at most 128 tools.", field="tools")
+    read = []
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        where = f"tools[{index}].function.name"
+        if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+            raise InvalidInput(f"{where} is not a valid tool name.", field=where)
+        if tool_registry.get(name) is not None:
+            raise InvalidInput(
+                f"{where}: {name!r} is the name of one of toolchat's own tools; rename yours.",
+                field=where,
+            )
+        assert isinstance(function, dict)
+        kept = {"name": name, "parameters": function.get("parameters") or {"type": "object"}}
+        if isinstance(function.get("description"), str):
+            kept["description"] = function["description"]
+        if function.get("strict") is not None:
+            kept["strict"] = bool(function["strict"])
+        read.append({"type": "function", "function": kept})
+    return read
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What the client is answered once the run has ended, stopped, or the wait passed."""
+
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: dict[str, int] = dataclasses.field(default_factory=dict)
+    error: dict[str, Any] | None = None  # the error object of a failed request
+    status: int = status.HTTP_200_OK
+
+
+def run_outcome(run_id: Any) -> Outcome:
+    """The client's answer from the run as stored now."""
+    run = Run.objects.select_related("conversation").get(pk=run_id)
+    usage = _usage(run)
+    if run.status == RunStatus.COMPLETED:
+        final = run_final_message(run=run)
+        assert final is not None
+        names = client_tool_names(run)
+        calls = [c for c in final.tool_calls or [] if c["function"]["name"] in names]
+        if calls:
+            return Outcome(final.content, calls, "tool_calls", usage)
+        finish = "length" if final.finish_reason == "length" else "stop"
+        return Outcome(final.content or "", [], finish, usage)
+    if run.status == RunStatus.AWAITING_APPROVAL:
+        return Outcome(approval_text(run), usage=usage)
+    if run.status == RunStatus.FAILED:
+        return _failed(502, run.error or "The run failed.", "run_failed", usage)
+    if run.status == RunStatus.CANCELLED:
+        return _failed(500, "The run was cancelled.", "run_cancelled", usage)
+    return _failed(
+        504,
+        f"The run {run.pk} did not end in time; it goes on, and its answer will be in the "
+        "conversation.",
+        "timeout",
+        usage,
+    )
+
+
+def _failed(code: int, message: str, reason: str, usage: dict[str, int]) -> Outcome:
+    return Outcome(error=error_object(code, message, code=reason), status=code, usage=usage)
+
+
+def approval_text(run: Run) -> str:
+    """The answer of a run that waits for a person: which call, and how to decide it."""
+    waiting = ToolExecution.objects.filter(run=run, status=ExecutionStatus.AWAITING_APPROVAL)
+    lines = [
+        f"toolchat is waiting for approval of `{e.name}` before it goes on: approve or reject "
+        f"it on toolchat's chat page, or with POST /api/v1/tool-executions/{e.pk}/approve/ "
+        "(or /reject/)."
+        for e in waiting
+    ]
+    return "\n".join(lines or ["toolchat is waiting for an approval."]) + f" (run {run.pk})"
+
+
+def _usage(run: Run) -> dict[str, int]:
+    sums = ModelCall.objects.filter(run=run).aggregate(
+        prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
+    )
+    prompt, completion = sums["prompt"] or 0, sums["completion"] or 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def error_object(
+    status_code: int, message: str, *, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    """OpenAI's error object: {"message", "type", "param", "code"}."""
+    kind = ERROR_TYPES.get(
+        status_code, "server_error" if status_code >= 500 else "invalid_request_error"
+    )
+    return {"message": message, "type": kind, "param": param, "code": code}
+
+
+def completion_body(run: Run, model: str, outcome: Outcome) -> dict[str, Any]:
+    """The `chat.completion` object of a run's outcome."""
+    message: dict[str, Any] = {"role": "assistant", "content": outcome.content, "refusal": None}
+    if outcome.tool_calls:
+        message["tool_calls"] = outcome.tool_calls
+    return {
+        "id": completion_id(run),
+        "object": "chat.completion",
+        "created": int(run.created_at.timestamp()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": outcome.finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": outcome.usage,
+    }
+
+
+def completion_id(run: Run) -> str:
+    return f"chatcmpl-{run.pk.hex}"
+
+
+def chunk(run: Run, model: str, delta: dict[str, Any] | None, finish: str | None = None) -> str:
+    """One `chat.completion.chunk` as an SSE data line (no choice when `delta` is None)."""
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    body = {
+        "id": completion_id(run),
+        "object": "chat.completion.chunk",
+        "created": int(run.created_at.timestamp()),
+        "model": model,
+        "choices": choices,
+    }
+    return sse_data(body)
+
+
+def sse_data(body: dict[str, Any]) -> str:
+    return f"data: {json.dumps(body, ensure_ascii=False, separators=(',', ':'))}\n\n"

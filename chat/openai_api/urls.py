@@ -1,0 +1,17 @@
+"""The OpenAI-compatible URLs, mounted at /v1/ (DESIGN.md section 7)."""
+
+from __future__ import annotations
+
+from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
+
+from chat.openai_api import views
+
+app_name = "openai"
+
+urlpatterns = [
+    path("models", views.ModelListView.as_view(), name="models"),
+    path("models/<path:model_id>", views.ModelDetailView.as_view(), name="model"),
+    path("chat/completions", views.ChatCompletionView.as_view(), name="chat-completions"),
+    re_path(r"^.*$", csrf_exempt(views.not_found)),
+]

@@ -1,0 +1,381 @@
+"""The OpenAI-compatible endpoints: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions.
+
+Authenticated by the REST API's tokens as `Authorization: Bearer <token>`;
+every error, whatever raised it, is OpenAI's error object with OpenAI's
+status codes (the REST API's own handler decides the status, this module the
+shape). A completion is a stored, audited run (chat/openai_api/threads.py maps
+the request onto a conversation); the view waits for it on the event loop,
+never in a thread, streaming its text as `chat.completion.chunk`s when asked.
+While tools run, a stream carries SSE comment lines (`: toolchat ...`), which
+every client skips, so that proxies keep the connection open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chat.api.base import AsyncApiView
+from chat.api.errors import exception_handler
+from chat.live.streams import run_event_stream
+from chat.llm.endpoints import model_choices
+from chat.message_rate import MessageRateThrottle
+from chat.models import Conversation, Run
+from chat.openai_api import docs
+from chat.openai_api.answers import (
+    CompletionRequest,
+    ModelNotFound,
+    Outcome,
+    chunk,
+    completion_body,
+    completion_id,
+    error_object,
+    request_read,
+    run_outcome,
+    sse_data,
+)
+from chat.openai_api.threads import (
+    ClientMessage,
+    conversation_ref,
+    digests,
+    messages_read,
+    system_prompt_read,
+    thread_find,
+    thread_saw,
+    turn_read,
+)
+from chat.services.conversations import conversation_create, conversation_update
+from chat.services.runs import client_run_start
+
+logger = logging.getLogger(__name__)
+
+TAG = ["openai"]
+# How long a request waits for its run (a stream waits as long as the run goes on).
+WAIT_S = 600.0
+KEEPALIVE_S = 10.0
+WAITING_EVENTS = frozenset({"tool_call.approval_requested"})
+TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
+PROGRESS = frozenset({"tool_call.started", "tool_call.completed", "tool.progress"})
+
+
+class BearerAuthentication(TokenAuthentication):
+    """The REST API's tokens, sent as OpenAI clients send a key: `Authorization: Bearer <key>`."""
+
+    keyword = "Bearer"
+
+
+class OpenAIView(APIView):
+    """An endpoint of the OpenAI-compatible surface: Bearer tokens, OpenAI's error object."""
+
+    authentication_classes = [BearerAuthentication, TokenAuthentication]
+
+    def handle_exception(self, exc: Exception) -> Response:
+        """The REST API's status for the error, in OpenAI's shape."""
+        response = exception_handler(exc, {"view": self, "request": self.request})
+        if response is None:
+            logger.exception("OpenAI-compatible request failed", exc_info=exc)
+            return Response(
+                {"error": error_object(500, "Internal error.", code="internal_error")},
+                status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+            )
+        body = response.data or {}
+        code = body.get("code")
+        if response.status_code == status.HTTP_401_UNAUTHORIZED:
+            code = "invalid_api_key"
+            response["WWW-Authenticate"] = 'Bearer realm="api"'
+        response.data = {
+            "error": error_object(
+                response.status_code,
+                body.get("message", ""),
+                code=code,
+                param=body.get("field"),
+            )
+        }
+        return response
+
+
+def _model_object(model_id: str, provider: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": provider}
+
+
+class ModelListView(OpenAIView):
+    """The models the token's user may choose."""
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_models_list",
+        summary="List models (OpenAI shape)",
+        description="The models of `GET /api/v1/models/`, as OpenAI's `GET /v1/models` lists.",
+        responses={200: OpenApiTypes.OBJECT, **docs.errors()},
+        examples=[docs.example("Models", {"object": "list", "data": [docs.MODEL]})],
+    )
+    def get(self, request: Request) -> Response:
+        """Every model offered."""
+        data = [_model_object(c.id, c.provider) for c in model_choices()]
+        return Response({"object": "list", "data": data})
+
+
+class ModelDetailView(OpenAIView):
+    """One model."""
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_models_retrieve",
+        summary="Retrieve a model (OpenAI shape)",
+        parameters=[
+            OpenApiParameter("model_id", str, OpenApiParameter.PATH, description="The model's id.")
+        ],
+        responses={200: OpenApiTypes.OBJECT, **docs.errors(404)},
+        examples=[docs.example("A model", docs.MODEL)],
+    )
+    def get(self, request: Request, model_id: str) -> Response:
+        """The model, or 404 `model_not_found`."""
+        for choice in model_choices():
+            if choice.id == model_id:
+                return Response(_model_object(choice.id, choice.provider))
+        raise ModelNotFound(f"The model {model_id!r} does not exist.", field="model")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Started:
+    run: Run
+    conversation: Conversation
+    request: CompletionRequest
+    messages: list[ClientMessage]
+
+
+class ChatCompletionView(OpenAIView, AsyncApiView):
+    """A completion: one stored, audited toolchat turn."""
+
+    throttle_classes = [MessageRateThrottle]
+    throttle_scope = "messages"
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_chat_completions",
+        summary="Create a chat completion (OpenAI shape)",
+        description=(
+            "OpenAI's Chat Completions, as a toolchat turn: toolchat's own tools run on the "
+            "server; `tools` in the request are the client's, returned as `tool_calls`. A "
+            "request whose messages begin with a conversation's history continues it. "
+            "The run's id is in the `X-Toolchat-Run-Id` header. docs/openai-api.md."
+        ),
+        request=OpenApiTypes.OBJECT,
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.OBJECT, description="`chat.completion`."
+            ),
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="With `stream: true`: `chat.completion.chunk`s, then `[DONE]`.",
+            ),
+            **docs.errors(400, 404, 409, 429, 502),
+        },
+        examples=[
+            docs.example("A question", docs.REQUEST, request=True),
+            docs.example("The answer", docs.COMPLETION),
+        ],
+    )
+    async def post(self, request: Request) -> Any:
+        """Start the turn; answer when it ends, or stream it."""
+        started = await sync_to_async(_start)(request.user, request.data, request.META)
+        headers = {
+            "X-Toolchat-Run-Id": str(started.run.pk),
+            "X-Toolchat-Conversation-Id": str(started.conversation.pk),
+        }
+        if started.request.stream:
+            response = StreamingHttpResponse(
+                _stream(started), content_type="text/event-stream", headers=headers
+            )
+            response["Cache-Control"] = "no-cache"
+            response["X-Accel-Buffering"] = "no"
+            return response
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(WAIT_S):
+                async for _ in _events(started.run):
+                    pass
+        outcome = await sync_to_async(run_outcome)(started.run.pk)
+        if outcome.error is not None:
+            return Response({"error": outcome.error}, status=outcome.status, headers=headers)
+        await sync_to_async(_saw)(started, outcome, outcome.content)
+        body = completion_body(started.run, started.request.model, outcome)
+        return Response(body, headers=headers)
+
+
+def _start(user: Any, body: Any, meta: dict[str, Any]) -> _Started:
+    """Read the request, find or make its conversation, store what it adds and start the run."""
+    request = request_read(body, meta)
+    messages = messages_read(request.messages)
+    chain = digests(messages)
+    ref = conversation_ref(meta, request.metadata)
+    with transaction.atomic():
+        conversation, held = thread_find(user, chain, ref)
+        turn = turn_read(conversation, messages, held, tools=request.tools, options=request.options)
+        system_prompt = system_prompt_read(messages)
+        if conversation is None:
+            conversation = conversation_create(
+                owner=user,
+                title=_title(turn.content or ""),
+                mode=request.mode,
+                system_prompt=system_prompt,
+                model=request.model,
+            )
+            if ref:
+                conversation.client_ref = ref
+                conversation.save(update_fields=["client_ref"])
+        else:
+            conversation_update(
+                conversation=conversation,
+                mode=request.mode,
+                system_prompt=system_prompt,
+                model=request.model,
+            )
+        run = client_run_start(conversation=conversation, turn=turn)
+    return _Started(run, conversation, request, messages)
+
+
+def _title(content: str) -> str:
+    words = " ".join(content.split())
+    return words if len(words) <= 80 else words[:79] + "…"
+
+
+def _saw(started: _Started, outcome: Outcome, content: str | None) -> None:
+    """Remember what the client saw: its messages and the answer it was sent."""
+    calls = tuple(
+        (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in outcome.tool_calls
+    )
+    answer = ClientMessage("assistant", content if content or not calls else None, calls)
+    thread_saw(started.conversation, [*started.messages, answer])
+
+
+async def _events(run: Run) -> AsyncIterator[dict[str, Any]]:
+    """The run's events until it ends or waits for a person."""
+    async for envelope in run_event_stream(run=run):
+        yield envelope
+        if envelope["type"] in TERMINAL or envelope["type"] in WAITING_EVENTS:
+            return
+
+
+async def _stream(started: _Started) -> AsyncIterator[str]:
+    """The run as `chat.completion.chunk`s: its text as it comes, then the outcome, then [DONE]."""
+    run, model = started.run, started.request.model
+    yield chunk(run, model, {"role": "assistant", "content": ""})
+    text = _StreamedText()
+    async for item in _with_keepalive(_events(run), KEEPALIVE_S):
+        if item is None:
+            yield ": toolchat keep-alive\n\n"
+        elif item["type"] == "message.delta":
+            piece = text.add(item["data"])
+            if piece:
+                yield chunk(run, model, {"content": piece})
+        elif item["type"] in PROGRESS:
+            yield f": toolchat {item['type']} {item['data'].get('name', '')}\n\n"
+    outcome = await sync_to_async(run_outcome)(run.pk)
+    if outcome.error is not None:
+        yield sse_data({"error": outcome.error})
+        yield "data: [DONE]\n\n"
+        return
+    if outcome.finish_reason != "tool_calls" and not text.sent and outcome.content:
+        yield chunk(run, model, {"content": outcome.content})  # an answer that did not stream
+        text.parts.append(outcome.content)
+    elif outcome.content and outcome.content not in "".join(text.parts) and not outcome.tool_calls:
+        piece = ("\n\n" if text.sent else "") + outcome.content  # an approval's text
+        yield chunk(run, model, {"content": piece})
+        text.parts.append(piece)
+    if outcome.tool_calls:
+        calls = [{"index": i, **call} for i, call in enumerate(outcome.tool_calls)]
+        yield chunk(run, model, {"tool_calls": calls})
+    yield chunk(run, model, {}, outcome.finish_reason)
+    if started.request.include_usage:
+        yield sse_data({**_chunk_base(run, model), "choices": [], "usage": outcome.usage})
+    yield "data: [DONE]\n\n"
+    await sync_to_async(_saw)(started, outcome, "".join(text.parts) or None)
+
+
+def _chunk_base(run: Run, model: str) -> dict[str, Any]:
+    return {
+        "id": completion_id(run),
+        "object": "chat.completion.chunk",
+        "created": int(run.created_at.timestamp()),
+        "model": model,
+    }
+
+
+class _StreamedText:
+    """The text a stream sent: each answer's deltas, a retried answer's repeat skipped."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.message_id: str | None = None
+        self.sent_here = 0  # characters of the current answer sent
+        self.skip = 0  # characters of a restarted answer already sent
+
+    @property
+    def sent(self) -> bool:
+        return bool(self.parts)
+
+    def add(self, data: dict[str, Any]) -> str:
+        piece = str(data.get("text") or "")
+        if data.get("message_id") != self.message_id:
+            self.message_id, self.sent_here, self.skip = data.get("message_id"), 0, 0
+            if self.parts and piece:
+                piece = "\n\n" + piece
+        if data.get("reset"):
+            self.skip, self.sent_here = self.sent_here, 0
+        if self.skip:
+            cut = min(self.skip, len(piece))
+            piece, self.skip = piece[cut:], self.skip - cut
+        self.sent_here += len(piece)
+        if piece:
+            self.parts.append(piece)
+        return piece
+
+
+async def _with_keepalive(
+    events: AsyncIterator[dict[str, Any]], seconds: float
+) -> AsyncIterator[dict[str, Any] | None]:
+    """The events, with None whenever nothing came for `seconds`."""
+    iterator = aiter(events)
+    pending: asyncio.Future[dict[str, Any]] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(iterator))
+            done, _ = await asyncio.wait({pending}, timeout=seconds)
+            if not done:
+                yield None
+                continue
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                return
+            finally:
+                pending = None
+            yield item
+    finally:
+        if pending is not None:
+            pending.cancel()
+        with contextlib.suppress(Exception):
+            await iterator.aclose()  # type: ignore[attr-defined]
+
+
+def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """Any other path under /v1/: OpenAI's 404, not an HTML page."""
+    return JsonResponse(
+        {"error": error_object(404, "No such endpoint.", code="unknown_url")}, status=404
+    )
