@@ -88,8 +88,11 @@ def _message_read(item: Any, where: str) -> ClientMessage:
     role = item.get("role")
     if role == "tool":
         call_id = item.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
-            raise InvalidInput(f"{where}.tool_call_id is required.", field=f"{where}.tool_call_id")
+        if not _id_ok(call_id):
+            raise InvalidInput(
+                f"{where}.tool_call_id must be a string of 1 to 128 characters.",
+                field=f"{where}.tool_call_id",
+            )
         return ClientMessage("tool", _text(item.get("content"), where) or "", tool_call_id=call_id)
     if role not in ROLES:
         raise InvalidInput(
@@ -134,7 +137,7 @@ def _calls_read(calls: Any, where: str) -> tuple[tuple[str, str, str], ...]:
             raise InvalidInput(f"{at}.function is required.", field=at)
         call_id, name = call.get("id"), function.get("name")
         arguments = function.get("arguments", "")
-        if not isinstance(call_id, str) or not call_id or len(call_id) > 128:
+        if not _id_ok(call_id):
             raise InvalidInput(f"{at}.id must be a string of 1 to 128 characters.", field=at)
         if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
             raise InvalidInput(f"{at}.function.name is not a valid tool name.", field=at)
@@ -142,6 +145,17 @@ def _calls_read(calls: Any, where: str) -> tuple[tuple[str, str, str], ...]:
             raise InvalidInput(f"{at}.function.arguments must be a JSON string.", field=at)
         read.append((call_id, name, arguments))
     return tuple(read)
+
+
+def _id_ok(call_id: Any) -> bool:
+    """Whether a tool call id can be stored and sent back as it is (no NUL, no lone surrogate)."""
+    if not isinstance(call_id, str) or not 0 < len(call_id) <= 128 or "\x00" in call_id:
+        return False
+    try:
+        call_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _canonical_arguments(arguments: str) -> str:

@@ -442,3 +442,66 @@ def test_a_call_that_needs_approval_answers_how_to_decide_it(v1, user, llm_serve
     response = post(v1, follow)
     assert response.status_code == 409
     assert error_of(response)["type"] == "conflict_error"
+
+
+# --- hostile input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "tool", "tool_call_id": "call\x00x", "content": "r"}],
+        [{"role": "tool", "tool_call_id": "call\ud800", "content": "r"}],
+        [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "c\x00",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "user", "content": "hi"},
+        ],
+    ],
+)
+def test_call_ids_no_column_can_store_are_refused(v1, messages, llm_server):
+    response = v1.post(
+        URL, json.dumps({"model": MODEL, "messages": messages}), content_type="application/json"
+    )
+    assert response.status_code == 400, response.json()
+    assert error_of(response)["type"] == "invalid_request_error"
+    assert not Message.objects.exists()
+
+
+@pytest.mark.django_db
+def test_deep_nesting_and_too_many_messages_are_400s(v1, llm_server):
+    deep = "[" * 100_000 + "]" * 100_000
+    body = '{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "tools": %s}'
+    response = v1.post(URL, body % (MODEL, deep), content_type="application/json")
+    assert response.status_code == 400
+    error_of(response)
+    many = [{"role": "user", "content": "hi"}] * 2001
+    response = post(v1, many)
+    assert response.status_code == 400
+    assert error_of(response)["param"] == "messages"
+    assert not Conversation.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_naming_another_users_conversation_reaches_none_of_it(v1, other_user, user, llm_server):
+    theirs = Conversation.objects.create(owner=other_user, title="secret")
+    llm_server.push(text_reply("Hello."))
+    response = v1.post(
+        URL,
+        {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
+        format="json",
+        HTTP_X_TOOLCHAT_CONVERSATION=str(theirs.pk),
+    )
+    assert response.status_code == 200
+    assert response["X-Toolchat-Conversation-Id"] != str(theirs.pk)
+    assert not Message.objects.filter(conversation=theirs).exists()
+    assert Conversation.objects.get(owner=user).client_ref == str(theirs.pk)
