@@ -300,6 +300,19 @@ class RunSerializer(serializers.ModelSerializer[Run]):
         source="model_call_rows", many=True, read_only=True, help_text="Oldest first."
     )
     tool_executions = ToolExecutionSerializer(many=True, read_only=True, help_text="Oldest first.")
+    client_options = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="A run of /v1/chat/completions: the request's options it honoured and kept "
+        "(temperature, max_tokens, tool_choice, response_format, user, metadata, stream); "
+        "null otherwise.",
+    )
+    client_tools = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="A run of /v1/chat/completions: the tools its client declared (their calls "
+        "went back to the client); null otherwise.",
+    )
 
     class Meta:
         model = Run
@@ -312,6 +325,8 @@ class RunSerializer(serializers.ModelSerializer[Run]):
             "steps",
             "model_calls",
             "error",
+            "client_options",
+            "client_tools",
             "created_at",
             "started_at",
             "finished_at",

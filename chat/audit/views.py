@@ -195,5 +195,6 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             "model_calls": sum(1 for line in breakdown if line.kind == "model"),
             "tool_calls": len(executions),
             "failures": sum(1 for line in breakdown if line.failed),
+            "client_options_json": pretty_json(run.client_options),
         },
     )

@@ -505,3 +505,21 @@ def test_naming_another_users_conversation_reaches_none_of_it(v1, other_user, us
     assert response["X-Toolchat-Conversation-Id"] != str(theirs.pk)
     assert not Message.objects.filter(conversation=theirs).exists()
     assert Conversation.objects.get(owner=user).client_ref == str(theirs.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_run_api_and_the_audit_show_what_the_client_asked(v1, user, llm_server, client):
+    llm_server.push(tool_calls_reply([("lookup_order", '{"order": "A"}', "call_1")]))
+    response = post(v1, [{"role": "user", "content": "Order A?"}], tools=[CLIENT_TOOL], user="u-1")
+    run_id = response["X-Toolchat-Run-Id"]
+    run = token_client(user).get(f"/api/v1/runs/{run_id}/").json()
+    assert run["client_options"] == {"user": "u-1"}
+    assert run["client_tools"] == [CLIENT_TOOL]
+    assert run["tool_executions"][0]["status"] == "client"
+    user.is_staff = True
+    user.save()
+    client.force_login(user)
+    page = client.get(f"/audit/runs/{run_id}/").content.decode()
+    assert "/v1/chat/completions" in page
+    assert "<code>lookup_order</code>" in page
+    assert "Returned to the client" in page
