@@ -16,6 +16,7 @@ import json
 import urllib.request
 
 import pytest
+import openai
 from openai import AsyncOpenAI, OpenAI
 from rest_framework.authtoken.models import Token
 
@@ -23,7 +24,7 @@ from chat.models import Conversation, ExecutionStatus, ToolExecution
 from chat.selectors import history_for_model
 from tests.assertions import assert_valid_history
 from tests.factories import UserFactory
-from tests.llm_server import text_reply, tool_calls_reply
+from tests.llm_server import error_reply, text_reply, tool_calls_reply
 
 pytestmark = pytest.mark.postgres
 
@@ -213,3 +214,21 @@ def test_langchain_openai_holds_a_conversation_with_a_tool_of_its_own(accounts, 
     final = with_tools.invoke(history)
     assert final.content == "Order A-1 has 3 items."
     assert_stored(owner, other_token, base_url)
+
+
+def test_a_failed_turn_reaches_the_sdk_as_an_error_streamed_or_not(accounts, llm_server):
+    base_url, token, _, owner, _ = accounts
+    llm_server.push(error_reply(400, "context too long"), error_reply(400, "context too long"))
+    client = OpenAI(base_url=base_url, api_key=token, max_retries=0)
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.APIStatusError) as failed:
+        client.chat.completions.create(model=MODEL, messages=messages)
+    assert failed.value.status_code == 502
+    assert failed.value.body["code"] == "run_failed"
+    assert "context too long" in failed.value.message
+    # Streamed, the 200 has gone out: the error arrives as the stream's last event.
+    stream = client.chat.completions.create(model=MODEL, messages=messages, stream=True)
+    with pytest.raises(openai.APIError, match="context too long"):
+        for _ in stream:
+            pass
+    assert Conversation.objects.filter(owner=owner).count() == 2
