@@ -15,8 +15,8 @@ import asyncio
 import json
 import urllib.request
 
-import pytest
 import openai
+import pytest
 from openai import AsyncOpenAI, OpenAI
 from rest_framework.authtoken.models import Token
 
