@@ -308,16 +308,24 @@ async def sse_body(
 ) -> AsyncIterator[str]:
     """Frame the events as SSE, with a comment line when nothing happened for a while."""
     yield ": connected\n\n"
+    async for envelope in with_keepalive(events, keepalive_s):
+        # A proxy would close a silent connection; a comment keeps it open.
+        yield ": keep-alive\n\n" if envelope is None else sse_format(envelope)
+
+
+async def with_keepalive(
+    events: AsyncIterator[dict[str, Any]], seconds: float
+) -> AsyncIterator[dict[str, Any] | None]:
+    """The events, with a None whenever none came for `seconds` (for a stream's keep-alive)."""
     iterator = aiter(events)
     pending: asyncio.Future[dict[str, Any]] | None = None
     try:
         while True:
             if pending is None:
                 pending = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({pending}, timeout=keepalive_s)
+            done, _ = await asyncio.wait({pending}, timeout=seconds)
             if not done:
-                # A proxy would close a silent connection; a comment keeps it open.
-                yield ": keep-alive\n\n"
+                yield None
                 continue
             try:
                 envelope = pending.result()
@@ -325,7 +333,7 @@ async def sse_body(
                 return
             finally:
                 pending = None
-            yield sse_format(envelope)
+            yield envelope
     finally:
         if pending is not None:
             pending.cancel()

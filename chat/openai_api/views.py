@@ -32,7 +32,7 @@ from rest_framework.views import APIView
 
 from chat.api.base import AsyncApiView
 from chat.api.errors import exception_handler
-from chat.live.streams import run_event_stream
+from chat.live.streams import run_event_stream, with_keepalive
 from chat.llm.endpoints import model_choices
 from chat.message_rate import MessageRateThrottle
 from chat.models import Conversation, Run
@@ -276,7 +276,7 @@ async def _stream(started: _Started) -> AsyncIterator[str]:
     run, model = started.run, started.request.model
     yield chunk(run, model, {"role": "assistant", "content": ""})
     text = _StreamedText()
-    async for item in _with_keepalive(_events(run), KEEPALIVE_S):
+    async for item in with_keepalive(_events(run), KEEPALIVE_S):
         if item is None:
             yield ": toolchat keep-alive\n\n"
         elif item["type"] == "message.delta":
@@ -344,34 +344,6 @@ class _StreamedText:
         if piece:
             self.parts.append(piece)
         return piece
-
-
-async def _with_keepalive(
-    events: AsyncIterator[dict[str, Any]], seconds: float
-) -> AsyncIterator[dict[str, Any] | None]:
-    """The events, with None whenever nothing came for `seconds`."""
-    iterator = aiter(events)
-    pending: asyncio.Future[dict[str, Any]] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({pending}, timeout=seconds)
-            if not done:
-                yield None
-                continue
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
-                return
-            finally:
-                pending = None
-            yield item
-    finally:
-        if pending is not None:
-            pending.cancel()
-        with contextlib.suppress(Exception):
-            await iterator.aclose()  # type: ignore[attr-defined]
 
 
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:

@@ -118,19 +118,24 @@ def content_check(content: Any) -> None:
     """Refuse what no path may store as a user message (the REST serializer, the socket)."""
     if not isinstance(content, str) or not _visible(content):
         raise InvalidInput("The message is empty.", field="content")
+    _storable_check(content, what="The message", field="content")
+
+
+def _storable_check(content: str, *, what: str, field: str) -> None:
+    """Refuse text no column may store (NUL, lone surrogates) or longer than a message may be."""
     if "\x00" in content:
-        raise InvalidInput("The message contains a NUL character.", field="content")
+        raise InvalidInput(f"{what} contains a NUL character.", field=field)
     try:
         content.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(
-            "The message is not valid Unicode text (it has a lone surrogate).", field="content"
+            f"{what} is not valid Unicode text (it has a lone surrogate).", field=field
         ) from None
     limit = settings.MAX_MESSAGE_CHARS
     if len(content) > limit:
         raise InvalidInput(
-            f"The message is {len(content):,} characters long; the limit is {limit:,}.",
-            field="content",
+            f"{what} is {len(content):,} characters long; the limit is {limit:,}.",
+            field=field,
             details={"max_chars": limit, "chars": len(content)},
         )
 
@@ -387,18 +392,4 @@ def _imported(conversation: Conversation, item: dict[str, Any], *, position: int
 
 def content_check_tool(content: str) -> None:
     """Refuse a tool result or an imported message no column may store (NUL, surrogates, size)."""
-    if "\x00" in content:
-        raise InvalidInput("A message contains a NUL character.", field="messages")
-    try:
-        content.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(
-            "A message is not valid Unicode text (it has a lone surrogate).", field="messages"
-        ) from None
-    limit = settings.MAX_MESSAGE_CHARS
-    if len(content) > limit:
-        raise InvalidInput(
-            f"A message is {len(content):,} characters long; the limit is {limit:,}.",
-            field="messages",
-            details={"max_chars": limit, "chars": len(content)},
-        )
+    _storable_check(content, what="A message", field="messages")

@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +123,26 @@ def llama_server() -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+# What docs/providers.md advises for this model and server: its name, short answers,
+# slow calls (a CPU shared with the suite's other worker) given time, no compose model.
+LLAMA_MODEL = "SmolLM2-135M-Instruct"
+
+
+@pytest.fixture
+def llama(llama_server: str, settings: Any) -> Iterator[str]:
+    """The openai provider pointed at the session's llama-cpp-python server, for one test."""
+    from chat.llm.limits import server_limits_reset
+
+    settings.LLM_PROVIDER = "openai"
+    settings.OPENAI_API_KEY = "sk-local"
+    settings.OPENAI_BASE_URL = llama_server
+    settings.LLM_MODEL = LLAMA_MODEL
+    settings.LLM_COMPOSE_MODEL = ""
+    settings.LLM_MAX_RETRIES = 2
+    settings.LLM_MAX_TOKENS = 256
+    settings.LLM_TIMEOUT_S = 120
+    settings.LLM_CALL_DEADLINE_S = 300
+    yield llama_server
+    server_limits_reset()

@@ -16,13 +16,14 @@ import pytest
 
 from chat.llm import get_provider
 from chat.llm.base import ChatRequest, Done
-from chat.llm.limits import server_limits, server_limits_reset
+from chat.llm.limits import server_limits
 from chat.models import CallStatus, Mode, ModelCall, RunStatus
 from chat.selectors import history_for_model
 from chat.services.runs import run_start
 from tests.assertions import assert_valid_history
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
+from tests.plugins.llamacpp import LLAMA_MODEL
 from tools.registry import registry as tool_registry
 
 # A real model on a CPU shared with the suite's other worker: a turn in each mode took
@@ -33,28 +34,13 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-MODEL = "SmolLM2-135M-Instruct"
+MODEL = LLAMA_MODEL
 # What a failure caused by the server's limits (not by the model's words) says.
 LIMIT_WORDS = ("connection error", "stream", "not supported", "HTTP ", "timed out", "deadline")
 PROMPTS = [
     "What is 12*7? Use the calculator tool.",
     "Use the calculator to compute 2+2.",
 ]
-
-
-@pytest.fixture
-def llama(llama_server, settings):
-    settings.LLM_PROVIDER = "openai"
-    settings.OPENAI_API_KEY = "sk-local"
-    settings.OPENAI_BASE_URL = llama_server
-    settings.LLM_MODEL = MODEL
-    settings.LLM_COMPOSE_MODEL = ""
-    settings.LLM_MAX_RETRIES = 2
-    settings.LLM_MAX_TOKENS = 256  # as docs/providers.md advises for a small local model
-    settings.LLM_TIMEOUT_S = 120
-    settings.LLM_CALL_DEADLINE_S = 300
-    yield llama_server
-    server_limits_reset()
 
 
 def assert_ended_well(run, conversation) -> None:

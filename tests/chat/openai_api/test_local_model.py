@@ -23,6 +23,7 @@ from chat.models import Conversation, ExecutionStatus, Run, RunStatus, ToolExecu
 from chat.selectors import history_for_model
 from chat.services.approvals import tool_call_decide
 from tests.assertions import assert_valid_history
+from tests.plugins.llamacpp import LLAMA_MODEL
 from tests.stack import wait_for_run
 
 pytestmark = [
@@ -31,24 +32,7 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-MODEL = "SmolLM2-135M-Instruct"
-
-
-@pytest.fixture
-def llama(llama_server, settings):
-    from chat.llm.limits import server_limits_reset
-
-    settings.LLM_PROVIDER = "openai"
-    settings.OPENAI_API_KEY = "sk-local"
-    settings.OPENAI_BASE_URL = llama_server
-    settings.LLM_MODEL = MODEL
-    settings.LLM_COMPOSE_MODEL = ""
-    settings.LLM_MAX_RETRIES = 2
-    settings.LLM_MAX_TOKENS = 256
-    settings.LLM_TIMEOUT_S = 120
-    settings.LLM_CALL_DEADLINE_S = 300
-    yield llama_server
-    server_limits_reset()
+MODEL = LLAMA_MODEL
 
 
 def test_the_openai_sdk_holds_a_conversation_with_a_real_local_model(llama, user):
