@@ -48,6 +48,7 @@ from chat.llm.base import (
 )
 from chat.llm.endpoints import UnknownModel, model_resolve
 from chat.models import CallStatus, ModelCall, ModelCallPurpose, Run, RunEvent
+from chat.telemetry.metrics import model_call_observe
 from chat.telemetry.tracing import model_call_lost, model_call_span
 
 STOPPED = "Stopped: the run was cancelled or taken over."
@@ -96,6 +97,7 @@ def model_call(
             on_delta=on_delta,
         )
         record(called.row, called.completion)
+    model_call_observe(run, called.row, called.completion)
     return called
 
 

@@ -51,6 +51,7 @@ from chat.models import (
     RunStatus,
     ToolExecution,
 )
+from chat.telemetry.metrics import tool_call_observe
 from chat.telemetry.tracing import tool_span
 from tools.context import ToolContext
 from tools.executor import execute_tool
@@ -188,6 +189,7 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
     ):
         result = execute_tool(name=execution.name, arguments=raw_arguments, context=context)
         record(result)
+    tool_call_observe(execution.name, result)
     return result
 
 

@@ -11,6 +11,13 @@ from django.core.exceptions import ImproperlyConfigured
 
 from project.settings.env import env_bool, env_float, env_int, env_list, env_str
 
+# --- Metrics (docs/observability.md) ---------------------------------------------------
+
+# GET /metrics is off (404) unless one of these is set: a scraper sends
+# `Authorization: Bearer <token>`, or connects from one of the CIDR blocks.
+TOOLCHAT_METRICS_TOKEN = env_str("TOOLCHAT_METRICS_TOKEN")
+TOOLCHAT_METRICS_NETWORKS = env_list("TOOLCHAT_METRICS_NETWORKS", [])
+
 # --- The turn engine ------------------------------------------------------------------
 
 # Runs and running tool calls renew a heartbeat every TOOLCHAT_HEARTBEAT_S; one
