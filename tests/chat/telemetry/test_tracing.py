@@ -15,12 +15,12 @@ from rest_framework.test import APIClient
 
 from chat.models import Mode, ModelCall, Run, RunStatus, ToolExecution
 from chat.services.runs import run_start
-from chat.telemetry.tracing import tracing_flush, tracing_reset
+from chat.telemetry.tracing import tracing_reset
 from tests.assertions import wait_until
 from tests.chat.engine.conftest import wait_for_run
+from tests.chat.telemetry.conftest import by_operation, turn_spans
 from tests.factories import ConversationFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
-from tests.otlp_receiver import OTLPReceiver, ReceivedSpan
 from tools.context import ToolContext
 from tools.registry import ToolRegistry
 from tools.registry import registry as tool_registry
@@ -29,47 +29,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CLIENT, INTERNAL = 3, 1  # the OTLP span kinds
 ERROR = 2  # the OTLP status code
-
-
-@pytest.fixture
-def otlp(monkeypatch):
-    receiver = OTLPReceiver().start()
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
-    monkeypatch.setenv("OTEL_SERVICE_NAME", "toolchat-tests")
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
-    monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
-    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
-    tracing_reset()
-    yield receiver
-    tracing_reset()
-    receiver.stop()
-
-
-@pytest.fixture
-def capture(monkeypatch, otlp):
-    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
-    tracing_reset()
-    return otlp
-
-
-def turn_spans(receiver: OTLPReceiver, run: Run, count: int) -> list[ReceivedSpan]:
-    """The spans of the run's trace once `count` have arrived, the turn's first."""
-    run.refresh_from_db()
-    trace_id = run.trace_parent.split("-")[1]
-
-    def spans() -> list[ReceivedSpan]:
-        tracing_flush()
-        return [s for s in receiver.spans if s.trace_id == trace_id]
-
-    wait_until(lambda: len(spans()) >= count, what=f"{count} spans of the run's trace")
-    received = spans()
-    assert len(received) == count, [s.name for s in received]
-    return sorted(received, key=lambda s: (not s.name.startswith("invoke_agent"), s.start_ns))
-
-
-def by_operation(spans: list[ReceivedSpan], operation: str) -> list[ReceivedSpan]:
-    return [s for s in spans if s.attributes.get("gen_ai.operation.name") == operation]
 
 
 def test_a_two_pass_turn_is_one_trace_of_the_turn_its_model_calls_and_its_tool(
