@@ -13,7 +13,7 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponseBase
 
-from chat.telemetry.tracing import context_extract
+from chat.telemetry.tracing import caller_context
 
 Handler = Callable[[HttpRequest], Any]
 
@@ -33,34 +33,10 @@ class TraceContextMiddleware:
     def __call__(self, request: HttpRequest) -> Any:
         if self.is_async:
             return self._acall(request)
-        token = _attach(request)
-        try:
+        with caller_context(request.headers):
             return self.get_response(request)
-        finally:
-            _detach(token)
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
-        token = _attach(request)
-        try:
+        with caller_context(request.headers):
             response: Awaitable[HttpResponseBase] = self.get_response(request)
             return await response
-        finally:
-            _detach(token)
-
-
-def _attach(request: HttpRequest) -> object | None:
-    if "traceparent" not in request.headers:
-        return None
-    context = context_extract(request.headers)
-    if context is None:
-        return None
-    from opentelemetry import context as otel_context
-
-    return otel_context.attach(context)
-
-
-def _detach(token: object | None) -> None:
-    if token is not None:
-        from opentelemetry import context as otel_context
-
-        otel_context.detach(token)  # type: ignore[arg-type]

@@ -168,6 +168,25 @@ def context_extract(headers: Mapping[str, str]) -> Context | None:
     return propagate.extract(headers)
 
 
+@contextlib.contextmanager
+def caller_context(headers: Mapping[str, str]) -> Iterator[None]:
+    """Within the block, the caller's trace (its `traceparent` header) is current, if any."""
+    if "traceparent" not in headers:
+        yield
+        return
+    context = context_extract(headers)
+    if context is None:
+        yield
+        return
+    from opentelemetry import context as otel_context
+
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
 def headers_inject(headers: MutableMapping[str, str]) -> None:
     """Add `traceparent` (and the propagators' other headers) for the current span, if any."""
     if _State.tracer is None or _State.pid != os.getpid():
