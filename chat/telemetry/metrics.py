@@ -58,7 +58,7 @@ MODEL_TOKENS = Counter(
 )
 TOOL_CALL_DURATION = Histogram(
     "toolchat_tool_call_duration_seconds",
-    "A tool execution, by tool and status (succeeded, failed, timeout...).",
+    "A tool execution, by tool and status (succeeded, failed, timed_out, cancelled).",
     ["tool", "status"],
     buckets=_SECONDS,
 )
