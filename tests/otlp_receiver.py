@@ -84,6 +84,9 @@ class OTLPReceiver:
     def _receive(self, body: bytes) -> None:
         request = ExportTraceServiceRequest()
         request.ParseFromString(body)
+        self._keep(request)
+
+    def _keep(self, request: ExportTraceServiceRequest) -> None:
         spans = []
         for resource_spans in request.resource_spans:
             resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
@@ -106,3 +109,39 @@ class OTLPReceiver:
         with self._lock:
             self.requests += 1
             self.spans.extend(spans)
+
+
+class GrpcOTLPReceiver(OTLPReceiver):
+    """The same, as an OTLP/gRPC TraceService on 127.0.0.1 (`grpc` protocol)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._grpc: Any = None
+        self._port = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    def start(self) -> GrpcOTLPReceiver:
+        from concurrent import futures
+
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+        receiver = self
+
+        class Service(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                receiver._keep(request)
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), self._grpc)
+        self._port = self._grpc.add_insecure_port("127.0.0.1:0")
+        self._grpc.start()
+        return self
+
+    def stop(self) -> None:
+        if self._grpc is not None:
+            self._grpc.stop(grace=None)

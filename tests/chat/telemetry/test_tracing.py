@@ -21,6 +21,7 @@ from tests.chat.engine.conftest import wait_for_run
 from tests.chat.telemetry.conftest import by_operation, turn_spans
 from tests.factories import ConversationFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
+from tests.otlp_receiver import GrpcOTLPReceiver
 from tools.context import ToolContext
 from tools.registry import ToolRegistry
 from tools.registry import registry as tool_registry
@@ -244,6 +245,23 @@ def test_content_is_exported_on_opt_in_with_sensitive_arguments_masked(
     assert next(m for m in history if m["role"] == "tool")["parts"][0]["id"] == "call_s"
     everything = json.dumps([s.attributes for s in capture.spans])
     assert "hunter2" not in everything
+
+
+def test_spans_go_over_grpc_when_the_protocol_says_so(llm_server, user, monkeypatch):
+    receiver = GrpcOTLPReceiver().start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+        tracing_reset()
+        llm_server.push(text_reply("Hello."))
+        run = wait_for_run(run_start(conversation=ConversationFactory(owner=user), content="hi"))
+        turn, call = turn_spans(receiver, run, 2)
+    finally:
+        tracing_reset()
+        receiver.stop()
+    assert turn.name == "invoke_agent toolchat"
+    assert (call.name, call.parent_span_id) == ("chat test-model", turn.span_id)
 
 
 def test_with_no_endpoint_nothing_is_traced_or_sent(llm_server, user, monkeypatch):
