@@ -366,7 +366,9 @@ def model_call_span(run: Run, request: ChatRequest, *, provider: str) -> Iterato
         yield record
 
 
-def _model_call_attributes(span: Span, row: ModelCall, completion: Completion | None) -> None:
+def _model_call_attributes(
+    span: Span, row: ModelCall, completion: Completion | None, *, content: bool = True
+) -> None:
     from opentelemetry import trace
 
     span.set_attribute("toolchat.model_call.id", str(row.pk))
@@ -388,7 +390,7 @@ def _model_call_attributes(span: Span, row: ModelCall, completion: Completion | 
         span.set_attribute("gen_ai.usage.output_tokens", completion.completion_tokens)
     if completion.first_token_ms is not None:
         span.set_attribute("gen_ai.response.time_to_first_chunk", completion.first_token_ms / 1000)
-    if _State.capture:
+    if _State.capture and content:
         span.set_attribute(
             "gen_ai.output.messages",
             json.dumps([_output_message(completion)], ensure_ascii=False),
@@ -414,7 +416,16 @@ def model_call_lost(run: Run, row: ModelCall) -> None:
     parent = _turn_context(run) if tracer is not None else None
     if tracer is None or parent is None:
         return
+    _recorded_call_span(tracer, parent, run, row, end=None)
+
+
+def _recorded_call_span(
+    tracer: Tracer, parent: Context, run: Run, row: ModelCall, *, end: datetime | None
+) -> None:
+    """A model call's span from its audit row alone, at its recorded start (and end)."""
     from opentelemetry import trace
+
+    from chat.llm.base import Completion as Answer
 
     span = tracer.start_span(
         f"chat {row.model}",
@@ -429,8 +440,60 @@ def model_call_lost(run: Run, row: ModelCall) -> None:
         },
         start_time=_ns(row.started_at),
     )
-    _model_call_attributes(span, row, None)
-    span.end()
+    answered = None
+    if str(row.status) == "succeeded":
+        answered = Answer(
+            content=None,
+            finish_reason=row.finish_reason,
+            model=row.model,
+            prompt_tokens=row.prompt_tokens,
+            completion_tokens=row.completion_tokens,
+            first_token_ms=row.first_token_ms,
+            latency_ms=row.latency_ms or 0,
+            attempts=row.attempts,
+        )
+    _model_call_attributes(span, row, answered, content=False)
+    span.end(end_time=_ns(end) if end is not None else None)
+
+
+def run_export(run: Run) -> bool:
+    """Send an ended run's trace from its stored rows, with their recorded times.
+
+    For runs from before tracing was on (or whose spans were lost): its turn,
+    its model calls and its tool executions, with no message content. A run
+    with no trace yet is given one (stored on it). False when tracing is off.
+    """
+    tracer = _tracer()
+    parent = _turn_context(run) if tracer is not None else None
+    if tracer is None or parent is None:
+        return False
+    from datetime import timedelta
+
+    from opentelemetry import trace
+
+    from chat.models import ModelCall as Call
+    from chat.models import ToolExecution as Execution
+
+    for row in Call.objects.filter(run=run).order_by("started_at"):
+        end = row.started_at + timedelta(milliseconds=row.latency_ms or 0)
+        _recorded_call_span(tracer, parent, run, row, end=end)
+    for execution in Execution.objects.filter(run=run, started_at__isnull=False):
+        assert execution.started_at is not None
+        span = tracer.start_span(
+            f"execute_tool {execution.name}",
+            context=parent,
+            kind=trace.SpanKind.INTERNAL,
+            attributes=_tool_attributes(run, execution, tool_type="function"),
+            start_time=_ns(execution.started_at),
+        )
+        span.set_attribute("toolchat.tool.status", str(execution.status))
+        span.set_attribute("toolchat.tool.truncated", execution.truncated)
+        if str(execution.status) != "succeeded":
+            span.set_attribute("error.type", str(execution.status))
+            span.set_status(trace.StatusCode.ERROR)
+        span.end(end_time=_ns(execution.finished_at) if execution.finished_at else None)
+    turn_end(run)
+    return True
 
 
 def _message_parts(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -490,16 +553,7 @@ def _noop_tool_record(result: ToolResult) -> None:
     return None
 
 
-@contextlib.contextmanager
-def tool_span(run: Run, execution: ToolExecution, *, tool_type: str) -> Iterator[ToolRecord]:
-    """The span of one tool execution; the block calls the yielded function with its result."""
-    tracer = _tracer()
-    parent = _turn_context(run) if tracer is not None else None
-    if tracer is None or parent is None:
-        yield _noop_tool_record
-        return
-    from opentelemetry import trace
-
+def _tool_attributes(run: Run, execution: ToolExecution, *, tool_type: str) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": execution.name,
@@ -512,11 +566,24 @@ def tool_span(run: Run, execution: ToolExecution, *, tool_type: str) -> Iterator
     }
     if execution.approval_wait_ms is not None:
         attributes["toolchat.tool.approval_wait_ms"] = execution.approval_wait_ms
+    return attributes
+
+
+@contextlib.contextmanager
+def tool_span(run: Run, execution: ToolExecution, *, tool_type: str) -> Iterator[ToolRecord]:
+    """The span of one tool execution; the block calls the yielded function with its result."""
+    tracer = _tracer()
+    parent = _turn_context(run) if tracer is not None else None
+    if tracer is None or parent is None:
+        yield _noop_tool_record
+        return
+    from opentelemetry import trace
+
     span = tracer.start_span(
         f"execute_tool {execution.name}",
         context=parent,
         kind=trace.SpanKind.INTERNAL,
-        attributes=attributes,
+        attributes=_tool_attributes(run, execution, tool_type=tool_type),
     )
 
     def record(result: ToolResult) -> None:

@@ -273,3 +273,36 @@ def test_with_no_endpoint_nothing_is_traced_or_sent(llm_server, user, monkeypatc
     assert run.status == RunStatus.COMPLETED
     assert run.trace_parent == ""
     assert "traceparent" not in llm_server.request_headers[0]
+
+
+def test_runs_from_before_tracing_are_exported_with_their_recorded_times(
+    llm_server, user, monkeypatch, otlp
+):
+    from django.core.management import call_command
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+    tracing_reset()  # tracing off while the turn runs
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "2+3"}', "call_old")]),
+        text_reply("Five."),
+    )
+    run = wait_for_run(run_start(conversation=ConversationFactory(owner=user), content="2+3?"))
+    assert (run.status, run.trace_parent) == (RunStatus.COMPLETED, "")
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint)
+    tracing_reset()
+    call_command("export_traces", since=run.created_at.date().isoformat())
+
+    turn, ask, tool, compose = turn_spans(otlp, run, 4)
+    assert turn.attributes["toolchat.run.outcome"] == "completed"
+    assert turn.start_ns == int(run.created_at.timestamp() * 1e9)
+    assert turn.end_ns == int(run.finished_at.timestamp() * 1e9)
+    rows = list(ModelCall.objects.filter(run=run).order_by("started_at"))
+    for span, row in ((ask, rows[0]), (compose, rows[1])):
+        assert span.parent_span_id == turn.span_id
+        assert span.start_ns == int(row.started_at.timestamp() * 1e9)
+        assert span.attributes["gen_ai.usage.input_tokens"] == row.prompt_tokens
+        assert span.attributes["gen_ai.response.finish_reasons"] == [row.finish_reason]
+    execution = ToolExecution.objects.get(run=run)
+    assert tool.attributes["gen_ai.tool.call.id"] == "call_old"
+    assert tool.end_ns == int(execution.finished_at.timestamp() * 1e9)
