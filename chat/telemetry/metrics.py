@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -55,6 +56,11 @@ MODEL_TOKENS = Counter(
     "toolchat_model_tokens",
     "Tokens of model calls, by provider, model and type (input, output).",
     ["provider", "model", "type"],
+)
+EVENT_LAG = Histogram(
+    "toolchat_event_fanout_lag_seconds",
+    "A live event's storing (in the worker) to its arrival in a client's stream (WebSocket or SSE).",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, float("inf")),
 )
 TOOL_CALL_DURATION = Histogram(
     "toolchat_tool_call_duration_seconds",
@@ -96,6 +102,16 @@ def tool_call_observe(name: str, result: ToolResult) -> None:
     """Count one tool execution."""
     if metrics_enabled():
         TOOL_CALL_DURATION.labels(name, str(result.status)).observe(result.duration_ms / 1000)
+
+
+def event_lag_observe(stored_at: str) -> None:
+    """Count one live event handed to a client's stream, by its lag since it was stored."""
+    if not metrics_enabled():
+        return
+    from datetime import datetime
+
+    lag = datetime.now(UTC) - datetime.fromisoformat(stored_at)
+    EVENT_LAG.observe(max(lag.total_seconds(), 0.0))
 
 
 def turn_observe(run: Run) -> None:

@@ -112,3 +112,26 @@ def test_runs_waiting_for_approval_are_counted_when_scraped(
     samples = scrape()
     assert value(samples, "toolchat_runs_active", status="awaiting_approval") == 1
     assert value(samples, "toolchat_tool_calls_awaiting_approval") == 1
+
+
+@pytest.mark.anyio
+async def test_events_a_socket_receives_live_are_counted_with_their_lag(metrics_on, user, settings):
+    from channels.db import database_sync_to_async
+
+    from tests.chat.live.test_consumers import connect, headers_for, make, receive_events
+
+    settings.LLM_PROVIDER = "offline"
+    lag = "toolchat_event_fanout_lag_seconds_count"
+    before = value(await database_sync_to_async(scrape)(), lag)
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, connected, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    assert connected
+    await communicator.send_json_to({"type": "message", "content": "hello"})
+    received = []
+    while not any(m["type"] == "run.completed" for m in received):
+        received += await receive_events(communicator, 1)
+    await communicator.disconnect()
+    events = [m for m in received if "seq" in m]
+    after = await database_sync_to_async(scrape)()
+    assert value(after, lag) - before == len(events)
+    assert value(after, "toolchat_event_fanout_lag_seconds_bucket", le="+Inf") == value(after, lag)
