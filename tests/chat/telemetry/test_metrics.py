@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,6 +19,7 @@ from tests.llm_server import error_reply, text_reply, tool_calls_reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TOKEN = "a-scraper-token-for-tests"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -95,6 +100,17 @@ def test_a_scrape_after_turns_counts_them_their_calls_tokens_and_tools(
     assert value(after, "toolchat_tool_calls_awaiting_approval") == 0
     assert ("toolchat_task_queue_depth", ()) in after
     assert any(name.startswith("process_") for name, _ in after)  # the process's own metrics
+
+    # The Grafana dashboard asks only for metrics a scrape has.
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    asked = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\b(?:toolchat|process)_[a-z_]+", target["expr"])
+    }
+    assert len(asked) >= 10
+    assert asked <= {name for name, _ in after}, asked - {name for name, _ in after}
 
 
 def test_runs_waiting_for_approval_are_counted_when_scraped(
