@@ -98,10 +98,15 @@ def tracing_start() -> Tracer | None:
         return _State.tracer
 
 
+# How long an exiting worker waits for its last spans to go: a collector that is down
+# must not hold up a worker's shutdown.
+FLUSH_TIMEOUT_MS = 5000
+
+
 def tracing_flush() -> None:
-    """Export what this process has (a worker process about to exit)."""
+    """Export what this process has (a worker process about to exit), waiting 5 s at most."""
     if _State.provider is not None and _State.pid == os.getpid():
-        _State.provider.force_flush()
+        _State.provider.force_flush(timeout_millis=FLUSH_TIMEOUT_MS)
 
 
 def tracing_reset() -> None:

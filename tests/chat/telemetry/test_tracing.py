@@ -264,6 +264,30 @@ def test_spans_go_over_grpc_when_the_protocol_says_so(llm_server, user, monkeypa
     assert (call.name, call.parent_span_id) == ("chat test-model", turn.span_id)
 
 
+def test_a_collector_that_is_down_costs_the_turn_nothing_but_its_spans(
+    llm_server, user, monkeypatch
+):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    tracing_reset()
+    try:
+        llm_server.push(text_reply("Hello."))
+        run = wait_for_run(run_start(conversation=ConversationFactory(owner=user), content="hi"))
+        assert run.status == RunStatus.COMPLETED, run.error
+        assert run.trace_parent
+        assert (
+            llm_server.request_headers[0]["traceparent"].split("-")[1]
+            == (run.trace_parent.split("-")[1])
+        )
+    finally:
+        tracing_reset()
+
+
 def test_with_no_endpoint_nothing_is_traced_or_sent(llm_server, user, monkeypatch):
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
