@@ -52,7 +52,7 @@ from chat.models import (
     ToolExecution,
 )
 from chat.telemetry.metrics import tool_call_observe
-from chat.telemetry.tracing import tool_span
+from chat.telemetry.tracing import headers_inject, tool_span
 from tools.context import ToolContext
 from tools.executor import execute_tool
 from tools.registry import registry as tool_registry
@@ -187,6 +187,7 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         tool_span(run, execution, tool_type=tool_type) as record,
         CallHeartbeat(execution.pk, context),
     ):
+        headers_inject(context.trace_headers)  # the tool runs in a thread of its own
         result = execute_tool(name=execution.name, arguments=raw_arguments, context=context)
         record(result)
     tool_call_observe(execution.name, result)

@@ -8,6 +8,9 @@ from chat.models import Run
 from chat.telemetry.tracing import tracing_flush, tracing_reset
 from tests.assertions import wait_until
 from tests.otlp_receiver import OTLPReceiver, ReceivedSpan
+from tests.tools.mcp.conftest import mcp_servers
+
+__all__ = ["mcp_servers"]  # a fixture, for the MCP call's trace
 
 
 @pytest.fixture

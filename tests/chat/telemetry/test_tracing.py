@@ -330,3 +330,20 @@ def test_runs_from_before_tracing_are_exported_with_their_recorded_times(
     execution = ToolExecution.objects.get(run=run)
     assert tool.attributes["gen_ai.tool.call.id"] == "call_old"
     assert tool.end_ns == int(execution.finished_at.timestamp() * 1e9)
+
+
+def test_an_mcp_tool_call_carries_its_span_as_traceparent_in_its_meta(
+    otlp, llm_server, user, mcp_servers
+):
+    from tests.tools.mcp.servers import stdio_server
+
+    mcp_servers({"t": stdio_server()})
+    llm_server.push(tool_calls_reply([("t__traceparent", "{}", "call_mcp")]), text_reply("Traced."))
+    run = wait_for_run(run_start(conversation=ConversationFactory(owner=user), content="go"), 30)
+    assert run.status == RunStatus.COMPLETED, run.error
+
+    turn, *children = turn_spans(otlp, run, 4)
+    (tool,) = by_operation(children, "execute_tool")
+    assert tool.attributes["gen_ai.tool.type"] == "extension"
+    received = ToolExecution.objects.get(run=run).content
+    assert f"00-{turn.trace_id}-{tool.span_id}-01" in received
