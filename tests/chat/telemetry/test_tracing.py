@@ -347,3 +347,31 @@ def test_an_mcp_tool_call_carries_its_span_as_traceparent_in_its_meta(
     assert tool.attributes["gen_ai.tool.type"] == "extension"
     received = ToolExecution.objects.get(run=run).content
     assert f"00-{turn.trace_id}-{tool.span_id}-01" in received
+
+
+def test_an_openai_compatible_request_continues_the_callers_trace_with_its_parameters(
+    otlp, llm_server, user
+):
+    from tests.chat.openai_api.conftest import bearer_client
+
+    llm_server.push(text_reply("Hello."))
+    caller_trace, caller_span = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+    response = bearer_client(user).post(
+        "/v1/chat/completions",
+        {
+            "model": "openai/test-model",
+            "messages": [{"role": "user", "content": "hi"}],
+            "temperature": 0.2,
+            "max_tokens": 300,
+        },
+        format="json",
+        HTTP_TRACEPARENT=f"00-{caller_trace}-{caller_span}-01",
+    )
+    assert response.status_code == 200, response.content
+    run = wait_for_run(Run.objects.get(conversation__owner=user))
+
+    turn, call = turn_spans(otlp, run, 2)
+    assert (turn.trace_id, turn.parent_span_id) == (caller_trace, caller_span)
+    assert call.parent_span_id == turn.span_id
+    assert call.attributes["gen_ai.request.temperature"] == 0.2
+    assert call.attributes["gen_ai.request.max_tokens"] == 300
