@@ -211,6 +211,10 @@ class Run(models.Model):
     # NULL for a run of the REST API or the chat page.
     client_tools = StorableJSONField(null=True, blank=True, editable=False)
     client_options = StorableJSONField(null=True, blank=True, editable=False)
+    # The turn's trace (chat/telemetry/tracing.py): the W3C traceparent of its
+    # span, then the caller's span id when a request's traceparent was
+    # continued; "" when tracing is off. Every step, in any worker, continues it.
+    trace_parent = models.CharField(max_length=80, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -3,12 +3,30 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init, worker_process_shutdown, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings.base")
 
 app = Celery("toolchat")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def telemetry_start(**kwargs: object) -> None:
+    """Each pool process makes its own tracer after the fork: the parent's export thread is gone."""
+    from chat.telemetry.tracing import tracing_start
+
+    tracing_start()
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def telemetry_flush(**kwargs: object) -> None:
+    """Export the spans a worker process still holds before it exits."""
+    from chat.telemetry.tracing import tracing_flush
+
+    tracing_flush()
 
 
 @app.on_after_configure.connect

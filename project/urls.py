@@ -1,9 +1,10 @@
-"""Top-level URLs: the chat UI, auth pages, the REST API, the admin and the health and readiness checks."""
+"""Top-level URLs: the chat UI, auth pages, the REST API, the admin, the health and readiness checks and the metrics."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from chat.telemetry.endpoint import metrics_view
 from chat.views import healthz, readyz
 
 urlpatterns = [
@@ -15,4 +16,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz/", healthz, name="healthz"),
     path("readyz/", readyz, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
 ]

@@ -77,6 +77,9 @@ class ToolContext:
     resource_ids: list[str] = field(default_factory=list)
     # The rows behind resource_ids, so that the tool message can link one without a query.
     touched: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The W3C trace context of the call's span (`traceparent`), when traces are on:
+    # a tool that calls another service passes it on (MCP calls send it in `_meta`).
+    trace_headers: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()

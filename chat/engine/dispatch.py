@@ -47,6 +47,12 @@ def _in_process_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def in_process_backlog() -> int:
+    """Tasks waiting for a thread of the in-process pool (0 before its first task)."""
+    pool = _pool
+    return pool._work_queue.qsize() if pool is not None else 0
+
+
 def _run_in_thread(function: Callable[..., Any], *args: Any) -> None:
     close_old_connections()
     try:

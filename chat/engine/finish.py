@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,8 @@ from chat.engine.tool_calls import unfinished_calls_answer
 from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.models import Run, RunStatus, ToolExecution
+from chat.telemetry.metrics import turn_observe
+from chat.telemetry.tracing import turn_end
 from tools.results import ToolResult, cancelled_result, interrupted_result
 
 
@@ -133,6 +136,8 @@ def run_end(
         events: list[Event] = []
         yield events
         events_publish(run=run, events=[*events, end.event(run, answered)])
+        transaction.on_commit(functools.partial(turn_end, run))
+        transaction.on_commit(functools.partial(turn_observe, run))
 
 
 def run_fail(

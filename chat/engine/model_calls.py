@@ -48,6 +48,8 @@ from chat.llm.base import (
 )
 from chat.llm.endpoints import UnknownModel, model_resolve
 from chat.models import CallStatus, ModelCall, ModelCallPurpose, Run, RunEvent
+from chat.telemetry.metrics import model_call_observe
+from chat.telemetry.tracing import model_call_lost, model_call_span
 
 STOPPED = "Stopped: the run was cancelled or taken over."
 
@@ -83,6 +85,33 @@ def model_call(
     LeaseLost when the run was cancelled or taken over meanwhile, and
     re-raises what no provider should raise, each after storing the failed row.
     """
+    with model_call_span(run, request, provider=provider.name) as record:
+        called = _call(
+            run,
+            token,
+            request,
+            provider=provider,
+            purpose=purpose,
+            step=step,
+            call_id=call_id,
+            on_delta=on_delta,
+        )
+        record(called.row, called.completion)
+    model_call_observe(run, called.row, called.completion)
+    return called
+
+
+def _call(
+    run: Run,
+    token: uuid.UUID,
+    request: ChatRequest,
+    *,
+    provider: ChatProvider,
+    purpose: str,
+    step: int,
+    call_id: uuid.UUID | None,
+    on_delta: Callable[[TextDelta | StreamRestart], None] | None,
+) -> Called:
     row = call_row(
         run,
         call_id=call_id or uuid.uuid4(),
@@ -209,6 +238,7 @@ def interrupted_call_record(run: Run) -> None:
         # The caller holds the lease: nobody else writes the run's counters meanwhile.
         Run.objects.filter(pk=run.pk).update(model_calls=F("model_calls") + 1)
         run.model_calls += 1
+        model_call_lost(run, model_call)
 
 
 def _model_and_provider(model: str) -> dict[str, str]:

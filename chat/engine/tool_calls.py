@@ -51,6 +51,8 @@ from chat.models import (
     RunStatus,
     ToolExecution,
 )
+from chat.telemetry.metrics import tool_call_observe
+from chat.telemetry.tracing import headers_inject, tool_span
 from tools.context import ToolContext
 from tools.executor import execute_tool
 from tools.registry import registry as tool_registry
@@ -178,8 +180,18 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         tool_name=execution.name,
     )
     connection_release()  # a tool that needs the database takes a connection again
-    with CallHeartbeat(execution.pk, context):
-        return execute_tool(name=execution.name, arguments=raw_arguments, context=context)
+    spec = tool_registry.get(execution.name)
+    # An MCP server's tool calls an outside system: an "extension" in the conventions' terms.
+    tool_type = "extension" if spec is not None and spec.server else "function"
+    with (
+        tool_span(run, execution, tool_type=tool_type) as record,
+        CallHeartbeat(execution.pk, context),
+    ):
+        headers_inject(context.trace_headers)  # the tool runs in a thread of its own
+        result = execute_tool(name=execution.name, arguments=raw_arguments, context=context)
+        record(result)
+    tool_call_observe(execution.name, result)
+    return result
 
 
 def tool_call_run(

@@ -40,6 +40,7 @@ from chat.message_rate import message_rate_check
 from chat.selectors import conversation_get
 from chat.services.approvals import tool_call_decide
 from chat.services.runs import run_cancel_by_id, run_start
+from chat.telemetry.tracing import caller_context
 
 logger = logging.getLogger(__name__)
 
@@ -211,12 +212,14 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             )
             return
         try:
-            run = await _run_start(
-                self.conversation,
-                message.validated_data["content"],
-                self.scope["user"],
-                message.validated_data.get("replaces"),
-            )
+            # A socket opened with a W3C traceparent: its turns join the caller's trace.
+            with caller_context(_handshake_headers(self.scope)):
+                run = await _run_start(
+                    self.conversation,
+                    message.validated_data["content"],
+                    self.scope["user"],
+                    message.validated_data.get("replaces"),
+                )
         except ToolchatError as exc:
             await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
             return
@@ -336,6 +339,14 @@ def _after_from_query(query_string: bytes) -> int | None:
     except ValueError:
         return None
     return after if 0 <= after < MAX_SEQ else None
+
+
+def _handshake_headers(scope: dict[str, Any]) -> dict[str, str]:
+    """The socket's opening request's headers, by lower-case name."""
+    return {
+        name.decode("latin-1").lower(): value.decode("latin-1")
+        for name, value in scope.get("headers") or ()
+    }
 
 
 @_on_any_thread

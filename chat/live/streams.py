@@ -36,6 +36,7 @@ from django.http import StreamingHttpResponse
 from chat.live.events import conversation_group, event_envelope
 from chat.models import Conversation, Run, RunStatus
 from chat.selectors import stored_events
+from chat.telemetry.metrics import event_lag_observe
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 ENDED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -114,6 +115,7 @@ async def event_stream(
             # Live: take events as they come while they follow on from the cursor.
             while (envelope := await live.following(cursor, run_id)) is not None:
                 cursor = envelope["seq"]
+                event_lag_observe(envelope["ts"])
                 yield envelope
                 if until_run_ends and envelope["type"] in TERMINAL_EVENTS:
                     return

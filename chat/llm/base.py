@@ -66,6 +66,8 @@ class Completion:
     reasoning: str | None = None
     # How a server's limit changed this call ("asked again without streaming: ..."), if it did.
     note: str = ""
+    # The server's id for the answer (`chatcmpl-...`), where it gave one: traces report it.
+    response_id: str = ""
 
 
 @dataclass(frozen=True)

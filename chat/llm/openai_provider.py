@@ -546,6 +546,7 @@ class _Call:
             attempts=self.attempts,
             reasoning=reasoning_read(message) or None,
             note="; ".join(self.notes),
+            response_id=str(data.get("id") or ""),
         )
 
     def _body(self, response: httpx2.Response) -> bytes:
@@ -634,6 +635,7 @@ class _Call:
             attempts=self.attempts,
             reasoning="".join(reasoning) or None,
             note="; ".join(self.notes),
+            response_id=snapshot.id or "",
         )
 
     def failed(self, exc: openai.OpenAIError) -> Exception:

@@ -34,6 +34,7 @@ import httpx2
 import openai
 
 from chat.llm.limits import final_error
+from chat.telemetry.tracing import headers_inject
 
 
 class Interrupted(openai.OpenAIError):
@@ -113,6 +114,7 @@ class WatchedTransport(httpx2.BaseTransport):
         watch = _watch.get()
         if watch is not None:
             watch.attempt()
+        headers_inject(request.headers)  # the model call's span, when traces are on
         response = self.inner.handle_request(request)
         if watch is not None:
             response.stream = WatchedStream(response.stream, watch)

@@ -33,6 +33,7 @@ from chat.models import (
 )
 from chat.prompts import system_prompt_for
 from chat.selectors import current_messages
+from chat.telemetry.tracing import turn_trace_parent
 
 
 def run_start(
@@ -66,6 +67,7 @@ def run_start(
             conversation=locked,
             mode=locked.mode,
             system_prompt=system_prompt_for(locked),
+            trace_parent=turn_trace_parent(),
             trigger_message_id=message_id,
         )
         message = Message.objects.create(
@@ -105,6 +107,7 @@ def run_regenerate(*, conversation: Conversation) -> Run:
             conversation=locked,
             mode=locked.mode,
             system_prompt=system_prompt_for(locked),
+            trace_parent=turn_trace_parent(),
             trigger_message=question,
         )
         # Always announced, even with nothing superseded (a failed turn has no answer):
@@ -291,6 +294,7 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
             mode=locked.mode,
             system_prompt=system_prompt_for(locked),
             trigger_message_id=trigger.pk,
+            trace_parent=turn_trace_parent(),
             client_tools=turn.tools or None,
             client_options=turn.options,
         )

@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A request's W3C traceparent, continued by the turn it starts (docs/observability.md).
+    "chat.telemetry.middleware.TraceContextMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"

@@ -7,9 +7,23 @@ configuration table.
 
 from __future__ import annotations
 
+import ipaddress
+
 from django.core.exceptions import ImproperlyConfigured
 
 from project.settings.env import env_bool, env_float, env_int, env_list, env_str
+
+# --- Metrics (docs/observability.md) ---------------------------------------------------
+
+# GET /metrics is off (404) unless one of these is set: a scraper sends
+# `Authorization: Bearer <token>`, or connects from one of the CIDR blocks.
+TOOLCHAT_METRICS_TOKEN = env_str("TOOLCHAT_METRICS_TOKEN")
+TOOLCHAT_METRICS_NETWORKS = env_list("TOOLCHAT_METRICS_NETWORKS", [])
+for _network in TOOLCHAT_METRICS_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(f"TOOLCHAT_METRICS_NETWORKS: {_exc}") from _exc
 
 # --- The turn engine ------------------------------------------------------------------
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 import anyio
 import httpx2
@@ -291,8 +291,13 @@ class ServerConnection:
         *,
         timeout: float,
         progress: ProgressFnT | None = None,
+        trace: Mapping[str, str] | None = None,
     ) -> types.CallToolResult:
-        """Call one tool; a request the server never received is sent again on a new connection."""
+        """Call one tool; a request the server never received is sent again on a new connection.
+
+        `trace` (the call's `traceparent`, when traces are on) goes in the request's
+        `_meta`, where MCP carries W3C trace context over every transport.
+        """
         retry: BaseException
         for attempt in (1, 2):
             session = await self.open_session()
@@ -304,6 +309,7 @@ class ServerConnection:
                         arguments,
                         read_timeout_seconds=timeout,
                         progress_callback=progress,
+                        meta=cast(Any, dict(trace)) if trace else None,
                     ),
                     self._lost,
                 )

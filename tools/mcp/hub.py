@@ -237,7 +237,11 @@ class McpHub:
             return server_failure(str(exc))
         # The executor's deadline ends the call first; the SDK's is a backstop.
         request = self._connection(config.name).call_tool(
-            tool, arguments, timeout=config.timeout + 5, progress=progress
+            tool,
+            arguments,
+            timeout=config.timeout + 5,
+            progress=progress,
+            trace=context.trace_headers,
         )
         future = asyncio.run_coroutine_threadsafe(request, loop)
         while True:

@@ -52,6 +52,13 @@ async def count(steps: int, ctx: Context) -> str:
 
 
 @server.tool()
+def traceparent(ctx: Context) -> str:
+    """The W3C traceparent the call carried in its `_meta`, or "none"."""
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("traceparent") or "none")
+
+
+@server.tool()
 def refuse(reason: str) -> str:
     """Always fails, saying why."""
     raise ToolError(f"refused: {reason}")

@@ -1,0 +1,153 @@
+"""`GET /metrics`: protected, and what a scraper reads after real turns."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from chat.models import Mode, RunStatus
+from chat.services.runs import run_start
+from tests.chat.engine.conftest import wait_for_run
+from tests.factories import ConversationFactory
+from tests.llm_server import error_reply, text_reply, tool_calls_reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOKEN = "a-scraper-token-for-tests"
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def metrics_on(settings):
+    settings.TOOLCHAT_METRICS_TOKEN = TOKEN
+    settings.TOOLCHAT_METRICS_NETWORKS = []
+
+
+def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of /metrics, by name and labels."""
+    response = Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain; version=")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_metrics_are_off_unless_configured(settings):
+    settings.TOOLCHAT_METRICS_TOKEN = ""
+    settings.TOOLCHAT_METRICS_NETWORKS = []
+    assert Client().get("/metrics").status_code == 404
+
+
+def test_metrics_need_the_token_or_an_allowed_network(settings):
+    settings.TOOLCHAT_METRICS_TOKEN = TOKEN
+    settings.TOOLCHAT_METRICS_NETWORKS = ["10.0.0.0/8"]
+    assert Client().get("/metrics").status_code == 403
+    wrong = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer not-the-token")
+    assert wrong.status_code == 403
+    assert b"toolchat" not in wrong.content
+    assert Client().get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
+    # The test client connects from 127.0.0.1: allowed once its network is.
+    settings.TOOLCHAT_METRICS_NETWORKS = ["127.0.0.0/8"]
+    assert Client().get("/metrics").status_code == 200
+
+
+def test_a_scrape_after_turns_counts_them_their_calls_tokens_and_tools(
+    metrics_on, llm_server, user
+):
+    before = scrape()
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "12*7"}', "call_m1")]),
+        text_reply("84."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    llm_server.push(error_reply(400, "no"))
+    failed = wait_for_run(run_start(conversation=conversation, content="again"))
+    assert failed.status == RunStatus.FAILED
+    after = scrape()
+
+    def grew(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    model = conversation.model
+    turn = "toolchat_turn_duration_seconds_count"
+    assert grew(turn, mode="two_pass", model=model, outcome="completed") == 1
+    assert grew(turn, mode="two_pass", model=model, outcome="failed") == 1
+    calls = "toolchat_model_call_duration_seconds_count"
+    assert grew(calls, provider="openai", model="test-model", outcome="succeeded") == 2
+    assert grew(calls, provider="openai", model="test-model", outcome="failed") == 1
+    tokens = "toolchat_model_tokens_total"
+    assert grew(tokens, provider="openai", model="test-model", type="input") == 22  # 11 a call
+    assert grew(tokens, provider="openai", model="test-model", type="output") > 0
+    ttft = "toolchat_time_to_first_token_seconds_count"
+    assert grew(ttft, mode="two_pass", model="test-model") == 2
+    tools = "toolchat_tool_call_duration_seconds_count"
+    assert grew(tools, tool="calculator", status="succeeded") == 1
+    assert value(after, "toolchat_runs_active", status="running") == 0
+    assert value(after, "toolchat_tool_calls_awaiting_approval") == 0
+    assert ("toolchat_task_queue_depth", ()) in after
+    assert any(name.startswith("process_") for name, _ in after)  # the process's own metrics
+
+    # The Grafana dashboard asks only for metrics a scrape has.
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    asked = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\b(?:toolchat|process)_[a-z_]+", target["expr"])
+    }
+    assert len(asked) >= 10
+    assert asked <= {name for name, _ in after}, asked - {name for name, _ in after}
+
+
+def test_runs_waiting_for_approval_are_counted_when_scraped(
+    metrics_on, llm_server, user, monkeypatch, tmp_path
+):
+    from tests.assertions import wait_until
+
+    monkeypatch.setenv("TOOLCHAT_TEST_LEDGER", str(tmp_path / "ledger.txt"))
+    llm_server.push(tool_calls_reply([("launch_rocket", '{"target": "the moon"}')]))
+    run = run_start(conversation=ConversationFactory(owner=user), content="launch it")
+    wait_until(
+        lambda: type(run).objects.get(pk=run.pk).status == RunStatus.AWAITING_APPROVAL,
+        what="the run to wait for approval",
+    )
+    samples = scrape()
+    assert value(samples, "toolchat_runs_active", status="awaiting_approval") == 1
+    assert value(samples, "toolchat_tool_calls_awaiting_approval") == 1
+
+
+@pytest.mark.anyio
+async def test_events_a_socket_receives_live_are_counted_with_their_lag(metrics_on, user, settings):
+    from channels.db import database_sync_to_async
+
+    from tests.chat.live.test_consumers import connect, headers_for, make, receive_events
+
+    settings.LLM_PROVIDER = "offline"
+    lag = "toolchat_event_fanout_lag_seconds_count"
+    before = value(await database_sync_to_async(scrape)(), lag)
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, connected, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    assert connected
+    await communicator.send_json_to({"type": "message", "content": "hello"})
+    received = []
+    while not any(m["type"] == "run.completed" for m in received):
+        received += await receive_events(communicator, 1)
+    await communicator.disconnect()
+    events = [m for m in received if "seq" in m]
+    after = await database_sync_to_async(scrape)()
+    assert value(after, lag) - before == len(events)
+    assert value(after, "toolchat_event_fanout_lag_seconds_bucket", le="+Inf") == value(after, lag)
