@@ -482,3 +482,29 @@ def test_a_models_reasoning_is_a_collapsed_block_above_its_answer(
     expect(answers.last.locator("details.reasoning")).to_have_count(0)
     assert page.locator("#log img").count() == 0
     assert page.evaluate("typeof window.__xss") == "undefined"
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_times_are_short_local_clock_times_with_the_exact_time_and_zone_on_hover(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 800})
+    log_in(page, asgi_server)
+    new_conversation(page, "two_pass")
+    ask(page, "Note that the boiler was serviced today")
+    expect(page.locator(".msg-assistant .bubble").last).to_contain_text("boiler")
+    short, exact = r"^\d{2}:\d{2}$", r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} GMT"
+    times = [
+        page.locator(".msg-user time.msg-time").last,
+        page.locator(".msg-assistant time.msg-time").last,
+        page.locator(".resource-card time.resource-when").last,
+    ]
+    for time, says in zip(times, ("Sent ", "Answered ", "Recorded "), strict=True):
+        expect(time).to_have_text(re.compile(short))  # "16:04": never "04:04 PM"
+        expect(time).to_have_attribute("title", re.compile("^" + says + exact))
+        expect(time).to_have_attribute("datetime", re.compile(r"^\d{4}-\d{2}-\d{2}T"))
+    sidebar_time = page.locator(".conversation-when").first
+    if width > 375:
+        expect(sidebar_time).to_have_text("just now")
+        expect(sidebar_time).to_have_attribute("title", re.compile("^Last activity: " + exact))
+    page.screenshot(path=screenshots_dir / f"chat-times-{width}.png")

@@ -11,7 +11,7 @@
 
 import { createCard } from "./cards.js";
 import { copyText, decorateCode, h } from "./dom.js";
-import { formatMs, tokens } from "./format.js";
+import { formatMs, setTime, shortTime, tokens } from "./format.js";
 import { lastOnes } from "./thread.js";
 
 /**
@@ -228,9 +228,29 @@ export function createRenderer(log, options) {
     if (view.role === "assistant" && (!was || was.message !== view.message || was.turn !== view.turn)) {
       drawMeta(entry.meta, view);
     }
+    if (!was || was.message !== view.message) drawTime(entry, view);
     if (view.role === "assistant" && (!was || was.message !== view.message)) drawReasoning(entry, view);
     if (!was || was.suggestions !== view.suggestions) drawSuggestions(entry, view.suggestions);
     if (view.actions && !entry.actions) addActions(entry);
+  }
+
+  /**
+   * When the message was stored, in the reader's zone ("16:04"), the exact time on hover.
+   * @param {MessageNode} entry
+   * @param {MessageView} view
+   */
+  function drawTime(entry, view) {
+    const at = view.message && view.message.created_at;
+    let node = entry.footer.querySelector("time.msg-time");
+    if (!at || (view.role === "assistant" && !view.message?.content)) {
+      if (node) node.remove();
+      return;
+    }
+    if (!node) {
+      node = h("time", "msg-time");
+      entry.footer.insertBefore(node, entry.footer.firstChild);
+    }
+    setTime(/** @type {HTMLElement} */ (node), at, shortTime(at), view.role === "user" ? "Sent " : "Answered ");
   }
 
   /**

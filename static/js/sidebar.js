@@ -5,7 +5,7 @@
  */
 
 import { byId, h } from "./dom.js";
-import { relativeTime } from "./format.js";
+import { exactTime, relativeTime, shortTime } from "./format.js";
 
 /**
  * @typedef {{id: string, title?: string, mode?: string, created_at: string, updated_at?: string,
@@ -24,13 +24,12 @@ import { relativeTime } from "./format.js";
  */
 
 /**
- * The title, or "Untitled · 12 Nov 2026, 10:00".
+ * The title, or "Untitled · 12 Nov 10:00" (format.js shortTime).
  * @param {Conversation} conversation
  */
 export function conversationLabel(conversation) {
   if (conversation.title) return conversation.title;
-  const date = new Date(conversation.created_at);
-  return "Untitled · " + date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  return "Untitled · " + shortTime(conversation.created_at);
 }
 
 /**
@@ -78,7 +77,7 @@ export function createSidebar(root, hooks) {
       const at = conversation.updated_at || conversation.created_at;
       const when = h("time", "conversation-when", relativeTime(at));
       when.dateTime = at;
-      when.title = "Last activity: " + new Date(at).toLocaleString();
+      when.title = "Last activity: " + exactTime(at);
       facts.appendChild(when);
       facts.appendChild(h("span", "conversation-mode", modeName(conversation.mode)));
       link.appendChild(facts);
