@@ -7,11 +7,13 @@
  * that went, and keeps them in the thread's order. Everything a model, a tool or
  * a user wrote is inserted as text, with one exception: a complete answer's
  * `html`, which the server rendered from Markdown and sanitized (chat/markdown.py).
+ * An answer still streaming is drawn by markdown.js from a safe subset, as nodes.
  */
 
 import { createCard } from "./cards.js";
 import { copyText, decorateCode, h } from "./dom.js";
 import { formatMs, setTime, shortTime, tokens } from "./format.js";
+import { parse, toNodes } from "./markdown.js";
 import { lastOnes } from "./thread.js";
 
 /**
@@ -218,6 +220,11 @@ export function createRenderer(log, options) {
     if (!was || was.html !== view.html || was.text !== view.text) {
       if (view.html) {
         entry.text.innerHTML = view.html; // sanitized by the server (chat/markdown.py)
+        entry.text.classList.add("markdown");
+        decorateCode(entry.text);
+      } else if (view.streaming && view.role === "assistant" && view.text) {
+        // Drawn as it arrives from a safe subset (markdown.js), replaced by the server's HTML at the end.
+        entry.text.replaceChildren(...toNodes(parse(view.text), document));
         entry.text.classList.add("markdown");
         decorateCode(entry.text);
       } else {
