@@ -519,3 +519,39 @@ def test_the_first_tab_stop_skips_to_the_conversation(
     page.screenshot(path=screenshots_dir / f"chat-skip-link-{width}.png")
     page.keyboard.press("Enter")
     expect(page.locator("#log")).to_be_focused()
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_an_answer_is_formatted_while_it_streams(
+    scripted_server: str, llm_server, page: Page, screenshots_dir: Path, width: int
+):
+    from tests.llm_server import text_reply
+
+    answer = (
+        "Here is **the bold part** and `a code span`, then a list:\n\n- one\n- two\n\n"
+        + " ".join(f"word{n}" for n in range(60))
+        + "\n\n<script>window.injected = 1</script> [x](javascript:window.injected=2)"
+    )
+    llm_server.push(text_reply(answer, chunk_delay_s=0.05))
+    page.set_viewport_size({"width": width, "height": 800})
+    log_in(page, scripted_server)
+    new_conversation(page, "direct")
+    ask(page, "format something")
+    # While the run still streams (its message is aria-busy), the Markdown is already drawn.
+    page.wait_for_function(
+        """() => {
+          const busy = document.querySelector('.msg-assistant[aria-busy="true"] .text');
+          return busy && busy.querySelector('strong') && busy.querySelector('code')
+            && busy.querySelector('ul li') && !busy.textContent.includes('**');
+        }"""
+    )
+    page.screenshot(path=screenshots_dir / f"chat-streaming-markdown-{width}.png")
+    streaming = page.locator('.msg-assistant[aria-busy="true"] .text')
+    expect(streaming.locator("strong")).to_have_text("the bold part")
+    expect(page.locator(".msg-assistant[aria-busy]")).to_have_count(0)  # the run ended
+    final = page.locator(ANSWER).last
+    expect(final.locator("strong")).to_have_text("the bold part")
+    expect(final.locator("code")).to_have_text("a code span")
+    expect(final).to_contain_text("<script>window.injected = 1</script>")
+    assert page.evaluate("window.injected") is None
+    assert final.locator("a").count() == 0

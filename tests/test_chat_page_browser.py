@@ -482,3 +482,91 @@ def test_a_models_reasoning_is_a_collapsed_block_above_its_answer(
     expect(answers.last.locator("details.reasoning")).to_have_count(0)
     assert page.locator("#log img").count() == 0
     assert page.evaluate("typeof window.__xss") == "undefined"
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_times_are_short_local_clock_times_with_the_exact_time_and_zone_on_hover(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 800})
+    log_in(page, asgi_server)
+    new_conversation(page, "two_pass")
+    ask(page, "Note that the boiler was serviced today")
+    expect(page.locator(".msg-assistant .bubble").last).to_contain_text("boiler")
+    short, exact = r"^\d{2}:\d{2}$", r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} GMT"
+    times = [
+        page.locator(".msg-user time.msg-time").last,
+        page.locator(".msg-assistant time.msg-time").last,
+        page.locator(".resource-card time.resource-when").last,
+    ]
+    for time, says in zip(times, ("Sent ", "Answered ", "Recorded "), strict=True):
+        expect(time).to_have_text(re.compile(short))  # "16:04": never "04:04 PM"
+        expect(time).to_have_attribute("title", re.compile("^" + says + exact))
+        expect(time).to_have_attribute("datetime", re.compile(r"^\d{4}-\d{2}-\d{2}T"))
+    sidebar_time = page.locator(".conversation-when").first
+    if width > 375:
+        expect(sidebar_time).to_have_text("just now")
+        expect(sidebar_time).to_have_attribute("title", re.compile("^Last activity: " + exact))
+    page.screenshot(path=screenshots_dir / f"chat-times-{width}.png")
+
+
+def focused(page: Page) -> str:
+    """What has the focus: a conversation link's title, a button's label, or the tag."""
+    return page.evaluate(
+        """() => {
+          const el = document.activeElement;
+          if (!el) return "";
+          if (el.matches('.conversation-link')) return 'link ' + el.querySelector('.conversation-title').textContent;
+          return (el.getAttribute('aria-label') || el.id || el.tagName).trim();
+        }"""
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_the_conversation_list_is_one_tab_stop_walked_with_the_arrow_keys(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    from chat.models import Conversation
+    from tests.factories import ConversationFactory
+
+    page.set_viewport_size({"width": width, "height": 800})
+    log_in(page, asgi_server)
+    owner = Conversation._meta.get_field("owner").related_model.objects.get(username="ada")
+    for title in ("Third", "Second", "First"):  # the newest is listed first
+        ConversationFactory(owner=owner, title=title)
+    page.reload()
+    if width == 375:
+        page.get_by_role("button", name="Conversations").click()
+    links = page.locator(".conversation-link")
+    expect(links).to_have_count(3)
+    page.locator("#conversation-search").focus()
+    page.keyboard.press("Tab")
+    assert focused(page) == "link First"
+    page.keyboard.press("Tab")
+    assert focused(page) == "Rename “First”"  # the focused one's buttons follow it
+    page.keyboard.press("Tab")
+    assert focused(page) == "Delete “First”"
+    page.keyboard.press("Tab")
+    assert not focused(page).startswith(("link", "Rename", "Delete")), focused(page)
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Shift+Tab")
+    assert focused(page) == "link First"
+    page.keyboard.press("ArrowDown")
+    assert focused(page) == "link Second"
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")  # stays on the last
+    assert focused(page) == "link Third"
+    page.keyboard.press("ArrowUp")
+    assert focused(page) == "link Second"
+    # Leaving the list and coming back lands on the one left.
+    page.locator("#conversation-search").focus()
+    page.keyboard.press("Tab")
+    assert focused(page) == "link Second"
+    page.keyboard.press("F2")
+    expect(page.locator("input.conversation-rename")).to_be_focused()
+    page.keyboard.press("Escape")
+    page.locator(".conversation-link", has_text="Second").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#thread-title")).to_have_text("Second")
+    page.screenshot(path=screenshots_dir / f"chat-sidebar-keyboard-{width}.png")

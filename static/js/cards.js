@@ -6,7 +6,7 @@
  */
 
 import { h } from "./dom.js";
-import { argumentsSummary, clip, formatMs, parseJSON, pretty } from "./format.js";
+import { argumentsSummary, clip, formatMs, parseJSON, pretty, setTime, shortTime } from "./format.js";
 
 const RESULT_PREVIEW_CHARS = 400; // the line's width cuts it first (an ellipsis)
 const RESULT_FULL_CHARS = 20000;
@@ -199,10 +199,10 @@ function resourceCard(resource, executionId, options) {
   link.rel = "noopener";
   link.title = options.staff ? "Open it in the admin" : "Open it in the API";
   node.appendChild(link);
-  const when = new Date(resource.created_at || "");
-  if (!isNaN(when.getTime())) {
-    const time = h("time", "resource-when", when.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" }));
-    time.dateTime = resource.created_at || "";
+  const text = shortTime(resource.created_at);
+  if (text) {
+    const time = h("time", "resource-when");
+    setTime(time, resource.created_at || "", text, "Recorded ");
     node.appendChild(time);
   }
   return node;

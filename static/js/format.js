@@ -96,6 +96,65 @@ export function relativeTime(iso, now = Date.now()) {
 }
 
 /**
+ * @param {number} n
+ */
+function two(n) {
+  return String(n).padStart(2, "0");
+}
+
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/**
+ * A message's or a record's time on the chat page, in the reader's zone: "16:04" today,
+ * "yesterday 16:04", "12 Nov 16:04", "12 Nov 2025 16:04". The 24-hour clock, as the
+ * audit and the admin write it (docs/chat-page.md, "Times").
+ * @param {string | null | undefined} iso
+ * @param {number} [now]
+ */
+export function shortTime(iso, now = Date.now()) {
+  const then = new Date(iso || "");
+  if (isNaN(then.getTime())) return "";
+  const clock = two(then.getHours()) + ":" + two(then.getMinutes());
+  const today = new Date(now);
+  today.setHours(0, 0, 0, 0);
+  if (then >= today) return clock;
+  if (then.getTime() >= today.getTime() - 86400000) return "yesterday " + clock;
+  const day = then.getDate() + " " + MONTHS[then.getMonth()];
+  return (then.getFullYear() === today.getFullYear() ? day : day + " " + then.getFullYear()) + " " + clock;
+}
+
+/**
+ * The exact time with the zone, for a tooltip: "2026-11-26 16:04:38 GMT+1" (the admin's
+ * and the audit's "Y-m-d H:i:s" and zone, in the reader's zone).
+ * @param {string | null | undefined} iso
+ */
+export function exactTime(iso) {
+  const then = new Date(iso || "");
+  if (isNaN(then.getTime())) return "";
+  const zone = new Intl.DateTimeFormat("en-US", { timeZoneName: "shortOffset" })
+    .formatToParts(then)
+    .find((part) => part.type === "timeZoneName");
+  return (
+    then.getFullYear() + "-" + two(then.getMonth() + 1) + "-" + two(then.getDate()) + " " +
+    two(then.getHours()) + ":" + two(then.getMinutes()) + ":" + two(then.getSeconds()) +
+    (zone ? " " + zone.value : "")
+  );
+}
+
+/**
+ * A <time> element's text and its exact time on hover.
+ * @param {HTMLElement} node a <time>
+ * @param {string} iso
+ * @param {string} text
+ * @param {string} [prefix] what the tooltip says before the time
+ */
+export function setTime(node, iso, text, prefix = "") {
+  node.textContent = text;
+  node.setAttribute("datetime", iso);
+  node.title = prefix + exactTime(iso);
+}
+
+/**
  * The first message names an untitled conversation.
  * @param {string} content
  */

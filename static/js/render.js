@@ -7,11 +7,13 @@
  * that went, and keeps them in the thread's order. Everything a model, a tool or
  * a user wrote is inserted as text, with one exception: a complete answer's
  * `html`, which the server rendered from Markdown and sanitized (chat/markdown.py).
+ * An answer still streaming is drawn by markdown.js from a safe subset, as nodes.
  */
 
 import { createCard } from "./cards.js";
 import { copyText, decorateCode, h } from "./dom.js";
-import { formatMs, tokens } from "./format.js";
+import { formatMs, setTime, shortTime, tokens } from "./format.js";
+import { parse, toNodes } from "./markdown.js";
 import { lastOnes } from "./thread.js";
 
 /**
@@ -220,6 +222,11 @@ export function createRenderer(log, options) {
         entry.text.innerHTML = view.html; // sanitized by the server (chat/markdown.py)
         entry.text.classList.add("markdown");
         decorateCode(entry.text);
+      } else if (view.streaming && view.role === "assistant" && view.text) {
+        // Drawn as it arrives from a safe subset (markdown.js), replaced by the server's HTML at the end.
+        entry.text.replaceChildren(...toNodes(parse(view.text), document));
+        entry.text.classList.add("markdown");
+        decorateCode(entry.text);
       } else {
         entry.text.classList.remove("markdown");
         entry.text.textContent = view.text;
@@ -228,9 +235,29 @@ export function createRenderer(log, options) {
     if (view.role === "assistant" && (!was || was.message !== view.message || was.turn !== view.turn)) {
       drawMeta(entry.meta, view);
     }
+    if (!was || was.message !== view.message) drawTime(entry, view);
     if (view.role === "assistant" && (!was || was.message !== view.message)) drawReasoning(entry, view);
     if (!was || was.suggestions !== view.suggestions) drawSuggestions(entry, view.suggestions);
     if (view.actions && !entry.actions) addActions(entry);
+  }
+
+  /**
+   * When the message was stored, in the reader's zone ("16:04"), the exact time on hover.
+   * @param {MessageNode} entry
+   * @param {MessageView} view
+   */
+  function drawTime(entry, view) {
+    const at = view.message && view.message.created_at;
+    let node = entry.footer.querySelector("time.msg-time");
+    if (!at || (view.role === "assistant" && !view.message?.content)) {
+      if (node) node.remove();
+      return;
+    }
+    if (!node) {
+      node = h("time", "msg-time");
+      entry.footer.insertBefore(node, entry.footer.firstChild);
+    }
+    setTime(/** @type {HTMLElement} */ (node), at, shortTime(at), view.role === "user" ? "Sent " : "Answered ");
   }
 
   /**

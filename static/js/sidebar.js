@@ -5,7 +5,7 @@
  */
 
 import { byId, h } from "./dom.js";
-import { relativeTime } from "./format.js";
+import { exactTime, relativeTime, shortTime } from "./format.js";
 
 /**
  * @typedef {{id: string, title?: string, mode?: string, created_at: string, updated_at?: string,
@@ -24,13 +24,12 @@ import { relativeTime } from "./format.js";
  */
 
 /**
- * The title, or "Untitled · 12 Nov 2026, 10:00".
+ * The title, or "Untitled · 12 Nov 10:00" (format.js shortTime).
  * @param {Conversation} conversation
  */
 export function conversationLabel(conversation) {
   if (conversation.title) return conversation.title;
-  const date = new Date(conversation.created_at);
-  return "Untitled · " + date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  return "Untitled · " + shortTime(conversation.created_at);
 }
 
 /**
@@ -62,7 +61,28 @@ export function createSidebar(root, hooks) {
     return option ? option.textContent || "" : String(mode || "").replace("_", "-");
   }
 
+  /** @type {string | null} */
+  let roving = null; // the conversation whose link is the list's one tab stop
+
+  /**
+   * Makes one conversation the list's tab stop: its link and its buttons; every
+   * other item is reached with the arrow keys (docs/chat-page.md, "Keyboard").
+   * @param {string | null} id
+   */
+  function rove(id) {
+    const items = Array.from(el.list.querySelectorAll(".conversation-item"));
+    const chosen = items.find((item) => item instanceof HTMLElement && item.dataset.id === id) || items[0];
+    roving = chosen instanceof HTMLElement ? chosen.dataset.id || null : null;
+    for (const item of items) {
+      const index = item === chosen ? "0" : "-1";
+      item.querySelectorAll("a, button").forEach((node) => node.setAttribute("tabindex", index));
+    }
+  }
+
   function render() {
+    // A redraw (the list reloads, a time moves on) keeps the keyboard's place.
+    const focused = document.activeElement;
+    const hadFocus = el.list.contains(focused) && focused instanceof HTMLElement ? focused.dataset.action || "link" : null;
     el.list.textContent = "";
     el.listEmpty.textContent = search ? "No conversation matches “" + search + "”." : "No conversations yet.";
     el.listEmpty.hidden = conversations.length > 0;
@@ -78,7 +98,7 @@ export function createSidebar(root, hooks) {
       const at = conversation.updated_at || conversation.created_at;
       const when = h("time", "conversation-when", relativeTime(at));
       when.dateTime = at;
-      when.title = "Last activity: " + new Date(at).toLocaleString();
+      when.title = "Last activity: " + exactTime(at);
       facts.appendChild(when);
       facts.appendChild(h("span", "conversation-mode", modeName(conversation.mode)));
       link.appendChild(facts);
@@ -89,6 +109,50 @@ export function createSidebar(root, hooks) {
       actions.appendChild(iconButton("×", "icon-button icon-danger", "delete", "Delete", conversation));
       item.appendChild(actions);
       el.list.appendChild(item);
+    }
+    rove(roving && conversations.some((c) => c.id === roving) ? roving : currentId);
+    if (hadFocus) focusLink(roving, hadFocus);
+  }
+
+  /**
+   * Focuses a conversation's link, or one of its buttons ("rename", "delete").
+   * @param {string | null} id
+   * @param {string} [which]
+   */
+  function focusLink(id, which = "link") {
+    const item = Array.from(el.list.querySelectorAll(".conversation-item")).find(
+      (node) => node instanceof HTMLElement && node.dataset.id === id
+    );
+    const target = item && item.querySelector(which === "link" ? ".conversation-link" : '[data-action="' + which + '"]');
+    if (target instanceof HTMLElement) target.focus();
+  }
+
+  /**
+   * Up and Down (Home, End) move between conversations, Enter opens one (the link's
+   * own), F2 renames it and Delete deletes it.
+   * @param {KeyboardEvent} event
+   */
+  function listKey(event) {
+    const target = /** @type {HTMLElement} */ (event.target);
+    const item = target.closest(".conversation-item");
+    if (!(item instanceof HTMLElement) || target.matches("input")) return;
+    const items = Array.from(el.list.querySelectorAll(".conversation-item"));
+    const at = items.indexOf(item);
+    const moves = { ArrowDown: at + 1, ArrowUp: at - 1, Home: 0, End: items.length - 1 };
+    const conversation = find(item.dataset.id || "");
+    if (event.key in moves) {
+      const next = items[Math.max(0, Math.min(items.length - 1, moves[/** @type {keyof typeof moves} */ (event.key)]))];
+      event.preventDefault();
+      if (next instanceof HTMLElement) {
+        rove(next.dataset.id || null);
+        focusLink(roving);
+      }
+    } else if (event.key === "F2" && conversation) {
+      event.preventDefault();
+      rename(item, conversation);
+    } else if (event.key === "Delete" && conversation) {
+      event.preventDefault();
+      remove(conversation);
     }
   }
 
@@ -231,6 +295,12 @@ export function createSidebar(root, hooks) {
     }, 250);
   });
 
+  el.list.addEventListener("keydown", listKey);
+  // A click or a Tab into an item makes it the list's tab stop.
+  el.list.addEventListener("focusin", (event) => {
+    const item = event.target instanceof HTMLElement ? event.target.closest(".conversation-item") : null;
+    if (item instanceof HTMLElement && item.dataset.id !== roving) rove(item.dataset.id || null);
+  });
   el.list.addEventListener("click", (event) => {
     const target = event.target instanceof Element ? event.target : null;
     const button = target && target.closest("button[data-action]");

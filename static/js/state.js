@@ -302,11 +302,12 @@ function applyHistory(thread, history) {
  */
 function receiveUserMessage(t, data, runId) {
   const id = data.message_id;
-  if (!id || t.keyOf[id]) return t;
+  if (!id) return t;
+  if (t.keyOf[id]) return data.message ? storedUserMessage(t, id, data.message) : t;
   const pending = t.pending;
   const waiting = pending && t.messages[pending.key];
   if (pending && pending.sent && waiting && !waiting.id && data.message && data.message.content === pending.content) {
-    t = adoptPending(t, pending, id);
+    t = adoptPending(t, pending, id, data.message);
   } else if (data.message) {
     t = applyMessage(t, data.message);
   }
@@ -315,14 +316,28 @@ function receiveUserMessage(t, data, runId) {
 }
 
 /**
+ * This tab's message, already acknowledged, as the server stored it (its time, for one).
+ * @param {Thread} t
+ * @param {string} id
+ * @param {import("./thread.js").StoredMessage} stored
+ * @returns {Thread}
+ */
+function storedUserMessage(t, id, stored) {
+  const view = t.messages[t.keyOf[id]];
+  if (!view || (view.message && view.message.created_at)) return t;
+  return putMessage(t, { ...view, message: { ...stored, id, role: "user" } });
+}
+
+/**
  * @param {Thread} t
  * @param {Pending} pending
  * @param {string} id
+ * @param {import("./thread.js").StoredMessage} [stored]
  * @returns {Thread}
  */
-function adoptPending(t, pending, id) {
+function adoptPending(t, pending, id, stored) {
   const view = t.messages[pending.key];
-  const message = { id, role: "user", content: pending.content };
+  const message = { ...stored, id, role: "user", content: pending.content };
   t = { ...t, keyOf: { ...t.keyOf, [id]: pending.key } };
   return putMessage(t, { ...view, id, pending: false, message, actions: true });
 }

@@ -18,7 +18,7 @@
  *   turn?: TurnOutcome | null, tool_calls?: ToolCall[] | null, tool_call_id?: string, name?: string,
  *   resource?: Resource | null, tool_execution_id?: string | null, latency_ms?: number | null,
  *   usage?: Usage | null, model?: string | null, suggestions?: string[] | null,
- *   reasoning?: string | null
+ *   reasoning?: string | null, created_at?: string
  * }} StoredMessage
  * @typedef {{id: string, tool_call_id: string, name: string, status: string, arguments?: unknown,
  *   duration_ms?: number | null, truncated?: boolean}} Execution

@@ -7,6 +7,7 @@ that every gap and total is known.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from datetime import timedelta
 from html import unescape
@@ -298,3 +299,29 @@ def test_a_run_still_going_is_drawn_to_its_last_call(staff_client: Client):
     empty = RunFactory(status=RunStatus.QUEUED)
     html = staff_client.get(f"/audit/runs/{empty.pk}/").content.decode()
     assert by_class(waterfall_svg(html), "rect", "wf-bar") == []
+
+
+@pytest.mark.django_db
+def test_the_waterfalls_total_is_the_runs_latency(staff_client: Client, admin_client: Client):
+    # 473.6 ms from the post to the end: the run's latency is 473 ms (whole milliseconds,
+    # cut as the run's end writes it), and the waterfall used to round its own to 474.
+    run = RunFactory(status=RunStatus.COMPLETED)
+    Run.objects.filter(pk=run.pk).update(
+        started_at=run.created_at + timedelta(milliseconds=5),
+        finished_at=run.created_at + timedelta(microseconds=473_600),
+        latency_ms=473,
+    )
+    ModelCallFactory(
+        run=run, started_at=run.created_at + timedelta(milliseconds=10), latency_ms=400
+    )
+    for page in (f"/audit/runs/{run.pk}/", f"/admin/chat/run/{run.pk}/change/"):
+        client = staff_client if page.startswith("/audit") else admin_client
+        html = client.get(page).content.decode()
+        total = re.search(r'class="wf-total"[^>]*><strong>Total</strong> (\d+) ms', html)
+        assert total is not None, page
+        assert total.group(1) == "473", page
+        assert "Where the run's 473 ms went" in html, page
+    assert (
+        'data-testid="run-latency">473 ms'
+        in staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    )

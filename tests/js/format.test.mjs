@@ -1,0 +1,32 @@
+// The chat page's times (static/js/format.js): one short form on the page, the exact
+// time with its zone on hover. Run with `node --test tests/js/`; TZ is set below.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { exactTime, shortTime } from "../../static/js/format.js";
+
+process.env.TZ = "Europe/Paris"; // read by V8 when the first Date is made
+
+describe("times on the chat page", () => {
+  const now = Date.parse("2026-11-26T18:30:00Z"); // 19:30 in Paris
+
+  test("today's time is the local 24-hour clock, no seconds, no AM/PM", () => {
+    assert.equal(shortTime("2026-11-26T15:04:38.207Z", now), "16:04");
+  });
+
+  test("an earlier day says which", () => {
+    assert.equal(shortTime("2026-11-25T15:04:38Z", now), "yesterday 16:04");
+    assert.equal(shortTime("2026-11-12T09:00:00Z", now), "12 Nov 10:00");
+    assert.equal(shortTime("2025-11-12T09:00:00Z", now), "12 Nov 2025 10:00");
+  });
+
+  test("the exact time is the audit's and the admin's format, with the zone", () => {
+    assert.equal(exactTime("2026-11-26T15:04:38.207Z"), "2026-11-26 16:04:38 GMT+1");
+    assert.equal(exactTime("2026-07-01T15:04:38Z"), "2026-07-01 17:04:38 GMT+2");
+  });
+
+  test("no time for a missing or broken value", () => {
+    assert.equal(shortTime("", now), "");
+    assert.equal(exactTime("not a date"), "");
+  });
+});
