@@ -50,6 +50,23 @@ def _found_for_a_delete(results: list[TurnResult], asked: str) -> bool:
     return wants and found and not deleted
 
 
+# Asked for code: the one piece the offline model knows, which shows a code block's Copy.
+_CODE = re.compile(r"\b(code|snippet)\b", re.IGNORECASE)
+CODE_ANSWER = (
+    "Here is how a program talks to me through toolchat's OpenAI-compatible API "
+    "(docs/openai-api.md):\n\n"
+    "```python\n"
+    "from openai import OpenAI\n\n"
+    'client = OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="YOUR_TOKEN")\n'
+    "reply = client.chat.completions.create(\n"
+    '    model="offline/offline",\n'
+    '    messages=[{"role": "user", "content": "What is 12*7?"}],\n'
+    ")\n"
+    "print(reply.choices[0].message.content)\n"
+    "```"
+)
+
+
 def answer_small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:
     """The answer when no tool fits: what the offline model is, and what to try."""
     names = [t["function"]["name"] for t in tools or [] if t.get("type") == "function"]
@@ -66,6 +83,8 @@ def answer_small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:
         return f"Hello! I am the offline model: I answer by running my tools.{hint}"
     if _THANKS.search(text):
         return "You are welcome!"
+    if _CODE.search(text):
+        return CODE_ANSWER
     return f"I am the offline model, so I only understand requests for my tools.{hint}"
 
 

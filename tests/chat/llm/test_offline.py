@@ -1131,3 +1131,14 @@ def test_a_delete_that_could_only_search_says_how_to_delete_what_it_found():
         OfflineProvider(), ChatRequest(model="offline", messages=messages[:3])
     ).content
     assert answer == "Found 1 note matching 'kettle'."
+
+
+def test_asked_for_code_the_offline_model_answers_with_a_code_block():
+    from chat.llm.offline.answers import answer_small_talk
+    from chat.markdown import markdown_html
+
+    answer = answer_small_talk("Show me code that calls toolchat", [])
+    html = markdown_html(answer)
+    assert '<pre><code class="language-python">' in html
+    assert "from openai import OpenAI" in html
+    assert answer_small_talk("Hello", []).count("```") == 0
