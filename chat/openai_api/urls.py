@@ -11,7 +11,8 @@ app_name = "openai"
 
 urlpatterns = [
     path("models", views.ModelListView.as_view(), name="models"),
-    path("models/<path:model_id>", views.ModelDetailView.as_view(), name="model"),
+    # Any text is an id to look up (a newline too: a JSON 404, not Django's HTML one).
+    re_path(r"^models/(?P<model_id>[\s\S]+)$", views.ModelDetailView.as_view(), name="model"),
     path("chat/completions", views.ChatCompletionView.as_view(), name="chat-completions"),
-    re_path(r"^.*$", csrf_exempt(views.not_found)),
+    re_path(r"^[\s\S]*$", csrf_exempt(views.not_found)),
 ]

@@ -79,7 +79,12 @@ export function createSidebar(root, hooks) {
     }
   }
 
+  /** Whether a title is being edited (its box must survive the list's redraws). */
+  let renaming = false;
+
   function render() {
+    // A title being edited keeps its box: the redraw waits for the edit's end.
+    if (renaming) return;
     // A redraw (the list reloads, a time moves on) keeps the keyboard's place.
     const focused = document.activeElement;
     const hadFocus = el.list.contains(focused) && focused instanceof HTMLElement ? focused.dataset.action || "link" : null;
@@ -216,6 +221,7 @@ export function createSidebar(root, hooks) {
     const link = item.querySelector(".conversation-link");
     if (!(link instanceof HTMLElement)) return;
     const input = h("input", "conversation-rename");
+    renaming = true;
     input.type = "text";
     input.maxLength = 200;
     input.value = conversation.title || "";
@@ -230,6 +236,7 @@ export function createSidebar(root, hooks) {
     function finish(save) {
       if (done) return;
       done = true;
+      renaming = false;
       const title = input.value.replace(/\s+/g, " ").trim();
       input.remove();
       item.classList.remove("renaming");

@@ -523,3 +523,12 @@ def test_the_run_api_and_the_audit_show_what_the_client_asked(v1, user, llm_serv
     assert "/v1/chat/completions" in page
     assert "<code>lookup_order</code>" in page
     assert "Returned to the client" in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("path", ["/v1/models/%0A", "/v1/models/a%0Ab", "/v1/%0A"])
+def test_paths_with_a_newline_are_json_404s(v1, path, llm_server):
+    response = v1.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    error_of(response)
