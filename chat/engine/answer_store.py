@@ -146,7 +146,7 @@ def _plan(run: Run, calls: list[dict[str, Any]]) -> _Plan:
     ]
     inline = len(ours) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS and not held
     # A final answer ends the run here, unless the model's follow-ups are asked first
-    # (chat/engine/run.py `_answer_finish`): every event of a run precedes its end. So
+    # (chat/engine/turn_end.py `answer_complete`): every event of a run precedes its end. So
     # does an answer that calls only the client's tools: the client has the turn now.
     ending = (not calls and not model_suggestions_wanted(run)) or (bool(calls) and not ours)
     return _Plan(calls, held, client, inline, ending)

@@ -7,7 +7,7 @@ a model call its dead worker left), ASKING and COMPOSING make one model call
 (chat/engine/model_step.py), RUNNING_TOOLS runs the step's one call here or
 waits for calls running elsewhere and asks the policy what follows
 (chat/engine/continuation.py), DIRECT answers with the tools' messages, and
-ANSWERED completes the run after the follow-ups (chat/engine/suggestions.py).
+ANSWERED completes the run after the follow-ups (both ends in chat/engine/turn_end.py).
 Each returns a trigger and `transition` names the next state; the loop stops
 where nobody holds the run (parked, awaiting approval) or it ended, always by
 chat/engine/finish.py `run_end`.
@@ -27,24 +27,18 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Max
-from django.utils import timezone
 
 from chat.database import database_unreachable
-from chat.engine.answer_store import Step, StepOutcome, assistant_message_create
-from chat.engine.continuation import Action, Decision, decide_after_tools, direct_reply
-from chat.engine.finish import RunEnd, run_end, run_fail
+from chat.engine.answer_store import Step, StepOutcome
+from chat.engine.continuation import Action, Decision, decide_after_tools
+from chat.engine.finish import run_fail
 from chat.engine.lease import LeaseLost, run_claim, run_recheck_later
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import StepOpening, model_step, step_open
 from chat.engine.request import history_load
 from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, worker_lets_go
-from chat.engine.suggestions import (
-    model_suggestions_ask,
-    model_suggestions_wanted,
-    model_suggestions_write,
-    tool_suggestions,
-)
 from chat.engine.tool_calls import run_park, tool_call_run
+from chat.engine.turn_end import answer_complete, direct_complete
 from chat.live.event_types import Event
 from chat.live.events import event_publish
 from chat.llm.endpoints import model_id
@@ -340,7 +334,7 @@ def _calls_wait(turn: _Turn) -> bool:
 def _direct(turn: _Turn) -> Trigger:
     """End the turn with the tools' own messages: no further model call."""
     assert turn.last is not None
-    _direct_step(turn.run, turn.token, turn.last, position=turn.position)
+    direct_complete(turn.run, turn.token, turn.last, position=turn.position)
     return Trigger.COMPLETED
 
 
@@ -348,7 +342,7 @@ def _answered(turn: _Turn) -> Trigger:
     """Complete the run, unless the answer's own transaction did."""
     assert turn.final is not None
     if turn.run.status == RunStatus.RUNNING:
-        _answer_finish(turn.run, turn.token, turn.final, turn.rows)
+        answer_complete(turn.run, turn.token, turn.final, turn.rows)
     return Trigger.COMPLETED
 
 
@@ -361,53 +355,3 @@ _WORK: dict[TurnState, Callable[[_Turn], Trigger]] = {
     TurnState.DIRECT: _direct,
     TurnState.ANSWERED: _answered,
 }
-
-
-def _answer_finish(
-    run: Run, token: uuid.UUID, final: Message, rows: list[Message] | None = None
-) -> None:
-    """Complete a run whose final answer is stored: the model's follow-ups first, if wanted.
-
-    The turn's latency ends at its answer. The follow-ups are stored with the
-    completion, in one transaction that first checks the lease: a run
-    cancelled during the call stores and announces none of them.
-    """
-    end = RunEnd.completed(final.pk, at=timezone.now())
-    wanted = model_suggestions_wanted(run)
-    suggested = (
-        model_suggestions_ask(run=run, token=token, final=final, rows=rows) if wanted else None
-    )
-    # The follow-ups call counts among the run's model calls (docs/audit.md).
-    counters = {"model_calls": run.model_calls + 1} if suggested is not None else None
-    with run_end(run, end, lease=token, counters=counters) as events:
-        if wanted:
-            events += model_suggestions_write(run=run, final=final, suggested=suggested)
-
-
-def _direct_step(run: Run, token: uuid.UUID, last: Message, *, position: int) -> None:
-    """End the turn with the tools' own messages: no further model call."""
-    order = {call["id"]: index for index, call in enumerate(last.tool_calls or [])}
-    answers = sorted(
-        Message.objects.filter(run=run, role=Role.TOOL, tool_call_id__in=list(order)),
-        key=lambda m: order.get(m.tool_call_id or "", 0),
-    )
-    text = direct_reply([answer.content or "" for answer in answers])
-    message_id = uuid.uuid4()
-    with run_end(run, RunEnd.completed(message_id), lease=token) as events:
-        _, completed = assistant_message_create(
-            run=run,
-            message_id=message_id,
-            position=position,
-            content=text,
-            finish_reason="direct",
-            suggestions=tool_suggestions({"role": "tool", "content": a.content} for a in answers)
-            or None,
-        )
-        events += [
-            (
-                "message.created",
-                {"message_id": str(message_id), "role": "assistant", "purpose": "direct"},
-            ),
-            ("message.delta", {"message_id": str(message_id), "text": text}),
-            completed,
-        ]
