@@ -1,7 +1,8 @@
 """The OpenAI-compatible provider: every request to a model server goes through it.
 
-Its SDK clients come from chat/llm/openai_client.py, and a stream's chunks are
-read by chat/llm/stream_read.py; chat/llm/watch.py, the watch on a call, only
+Its SDK clients come from chat/llm/openai_client.py, a stream's chunks are
+read by chat/llm/stream_read.py and an answer becomes a Completion in
+chat/llm/answer_read.py; chat/llm/watch.py, the watch on a call, only
 borrows the SDK's error class.
 
 The SDK does the HTTP work: one client (one connection pool) per process and
@@ -27,7 +28,6 @@ cut and asked again, within the call's deadline). A server that ignores
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import re
 import threading
@@ -35,14 +35,13 @@ import time
 from collections.abc import Generator, Iterator, Mapping
 from typing import Any, cast
 
-import httpx2
 import openai
 from openai.lib.streaming.chat import (
-    ChatCompletionStreamState,
     ContentDeltaEvent,
 )
 from openai.types.chat import ChatCompletionMessageParam
 
+from chat.llm.answer_read import completion_read, stream_completion
 from chat.llm.base import (
     ChatRequest,
     Completion,
@@ -51,7 +50,6 @@ from chat.llm.base import (
     StreamEvent,
     StreamRestart,
     TextDelta,
-    ToolCall,
 )
 from chat.llm.failures import (
     ended,
@@ -61,14 +59,6 @@ from chat.llm.failures import (
     failure_message,
     failure_reason,
     stream_error,
-)
-from chat.llm.lenient import (
-    arguments_text,
-    call_id,
-    content_read,
-    reasoning_read,
-    tool_calls_read,
-    usage_read,
 )
 from chat.llm.limits import (
     error_status,
@@ -94,8 +84,6 @@ from chat.llm.watch import (
 
 logger = logging.getLogger(__name__)
 
-# How much of a body that is not an event stream an error message quotes.
-QUOTED_CHARS = 200
 CUT = "stream cut mid-answer"
 # A rate-limited request is asked again after the server's Retry-After when it is
 # at most this long (as the SDK does), else after a short wait.
@@ -319,15 +307,20 @@ class _Call:
         if kind != "text/event-stream":
             # A server that ignored `stream=true`: one JSON completion, or not an answer.
             with chunks:
-                whole = self._read(chunks.response, kind)
+                whole = completion_read(self, chunks.response, kind)
             yield from self._shown(whole, done=False)
             return whole
         read = StreamRead()
         try:
             with chunks:
                 yield from self._chunks_read(chunks, read)
-            completion = self._assembled(
-                read.state, read.finish_reason, read.first_token_ms, read.usage, read.reasoning
+            completion = stream_completion(
+                self,
+                read.state,
+                read.finish_reason,
+                read.first_token_ms,
+                read.usage,
+                read.reasoning,
             )
             if completion is None:
                 raise StreamCut("the stream ended before the model said anything")
@@ -510,7 +503,7 @@ class _Call:
         except openai.OpenAIError as exc:
             raise self.failed(exc) from exc
         kind = response.headers.get("content-type", "").partition(";")[0].strip()
-        return self._read(response, kind)
+        return completion_read(self, response, kind)
 
     def _shown(self, completion: Completion, *, done: bool = True) -> Iterator[StreamEvent]:
         """An answer that came whole: its text as one delta, then (unless not `done`) its end."""
@@ -519,137 +512,8 @@ class _Call:
         if done:
             yield Done(completion)
 
-    # --- answers ------------------------------------------------------------------------
-
-    def _read(self, response: httpx2.Response, kind: str) -> Completion:
-        """A JSON completion, read leniently; anything else is a readable failure."""
-        body = self._body(response)
-        data = _json_or_none(body, kind)
-        choices = data.get("choices") if isinstance(data, dict) else None
-        if not isinstance(data, dict) or not isinstance(choices, list) or not choices:
-            raise self._not_a_completion(body, kind)
-        choice = choices[0] if isinstance(choices[0], dict) else {}
-        message = choice.get("message")
-        message = message if isinstance(message, dict) else {}
-        calls = tool_calls_read(message.get("tool_calls"), response_id=str(data.get("id") or ""))
-        prompt_tokens, completion_tokens = usage_read(data)
-        latency_ms = int((time.monotonic() - self.started) * 1000)
-        return Completion(
-            content=content_read(message) or None,
-            tool_calls=calls,
-            finish_reason=str(choice.get("finish_reason") or ""),
-            model=str(data.get("model") or self.request.model),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            first_token_ms=latency_ms,
-            latency_ms=latency_ms,
-            attempts=self.attempts,
-            reasoning=reasoning_read(message) or None,
-            note="; ".join(self.notes),
-            response_id=str(data.get("id") or ""),
-        )
-
-    def _body(self, response: httpx2.Response) -> bytes:
-        """The response's whole body; a broken read is a readable failure."""
-        try:
-            return response.read()
-        except (Stopped, CallDeadline) as exc:
-            raise ended(exc, self.attempts) from exc
-        except httpx2.HTTPError as exc:
-            raise ProviderError(
-                failure_message("connection error", str(exc), self.attempts),
-                attempts=self.attempts,
-            ) from exc
-
-    def _not_a_completion(self, body: bytes, kind: str) -> ProviderError:
-        """The failure for a body that is no completion: the server's error, or what it sent."""
-        data = _json_or_none(body, kind)
-        if isinstance(data, dict) and isinstance(data.get("error"), dict):
-            error = data["error"]
-            return ProviderError(
-                failure_message(
-                    "the server's error", str(error.get("message") or error), self.attempts
-                ),
-                status=error_status(error),
-                attempts=self.attempts,
-            )
-        what = f"a {kind} body" if kind else "a body without a Content-Type"
-        quoted = body[:QUOTED_CHARS].decode("utf-8", "replace").strip()
-        return ProviderError(
-            failure_message(
-                "not a stream",
-                f"asked for an event stream (stream=true), the server sent {what}: {quoted!r}",
-                self.attempts,
-            ),
-            attempts=self.attempts,
-        )
-
-    def _assembled(
-        self,
-        state: ChatCompletionStreamState[object],
-        finish_reason: str,
-        first_token_ms: int | None,
-        usage: tuple[int | None, int | None],
-        reasoning: list[str],
-    ) -> Completion | None:
-        """The answer of a stream that ended cleanly; None when it said nothing and never finished.
-
-        A stream that ends (`[DONE]`, or the connection closed cleanly) without a
-        `finish_reason` keeps what it said.
-        """
-        try:
-            snapshot = state.current_completion_snapshot
-        except AssertionError:  # not one chunk came
-            return None
-        message = snapshot.choices[0].message if snapshot.choices else None
-        content = message.content if message is not None else None
-        calls = []
-        for index, call in enumerate((message.tool_calls if message else None) or []):
-            # Fields a server left out are None in the snapshot; a ToolCall holds strings.
-            name = call.function.name or ""
-            arguments = arguments_text(call.function.arguments)
-            calls.append(
-                ToolCall(
-                    id=call_id(
-                        call.id,
-                        response_id=snapshot.id or "",
-                        index=index,
-                        name=name,
-                        arguments=arguments,
-                    ),
-                    name=name,
-                    arguments=arguments,
-                )
-            )
-        if not finish_reason and not content and not calls:
-            return None
-        return Completion(
-            content=content or None,
-            tool_calls=calls,
-            finish_reason=finish_reason,
-            model=snapshot.model or self.request.model,
-            prompt_tokens=usage[0],
-            completion_tokens=usage[1],
-            first_token_ms=first_token_ms,
-            latency_ms=int((time.monotonic() - self.started) * 1000),
-            attempts=self.attempts,
-            reasoning="".join(reasoning) or None,
-            note="; ".join(self.notes),
-            response_id=snapshot.id or "",
-        )
-
     def failed(self, exc: openai.OpenAIError) -> Exception:
         return failed(exc, self.attempts, self.watch.said)
-
-
-def _json_or_none(body: bytes, kind: str) -> Any:
-    """The body decoded, when it says it is JSON and is."""
-    if kind == "application/json" or kind.endswith("+json"):
-        try:
-            return json.loads(body)
-        except ValueError:
-            return None
-    return None
 
 
 def _optional_arguments(

@@ -1,0 +1,172 @@
+"""A model server's answer as a Completion: a JSON body read leniently, or a stream's assembly.
+
+The provider (chat/llm/openai_provider.py) makes the requests; these read
+what came back, whatever the server's dialect (chat/llm/lenient.py), into
+one Completion with the call's timing, attempts and notes, and turn a body
+that is no completion into a readable failure.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Protocol
+
+import httpx2
+from openai.lib.streaming.chat import ChatCompletionStreamState
+
+from chat.llm.base import ChatRequest, Completion, ProviderError, ToolCall
+from chat.llm.failures import ended, failure_message
+from chat.llm.lenient import (
+    arguments_text,
+    call_id,
+    content_read,
+    reasoning_read,
+    tool_calls_read,
+    usage_read,
+)
+from chat.llm.limits import error_status
+from chat.llm.watch import CallDeadline, Stopped
+
+# How much of a body that is not an event stream an error message quotes.
+QUOTED_CHARS = 200
+
+
+class Asking(Protocol):
+    """What is known of the call an answer belongs to."""
+
+    request: ChatRequest
+    started: float  # time.monotonic() at the call's start
+    attempts: int
+    notes: list[str]
+
+
+def completion_read(asked: Asking, response: httpx2.Response, kind: str) -> Completion:
+    """A JSON completion, read leniently; anything else is a readable failure."""
+    body = _body(asked, response)
+    data = _json_or_none(body, kind)
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(choices, list) or not choices:
+        raise _not_a_completion(asked, body, kind)
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    message = choice.get("message")
+    message = message if isinstance(message, dict) else {}
+    calls = tool_calls_read(message.get("tool_calls"), response_id=str(data.get("id") or ""))
+    prompt_tokens, completion_tokens = usage_read(data)
+    latency_ms = int((time.monotonic() - asked.started) * 1000)
+    return Completion(
+        content=content_read(message) or None,
+        tool_calls=calls,
+        finish_reason=str(choice.get("finish_reason") or ""),
+        model=str(data.get("model") or asked.request.model),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        first_token_ms=latency_ms,
+        latency_ms=latency_ms,
+        attempts=asked.attempts,
+        reasoning=reasoning_read(message) or None,
+        note="; ".join(asked.notes),
+        response_id=str(data.get("id") or ""),
+    )
+
+
+def _body(asked: Asking, response: httpx2.Response) -> bytes:
+    """The response's whole body; a broken read is a readable failure."""
+    try:
+        return response.read()
+    except (Stopped, CallDeadline) as exc:
+        raise ended(exc, asked.attempts) from exc
+    except httpx2.HTTPError as exc:
+        raise ProviderError(
+            failure_message("connection error", str(exc), asked.attempts),
+            attempts=asked.attempts,
+        ) from exc
+
+
+def _not_a_completion(asked: Asking, body: bytes, kind: str) -> ProviderError:
+    """The failure for a body that is no completion: the server's error, or what it sent."""
+    data = _json_or_none(body, kind)
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        error = data["error"]
+        return ProviderError(
+            failure_message(
+                "the server's error", str(error.get("message") or error), asked.attempts
+            ),
+            status=error_status(error),
+            attempts=asked.attempts,
+        )
+    what = f"a {kind} body" if kind else "a body without a Content-Type"
+    quoted = body[:QUOTED_CHARS].decode("utf-8", "replace").strip()
+    return ProviderError(
+        failure_message(
+            "not a stream",
+            f"asked for an event stream (stream=true), the server sent {what}: {quoted!r}",
+            asked.attempts,
+        ),
+        attempts=asked.attempts,
+    )
+
+
+def stream_completion(
+    asked: Asking,
+    state: ChatCompletionStreamState[object],
+    finish_reason: str,
+    first_token_ms: int | None,
+    usage: tuple[int | None, int | None],
+    reasoning: list[str],
+) -> Completion | None:
+    """The answer of a stream that ended cleanly; None when it said nothing and never finished.
+
+    A stream that ends (`[DONE]`, or the connection closed cleanly) without a
+    `finish_reason` keeps what it said.
+    """
+    try:
+        snapshot = state.current_completion_snapshot
+    except AssertionError:  # not one chunk came
+        return None
+    message = snapshot.choices[0].message if snapshot.choices else None
+    content = message.content if message is not None else None
+    calls = []
+    for index, call in enumerate((message.tool_calls if message else None) or []):
+        # Fields a server left out are None in the snapshot; a ToolCall holds strings.
+        name = call.function.name or ""
+        arguments = arguments_text(call.function.arguments)
+        calls.append(
+            ToolCall(
+                id=call_id(
+                    call.id,
+                    response_id=snapshot.id or "",
+                    index=index,
+                    name=name,
+                    arguments=arguments,
+                ),
+                name=name,
+                arguments=arguments,
+            )
+        )
+    if not finish_reason and not content and not calls:
+        return None
+    return Completion(
+        content=content or None,
+        tool_calls=calls,
+        finish_reason=finish_reason,
+        model=snapshot.model or asked.request.model,
+        prompt_tokens=usage[0],
+        completion_tokens=usage[1],
+        first_token_ms=first_token_ms,
+        latency_ms=int((time.monotonic() - asked.started) * 1000),
+        attempts=asked.attempts,
+        reasoning="".join(reasoning) or None,
+        note="; ".join(asked.notes),
+        response_id=snapshot.id or "",
+    )
+
+
+def _json_or_none(body: bytes, kind: str) -> Any:
+    """The body decoded, when it says it is JSON and is."""
+    if kind == "application/json" or kind.endswith("+json"):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return None
+    return None
