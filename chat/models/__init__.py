@@ -1,0 +1,37 @@
+"""The data model of DESIGN.md section 3, one module per part of the record.
+
+- conversations.py: conversations and their messages (the OpenAI shape);
+- runs.py: runs, and the events they publish;
+- audit.py: each model call and each tool execution of a run.
+
+Everything is importable from `chat.models`, as Django and the code expect.
+"""
+
+from chat.models.audit import (
+    FINISHED_EXECUTION_STATUSES,
+    CallStatus,
+    ExecutionStatus,
+    ModelCall,
+    ModelCallPurpose,
+    ToolExecution,
+)
+from chat.models.conversations import MAX_STEPS_LIMIT, Conversation, Message, Mode, Role
+from chat.models.runs import ACTIVE_RUN_STATUSES, Run, RunEvent, RunStatus
+
+__all__ = [
+    "ACTIVE_RUN_STATUSES",
+    "FINISHED_EXECUTION_STATUSES",
+    "MAX_STEPS_LIMIT",
+    "CallStatus",
+    "Conversation",
+    "ExecutionStatus",
+    "Message",
+    "Mode",
+    "ModelCall",
+    "ModelCallPurpose",
+    "Role",
+    "Run",
+    "RunEvent",
+    "RunStatus",
+    "ToolExecution",
+]

@@ -1,0 +1,192 @@
+"""The audit rows of a run: each model call it made and each tool call it ran."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from chat.models.conversations import Message
+from chat.models.runs import Run
+from tools.fields import StorableCharField, StorableJSONField, StorableTextField
+
+
+class ModelCallPurpose(models.TextChoices):
+    TOOLS = "tools", "With tools"
+    COMPOSE = "compose", "Compose the answer"
+    DECIDE = "decide", "Decide the next step"
+    SUGGEST = "suggest", "Suggest follow-ups"
+
+
+class CallStatus(models.TextChoices):
+    """How a model call ended; a call is stored once, when it has (chat/engine/model_step.py)."""
+
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class ModelCall(models.Model):
+    """One request to a model, with its timing and usage."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_call_rows")
+    step = models.PositiveSmallIntegerField()
+    purpose = models.CharField(max_length=16, choices=ModelCallPurpose.choices)
+    model = StorableCharField(max_length=128)
+    provider = models.CharField(max_length=32)
+    message_count = models.PositiveIntegerField(default=0)
+    request_hash = models.CharField(max_length=64, blank=True)
+    tools_offered = models.JSONField(default=list, blank=True)
+    response_message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=16, choices=CallStatus.choices)
+    error = StorableTextField(blank=True)
+    finish_reason = StorableCharField(max_length=32, blank=True)
+    started_at = models.DateTimeField()
+    first_token_ms = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    # How a server's limit changed the call, when it did ("asked again without streaming: ...").
+    note = StorableCharField(max_length=300, blank=True, default="")
+
+    class Meta:
+        ordering = ["run", "started_at"]
+        indexes = [
+            models.Index(fields=["run", "step"], name="modelcall_run_step"),
+            # The audit's statistics per model for a period, from the index alone on PostgreSQL.
+            models.Index(
+                fields=["started_at"],
+                include=[
+                    "model",
+                    "status",
+                    "latency_ms",
+                    "first_token_ms",
+                    "prompt_tokens",
+                    "completion_tokens",
+                ],
+                name="modelcall_started_stats",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} call to {self.provider_model} (step {self.step})"
+
+    @property
+    def provider_model(self) -> str:
+        """`<provider>/<model>`, as a conversation names it (the model alone on older rows)."""
+        return f"{self.provider}/{self.model}" if self.provider else self.model
+
+
+class ExecutionStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    TIMED_OUT = "timed_out", "Timed out"
+    REJECTED = "rejected", "Rejected"
+    INTERRUPTED = "interrupted", "Interrupted"
+    CANCELLED = "cancelled", "Cancelled"
+    # A call of a tool the /v1 client declared: returned to the client, which runs it
+    # and sends the result with its next request (then `succeeded`).
+    CLIENT = "client", "Returned to the client"
+
+
+FINISHED_EXECUTION_STATUSES = (
+    ExecutionStatus.SUCCEEDED,
+    ExecutionStatus.FAILED,
+    ExecutionStatus.TIMED_OUT,
+    ExecutionStatus.REJECTED,
+    ExecutionStatus.INTERRUPTED,
+    ExecutionStatus.CANCELLED,
+    # Done as far as the run is concerned: it ends with the call for its client.
+    ExecutionStatus.CLIENT,
+)
+
+
+class ToolExecution(models.Model):
+    """The audit row of one tool call: what was asked, what ran, what the model was sent."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_executions")
+    message = models.ForeignKey(
+        Message,
+        on_delete=models.CASCADE,
+        related_name="tool_executions",
+        help_text="The assistant message whose tool_calls asked for this call.",
+    )
+    step = models.PositiveSmallIntegerField(default=0)
+    tool_call_id = StorableCharField(max_length=128, unique=True)
+    name = StorableCharField(max_length=64)
+    arguments = StorableJSONField(null=True, blank=True, help_text="As received, when valid JSON.")
+    arguments_raw = StorableTextField(
+        blank=True, help_text="The exact string the model sent, kept when it was not valid JSON."
+    )
+    status = models.CharField(
+        max_length=24, choices=ExecutionStatus.choices, default=ExecutionStatus.PENDING
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = StorableTextField(blank=True)
+    result = StorableJSONField(null=True, blank=True, help_text="The tool's raw result.")
+    content = StorableTextField(null=True, blank=True, help_text="What the model was sent.")
+    result_chars = models.PositiveIntegerField(null=True, blank=True)
+    truncated = models.BooleanField(default=False)
+    error = StorableTextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Renewed while the call runs: a stale one died with its worker.",
+    )
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    worker = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [
+            models.Index(fields=["run", "step"], name="toolexec_run_step"),
+            models.Index(fields=["name", "-created_at"], name="toolexec_name_recent"),
+            models.Index(fields=["status"], name="toolexec_status"),
+            # The audit's statistics per tool for a period, from the index alone on PostgreSQL
+            # (the rows themselves hold results and are wide).
+            models.Index(
+                fields=["created_at"],
+                include=["name", "status", "duration_ms", "truncated"],
+                name="toolexec_created_stats",
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=ExecutionStatus.values), name="toolexec_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tool_call_id}, {self.status})"
+
+    @property
+    def approval_wait_ms(self) -> int | None:
+        """How long the call waited for its decision (None if it needed none, or waits)."""
+        if self.decided_at is None or self.created_at is None:
+            return None
+        return max(0, int((self.decided_at - self.created_at).total_seconds() * 1000))
+
+    @property
+    def decision(self) -> str:
+        """What was decided, in words: "approved", "rejected", "expired" or ""."""
+        if self.decided_at is None:
+            return ""
+        if self.status == ExecutionStatus.REJECTED:
+            return "expired" if self.approved_by_id is None else "rejected"
+        return "approved"

@@ -1,0 +1,111 @@
+"""Runs: one processing of one user message, and the live events it publishes."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from chat.models.conversations import Conversation, Message, Mode
+from tools.fields import StorableJSONField, StorableTextField
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+
+
+class Run(models.Model):
+    """One processing of one user message: model calls, tools, and the answer."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    trigger_message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=24, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.TWO_PASS)
+    steps = models.PositiveSmallIntegerField(default=0)
+    model_calls = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = StorableTextField(blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # What every model call of the run was told first, fixed when the run is made
+    # (chat/prompts.py): "" for none, NULL for a run made before runs kept it.
+    system_prompt = StorableTextField(null=True, blank=True, editable=False)
+    # Who is working on the run now: set by a claim (a compare-and-set), cleared
+    # while the run waits for its tools. A worker that finds another lease on
+    # the row has been superseded and stops.
+    lease = models.UUIDField(null=True, blank=True, editable=False)
+    # A run asked for through /v1/chat/completions (chat/openai_api/): the tools its
+    # client declared (OpenAI shape: the client runs them), and the request's options
+    # (temperature, max_tokens, tool_choice, response_format, user, metadata, stream).
+    # NULL for a run of the REST API or the chat page.
+    client_tools = StorableJSONField(null=True, blank=True, editable=False)
+    client_options = StorableJSONField(null=True, blank=True, editable=False)
+    # The turn's trace (chat/telemetry/tracing.py): the W3C traceparent of its
+    # span, then the caller's span id when a request's traceparent was
+    # continued; "" when tracing is off. Every step, in any worker, continues it.
+    trace_parent = models.CharField(max_length=80, blank=True, default="", editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["conversation", "-created_at"], name="run_conversation_recent"),
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat"),
+            # The audit's reads by period: runs begun between two times, newest first
+            # (chat/audit/). PostgreSQL counts and bins them from the index alone.
+            models.Index(
+                fields=["created_at"],
+                include=["status", "latency_ms", "model_calls"],
+                name="run_created_stats",
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=RunStatus.values), name="run_status_valid"
+            ),
+            # One conversation processes one message at a time: the database
+            # refuses a second active run, whatever the race.
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status__in=ACTIVE_RUN_STATUSES),
+                name="run_one_active_per_conversation",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.id} ({self.status})"
+
+
+class RunEvent(models.Model):
+    """One live event of a run, numbered per conversation so that clients can resume."""
+
+    id = models.BigAutoField(primary_key=True)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=64)
+    data = StorableJSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        indexes = [models.Index(fields=["run", "seq"], name="runevent_run_seq")]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="runevent_seq_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"
