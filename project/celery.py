@@ -15,7 +15,7 @@ app.autodiscover_tasks()
 @worker_process_init.connect
 def telemetry_start(**kwargs: object) -> None:
     """Each pool process makes its own tracer after the fork: the parent's export thread is gone."""
-    from chat.telemetry.tracing import tracing_start
+    from chat.telemetry.provider import tracing_start
 
     tracing_start()
 
@@ -24,7 +24,7 @@ def telemetry_start(**kwargs: object) -> None:
 @worker_shutdown.connect
 def telemetry_flush(**kwargs: object) -> None:
     """Export the spans a worker process still holds before it exits."""
-    from chat.telemetry.tracing import tracing_flush
+    from chat.telemetry.provider import tracing_flush
 
     tracing_flush()
 

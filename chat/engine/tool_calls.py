@@ -52,7 +52,8 @@ from chat.models import (
     ToolExecution,
 )
 from chat.telemetry.metrics import tool_call_observe
-from chat.telemetry.tracing import headers_inject, tool_span
+from chat.telemetry.propagation import headers_inject
+from chat.telemetry.tracing import tool_span
 from tools.context import ToolContext
 from tools.executor import execute_tool
 from tools.registry import registry as tool_registry

@@ -40,7 +40,7 @@ from chat.message_rate import message_rate_check
 from chat.selectors import conversation_get
 from chat.services.approvals import tool_call_decide
 from chat.services.runs import run_cancel_by_id, run_start
-from chat.telemetry.tracing import caller_context
+from chat.telemetry.propagation import caller_context
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ import httpx2
 import openai
 
 from chat.llm.limits import final_error
-from chat.telemetry.tracing import headers_inject
+from chat.telemetry.propagation import headers_inject
 
 
 class Interrupted(openai.OpenAIError):

@@ -33,7 +33,7 @@ from chat.models import (
 )
 from chat.prompts import system_prompt_for
 from chat.selectors import current_messages
-from chat.telemetry.tracing import turn_trace_parent
+from chat.telemetry.propagation import turn_trace_parent
 
 
 def run_start(

@@ -13,7 +13,7 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponseBase
 
-from chat.telemetry.tracing import caller_context
+from chat.telemetry.propagation import caller_context
 
 Handler = Callable[[HttpRequest], Any]
 

@@ -32,244 +32,28 @@ as the audit masks sensitive parameters (tools/audit.py).
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
-import os
-import threading
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from datetime import datetime
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from chat.telemetry.propagation import (
+    nanoseconds,
+    remote_context,
+    trace_parent_parse,
+    turn_context,
+)
+from chat.telemetry.provider import AGENT_NAME, TracerState, current_tracer, preset_ids
 from tools.audit import arguments_for_audit
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from opentelemetry.context import Context
-    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
     from chat.llm.base import ChatRequest, Completion
     from chat.models import ModelCall, Run, ToolExecution
     from tools.results import ToolResult
-
-AGENT_NAME = "toolchat"
-CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-
-# A span id chosen ahead (the turn's, stored on its run): the id generator hands it out.
-_preset_ids: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
-    "toolchat_preset_span_ids", default=None
-)
-
-
-class _State:
-    """This process's tracer, made on first use (per process id: a fork makes its own)."""
-
-    pid: int | None = None
-    provider: TracerProvider | None = None
-    tracer: Tracer | None = None
-    capture: bool = False
-    lock = threading.Lock()
-
-
-def tracing_configured() -> bool:
-    """Whether traces are to be exported: an OTLP endpoint is set."""
-    return any(os.environ.get(name) for name in ENDPOINT_VARIABLES)
-
-
-def _tracer() -> Tracer | None:
-    """The process's tracer, or None when tracing is off (the common, free case)."""
-    if _State.pid == os.getpid():
-        return _State.tracer
-    return tracing_start()
-
-
-def tracing_start() -> Tracer | None:
-    """Make this process's tracer provider, if configured; idempotent per process."""
-    with _State.lock:
-        if _State.pid == os.getpid():
-            return _State.tracer
-        _State.pid = os.getpid()
-        _State.provider = _State.tracer = None
-        if not tracing_configured():
-            return None
-        _State.provider = _provider_make()
-        _State.tracer = _State.provider.get_tracer("toolchat")
-        _State.capture = os.environ.get(CAPTURE_CONTENT, "").strip().lower() == "true"
-        return _State.tracer
-
-
-# How long an exiting worker waits for its last spans to go: a collector that is down
-# must not hold up a worker's shutdown.
-FLUSH_TIMEOUT_MS = 5000
-
-
-def tracing_flush() -> None:
-    """Export what this process has (a worker process about to exit), waiting 5 s at most."""
-    if _State.provider is not None and _State.pid == os.getpid():
-        _State.provider.force_flush(timeout_millis=FLUSH_TIMEOUT_MS)
-
-
-def tracing_reset() -> None:
-    """Shut this process's provider down; the next span reads the environment again."""
-    with _State.lock:
-        if _State.provider is not None and _State.pid == os.getpid():
-            _State.provider.shutdown()
-        _State.pid = None
-        _State.provider = _State.tracer = None
-
-
-def _provider_make() -> TracerProvider:
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-
-    class PresetIds(RandomIdGenerator):
-        """Random ids, except the turn's span's, chosen when its run was made."""
-
-        def generate_span_id(self) -> int:
-            preset = _preset_ids.get()
-            return preset[1] if preset else super().generate_span_id()
-
-        def generate_trace_id(self) -> int:
-            preset = _preset_ids.get()
-            return preset[0] if preset else super().generate_trace_id()
-
-    resource = Resource.create()
-    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({SERVICE_NAME: AGENT_NAME}))
-    # The sampler comes from OTEL_TRACES_SAMPLER (the SDK's default: parent-based, always on).
-    provider = TracerProvider(resource=resource, id_generator=PresetIds())
-    provider.add_span_processor(BatchSpanProcessor(_exporter_make()))
-    return provider
-
-
-def _exporter_make() -> Any:
-    protocol = (
-        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    ).strip()
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter()
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
-
-    return HttpSpanExporter()
-
-
-# --- Context: in from a request, stored on the run, out on model requests --------------------
-
-
-def context_extract(headers: Mapping[str, str]) -> Context | None:
-    """The caller's trace context from W3C `traceparent` headers; None when tracing is off."""
-    if _tracer() is None:
-        return None
-    from opentelemetry import propagate
-
-    return propagate.extract(headers)
-
-
-@contextlib.contextmanager
-def caller_context(headers: Mapping[str, str]) -> Iterator[None]:
-    """Within the block, the caller's trace (its `traceparent` header) is current, if any."""
-    if "traceparent" not in headers:
-        yield
-        return
-    context = context_extract(headers)
-    if context is None:
-        yield
-        return
-    from opentelemetry import context as otel_context
-
-    token = otel_context.attach(context)
-    try:
-        yield
-    finally:
-        otel_context.detach(token)
-
-
-def headers_inject(headers: MutableMapping[str, str]) -> None:
-    """Add `traceparent` (and the propagators' other headers) for the current span, if any."""
-    if _State.tracer is None or _State.pid != os.getpid():
-        return
-    from opentelemetry import propagate, trace
-
-    if trace.get_current_span().get_span_context().is_valid:
-        propagate.inject(headers)
-
-
-def turn_trace_parent() -> str:
-    """The trace context of a new run's turn, to store on it ("" when tracing is off).
-
-    The turn's span continues the current context (a request's `traceparent`),
-    or starts a trace. The sampler decides now, once: the flags are stored.
-    """
-    tracer = _tracer()
-    if tracer is None or _State.provider is None:
-        return ""
-    from opentelemetry import trace
-    from opentelemetry.context import get_current
-
-    parent = trace.get_current_span().get_span_context()
-    ids = _State.provider.id_generator
-    trace_id = parent.trace_id if parent.is_valid else ids.generate_trace_id()
-    decision = _State.provider.sampler.should_sample(
-        get_current() if parent.is_valid else None,
-        trace_id,
-        f"invoke_agent {AGENT_NAME}",
-        trace.SpanKind.INTERNAL,
-    )
-    flags = 1 if decision.decision.is_sampled() else 0  # type: ignore[no-untyped-call]
-    value = f"00-{trace_id:032x}-{ids.generate_span_id():016x}-{flags:02x}"
-    return f"{value} {parent.span_id:016x}" if parent.is_valid else value
-
-
-def _parse(stored: str) -> tuple[int, int, int, int | None] | None:
-    """(trace id, the turn's span id, flags, the caller's span id) of a run's `trace_parent`."""
-    try:
-        traceparent, _, caller = stored.partition(" ")
-        _, trace_id, span_id, flags = traceparent.split("-")
-        return (
-            int(trace_id, 16),
-            int(span_id, 16),
-            int(flags, 16),
-            int(caller, 16) if caller else None,
-        )
-    except ValueError:
-        return None
-
-
-def _remote(trace_id: int, span_id: int, flags: int) -> Context:
-    from opentelemetry import trace
-
-    span_context = trace.SpanContext(
-        trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(flags)
-    )
-    return trace.set_span_in_context(trace.NonRecordingSpan(span_context))
-
-
-def _turn_context(run: Run) -> Context | None:
-    """The context a run's calls are children of: its turn's span, made now if the run has none."""
-    if not run.trace_parent:
-        from chat.models import Run as RunModel
-
-        run.trace_parent = turn_trace_parent()
-        if not run.trace_parent:
-            return None
-        RunModel.objects.filter(pk=run.pk, trace_parent="").update(trace_parent=run.trace_parent)
-    parsed = _parse(run.trace_parent)
-    if parsed is None:
-        return None
-    trace_id, span_id, flags, _ = parsed
-    return _remote(trace_id, span_id, flags)
-
-
-def _ns(moment: datetime) -> int:
-    return int(moment.timestamp() * 1e9)
 
 
 # --- The turn ---------------------------------------------------------------------------------
@@ -277,17 +61,17 @@ def _ns(moment: datetime) -> int:
 
 def turn_end(run: Run) -> None:
     """Write the turn's span, with the ids stored on the run and its recorded times."""
-    tracer = _tracer()
+    tracer = current_tracer()
     if tracer is None or not run.trace_parent:
         return
-    parsed = _parse(run.trace_parent)
+    parsed = trace_parent_parse(run.trace_parent)
     if parsed is None or not parsed[2] & 1:
         return  # not sampled: nothing of the turn is exported
     from opentelemetry import trace
     from opentelemetry.context import Context as EmptyContext
 
     trace_id, span_id, flags, caller = parsed
-    parent = _remote(trace_id, caller, flags) if caller else EmptyContext()
+    parent = remote_context(trace_id, caller, flags) if caller else EmptyContext()
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": AGENT_NAME,
@@ -301,21 +85,21 @@ def turn_end(run: Run) -> None:
     conversation = run.conversation if type(run).conversation.is_cached(run) else None
     if conversation is not None:
         attributes["gen_ai.request.model"] = conversation.model
-    token = _preset_ids.set((trace_id, span_id))
+    token = preset_ids.set((trace_id, span_id))
     try:
         span = tracer.start_span(
             f"invoke_agent {AGENT_NAME}",
             context=parent,
             kind=trace.SpanKind.INTERNAL,
             attributes=attributes,
-            start_time=_ns(run.created_at),
+            start_time=nanoseconds(run.created_at),
         )
     finally:
-        _preset_ids.reset(token)
+        preset_ids.reset(token)
     if str(run.status) == "failed":
         span.set_attribute("error.type", "run_failed")
         span.set_status(trace.StatusCode.ERROR, run.error[:500])
-    span.end(end_time=_ns(run.finished_at) if run.finished_at else None)
+    span.end(end_time=nanoseconds(run.finished_at) if run.finished_at else None)
 
 
 # --- A model call -----------------------------------------------------------------------------
@@ -334,8 +118,8 @@ def model_call_span(run: Run, request: ChatRequest, *, provider: str) -> Iterato
     The block calls the yielded function with the call's row and completion
     when the call ended; an exception that leaves the block is the span's error.
     """
-    tracer = _tracer()
-    parent = _turn_context(run) if tracer is not None else None
+    tracer = current_tracer()
+    parent = turn_context(run) if tracer is not None else None
     if tracer is None or parent is None:
         yield _noop_record
         return
@@ -352,7 +136,7 @@ def model_call_span(run: Run, request: ChatRequest, *, provider: str) -> Iterato
         attributes["gen_ai.request.temperature"] = request.temperature
     if request.max_tokens is not None:
         attributes["gen_ai.request.max_tokens"] = request.max_tokens
-    if _State.capture:
+    if TracerState.capture:
         attributes["gen_ai.input.messages"] = json.dumps(
             [_message_parts(m) for m in request.messages], ensure_ascii=False
         )
@@ -395,7 +179,7 @@ def _model_call_attributes(
         span.set_attribute("gen_ai.usage.output_tokens", completion.completion_tokens)
     if completion.first_token_ms is not None:
         span.set_attribute("gen_ai.response.time_to_first_chunk", completion.first_token_ms / 1000)
-    if _State.capture and content:
+    if TracerState.capture and content:
         span.set_attribute(
             "gen_ai.output.messages",
             json.dumps([_output_message(completion)], ensure_ascii=False),
@@ -417,8 +201,8 @@ def _error_type(error: str) -> str:
 
 def model_call_lost(run: Run, row: ModelCall) -> None:
     """The span of a call whose worker died mid-call, from its recorded row (a take-over)."""
-    tracer = _tracer()
-    parent = _turn_context(run) if tracer is not None else None
+    tracer = current_tracer()
+    parent = turn_context(run) if tracer is not None else None
     if tracer is None or parent is None:
         return
     _recorded_call_span(tracer, parent, run, row, end=None)
@@ -443,7 +227,7 @@ def _recorded_call_span(
             "gen_ai.conversation.id": str(run.conversation_id),
             "toolchat.run.id": str(run.pk),
         },
-        start_time=_ns(row.started_at),
+        start_time=nanoseconds(row.started_at),
     )
     answered = None
     if str(row.status) == "succeeded":
@@ -458,7 +242,7 @@ def _recorded_call_span(
             attempts=row.attempts,
         )
     _model_call_attributes(span, row, answered, content=False)
-    span.end(end_time=_ns(end) if end is not None else None)
+    span.end(end_time=nanoseconds(end) if end is not None else None)
 
 
 def run_export(run: Run) -> bool:
@@ -468,8 +252,8 @@ def run_export(run: Run) -> bool:
     its model calls and its tool executions, with no message content. A run
     with no trace yet is given one (stored on it). False when tracing is off.
     """
-    tracer = _tracer()
-    parent = _turn_context(run) if tracer is not None else None
+    tracer = current_tracer()
+    parent = turn_context(run) if tracer is not None else None
     if tracer is None or parent is None:
         return False
     from datetime import timedelta
@@ -489,14 +273,14 @@ def run_export(run: Run) -> bool:
             context=parent,
             kind=trace.SpanKind.INTERNAL,
             attributes=_tool_attributes(run, execution, tool_type="function"),
-            start_time=_ns(execution.started_at),
+            start_time=nanoseconds(execution.started_at),
         )
         span.set_attribute("toolchat.tool.status", str(execution.status))
         span.set_attribute("toolchat.tool.truncated", execution.truncated)
         if str(execution.status) != "succeeded":
             span.set_attribute("error.type", str(execution.status))
             span.set_status(trace.StatusCode.ERROR)
-        span.end(end_time=_ns(execution.finished_at) if execution.finished_at else None)
+        span.end(end_time=nanoseconds(execution.finished_at) if execution.finished_at else None)
     turn_end(run)
     return True
 
@@ -577,8 +361,8 @@ def _tool_attributes(run: Run, execution: ToolExecution, *, tool_type: str) -> d
 @contextlib.contextmanager
 def tool_span(run: Run, execution: ToolExecution, *, tool_type: str) -> Iterator[ToolRecord]:
     """The span of one tool execution; the block calls the yielded function with its result."""
-    tracer = _tracer()
-    parent = _turn_context(run) if tracer is not None else None
+    tracer = current_tracer()
+    parent = turn_context(run) if tracer is not None else None
     if tracer is None or parent is None:
         yield _noop_tool_record
         return
@@ -598,7 +382,7 @@ def tool_span(run: Run, execution: ToolExecution, *, tool_type: str) -> Iterator
         if str(result.status) != "succeeded":
             span.set_attribute("error.type", result.error_type or str(result.status))
             span.set_status(trace.StatusCode.ERROR, result.error[:500])
-        if _State.capture:
+        if TracerState.capture:
             arguments: Any = result.audit_arguments
             if arguments is None:
                 arguments = result.arguments_raw

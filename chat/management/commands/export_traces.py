@@ -16,7 +16,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from chat.models import Run, RunStatus
-from chat.telemetry.tracing import run_export, tracing_configured, tracing_flush
+from chat.telemetry.provider import tracing_configured, tracing_flush
+from chat.telemetry.tracing import run_export
 
 
 def _moment(text: str) -> datetime:

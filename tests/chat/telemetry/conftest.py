@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Run
-from chat.telemetry.tracing import tracing_flush, tracing_reset
+from chat.telemetry.provider import tracing_flush, tracing_reset
 from tests.assertions import wait_until
 from tests.otlp_receiver import OTLPReceiver, ReceivedSpan
 from tests.tools.mcp.conftest import mcp_servers

@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from chat.models import Mode, ModelCall, Run, RunStatus, ToolExecution
 from chat.services.runs import run_start
-from chat.telemetry.tracing import tracing_reset
+from chat.telemetry.provider import tracing_reset
 from tests.assertions import wait_until
 from tests.chat.engine.conftest import wait_for_run
 from tests.chat.telemetry.conftest import by_operation, turn_spans
