@@ -6,7 +6,7 @@ cancel scopes belong to the task that entered them), which holds them open
 until the connection is closed; calls from other tasks share the session.
 
 The end of a connection is seen where the SDK reads it: the transport's read
-stream is watched (`_EndWatch`), so a stdio server that exits (or an HTTP
+stream is watched (`EndWatch`, tools/mcp/streams.py), so a stdio server that exits (or an HTTP
 transport that fails) ends the calls waiting on it at once, and the next call
 opens a new connection first. A call in flight when its server went away is
 an error (it may have had effects: it is not repeated); one the server never
@@ -19,10 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
-from types import TracebackType
-from typing import Any, Self, TypeVar, cast
+from typing import Any, cast
 
 import anyio
 import httpx2
@@ -33,10 +32,9 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR
 
 from tools.mcp.config import McpServerConfig
+from tools.mcp.streams import ConnectionLost, EndWatch, innermost, reason, until_lost
 
 logger = logging.getLogger("tools.mcp")
-
-T = TypeVar("T")
 
 # The SDK's answer to a request an HTTP server refused with an error status it does not say.
 HTTP_REFUSED = (INTERNAL_ERROR, "Server returned an error response")
@@ -139,13 +137,13 @@ class ServerConnection:
     async def _hold(
         self, ready: asyncio.Future[ClientSession], stop: asyncio.Event, lost: asyncio.Future[str]
     ) -> None:
-        reason = "the connection was closed"
+        why = "the connection was closed"
         try:
             async with AsyncExitStack() as stack:
                 read, write = await self._transport(stack)
                 session = await stack.enter_async_context(
                     ClientSession(
-                        _EndWatch(read, lambda: self._ended(lost, stop)),
+                        EndWatch(read, lambda: self._ended(lost, stop)),
                         write,
                         message_handler=self._on_message,
                     )
@@ -159,20 +157,20 @@ class ServerConnection:
                 ready.cancel()
             raise
         except BaseException as exc:
-            reason = self._reason(exc)
+            why = self._reason(exc)
             if not ready.done():
                 ready.set_exception(
                     McpServerError(
                         f"The MCP server {self.name!r} ({self.config.where}) could not be "
-                        f"started: {reason}"
+                        f"started: {why}"
                     )
                 )
             else:
-                logger.warning("MCP server %s: its connection ended: %s", self.name, reason)
+                logger.warning("MCP server %s: its connection ended: %s", self.name, why)
         finally:
             self._alive = False
             if not lost.done():
-                lost.set_result(reason)
+                lost.set_result(why)
 
     def _ended(self, lost: asyncio.Future[str], stop: asyncio.Event) -> None:
         # The server closed the connection (a stdio server exited), or we did: the calls
@@ -263,7 +261,7 @@ class ServerConnection:
                         f"The MCP server {self.name!r} lists its tools over more than "
                         f"{MAX_PAGES} pages; it was not listed."
                     )
-                page = await _until_lost(
+                page = await until_lost(
                     session.list_tools(
                         params=types.PaginatedRequestParams(cursor=cursor) if cursor else None
                     ),
@@ -303,7 +301,7 @@ class ServerConnection:
             session = await self.open_session()
             watch = self._watch(session) if self.config.transport == "http" else None
             try:
-                return await _until_lost(
+                return await until_lost(
                     session.call_tool(
                         tool,
                         arguments,
@@ -372,10 +370,10 @@ class ServerConnection:
         return asyncio.create_task(watch(), name=f"mcp-{self.name}-watch")
 
     def _reason(self, exc: BaseException) -> str:
-        inner = _innermost(exc)
+        inner = innermost(exc)
         if isinstance(inner, MCPError) and (inner.code, inner.message) == HTTP_REFUSED:
             return self.config.redact(self._refused or inner.message)
-        return self.config.redact(_reason(exc))
+        return self.config.redact(reason(exc))
 
     def _lost_during(self, tool: str, reason: str) -> McpServerError:
         self._alive = False
@@ -384,95 +382,3 @@ class ServerConnection:
             f"The MCP server {self.name!r} was lost during the call ({reason}), so the call "
             "may or may not have taken effect. It is restarted for the next call."
         )
-
-
-class ConnectionLost(Exception):
-    """The connection ended while a request waited for its answer."""
-
-
-class _EndWatch:
-    """A transport's read stream, as the SDK's session reads it, that says when it ends.
-
-    The SDK answers the requests waiting on a stream that ended, but a request sent
-    afterwards fails with the same error, as if it had been in flight: told here
-    first, the connection knows it is gone before the next call is sent.
-    """
-
-    def __init__(self, stream: Any, on_end: Callable[[], None]) -> None:
-        self._stream = stream
-        self._on_end = on_end
-
-    @property
-    def last_context(self) -> Any:
-        # The context of the last message's sender, which the SDK runs its handling in.
-        return getattr(self._stream, "last_context", None)
-
-    async def receive(self) -> Any:
-        try:
-            return await self._stream.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._on_end()
-            raise
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-async def _until_lost(request: Coroutine[Any, Any, T], lost: asyncio.Future[str] | None) -> T:
-    """The request's answer, or ConnectionLost as soon as the connection ends."""
-    task = asyncio.ensure_future(request)
-    if lost is None:
-        return await task
-    waiters: set[asyncio.Future[Any]] = {task, lost}
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not task.done():
-            task.cancel()
-    if task.done() and not task.cancelled():
-        return task.result()
-    raise ConnectionLost(lost.result() if lost.done() else "the connection was closed")
-
-
-def _innermost(exc: BaseException) -> BaseException | None:
-    """The one exception inside the task groups anyio raises, or None when there are several."""
-    while isinstance(exc, BaseExceptionGroup):
-        if len(exc.exceptions) != 1:
-            return None
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _reason(exc: BaseException) -> str:
-    """One readable line for an exception, looking inside the task groups anyio raises."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_reason(inner) for inner in exc.exceptions)
-    if isinstance(exc, MCPError):
-        return exc.message
-    if isinstance(exc, httpx2.HTTPStatusError):
-        # Its text holds the whole URL; the status is what matters.
-        return f"HTTP {exc.response.status_code} {exc.response.reason_phrase}".strip()
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
