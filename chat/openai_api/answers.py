@@ -179,6 +179,7 @@ class Outcome:
     usage: dict[str, int] = dataclasses.field(default_factory=dict)
     error: dict[str, Any] | None = None  # the error object of a failed request
     status: int = status.HTTP_200_OK
+    waiting: bool = False  # the run waits for a person's approval: the text says so
 
 
 def run_outcome(run_id: Any) -> Outcome:
@@ -195,7 +196,7 @@ def run_outcome(run_id: Any) -> Outcome:
         finish = "length" if final.finish_reason == "length" else "stop"
         return Outcome(final.content or "", [], finish, usage)
     if run.status == RunStatus.AWAITING_APPROVAL:
-        return Outcome(approval_text(run), usage=usage)
+        return Outcome(approval_text(run), usage=usage, waiting=True)
     if run.status == RunStatus.FAILED:
         return _failed(502, run.error or "The run failed.", "run_failed", usage)
     if run.status == RunStatus.CANCELLED:
@@ -273,16 +274,28 @@ def completion_id(run: Run) -> str:
     return f"chatcmpl-{run.pk.hex}"
 
 
-def chunk(run: Run, model: str, delta: dict[str, Any] | None, finish: str | None = None) -> str:
-    """One `chat.completion.chunk` as an SSE data line (no choice when `delta` is None)."""
+def chunk(
+    run: Run,
+    model: str,
+    delta: dict[str, Any] | None,
+    finish: str | None = None,
+    *,
+    usage: dict[str, int] | None = None,
+) -> str:
+    """One `chat.completion.chunk` as an SSE data line (no choice when `delta` is None).
+
+    The last chunk of a stream that asked for usage has no choice and the usage.
+    """
     choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-    body = {
+    body: dict[str, Any] = {
         "id": completion_id(run),
         "object": "chat.completion.chunk",
         "created": int(run.created_at.timestamp()),
         "model": model,
         "choices": choices,
     }
+    if usage is not None:
+        body["usage"] = usage
     return sse_data(body)
 
 

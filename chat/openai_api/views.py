@@ -43,7 +43,6 @@ from chat.openai_api.answers import (
     Outcome,
     chunk,
     completion_body,
-    completion_id,
     error_object,
     request_read,
     run_outcome,
@@ -290,30 +289,17 @@ async def _stream(started: _Started) -> AsyncIterator[str]:
         yield sse_data({"error": outcome.error})
         yield "data: [DONE]\n\n"
         return
-    if outcome.finish_reason != "tool_calls" and not text.sent and outcome.content:
-        yield chunk(run, model, {"content": outcome.content})  # an answer that did not stream
-        text.parts.append(outcome.content)
-    elif outcome.content and outcome.content not in "".join(text.parts) and not outcome.tool_calls:
-        piece = ("\n\n" if text.sent else "") + outcome.content  # an approval's text
+    piece = text.unsent(outcome)
+    if piece:
         yield chunk(run, model, {"content": piece})
-        text.parts.append(piece)
     if outcome.tool_calls:
         calls = [{"index": i, **call} for i, call in enumerate(outcome.tool_calls)]
         yield chunk(run, model, {"tool_calls": calls})
     yield chunk(run, model, {}, outcome.finish_reason)
     if started.request.include_usage:
-        yield sse_data({**_chunk_base(run, model), "choices": [], "usage": outcome.usage})
+        yield chunk(run, model, None, usage=outcome.usage)
     yield "data: [DONE]\n\n"
     await sync_to_async(_saw)(started, outcome, "".join(text.parts) or None)
-
-
-def _chunk_base(run: Run, model: str) -> dict[str, Any]:
-    return {
-        "id": completion_id(run),
-        "object": "chat.completion.chunk",
-        "created": int(run.created_at.timestamp()),
-        "model": model,
-    }
 
 
 class _StreamedText:
@@ -328,6 +314,21 @@ class _StreamedText:
     @property
     def sent(self) -> bool:
         return bool(self.parts)
+
+    def unsent(self, outcome: Outcome) -> str:
+        """What of the outcome's text the stream has not carried (and now takes as sent).
+
+        A run that waits for an approval says so after whatever streamed; an answer
+        that never streamed (a server's whole answer) is sent whole.
+        """
+        if outcome.waiting:
+            piece = ("\n\n" if self.sent else "") + (outcome.content or "")
+        elif not self.sent and not outcome.tool_calls and outcome.content:
+            piece = outcome.content
+        else:
+            return ""
+        self.parts.append(piece)
+        return piece
 
     def add(self, data: dict[str, Any]) -> str:
         piece = str(data.get("text") or "")
