@@ -81,17 +81,15 @@ def run_start(
         if superseded:
             _superseded_publish(run, superseded)
         # So that the user's other tabs (and any client) see it before the run starts.
-        event_publish(
-            run=run,
-            type="message.created",
-            data={
-                "message_id": str(message_id),
-                "role": "user",
-                "message": message_to_api(message),
-            },
-        )
+        events_publish(run=run, events=[_user_message_event(message)])
         transaction.on_commit(lambda: dispatch_run(run.pk))
     return run
+
+
+def _user_message_event(message: Message) -> Event:
+    """The `message.created` of a user's message: other tabs and clients show it at once."""
+    data = {"message_id": str(message.pk), "role": "user", "message": message_to_api(message)}
+    return ("message.created", data)
 
 
 def run_regenerate(*, conversation: Conversation) -> Run:
@@ -321,12 +319,7 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
             )
             events.append(("tool_call.completed", data))
         if user is not None:
-            events.append(
-                (
-                    "message.created",
-                    {"message_id": str(user.pk), "role": "user", "message": message_to_api(user)},
-                )
-            )
+            events.append(_user_message_event(user))
         if events:
             events_publish(run=run, events=events)
         transaction.on_commit(lambda: dispatch_run(run.pk))
