@@ -70,15 +70,27 @@ def tool_message_create(
     With the `resource` row at hand, the message's event shows its card without a query.
     """
     link: dict[str, Any] = {"resource": resource} if resource else {"resource_id": resource_id}
-    return Message.objects.create(
-        conversation_id=run.conversation_id,
-        run=run,
+    message = tool_message_build(
+        conversation_id=run.conversation_id, run_id=run.pk, execution=execution, content=content
+    )
+    for field, value in link.items():
+        setattr(message, field, value)
+    message.save(force_insert=True)
+    return message
+
+
+def tool_message_build(
+    *, conversation_id: Any, run_id: Any, execution: ToolExecution, content: str
+) -> Message:
+    """The (unsaved) `tool` message that answers a call, in its place (`execution.message` loaded)."""
+    return Message(
+        conversation_id=conversation_id,
+        run_id=run_id,
         position=tool_message_position(execution),
         role=Role.TOOL,
         tool_call_id=execution.tool_call_id,
         name=execution.name,
         content=content,
-        **link,
     )
 
 

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from chat.engine.call_records import execution_event, tool_message_position
+from chat.engine.call_records import execution_event, tool_message_build
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
@@ -349,14 +349,8 @@ def _client_calls_answered(
                 field="messages",
             )
         content_check_tool(content)
-        message = Message(
-            conversation=conversation,
-            run_id=run_id,
-            position=tool_message_position(execution),
-            role=Role.TOOL,
-            tool_call_id=execution.tool_call_id,
-            name=execution.name,
-            content=content,
+        message = tool_message_build(
+            conversation_id=conversation.pk, run_id=run_id, execution=execution, content=content
         )
         answered.append((execution, message))
     if answered and waiting:
