@@ -555,3 +555,21 @@ def test_an_answer_is_formatted_while_it_streams(
     expect(final).to_contain_text("<script>window.injected = 1</script>")
     assert page.evaluate("window.injected") is None
     assert final.locator("a").count() == 0
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_a_code_block_scrolls_inside_its_answer_which_stays_in_the_thread(
+    asgi_server: str, page: Page, screenshots_dir: Path, width: int
+):
+    page.set_viewport_size({"width": width, "height": 800})
+    log_in(page, asgi_server)
+    ask(page, "Show me code that calls toolchat")
+    expect(page.locator(".code-block pre").last).to_contain_text("from openai import OpenAI")
+    page.screenshot(path=screenshots_dir / f"chat-code-{width}.png")
+    bubble = page.locator(ANSWER).last.bounding_box()
+    thread = page.locator(".log").bounding_box()
+    assert bubble is not None
+    assert thread is not None
+    # The long lines scroll inside the code block; the answer never runs past the thread.
+    assert bubble["x"] + bubble["width"] <= thread["x"] + thread["width"] + 0.5, (bubble, thread)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
