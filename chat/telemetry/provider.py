@@ -53,14 +53,16 @@ def tracing_start() -> Tracer | None:
     with TracerState.lock:
         if TracerState.pid == os.getpid():
             return TracerState.tracer
-        TracerState.pid = os.getpid()
-        TracerState.provider = TracerState.tracer = None
-        if not tracing_configured():
-            return None
-        TracerState.provider = _provider_make()
-        TracerState.tracer = TracerState.provider.get_tracer("toolchat")
+        provider = tracer = None
+        if tracing_configured():
+            provider = _provider_make()
+            tracer = provider.get_tracer("toolchat")
+        TracerState.provider, TracerState.tracer = provider, tracer
         TracerState.capture = os.environ.get(CAPTURE_CONTENT, "").strip().lower() == "true"
-        return TracerState.tracer
+        # Last: `current_tracer` reads the pid without the lock, so a thread that sees
+        # it set must find the tracer made (not None while the provider is being made).
+        TracerState.pid = os.getpid()
+        return tracer
 
 
 # How long an exiting worker waits for its last spans to go: a collector that is down

@@ -375,3 +375,28 @@ def test_an_openai_compatible_request_continues_the_callers_trace_with_its_param
     assert call.parent_span_id == turn.span_id
     assert call.attributes["gen_ai.request.temperature"] == 0.2
     assert call.attributes["gen_ai.request.max_tokens"] == 300
+
+
+def test_threads_asking_for_the_tracer_while_it_is_made_all_get_it(otlp):
+    # The first span of a process may be asked for by several threads at once (a run's
+    # worker thread ending its turn, a request starting another): none may be told
+    # that tracing is off while the provider is still being made.
+    import threading
+
+    from chat.telemetry.provider import current_tracer
+
+    for _ in range(20):
+        tracing_reset()
+        start = threading.Barrier(4)
+        got: list[object] = []
+
+        def ask(start: threading.Barrier, got: list[object]) -> None:
+            start.wait()
+            got.append(current_tracer())
+
+        threads = [threading.Thread(target=ask, args=(start, got)) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert None not in got, got
