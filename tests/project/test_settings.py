@@ -37,6 +37,7 @@ print(json.dumps({
     "DATABASES": settings.DATABASES,
     "CHANNEL_LAYERS": settings.CHANNEL_LAYERS,
     "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+    "CACHES": settings.CACHES,
     "TOOLCHAT_TASKS_IN_PROCESS": settings.TOOLCHAT_TASKS_IN_PROCESS,
     "LLM_PROVIDER": settings.LLM_PROVIDER,
     "LLM_MODEL": settings.LLM_MODEL,
@@ -156,6 +157,8 @@ def test_with_redis_channels_and_celery_use_it():
     assert host["socket_timeout"] > 5
     assert dumped["CELERY_BROKER_URL"] == PRODUCTION_ENV["REDIS_URL"]
     assert dumped["TOOLCHAT_TASKS_IN_PROCESS"] is False
+    # One pool of Redis connections per process (project/cache.py), not one per request.
+    assert dumped["CACHES"]["default"]["BACKEND"] == "project.cache.RedisCache"
 
 
 def test_provider_is_offline_without_a_key_and_openai_with_one():
