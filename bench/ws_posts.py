@@ -5,7 +5,8 @@ each open a socket on a conversation of their own, wait until every socket is
 open, then all send `{"type": "message"}` at the same moment. What is timed is
 the send to the `ack` (the message and its queued run stored, the task sent):
 the web process's share of a post, which is what a user waits for before
-their message shows as sent. Rounds repeat it on fresh conversations.
+their message shows as sent. Rounds repeat it on fresh conversations, each
+once the turns of the round before have ended.
 
     .venv/bin/python bench/ws_posts.py [--sockets 100] [--rounds 3]
 
@@ -58,6 +59,17 @@ async def one_round(ws_url: str, sockets: list[tuple[str, str]]) -> list[float]:
             await socket.close()
 
 
+def runs_settle(timeout: float) -> None:
+    """Wait until no run is queued or running."""
+    from chat.models import ACTIVE_RUN_STATUSES, Run
+
+    deadline = time.monotonic() + timeout
+    while Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"runs still active after {timeout:.0f} s")
+        time.sleep(0.2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sockets", type=int, default=100)
@@ -84,6 +96,10 @@ def main() -> None:
             ]
             waits = asyncio.run(one_round(stack["ws"], sockets))
             rounds.append([w * 1000 for w in waits])
+            # The next round starts on a settled stack: the turns these posts started
+            # would otherwise still be running beside its posts, and each round would
+            # time the one before it too.
+            runs_settle(timeout=180)
 
     print(f"WebSocket post -> ack, {args.sockets} sockets posting at once, production stack")
     print(f"{'round':<8}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}")
