@@ -26,6 +26,10 @@ T = TypeVar("T")
 # also waits for a connection up to the pool's timeout).
 RETRY_EVERY_S = 1.0
 
+# What a client or a browser is told to wait while the database is unreachable (a
+# restart takes seconds): the API's 503 (chat/api/errors.py) and the pages' (chat/views.py).
+UNAVAILABLE_RETRY_S = 5
+
 # SQLSTATE classes of a connection lost or refused by the server: 08 (connection
 # exception) and 57P (the server shutting down, crashed, or not yet started).
 _UNREACHABLE_SQLSTATES = ("08", "57P")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -11,9 +12,11 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.views import defaults
 from django.views.decorators.http import require_GET
 
-from chat.database import database_unreachable
+from chat.database import UNAVAILABLE_RETRY_S, database_unreachable
 from chat.llm.endpoints import model_choices, model_resolve
 from chat.models import Mode
 from chat.prompts import default_system_prompt
@@ -65,6 +68,23 @@ def index(request: HttpRequest) -> HttpResponse:
             "max_system_prompt_chars": settings.MAX_SYSTEM_PROMPT_CHARS,
         },
     )
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: a page that says the database is unavailable (503) when that is why.
+
+    Pages need the database before their view runs (the session, the user), so
+    during an outage they fail where no view can catch it; the API says the same
+    in its own shape (chat/api/errors.py). The page is drawn without the request:
+    its context processors would ask the database again.
+    """
+    failure = sys.exc_info()[1]
+    if failure is None or not database_unreachable(failure):
+        return defaults.server_error(request)
+    logger.warning("page refused, the database is unreachable: %s", failure)
+    response = HttpResponse(render_to_string("503.html"), status=503)
+    response["Retry-After"] = str(UNAVAILABLE_RETRY_S)
+    return response
 
 
 @require_GET

@@ -18,3 +18,6 @@ urlpatterns = [
     path("readyz/", readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
 ]
+
+# A page that fails because the database is unreachable says so, with a 503.
+handler500 = "chat.views.server_error"

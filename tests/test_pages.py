@@ -173,3 +173,16 @@ def test_pages_are_not_framed_and_not_sniffed(client: Client):
     response = client.get("/login/")
     assert response["X-Frame-Options"] == "DENY"
     assert response["X-Content-Type-Options"] == "nosniff"
+
+
+def test_a_page_that_fails_for_another_reason_is_still_the_plain_500(rf):
+    """Only an unreachable database is a 503 (tests/chat/engine/test_database_outage.py);
+    a bug stays a 500, so that it is seen and not taken for an outage."""
+    from chat.views import server_error
+
+    try:
+        raise ValueError("a bug")
+    except ValueError:
+        response = server_error(rf.get("/"))
+    assert response.status_code == 500
+    assert "Retry-After" not in response

@@ -29,14 +29,11 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from chat.database import database_unreachable
+from chat.database import UNAVAILABLE_RETRY_S, database_unreachable
 from chat.exceptions import Conflict, InvalidInput, NotFound, RateLimited, ToolchatError
 from chat.inputs import flatten_errors, validation_error_body
 
 logger = logging.getLogger(__name__)
-
-# What a client is told to wait while the database is unreachable (a restart takes seconds).
-UNAVAILABLE_RETRY_S = 5
 
 DOMAIN_STATUS: list[tuple[type[ToolchatError], int]] = [
     (InvalidInput, status.HTTP_400_BAD_REQUEST),

@@ -64,9 +64,16 @@ class Client:
         self.base_url = base_url
         self.token = token
 
-    def __call__(self, method: str, path: str, body: Any = None) -> tuple[int, Message, Any]:
-        """(status, headers, the JSON body, or the text of any other)."""
+    def __call__(
+        self, method: str, path: str, body: Any = None, *, page: bool = False
+    ) -> tuple[int, Message, Any]:
+        """(status, headers, the JSON body, or the text of any other).
+
+        With `page`, as a browser asks for a page: HTML, with a session cookie.
+        """
         headers = {"Authorization": f"Token {self.token}", "Accept": "application/json"}
+        if page:
+            headers = {"Accept": "text/html", "Cookie": "sessionid=a-signed-in-browser"}
         data = None
         if body is not None:
             data = json.dumps(body).encode()
@@ -81,7 +88,7 @@ class Client:
             status, raw, answered = error.code, error.read(), error.headers
         if (answered.get("Content-Type") or "").startswith("application/json"):
             return status, answered, json.loads(raw)
-        return status, answered, raw.decode(errors="replace")[:500]
+        return status, answered, raw.decode(errors="replace")[:5000]
 
     def post(self, conversation: str, content: str) -> str:
         """Post a message; the id of its run."""
@@ -170,11 +177,14 @@ def test_a_postgres_outage_answers_503_and_every_run_completes_afterwards(
         "read": ("GET", f"/api/v1/conversations/{conversations[0]}/messages/", None),
         "readyz": ("GET", "/readyz/", None),
         "healthz": ("GET", "/healthz/", None),
+        "page": ("GET", "/", None),
+        "admin": ("GET", "/admin/", None),
     }
 
     def probe(name: str) -> tuple[int, Message, Any, float]:
         started = time.monotonic()
-        return (*client(*probes[name]), time.monotonic() - started)
+        page = name in ("page", "admin")
+        return (*client(*probes[name], page=page), time.monotonic() - started)
 
     with ThreadPoolExecutor(len(probes)) as pool:
         during = dict(zip(probes, pool.map(probe, probes), strict=True))
@@ -196,6 +206,13 @@ def test_a_postgres_outage_answers_503_and_every_run_completes_afterwards(
     status, _, body, seconds = during["healthz"]
     assert (status, type(body)) == (503, dict), during["healthz"]
     assert body["status"] == "unavailable", body
+    # A browser's page (its session is in the database) says the same, in a page.
+    for name in ("page", "admin"):
+        status, headers, body, seconds = during[name]
+        assert status == 503, during[name]
+        assert headers["Content-Type"].startswith("text/html"), headers
+        assert "database is unavailable" in body, body
+        assert int(headers["Retry-After"]) > 0, headers
 
     # Ready again at once (the pool's reconnection does not back off for long), and
     # from then on every request is served.
