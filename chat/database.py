@@ -26,6 +26,11 @@ T = TypeVar("T")
 # also waits for a connection up to the pool's timeout).
 RETRY_EVERY_S = 1.0
 
+# How long what exists only in a worker's memory (a tool's result, a model's answer)
+# waits for a database that cannot be reached (an outage, a restart) before it is
+# given up: stored late, nothing need be done again.
+HOLD_WHILE_UNREACHABLE_S = 300.0
+
 # What a client or a browser is told to wait while the database is unreachable (a
 # restart takes seconds): the API's 503 (chat/api/errors.py) and the pages' (chat/views.py).
 UNAVAILABLE_RETRY_S = 5

@@ -1,4 +1,12 @@
-"""A model step's text, as live events: the first words at once, then one event per interval."""
+"""A model step's text, as live events: the first words at once, then one event per interval.
+
+While the database cannot be reached, the text is kept here instead: a stream
+is not given up for its live events (they could only be had again by asking
+the model again), and once one publish has failed the buffer stops trying, so
+the stream is not held up by a wait for the database at every interval. What
+was kept goes out with the answer (`take`), stored with it once the database
+is back.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,7 @@ import uuid
 
 from django.conf import settings
 
+from chat.database import database_unreachable
 from chat.live.event_types import Event
 from chat.live.events import event_publish
 from chat.models import Run
@@ -20,9 +29,12 @@ class DeltaBuffer:
         self.message_id = str(message_id)
         self.pending: list[str] = []
         self.flushed_at = -float("inf")  # the first token is worth a statement of its own
+        self.unreachable = False  # a publish found the database gone: keep the rest
 
     def add(self, text: str) -> None:
         self.pending.append(text)
+        if self.unreachable:
+            return
         if time.monotonic() - self.flushed_at >= settings.TOOLCHAT_DELTA_INTERVAL_S:
             self.flush()
 
@@ -43,12 +55,18 @@ class DeltaBuffer:
         return [("message.delta", {"message_id": self.message_id, "text": text})]
 
     def flush(self) -> None:
-        if self.pending:
+        if self.pending and not self.unreachable:
             text = "".join(self.pending)
+            try:
+                event_publish(
+                    run=self.run,
+                    type="message.delta",
+                    data={"message_id": self.message_id, "text": text},
+                )
+            except Exception as exc:
+                if not database_unreachable(exc):
+                    raise
+                self.unreachable = True  # kept in `pending`, for `take`
+                return
             self.pending.clear()
-            event_publish(
-                run=self.run,
-                type="message.delta",
-                data={"message_id": self.message_id, "text": text},
-            )
         self.flushed_at = time.monotonic()

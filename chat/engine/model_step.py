@@ -21,6 +21,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 
+from chat.database import HOLD_WHILE_UNREACHABLE_S, database_retry
 from chat.engine.answer import decision_completion
 from chat.engine.answer_store import Step, StepOutcome, answer_store
 from chat.engine.deltas import DeltaBuffer
@@ -125,12 +126,19 @@ def model_step(
         completion = decision_completion(completion)
         if completion.content:
             buffer.add(completion.content)
-    return answer_store(
-        run,
-        token,
-        called.row,
-        completion,
-        position=position,
-        deltas=buffer.take(),
-        suggestions=tool_suggestions(request.messages),
+    deltas = buffer.take()
+    suggestions = tool_suggestions(request.messages)
+    # The answer exists only here until it is stored: through an outage it waits,
+    # rather than the model being asked again (chat/database.py).
+    return database_retry(
+        lambda: answer_store(
+            run,
+            token,
+            called.row,
+            completion,
+            position=position,
+            deltas=deltas,
+            suggestions=suggestions,
+        ),
+        within_s=HOLD_WHILE_UNREACHABLE_S,
     )

@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from chat.database import database_retry
+from chat.database import HOLD_WHILE_UNREACHABLE_S, database_retry
 from chat.engine.call_liveness import CallHeartbeat, call_dead_in
 from chat.engine.call_records import (
     completed_event,
@@ -60,10 +60,6 @@ from tools.registry import registry as tool_registry
 from tools.results import ToolResult, interrupted_result
 
 logger = logging.getLogger(__name__)
-
-# How long a tool's result waits for a database that cannot be reached (an outage, a
-# restart) before it is given up: stored late, the tool need not run again.
-RESULT_WAIT_S = 300.0
 
 # A run whose calls may run: the ones that need no approval run while others wait.
 _WORKING_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
@@ -157,7 +153,7 @@ def tool_call_execute(*, execution_id: Any) -> None:
     result = _execute(run, execution)
     database_retry(
         functools.partial(tool_result_store, execution_id=execution.pk, result=result),
-        within_s=RESULT_WAIT_S,
+        within_s=HOLD_WHILE_UNREACHABLE_S,
     )
 
 
@@ -221,7 +217,7 @@ def tool_call_run(
                 events_publish(run=run, events=[answered[1], ended, *announce])
         return answered
 
-    answered = database_retry(store, within_s=RESULT_WAIT_S)
+    answered = database_retry(store, within_s=HOLD_WHILE_UNREACHABLE_S)
     if answered is None:
         raise LeaseLost(str(run.pk))
     message = answered[0]

@@ -251,3 +251,47 @@ def test_a_postgres_outage_answers_503_and_every_run_completes_afterwards(
     assert web.process is not None
     assert web.process.poll() is None, web.log()
     assert "failed with an internal error" not in worker.log()
+
+
+STORY = " ".join(f"word{n}" for n in range(12))
+
+
+def test_a_model_answer_that_streams_while_the_database_is_down_is_stored_once_it_is_back(
+    llm_server, celery_env, database, stack
+):
+    """The answer streamed during the outage waits in the worker's memory, as a tool's
+    result does, and is stored when the database is back: the model is not asked again
+    (a second answer could differ from what the user watched stream, and costs twice)."""
+    asked = []
+
+    def story(body: dict[str, Any]) -> Reply:
+        asked.append(body)
+        # Half a second a word: the stream outlasts the halt below and ends while it is down.
+        return text_reply(STORY, chunk_delay_s=0.5)
+
+    llm_server.responder = story
+    client, worker, _ = stack
+    status, _, created = client("POST", "/api/v1/conversations/", {"title": "outage"})
+    assert status == 201, created
+    run_id = client.post(created["id"], "tell me a story")
+    wait_until(lambda: asked, timeout=30, what="the model to be asked")
+    time.sleep(1.2)  # a few words in, already shown
+    database.halt()
+    time.sleep(DOWN_S)
+    assert worker.process.poll() is None, worker.log()[-3000:]
+    database.resume()
+
+    wait_until(lambda: client.run_ended(run_id), timeout=60, what="the run to end")
+    run = client.run_ended(run_id)
+    assert run["status"] == "completed", (run["status"], run["error"], worker.log()[-3000:])
+    assert len(asked) == 1, f"the model was asked {len(asked)} times"
+    status, _, page = client("GET", f"/api/v1/conversations/{created['id']}/messages/")
+    assert [(m["role"], m["content"]) for m in page["results"]] == [
+        ("user", "tell me a story"),
+        ("assistant", STORY),
+    ]
+    # What a client replaying the run's events sees adds up to the stored answer.
+    status, _, events = client("GET", f"/api/v1/runs/{run_id}/events/")
+    assert status == 200, events
+    deltas = [e["data"]["text"] for e in events["events"] if e["type"] == "message.delta"]
+    assert "".join(deltas) == STORY, deltas
