@@ -69,6 +69,9 @@ export function parse(text) {
   };
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i];
+    // The last line so far is only a list marker ("- ", "2."): its item has no words
+    // yet, and an empty bullet would show until they come.
+    if (i === lines.length - 1 && /^\s{0,3}([-*+]|\d{1,9}[.)])\s*$/.test(line)) break;
     const fence = /^\s{0,3}(```+|~~~+)\s*([\w-]*)/.exec(line);
     const heading = /^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$/.exec(line);
     const bullet = /^\s{0,3}([-*+]|\d{1,9}[.)])\s+(.*)$/.exec(line);

@@ -75,6 +75,17 @@ describe("the streaming Markdown renderer", () => {
     ]);
   });
 
+  test("a list item whose marker came before its words shows nothing yet", () => {
+    const one = { tag: "ul", children: [{ tag: "li", children: ["one"] }] };
+    assert.deepEqual(parse("- one\n- "), [one]);
+    assert.deepEqual(parse("- one\n-"), [one]);
+    assert.deepEqual(parse("Steps:\n\n1."), [{ tag: "p", children: ["Steps:"] }]);
+    assert.deepEqual(parse("- one\n- t"), [
+      { tag: "ul", children: [{ tag: "li", children: ["one"] }, { tag: "li", children: ["t"] }] },
+    ]);
+    assert.deepEqual(parse("- "), []);
+  });
+
   test("a fence still open while streaming is code so far", () => {
     assert.deepEqual(parse("```js\nlet a"), [
       { tag: "pre", children: [{ tag: "code", attrs: { class: "language-js" }, children: ["let a\n"] }] },
