@@ -14,6 +14,9 @@ request is mapped onto a stored conversation of the token's user:
   saw (`client_digest`: the request's messages and the answer as sent), so the
   client's next request, which begins with exactly that, is found in one
   indexed query (`thread_find`), whatever the number of conversations;
+- after a failed turn the client saw its request and no answer, so that is
+  what is stored: the same request sent again matches it whole, and is a
+  retry of that turn (`TurnFound.retry`), not a new conversation;
 - an explicit name wins: an `X-OpenWebUI-Chat-Id` (or `X-Toolchat-Conversation`)
   header or `metadata.conversation_id` names the conversation, as a toolchat id
   or as the client's own (`client_ref`).
@@ -189,9 +192,11 @@ def thread_find(user: Any, chain: list[str], ref: str) -> tuple[Conversation | N
 
     With `ref`: that conversation (a toolchat id of the user's, or the client's
     own name for one), or None to make it. Without: the conversation whose
-    client last saw the longest strict prefix of the request, in one query.
+    client last saw the longest prefix of the request, in one query. It holds
+    all of them when the request is one whose turn failed (`thread_failed`).
     """
-    known = {digest: index for index, digest in enumerate(chain[1:-1], start=1)}
+    # Strict prefixes, and the whole request: what a client whose turn failed saw.
+    known = {digest: index for index, digest in enumerate(chain[1:], start=1)}
     if ref:
         conversation = _by_ref(user, ref)
         if conversation is None:
@@ -295,6 +300,21 @@ def _history_checked(history: list[ClientMessage]) -> list[dict[str, Any]]:
 def system_prompt_read(messages: list[ClientMessage]) -> str:
     """The request's system (and developer) messages, as the conversation's system prompt."""
     return "\n\n".join(m.content or "" for m in messages if m.role == "system").strip()
+
+
+def retry_of_failed(messages: list[ClientMessage], held: int) -> bool:
+    """Whether the request is one whose turn failed, sent again: its conversation holds it all."""
+    return held == len(messages) and messages[-1].role == "user"
+
+
+def thread_failed(conversation: Conversation, messages: list[ClientMessage]) -> None:
+    """Remember what the client of a failed turn saw: its request, and no answer.
+
+    Only for a request that ends with a user message: that turn, sent again, is
+    answered again (`retry_of_failed`).
+    """
+    if messages and messages[-1].role == "user":
+        thread_saw(conversation, messages)
 
 
 def thread_saw(conversation: Conversation, messages: list[ClientMessage]) -> None:

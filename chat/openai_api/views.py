@@ -53,13 +53,15 @@ from chat.openai_api.threads import (
     conversation_ref,
     digests,
     messages_read,
+    retry_of_failed,
     system_prompt_read,
+    thread_failed,
     thread_find,
     thread_saw,
     turn_read,
 )
 from chat.services.conversations import conversation_create, conversation_update
-from chat.services.runs import client_run_start
+from chat.services.runs import ClientTurn, client_run_start, run_regenerate
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +212,8 @@ class ChatCompletionView(OpenAIView, AsyncApiView):
                     pass
         outcome = await sync_to_async(run_outcome)(started.run.pk)
         if outcome.error is not None:
+            if outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
+                await sync_to_async(thread_failed)(started.conversation, started.messages)
             return Response({"error": outcome.error}, status=outcome.status, headers=headers)
         await sync_to_async(_saw)(started, outcome, outcome.content)
         body = completion_body(started.run, started.request.model, outcome)
@@ -224,8 +228,25 @@ def _start(user: Any, body: Any, meta: dict[str, Any]) -> _Started:
     ref = conversation_ref(meta, request.metadata)
     with transaction.atomic():
         conversation, held = thread_find(user, chain, ref)
-        turn = turn_read(conversation, messages, held, tools=request.tools, options=request.options)
         system_prompt = system_prompt_read(messages)
+        if conversation is not None and retry_of_failed(messages, held):
+            # The request of a turn that failed, sent again: that turn is answered again.
+            conversation_update(
+                conversation=conversation,
+                mode=request.mode,
+                system_prompt=system_prompt,
+                model=request.model,
+            )
+            retry = ClientTurn(
+                history=[],
+                results=[],
+                content=messages[-1].content,
+                tools=request.tools,
+                options=request.options,
+            )
+            run = run_regenerate(conversation=conversation, client=retry)
+            return _Started(run, conversation, request, messages)
+        turn = turn_read(conversation, messages, held, tools=request.tools, options=request.options)
         if conversation is None:
             conversation = conversation_create(
                 owner=user,
@@ -286,6 +307,8 @@ async def _stream(started: _Started) -> AsyncIterator[str]:
             yield f": toolchat {item['type']} {item['data'].get('name', '')}\n\n"
     outcome = await sync_to_async(run_outcome)(run.pk)
     if outcome.error is not None:
+        if outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
+            await sync_to_async(thread_failed)(started.conversation, started.messages)
         yield sse_data({"error": outcome.error})
         yield "data: [DONE]\n\n"
         return

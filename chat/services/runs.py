@@ -92,8 +92,12 @@ def _user_message_event(message: Message) -> Event:
     return ("message.created", data)
 
 
-def run_regenerate(*, conversation: Conversation) -> Run:
-    """A new answer to the last user message; the previous answer stays in the record."""
+def run_regenerate(*, conversation: Conversation, client: ClientTurn | None = None) -> Run:
+    """A new answer to the last user message; the previous answer stays in the record.
+
+    With `client`: a /v1 client sending again a request whose turn failed
+    (chat/openai_api/); its tools and options go with the new run.
+    """
     with _idle_conversation(conversation) as (locked, _):
         question = _last_user_message(locked)
         if question is None:
@@ -107,6 +111,8 @@ def run_regenerate(*, conversation: Conversation) -> Run:
             system_prompt=system_prompt_for(locked),
             trace_parent=turn_trace_parent(),
             trigger_message=question,
+            client_tools=client.tools or None if client else None,
+            client_options=client.options if client else None,
         )
         # Always announced, even with nothing superseded (a failed turn has no answer):
         # a page clears what it showed after the question (an error, a Retry button).

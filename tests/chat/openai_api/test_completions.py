@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from asgiref.sync import async_to_sync
 from rest_framework.throttling import ScopedRateThrottle
 
 from chat.models import (
@@ -40,6 +41,11 @@ CLIENT_TOOL = {
 
 def post(client, messages, **fields):
     return client.post(URL, {"model": MODEL, "messages": messages, **fields}, format="json")
+
+
+async def _body(response) -> bytes:
+    """A streamed answer's bytes (its iterator is asynchronous)."""
+    return b"".join([part async for part in response.streaming_content])
 
 
 def error_of(response):
@@ -412,6 +418,63 @@ def test_a_failed_run_is_a_502_with_its_reason(v1, llm_server, settings):
     assert error["type"] == "server_error"
     assert error["message"] == Run.objects.get().error
     assert response["X-Toolchat-Run-Id"] == str(Run.objects.get().pk)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_the_same_request_again_after_a_failed_turn_retries_it_in_its_conversation(
+    v1, user, llm_server, settings, stream
+):
+    """A client that sends its request again after a 502 (or an error event) is retrying
+    that turn: the same conversation answers it, with the failed attempt superseded (kept
+    in the record), not a second conversation nor the question twice in a row."""
+    settings.LLM_MAX_RETRIES = 0
+    llm_server.push(
+        text_reply("Paris."), error_reply(400, "context too long"), text_reply("2.1 million.")
+    )
+    first = [{"role": "user", "content": "Capital of France?"}]
+    answer = post(v1, first).json()["choices"][0]["message"]["content"]
+    request = [*first, {"role": "assistant", "content": answer}]
+    request.append({"role": "user", "content": "How many people live there?"})
+    failed = post(v1, request, stream=stream)
+    if stream:
+        assert b'"error"' in async_to_sync(_body)(failed)
+    else:
+        assert failed.status_code == 502
+    retried = post(v1, request)
+    assert retried.status_code == 200, retried.json()
+    assert retried.json()["choices"][0]["message"]["content"] == "2.1 million."
+    conversation = Conversation.objects.get(owner=user)
+    assert retried["X-Toolchat-Conversation-Id"] == str(conversation.pk)
+    current = Message.objects.filter(conversation=conversation, superseded_at__isnull=True)
+    assert [(m.role, m.content) for m in current.order_by("position")] == [
+        ("user", "Capital of France?"),
+        ("assistant", "Paris."),
+        ("user", "How many people live there?"),
+        ("assistant", "2.1 million."),
+    ]
+    assert Run.objects.filter(conversation=conversation, status=RunStatus.FAILED).count() == 1
+    # The model was asked the question once more, not twice in a row.
+    asked = [m["content"] for m in llm_server.requests[-1]["messages"] if m["role"] == "user"]
+    assert asked == ["Capital of France?", "How many people live there?"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_first_request_whose_turn_failed_is_retried_in_the_same_conversation(
+    v1, user, llm_server, settings
+):
+    settings.LLM_MAX_RETRIES = 0
+    llm_server.push(error_reply(400, "context too long"), text_reply("Hello!"))
+    request = [{"role": "user", "content": "hi"}]
+    assert post(v1, request).status_code == 502
+    retried = post(v1, request)
+    assert retried.status_code == 200, retried.json()
+    conversation = Conversation.objects.get(owner=user)
+    current = Message.objects.filter(conversation=conversation, superseded_at__isnull=True)
+    assert [(m.role, m.content) for m in current.order_by("position")] == [
+        ("user", "hi"),
+        ("assistant", "Hello!"),
+    ]
 
 
 @pytest.mark.django_db

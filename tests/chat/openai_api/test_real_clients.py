@@ -231,4 +231,6 @@ def test_a_failed_turn_reaches_the_sdk_as_an_error_streamed_or_not(accounts, llm
     with pytest.raises(openai.APIError, match="context too long"):
         for _ in stream:
             pass
-    assert Conversation.objects.filter(owner=owner).count() == 2
+    # The same request again is a retry of the failed turn, in the same conversation.
+    (conversation,) = Conversation.objects.filter(owner=owner)
+    assert list(conversation.runs.values_list("status", flat=True)) == ["failed", "failed"]
