@@ -62,7 +62,7 @@ class CompletionRequest:
     messages: list[dict[str, Any]] | Any
     tools: list[dict[str, Any]] | None
     options: dict[str, Any]
-    mode: str
+    mode: str | None  # None when the request names none: a conversation keeps its own
     stream: bool
     include_usage: bool
     metadata: dict[str, Any] | None
@@ -129,10 +129,10 @@ def _options_check(options: dict[str, Any]) -> None:
         raise InvalidInput("response_format must be an object.", field="response_format")
 
 
-def _mode_read(meta: dict[str, Any], metadata: dict[str, Any] | None) -> str:
+def _mode_read(meta: dict[str, Any], metadata: dict[str, Any] | None) -> str | None:
     mode = meta.get("HTTP_X_TOOLCHAT_MODE") or (metadata or {}).get("toolchat_mode")
     if not mode:
-        return DEFAULT_MODE
+        return None
     if mode not in Mode.values:
         raise InvalidInput(
             f"The toolchat mode must be one of {', '.join(Mode.values)}, not {mode!r}.",

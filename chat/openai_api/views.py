@@ -38,6 +38,7 @@ from chat.message_rate import MessageRateThrottle
 from chat.models import Conversation, Run
 from chat.openai_api import docs
 from chat.openai_api.answers import (
+    DEFAULT_MODE,
     CompletionRequest,
     ModelNotFound,
     Outcome,
@@ -251,7 +252,7 @@ def _start(user: Any, body: Any, meta: dict[str, Any]) -> _Started:
             conversation = conversation_create(
                 owner=user,
                 title=_title(turn.content or ""),
-                mode=request.mode,
+                mode=request.mode or DEFAULT_MODE,
                 system_prompt=system_prompt,
                 model=request.model,
             )

@@ -218,6 +218,37 @@ def test_another_history_or_another_user_starts_a_new_conversation(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_mode_is_loop_unless_named_and_a_follow_up_keeps_the_conversations_own(
+    v1, user, llm_server
+):
+    """Clients have no mode to send: a conversation's mode, once set (here in the chat
+    page), is not put back to the default by each request that names none."""
+    llm_server.push(text_reply("Paris."), text_reply("2.1 million."), text_reply("Sure."))
+    first = [{"role": "user", "content": "Capital of France?"}]
+    answer = post(v1, first).json()["choices"][0]["message"]["content"]
+    conversation = Conversation.objects.get(owner=user)
+    assert conversation.mode == Mode.LOOP
+    page = token_client(user)
+    changed = page.patch(
+        f"/api/v1/conversations/{conversation.pk}/", {"mode": "two_pass"}, format="json"
+    )
+    assert changed.status_code == 200, changed.json()
+    history = [*first, {"role": "assistant", "content": answer}]
+    follow_up = [*history, {"role": "user", "content": "How many live there?"}]
+    assert post(v1, follow_up).status_code == 200
+    conversation.refresh_from_db()
+    assert conversation.mode == Mode.TWO_PASS
+    assert Run.objects.filter(conversation=conversation).latest("created_at").mode == Mode.TWO_PASS
+    # Named, it is the request's.
+    named = [*follow_up, {"role": "assistant", "content": "2.1 million."}]
+    named.append({"role": "user", "content": "Sure?"})
+    response = post(v1, named, metadata={"toolchat_mode": "direct"})
+    assert response.status_code == 200, response.json()
+    conversation.refresh_from_db()
+    assert conversation.mode == Mode.DIRECT
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_header_names_the_conversation_as_open_webui_sends_it(v1, user, llm_server):
     llm_server.push(text_reply("One."), text_reply("Two."))
     headers = {"HTTP_X_OPENWEBUI_CHAT_ID": "owui-chat-1"}
