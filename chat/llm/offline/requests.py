@@ -32,7 +32,7 @@ from chat.llm.offline.history import (
     last_user_text,
 )
 from chat.llm.offline.reading import expression_find
-from chat.llm.offline.words import OPENERS, WORD
+from chat.llm.offline.words import OPENERS, TITLE_PARAMS, WORD
 
 # Where one request may end and the next begin (only where the next one opens).
 SEPARATOR = re.compile(
@@ -174,7 +174,31 @@ def _part(
     expression = follow_up_expression(words, reference) if reference is not None else None
     expression = expression or expression_find(words)
     pick = tool_pick(words, tools, expression=expression, note_title=title, known=known)
+    if pick and before:
+        _references_resolve(pick, text[before[-1].start : before[-1].end], previous)
     return _Part(start, end, pick)
+
+
+# A title that only points back ("note it down", "save that"): what it points at.
+_BARE_REFERENCE = re.compile(r"(?:that|it|this)(?:\s+(?:down|up))?|down|up", re.I)
+
+
+def _references_resolve(pick: Pick, earlier: str, expression: str | None) -> None:
+    """Give a title that only points back ("note it down") what the part before asked.
+
+    "What is 12*7? Then note it down" notes "12*7", not "it down": the
+    expression that part calculates, or else its words ("What time is it in
+    Tokyo").
+    """
+    subject = expression or earlier.strip().rstrip("?.!,;:").strip()
+    subject = re.sub(r"^(?:(?:and|then|also)\s+)+", "", subject, flags=re.I)
+    for call in pick.calls:
+        for name, value in call.items():
+            pointing_back = isinstance(value, str) and _BARE_REFERENCE.fullmatch(
+                value.strip().rstrip(".!")
+            )
+            if name in TITLE_PARAMS and pointing_back and subject:
+                call[name] = subject
 
 
 def _opens_request(text: str, tools: list[dict[str, Any]]) -> bool:

@@ -282,6 +282,22 @@ def calls_of(completion):
                 ("get_current_time", {"timezone": "America/New_York"}),
             ],
         ),
+        # A note that points back notes what the part before asked, not "it down".
+        (
+            "What is 12*7? Then note it down.",
+            [("calculator", {"expression": "12*7"}), ("record_note", {"title": "12*7"})],
+        ),
+        (
+            "what is 2**10 and note that down",
+            [("calculator", {"expression": "2**10"}), ("record_note", {"title": "2**10"})],
+        ),
+        (
+            "What time is it in Tokyo? Note it down.",
+            [
+                ("get_current_time", {"timezone": "Asia/Tokyo"}),
+                ("record_note", {"title": "What time is it in Tokyo"}),
+            ],
+        ),
     ],
 )
 def test_several_requests_are_several_calls_in_one_step(sentence, calls):
