@@ -79,11 +79,11 @@ def _submit(function: Callable[..., Any], delay_s: float | None, *args: Any) -> 
         pool.submit(_run_in_thread, function, *args)
 
 
-def _dispatch(task_name: str, object_id: Any, delay_s: float | None) -> None:
+def _dispatch(task_name: str, object_id: Any, delay_s: float | None) -> bool:
     if settings.TOOLCHAT_TASKS_IN_PROCESS:
         # The task object itself, called in a thread: the same code a worker runs.
         _submit(current_app.tasks[task_name], delay_s, str(object_id))
-        return
+        return True
     try:
         current_app.send_task(task_name, args=(str(object_id),), countdown=delay_s or 0)
     except (OperationalError, OSError) as exc:
@@ -94,11 +94,13 @@ def _dispatch(task_name: str, object_id: Any, delay_s: float | None) -> None:
             object_id,
             exc,
         )
+        return False
+    return True
 
 
-def dispatch_run(run_id: Any, *, delay_s: float | None = None) -> None:
-    """Queue the next step of a run (after `delay_s` seconds, if given)."""
-    _dispatch(RUN_TASK, run_id, delay_s)
+def dispatch_run(run_id: Any, *, delay_s: float | None = None) -> bool:
+    """Queue the next step of a run (after `delay_s` seconds, if given); False if it could not be."""
+    return _dispatch(RUN_TASK, run_id, delay_s)
 
 
 def dispatch_tool(execution_id: Any, *, delay_s: float | None = None) -> None:

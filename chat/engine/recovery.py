@@ -3,12 +3,14 @@ approvals nobody gave in time turned into rejections."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connections
 from django.db.models import Q
 from django.utils import timezone
@@ -48,11 +50,11 @@ def runs_recover() -> list[Any]:
     candidates = list(
         Run.objects.filter(status__in=(RunStatus.QUEUED, RunStatus.RUNNING))
         .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff))
-        .values_list("pk", "lease")
+        .values_list("pk", "lease", "status")
     )
     # A run parked on its tools (no lease) is waiting, not lost, while every
     # unfinished call is still within its time: leave those alone.
-    parked = [run_id for run_id, lease in candidates if lease is None]
+    parked = [run_id for run_id, lease, _ in candidates if lease is None]
     waiting: set[Any] = set()
     if parked:
         unfinished = ToolExecution.objects.filter(run_id__in=parked).exclude(
@@ -70,10 +72,35 @@ def runs_recover() -> list[Any]:
             if dead:
                 lost_calls.add(execution.run_id)
         waiting -= lost_calls
-    lost = [run_id for run_id, _ in candidates if run_id not in waiting]
-    for run_id in lost:
-        dispatch_run(run_id)
-    return lost
+    return [
+        run_id
+        for run_id, _, status in candidates
+        if run_id not in waiting and _send_again(run_id, queued=status == RunStatus.QUEUED)
+    ]
+
+
+def _send_again(run_id: Any, *, queued: bool) -> bool:
+    """Queue a lost run again; a run still queued at most once per TOOLCHAT_RESEND_S.
+
+    A queued run nobody has picked up is most often waiting in the broker behind
+    other work, its task there already: a copy at every sweep would pile up,
+    and each copy delivered once the run had started would begin a chain of
+    rechecks of its own (`run_recheck_later`). A copy that could not be sent
+    (the broker down) is tried again at the next sweep.
+    """
+    key = f"toolchat:run-sent-again:{run_id}"
+    if queued:
+        try:
+            if not cache.add(key, 1, timeout=max(1, int(settings.TOOLCHAT_RESEND_S))):
+                return False
+        except Exception as exc:  # the cache is Redis, which may be down: send anyway
+            logger.warning("could not note run %s as sent again: %s", run_id, exc)
+    if dispatch_run(run_id):
+        return True
+    if queued:
+        with contextlib.suppress(Exception):
+            cache.delete(key)
+    return False
 
 
 def _dead_calls_of_waiting_runs_answer(now: Any, grace_left: float) -> None:

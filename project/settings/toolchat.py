@@ -41,6 +41,9 @@ TOOLCHAT_RESTART_GRACE_S = env_float("TOOLCHAT_RESTART_GRACE_S", TOOLCHAT_RUN_ST
 # How often lost runs (stale, or queued and never picked up) are queued again:
 # by Celery beat with Redis, by the web process without. 0 turns it off.
 TOOLCHAT_RECOVER_S = env_float("TOOLCHAT_RECOVER_S", 5.0)
+# A run still queued after TOOLCHAT_RUN_STALE_S has its task sent again, then at
+# most once per this many seconds: its task most likely waits in the broker.
+TOOLCHAT_RESEND_S = env_float("TOOLCHAT_RESEND_S", 30.0)
 # A tool call still marked running this long after its own timeout is presumed
 # dead (even if its heartbeat goes on: a hung tool): it is run again if
 # idempotent, else reported interrupted. A silent heartbeat finds it sooner.

@@ -95,3 +95,39 @@ def test_a_run_parked_on_a_tool_that_is_still_in_time_is_left_alone(user):
     assert run.status == RunStatus.COMPLETED, run.error
     execution.refresh_from_db()
     assert (execution.status, execution.attempts) == (ExecutionStatus.SUCCEEDED, 1)
+
+
+def test_a_queued_run_waiting_for_a_worker_is_sent_again_once_not_at_every_sweep(
+    user, celery_env, redis_url
+):
+    """Its task is in the queue already (behind others): sending it at every sweep (5 s)
+    piled up copies, each of which, delivered once the run had started, began a chain of
+    rechecks of its own. It is sent again once per TOOLCHAT_RESEND_S."""
+    import redis
+
+    broker = redis.Redis.from_url(redis_url)
+    run = lost_run(user)  # queued five minutes ago; no worker is running
+    sent = [runs_recover() for _ in range(4)]
+    assert sent == [[run.pk], [], [], []]
+    assert broker.llen("celery") == 1, "one copy of the task, not one per sweep"
+    # The run was left alone meanwhile: still queued, as the database says.
+    assert Run.objects.get(pk=run.pk).status == RunStatus.QUEUED
+
+
+def test_a_copy_that_could_not_be_sent_is_sent_at_the_next_sweep(user, celery_env, redis_url):
+    import redis
+
+    from project.celery import app
+    from tests.plugins.services import free_port
+    from tests.stack import reset_producer_pool
+
+    run = lost_run(user)
+    app.conf.broker_url = f"redis://127.0.0.1:{free_port()}/0"  # the broker is down
+    reset_producer_pool(app)
+    try:
+        assert runs_recover() == []
+    finally:
+        app.conf.broker_url = redis_url
+        reset_producer_pool(app)
+    assert runs_recover() == [run.pk]  # not held back by the copy that failed
+    assert redis.Redis.from_url(redis_url).llen("celery") == 1
