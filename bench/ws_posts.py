@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import time
 
@@ -89,7 +90,9 @@ def main() -> None:
         ]
         tokens = [Token.objects.create(user=user).key for user in users]
         rounds = []
+        loads = []  # the machine's 1-minute load average as each round starts
         for _ in range(args.rounds):
+            loads.append(os.getloadavg()[0])
             sockets = [
                 (str(Conversation.objects.create(owner=user, title="bench").id), token)
                 for user, token in zip(users, tokens, strict=True)
@@ -102,16 +105,20 @@ def main() -> None:
             runs_settle(timeout=180)
 
     print(f"WebSocket post -> ack, {args.sockets} sockets posting at once, production stack")
-    print(f"{'round':<8}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}")
+    print(f"{'round':<8}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}{'load':>8}")
     summary = []
     for index, waits in enumerate(rounds, 1):
         row = {
             "p50_ms": round(percentile(waits, 0.5), 1),
             "p95_ms": round(percentile(waits, 0.95), 1),
             "max_ms": round(max(waits), 1),
+            "load_average": round(loads[index - 1], 2),
         }
         summary.append(row)
-        print(f"{index:<8}{row['p50_ms']:>10}{row['p95_ms']:>10}{row['max_ms']:>10}")
+        print(
+            f"{index:<8}{row['p50_ms']:>10}{row['p95_ms']:>10}{row['max_ms']:>10}"
+            f"{row['load_average']:>8}"
+        )
     path = write_results(
         "ws_posts",
         {"sockets": args.sockets, "rounds": summary, "machine": platform.platform()},
