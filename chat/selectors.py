@@ -137,17 +137,20 @@ def history_rows(*, conversation: Conversation, max_messages: int | None = None)
 
 
 def conversation_list(
-    *, user: AbstractBaseUser | AnonymousUser, search: str = ""
+    *, user: AbstractBaseUser | AnonymousUser, search: str = "", replays: bool = False
 ) -> QuerySet[Conversation]:
     """The user's conversations, each annotated with `active_run_id` (one query for a page).
 
     `search` keeps those whose title, or a current user or assistant message,
-    contains it (case-insensitive).
+    contains it (case-insensitive). A replay's conversation (`replay_of`) is
+    not one the user held: it is left out unless `replays`.
     """
     active = Run.objects.filter(
         conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
     ).values("pk")[:1]
     conversations = Conversation.objects.filter(owner_id=user.pk)
+    if not replays:
+        conversations = conversations.filter(replay_of__isnull=True)
     if search:
         said = current_messages(OuterRef("pk")).filter(
             role__in=[Role.USER, Role.ASSISTANT], content__icontains=search
@@ -161,7 +164,7 @@ def conversation_detail(
 ) -> Conversation:
     """One own conversation as `conversation_list` annotates it; ConversationNotFound otherwise."""
     try:
-        return conversation_list(user=user).get(pk=conversation_id)
+        return conversation_list(user=user, replays=True).get(pk=conversation_id)
     except (Conversation.DoesNotExist, ValidationError, ValueError):
         raise ConversationNotFound("Conversation not found.") from None
 

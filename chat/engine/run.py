@@ -191,6 +191,13 @@ def _returns_direct(executions: list[ToolExecution]) -> bool:
     )
 
 
+def _succeeded(execution: ToolExecution) -> bool:
+    """Whether a call worked: it succeeded, or it was served a recorded success (a replay)."""
+    if execution.status == ExecutionStatus.REPLAYED:
+        return not execution.error
+    return execution.status == ExecutionStatus.SUCCEEDED
+
+
 def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
     """Decide what follows the calls of `executions`, which have all been answered.
 
@@ -202,9 +209,7 @@ def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
         mode=run.mode,
         steps_done=run.steps,
         max_steps=run.conversation.max_steps,
-        return_direct=_returns_direct(
-            [e for e in executions if e.status == ExecutionStatus.SUCCEEDED]
-        ),
+        return_direct=_returns_direct([e for e in executions if _succeeded(e)]),
         model=model,
     )
     if decision.action == Action.DIRECT:
@@ -313,7 +318,7 @@ def _running_tools(turn: _Turn) -> Trigger:
             turn.history().append(tool_call_run(run, token, execution, announce=()))
         ran = ToolExecution.objects.filter(pk__in=[e.pk for e in turn.inline])
         turn.inline = []
-        turn.following = _next_step(run, turn.model, list(ran.only("name", "status")))
+        turn.following = _next_step(run, turn.model, list(ran.only("name", "status", "error")))
     else:
         if _calls_wait(turn):
             return Trigger.PARKED

@@ -1,0 +1,219 @@
+"""Replaying a stored turn: the real engine, the openai SDK against the scripted server.
+
+Each test records a turn the way a user makes one (`run_start`, the tools
+really run), replays it through the REST API, and checks what the replay's
+model was sent and what was stored: no tool ran, no resource was made, and
+each call's audit row says how it was answered.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chat.models import (
+    Conversation,
+    ExecutionStatus,
+    Message,
+    ModelCall,
+    Role,
+    Run,
+    RunStatus,
+    ToolExecution,
+)
+from chat.services.runs import run_start
+from tests.chat.api.conftest import token_client
+from tests.chat.engine.conftest import wait_for_run
+from tests.factories import ConversationFactory
+from tests.llm_server import text_reply, tool_calls_reply
+from tools.models import Resource
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MODEL = "openai/test-model"
+
+
+def replay(api, run: Run, **body) -> Run:
+    """POST the replay and wait for its run to end."""
+    response = api.post(f"/api/v1/runs/{run.pk}/replay/", {"model": MODEL, **body}, format="json")
+    assert response.status_code == 202, response.json()
+    assert response.json()["replay_of"] == str(run.pk)
+    return wait_for_run(Run.objects.get(pk=response.json()["id"]))
+
+
+def record_note_turn(llm_server, user) -> Run:
+    conversation = ConversationFactory(owner=user, title="Shopping")
+    llm_server.push(
+        tool_calls_reply([("record_note", '{"title": "Milk", "body": "two litres"}', "call_n1")]),
+        text_reply("I noted it."),
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="note: buy milk, two litres"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    return run
+
+
+def test_recorded_tools_serve_the_record_and_run_nothing(llm_server, user):
+    original = record_note_turn(llm_server, user)
+    recorded = ToolExecution.objects.get(run=original)
+    assert Resource.objects.count() == 1
+    llm_server.requests.clear()
+    llm_server.push(
+        tool_calls_reply(
+            [
+                # The same call, its keys in another order: equal as JSON.
+                ("record_note", '{"body": "two litres", "title": "Milk"}'),
+                ("calculator", '{"expression": "2*3"}'),  # the original never made it
+            ]
+        ),
+        text_reply("Noted, and 6."),
+    )
+
+    replica = replay(token_client(user), original)
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    assert Resource.objects.count() == 1  # the note was not recorded twice
+    rows = {e.name: e for e in ToolExecution.objects.filter(run=replica)}
+    note, sum_ = rows["record_note"], rows["calculator"]
+    assert note.status == ExecutionStatus.REPLAYED
+    assert note.replayed_from_id == recorded.pk
+    assert (note.result, note.content) == (recorded.result, recorded.content)
+    assert note.attempts == 1
+    assert note.worker
+    assert sum_.status == ExecutionStatus.UNMATCHED
+    assert sum_.replayed_from_id is None
+    assert sum_.result is None
+    assert "No recorded result" in sum_.content
+    # What the model read back: the recorded result, and that no result exists.
+    tool_messages = {
+        m["tool_call_id"]: m["content"]
+        for m in llm_server.requests[1]["messages"]
+        if m["role"] == "tool"
+    }
+    assert tool_messages[note.tool_call_id] == recorded.content
+    assert json.loads(tool_messages[sum_.tool_call_id])["success"] is False
+    # The replay's tool message shows the note the original made.
+    note_message = Message.objects.get(
+        conversation=replica.conversation, role=Role.TOOL, tool_call_id=note.tool_call_id
+    )
+    assert note_message.resource_id == Resource.objects.get().pk
+
+
+def test_a_replay_lives_in_its_own_conversation_hidden_from_the_list(llm_server, user):
+    original = record_note_turn(llm_server, user)
+    api = token_client(user)
+    llm_server.push(text_reply("Sure."))
+
+    replica = replay(api, original)
+
+    conversation = replica.conversation
+    assert conversation.replay_of_id == original.pk
+    assert conversation.owner_id == user.pk
+    assert conversation.model == MODEL
+    listed = [c["id"] for c in api.get("/api/v1/conversations/").json()["results"]]
+    assert listed == [str(original.conversation_id)]
+    shown = api.get(f"/api/v1/conversations/{conversation.pk}/")
+    assert shown.status_code == 200
+    assert shown.json()["replay_of"] == str(original.pk)
+    # The copy is the history the original was sent, then the replay's own answer.
+    roles = [
+        m["role"]
+        for m in api.get(f"/api/v1/conversations/{conversation.pk}/messages/").json()["results"]
+    ]
+    assert roles == ["user", "assistant"]
+
+
+def test_the_same_model_on_the_same_server_sends_the_same_first_request(llm_server, user):
+    conversation = ConversationFactory(owner=user, system_prompt="Be brief.")
+    llm_server.push(text_reply("Hello."))
+    wait_for_run(run_start(conversation=conversation, content="hi"))
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "12*7"}', "call_c1")]),
+        text_reply("84."),
+    )
+    original = wait_for_run(run_start(conversation=conversation, content="what is 12*7?"))
+    llm_server.requests.clear()
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "12*7"}', "call_c1")]),
+        text_reply("84."),
+    )
+
+    replica = replay(token_client(user), original)
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    first = ModelCall.objects.filter(run=original).order_by("started_at").first()
+    again = ModelCall.objects.filter(run=replica).order_by("started_at").first()
+    assert first is not None
+    assert again is not None
+    assert again.request_hash == first.request_hash
+    assert again.message_count == first.message_count == 4  # the prompt and the earlier turn
+    sent = llm_server.requests[0]
+    assert sent["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "user"]
+    # The call id the model repeated is the original's: the replay stored it with a fresh one.
+    execution = ToolExecution.objects.get(run=replica)
+    assert execution.status == ExecutionStatus.REPLAYED
+    assert execution.tool_call_id != "call_c1"
+
+
+def test_live_tools_run_for_real(llm_server, user):
+    original = record_note_turn(llm_server, user)
+    llm_server.push(
+        tool_calls_reply([("record_note", '{"title": "Milk", "body": "two litres"}')]),
+        text_reply("Noted."),
+    )
+
+    replica = replay(token_client(user), original, tools="live")
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    execution = ToolExecution.objects.get(run=replica)
+    assert execution.status == ExecutionStatus.SUCCEEDED
+    assert execution.replayed_from_id is None
+    assert Resource.objects.count() == 2
+
+
+def test_recorded_tools_ask_no_approval(llm_server, user):
+    conversation = ConversationFactory(owner=user)
+    llm_server.push(text_reply("Nothing to delete."))
+    original = wait_for_run(run_start(conversation=conversation, content="delete my notes"))
+    llm_server.push(
+        tool_calls_reply([("delete_notes", '{"note_ids": ["n1"]}')]),
+        text_reply("I could not."),
+    )
+
+    replica = replay(token_client(user), original)
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    execution = ToolExecution.objects.get(run=replica)
+    assert execution.status == ExecutionStatus.UNMATCHED
+    assert execution.decided_at is None
+
+
+def test_nothing_is_stored_for_a_bad_request(llm_server, user, other_user):
+    original = record_note_turn(llm_server, user)
+    api = token_client(user)
+    before = (Conversation.objects.count(), Run.objects.count(), Message.objects.count())
+    url = f"/api/v1/runs/{original.pk}/replay/"
+    for body, field in [
+        ({"model": "nowhere/nothing"}, "model"),
+        ({}, "model"),
+        ({"model": MODEL, "tools": "sometimes"}, "tools"),
+        ({"model": MODEL, "replay": "backwards"}, "replay"),
+        ({"model": MODEL, "replay": "forced", "tools": "live"}, "tools"),
+        ({"model": "openai/test\x00model"}, "model"),
+        ({"model": MODEL, "system_prompt": "be\x00brief"}, "system_prompt"),
+        ({"model": MODEL, "mode": "sideways"}, "mode"),
+        ({"model": MODEL, "colour": "blue"}, "colour"),
+    ]:
+        response = api.post(url, body, format="json")
+        assert response.status_code == 400, (body, response.json())
+        assert field in response.json()["details"]["errors"], (body, response.json())
+    assert token_client(other_user).post(url, {"model": MODEL}, format="json").status_code == 404
+    assert (
+        api.post(
+            f"/api/v1/runs/{original.conversation_id}/replay/", {"model": MODEL}, format="json"
+        ).status_code
+        == 404
+    )
+    after = (Conversation.objects.count(), Run.objects.count(), Message.objects.count())
+    assert after == before
