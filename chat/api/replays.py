@@ -1,8 +1,9 @@
-"""Replays: run a stored turn again on another model (docs/replay.md)."""
+"""Replays: run a stored turn again on another model, and compare two runs (docs/replay.md)."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -12,6 +13,7 @@ from rest_framework.views import APIView
 
 from chat.api import docs
 from chat.api.serializers import RunSerializer
+from chat.comparison import runs_compare
 from chat.inputs import StrictInputSerializer, TextField
 from chat.models import Mode, ReplayMode, ReplayTools
 from chat.selectors import run_detail, run_get
@@ -96,4 +98,183 @@ class RunReplayApi(APIView):
         return Response(
             RunSerializer(run_detail(run_id=replica.pk, user=request.user)).data,
             status=status.HTTP_202_ACCEPTED,
+        )
+
+
+# Built with type(): `with` is a Python keyword, so no class body can declare it.
+COMPARE_QUERY: type[serializers.Serializer[Any]] = type(
+    "RunCompareQuerySerializer",
+    (serializers.Serializer,),
+    {"with": serializers.UUIDField(help_text="The run to compare with (one of yours).")},
+)
+
+
+class ComparedCallSerializer(serializers.Serializer[Any]):
+    """One tool call of a compared run."""
+
+    step = serializers.IntegerField()
+    name = serializers.CharField()
+    arguments = serializers.JSONField(help_text="As the tool sees them (after its validation).")
+    status = serializers.CharField(help_text="The audit row's status; empty in a forced replay.")
+    match = serializers.ChoiceField(
+        choices=["matched", "unmatched", "live"],
+        help_text="matched: served a recorded result (forced: the original's call at that "
+        "step); unmatched: no recorded call was equal; live: the tool ran.",
+    )
+    replayed_from = serializers.UUIDField(allow_null=True)
+
+
+class ComparedRunSerializer(serializers.Serializer[Any]):
+    """One side of a comparison."""
+
+    id = serializers.UUIDField()
+    conversation_id = serializers.UUIDField()
+    replay_of = serializers.UUIDField(allow_null=True)
+    replay_tools = serializers.CharField()
+    replay_mode = serializers.CharField()
+    status = serializers.CharField()
+    models = serializers.ListField(child=serializers.CharField(), help_text="Models called.")
+    answer = serializers.CharField(allow_null=True, help_text="The final answer, if completed.")
+    tool_calls = ComparedCallSerializer(many=True)
+    steps = serializers.IntegerField()
+    model_calls = serializers.IntegerField()
+    latency_ms = serializers.IntegerField(allow_null=True)
+    first_token_ms = serializers.IntegerField(allow_null=True)
+    prompt_tokens = serializers.IntegerField(allow_null=True)
+    completion_tokens = serializers.IntegerField(allow_null=True)
+
+
+class DiffPartSerializer(serializers.Serializer[Any]):
+    """A run of words of the answers' diff."""
+
+    op = serializers.ChoiceField(choices=["equal", "delete", "insert"])
+    text = serializers.CharField()
+
+
+class ComparedStepSerializer(serializers.Serializer[Any]):
+    """The tool calls of one step in each run."""
+
+    step = serializers.IntegerField()
+    calls = serializers.ListField(child=serializers.ListField(child=serializers.DictField()))
+    same = serializers.BooleanField()
+
+
+_NOTE_CALL: dict[str, Any] = {
+    "step": 1,
+    "name": "record_note",
+    "arguments": {"title": "Milk", "body": "two litres"},
+    "status": "succeeded",
+    "match": "live",
+    "replayed_from": None,
+}
+_SIDE: dict[str, Any] = {
+    "id": docs.RUN_ID,
+    "conversation_id": docs.CONVERSATION_ID,
+    "replay_of": None,
+    "replay_tools": "",
+    "replay_mode": "",
+    "status": "completed",
+    "models": ["openai/gpt-4o-mini"],
+    "answer": "I noted it.",
+    "tool_calls": [_NOTE_CALL],
+    "steps": 1,
+    "model_calls": 2,
+    "latency_ms": 1300,
+    "first_token_ms": 420,
+    "prompt_tokens": 867,
+    "completion_tokens": 27,
+}
+COMPARISON = {
+    "runs": [
+        _SIDE,
+        {
+            **_SIDE,
+            "id": "5b0e6f1c-2d3a-4b5c-8d9e-0f1a2b3c4d5e",
+            "conversation_id": "8c7d6e5f-4a3b-4c2d-9e1f-0a9b8c7d6e5f",
+            "replay_of": docs.RUN_ID,
+            "replay_tools": "recorded",
+            "replay_mode": "free",
+            "models": ["local/qwen3"],
+            "answer": "Noted: milk, two litres.",
+            "tool_calls": [
+                {
+                    **_NOTE_CALL,
+                    "status": "replayed",
+                    "match": "matched",
+                    "replayed_from": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+                }
+            ],
+            "latency_ms": 2100,
+            "first_token_ms": 880,
+            "prompt_tokens": 901,
+            "completion_tokens": 31,
+        },
+    ],
+    "answer_similarity": 0.25,
+    "answer_diff": [
+        {"op": "delete", "text": "I noted it."},
+        {"op": "insert", "text": "Noted: milk, two litres."},
+    ],
+    "same_tool_calls": True,
+    "steps": [
+        {
+            "step": 1,
+            "calls": [
+                [
+                    {
+                        "name": "record_note",
+                        "arguments": {"title": "Milk", "body": "two litres"},
+                        "match": "live",
+                    }
+                ],
+                [
+                    {
+                        "name": "record_note",
+                        "arguments": {"title": "Milk", "body": "two litres"},
+                        "match": "matched",
+                    }
+                ],
+            ],
+            "same": True,
+        }
+    ],
+}
+
+
+class RunCompareApi(APIView):
+    """Two of the user's runs side by side (a replay and its original, usually)."""
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        runs = ComparedRunSerializer(many=True, help_text="This run, then `with`.")
+        answer_similarity = serializers.FloatField(
+            allow_null=True, help_text="0 to 1, by words; null when either has no answer."
+        )
+        answer_diff = DiffPartSerializer(
+            many=True, help_text="delete: only in this run's answer; insert: only in `with`'s."
+        )
+        same_tool_calls = serializers.BooleanField(
+            help_text="The same tools with equal arguments, in the same order."
+        )
+        steps = ComparedStepSerializer(many=True)
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="runs_compare",
+        summary="Compare two runs",
+        description=(
+            "This run and `with`, side by side: final answers with a word-level diff and "
+            "their similarity, the tool calls in order (matched, unmatched or live), step by "
+            "step, and each run's steps, model calls, latency, time to first token and "
+            "tokens. Both must be yours (404 otherwise)."
+        ),
+        parameters=[docs.path_id("run_id", "The first run."), COMPARE_QUERY],
+        responses={200: OutputSerializer, **docs.errors(400, 404)},
+        examples=[docs.example("A replay against its original", COMPARISON)],
+    )
+    def get(self, request: Request, run_id: uuid.UUID) -> Response:
+        """The comparison."""
+        query = COMPARE_QUERY(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response(
+            runs_compare(run_id=run_id, other_id=query.validated_data["with"], user=request.user)
         )

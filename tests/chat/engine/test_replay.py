@@ -217,3 +217,56 @@ def test_nothing_is_stored_for_a_bad_request(llm_server, user, other_user):
     )
     after = (Conversation.objects.count(), Run.objects.count(), Message.objects.count())
     assert after == before
+
+
+def test_the_comparison_shows_both_runs_side_by_side(llm_server, user, other_user):
+    original = record_note_turn(llm_server, user)
+    llm_server.push(
+        tool_calls_reply(
+            [
+                ("record_note", '{"title": "Milk", "body": "two litres"}'),
+                ("calculator", '{"expression": "2*3"}'),
+            ]
+        ),
+        text_reply("I noted it, and 6."),
+    )
+    api = token_client(user)
+    replica = replay(api, original)
+
+    response = api.get(f"/api/v1/runs/{original.pk}/compare/?with={replica.pk}")
+
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    mine, theirs = body["runs"]
+    assert (mine["id"], theirs["id"]) == (str(original.pk), str(replica.pk))
+    assert (mine["answer"], theirs["answer"]) == ("I noted it.", "I noted it, and 6.")
+    assert theirs["replay_of"] == str(original.pk)
+    assert [(c["name"], c["match"]) for c in mine["tool_calls"]] == [("record_note", "live")]
+    assert [(c["name"], c["match"]) for c in theirs["tool_calls"]] == [
+        ("record_note", "matched"),
+        ("calculator", "unmatched"),
+    ]
+    assert theirs["tool_calls"][0]["arguments"] == {"title": "Milk", "body": "two litres"}
+    assert body["same_tool_calls"] is False
+    assert body["steps"][0]["same"] is False
+    assert (mine["model_calls"], theirs["model_calls"]) == (2, 2)
+    assert mine["latency_ms"] is not None
+    assert mine["first_token_ms"] is not None
+    assert (mine["prompt_tokens"], theirs["completion_tokens"]) == (22, 14)
+    assert 0 < body["answer_similarity"] < 1
+    diff = body["answer_diff"]
+    assert "".join(p["text"] for p in diff if p["op"] != "insert") == "I noted it."
+    assert "".join(p["text"] for p in diff if p["op"] != "delete") == "I noted it, and 6."
+    assert {"op": "equal", "text": "I noted "} in diff
+    # Another user's runs, and a missing or malformed `with`.
+    other = token_client(other_user)
+    url = f"/api/v1/runs/{original.pk}/compare/"
+    assert other.get(f"{url}?with={replica.pk}").status_code == 404
+    foreign = record_note_turn(llm_server, other_user)
+    missing = api.get(f"{url}?with={foreign.pk}")
+    assert missing.status_code == 404
+    assert missing.json()["field"] == "with"
+    for query in ("", "?with=", "?with=yesterday", f"?with={other_user.pk}"):
+        bad = api.get(url + query)
+        assert bad.status_code == 400
+        assert "with" in bad.json()["details"]["errors"]
