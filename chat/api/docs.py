@@ -240,6 +240,7 @@ RUN = {
             "prompt_tokens": 412,
             "completion_tokens": 18,
             "attempts": 1,
+            "forced_answer": None,
         }
     ],
     "tool_executions": [TOOL_EXECUTION],

@@ -221,6 +221,12 @@ class ModelCallSerializer(serializers.ModelSerializer[ModelCall]):
     tools_offered = serializers.ListField(
         child=serializers.CharField(), read_only=True, help_text="Names of the tools sent."
     )
+    forced_answer = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="A forced replay's call: what the model answered at the original's step, "
+        "`{content, tool_calls}` (nothing ran); null for every other call.",
+    )
 
     class Meta:
         model = ModelCall
@@ -243,6 +249,7 @@ class ModelCallSerializer(serializers.ModelSerializer[ModelCall]):
             "prompt_tokens",
             "completion_tokens",
             "attempts",
+            "forced_answer",
         ]
         read_only_fields = fields
 

@@ -53,7 +53,7 @@ class ModelCall(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     # How a server's limit changed the call, when it did ("asked again without streaming: ...").
     note = StorableCharField(max_length=300, blank=True, default="")
-    # A teacher-forced replay's call (docs/replay.md): what the model answered
+    # A teacher-forced replay's call (chat/engine/forced_replay.py): what the model answered
     # at the original's step, `{"content", "tool_calls"}`, stored here because none of it
     # joins the history. NULL for every other call.
     forced_answer = StorableJSONField(null=True, blank=True, editable=False)

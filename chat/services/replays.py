@@ -14,7 +14,7 @@ model. What differs is said by the run's two fields:
   runs the tools for real, approval rules included.
 - `replay_mode`: `free` (the default) lets the new model run the turn its own
   way; `forced` sends it, at each step of the original, the original's
-  history up to that step and runs no tool, so
+  history up to that step and runs no tool (chat/engine/forced_replay.py), so
   the copy also holds the original turn's calls and their results.
 
 Everything is checked before anything is stored; it is stored in one

@@ -270,3 +270,63 @@ def test_the_comparison_shows_both_runs_side_by_side(llm_server, user, other_use
         bad = api.get(url + query)
         assert bad.status_code == 400
         assert "with" in bad.json()["details"]["errors"]
+
+
+def test_a_forced_replay_asks_each_original_step_with_the_original_history(llm_server, user):
+    original = record_note_turn(llm_server, user)
+    sent_before = list(llm_server.requests)
+    llm_server.requests.clear()
+    llm_server.push(
+        # At step 1 the new model would compute instead of noting; at step 2 it is sent
+        # the original's note call and its recorded result all the same.
+        tool_calls_reply([("calculator", '{"expression": "2*3"}')]),
+        text_reply("Your note is recorded."),
+    )
+    api = token_client(user)
+
+    replica = replay(api, original, replay="forced")
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    assert replica.replay_mode == "forced"
+    assert Resource.objects.count() == 1
+    assert not ToolExecution.objects.filter(run=replica).exists()
+    # The model was sent exactly what the original's model was sent, step by step.
+    assert [r["messages"] for r in llm_server.requests] == [r["messages"] for r in sent_before]
+    assert "tools" not in llm_server.requests[1]
+    originals = list(ModelCall.objects.filter(run=original).order_by("started_at"))
+    forced = list(ModelCall.objects.filter(run=replica).order_by("started_at"))
+    assert [(c.step, c.purpose) for c in forced] == [(c.step, c.purpose) for c in originals]
+    assert [c.request_hash for c in forced] == [c.request_hash for c in originals]
+    assert forced[0].forced_answer["tool_calls"][0]["function"]["name"] == "calculator"
+    assert forced[1].forced_answer["content"] == "Your note is recorded."
+    assert (replica.model_calls, replica.steps) == (2, 1)
+    # Its answer stands where the original's stood, after the original's call and result.
+    final = Message.objects.get(run=replica, role=Role.ASSISTANT)
+    assert final.content == "Your note is recorded."
+    assert final.position == Message.objects.get(run=original, content="I noted it.").position
+    assert forced[1].response_message_id == final.pk
+
+    body = api.get(f"/api/v1/runs/{original.pk}/compare/?with={replica.pk}").json()
+    _, theirs = body["runs"]
+    assert [(c["step"], c["name"], c["match"]) for c in theirs["tool_calls"]] == [
+        (1, "calculator", "unmatched")
+    ]
+    assert body["steps"][0]["same"] is False
+    assert theirs["answer"] == "Your note is recorded."
+
+
+def test_a_forced_replay_matches_the_same_call_at_the_same_step(llm_server, user):
+    original = record_note_turn(llm_server, user)
+    llm_server.push(
+        tool_calls_reply([("record_note", '{"body": "two litres", "title": "Milk"}')]),
+        text_reply("Noted."),
+    )
+    api = token_client(user)
+
+    replica = replay(api, original, replay="forced")
+
+    body = api.get(f"/api/v1/runs/{replica.pk}/compare/?with={original.pk}").json()
+    mine, _ = body["runs"]
+    assert [(c["name"], c["match"]) for c in mine["tool_calls"]] == [("record_note", "matched")]
+    assert body["same_tool_calls"] is True
+    assert [s["same"] for s in body["steps"]] == [True]
