@@ -12,6 +12,11 @@ urlpatterns = [
     path("audit/models.csv", audit.audit_models_csv, name="audit_models_csv"),
     path("audit/runs/<uuid:run_id>/", audit.audit_run_detail, name="audit_run"),
     path(
+        "audit/runs/<uuid:run_id>/compare/<uuid:other_id>/",
+        audit.audit_run_compare,
+        name="audit_run_compare",
+    ),
+    path(
         "audit/conversations/<uuid:conversation_id>/",
         audit.audit_conversation,
         name="audit_conversation",

@@ -1,8 +1,9 @@
 """The staff audit pages: statistics for a period with its runs, a conversation's runs,
-one run's waterfall and timeline, and the tool and model tables as CSV."""
+one run's waterfall and timeline, two runs compared, and the tool and model tables as CSV."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from functools import wraps
@@ -29,6 +30,7 @@ from chat.audit.queries import (
 from chat.audit.stats import audit_stats, model_stats, tool_stats
 from chat.audit.tables import Table, model_table, table_csv, tool_table
 from chat.audit.waterfall import run_waterfall
+from chat.comparison import comparison
 from chat.exceptions import ConversationNotFound, RunNotFound
 from chat.models import RunStatus
 
@@ -196,5 +198,36 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             "tool_calls": len(executions),
             "failures": sum(1 for line in breakdown if line.failed),
             "client_options_json": pretty_json(run.client_options),
+            "replays": list(run.replays.select_related("conversation").order_by("created_at")),
         },
+    )
+
+
+@require_GET
+@staff_required
+def audit_run_compare(request: HttpRequest, run_id: uuid.UUID, other_id: uuid.UUID) -> HttpResponse:
+    """Two runs side by side (a replay and its original): figures, answers, calls, waterfalls."""
+    try:
+        first, second = audit_run_get(run_id=run_id), audit_run_get(run_id=other_id)
+    except RunNotFound:
+        raise Http404("Run not found.") from None
+    compared = comparison(first, second)
+    for step in compared["steps"]:
+        for call in (call for calls in step["calls"] for call in calls):
+            call["arguments_json"] = json.dumps(call["arguments"], ensure_ascii=False)
+    # One time axis for both, so that the longer run looks longer.
+    axis = float(max(first.latency_ms or 0, second.latency_ms or 0))
+    sides = [
+        {
+            "run": run,
+            "side": side,
+            "waterfall": run_waterfall(run, axis_ms=axis),
+            "uid": run.pk.hex[:8],
+        }
+        for run, side in zip((first, second), compared["runs"], strict=True)
+    ]
+    return render(
+        request,
+        "audit/run_compare.html",
+        {"sides": sides, "compared": compared, "first": first, "second": second},
     )
