@@ -137,7 +137,8 @@ def tool_call_execute(*, execution_id: Any) -> None:
                         functools.partial(dispatch_tool, execution.pk, delay_s=dead_in + 0.5)
                     )
                 return
-            interrupted = spec is None or not spec.idempotent
+            # A recorded replay's call ran nothing: serving it again is safe.
+            interrupted = (spec is None or not spec.idempotent) and not tools_recorded(run)
         if not interrupted:
             execution_start(execution)
             execution.save(

@@ -25,7 +25,7 @@ from chat.models import (
 from chat.services.runs import run_start
 from tests.chat.api.conftest import token_client
 from tests.chat.engine.conftest import wait_for_run
-from tests.factories import ConversationFactory
+from tests.factories import ConversationFactory, UserFactory
 from tests.llm_server import text_reply, tool_calls_reply
 from tools.models import Resource
 
@@ -330,3 +330,24 @@ def test_a_forced_replay_matches_the_same_call_at_the_same_step(llm_server, user
     assert [(c["name"], c["match"]) for c in mine["tool_calls"]] == [("record_note", "matched")]
     assert body["same_tool_calls"] is True
     assert [s["same"] for s in body["steps"]] == [True]
+
+
+def test_the_admin_tells_replays_apart(llm_server, user, client):
+    original = record_note_turn(llm_server, user)
+    llm_server.push(text_reply("Sure."))
+    replica = replay(token_client(user), original)
+    staff = UserFactory(is_staff=True, is_superuser=True)
+    client.force_login(staff)
+
+    listed = {
+        value: client.get(f"/admin/chat/run/?replay={value}").content.decode()
+        for value in ("no", "free", "forced")
+    }
+
+    assert str(original.pk)[:8] in listed["no"]
+    assert str(replica.pk)[:8] not in listed["no"]
+    assert str(replica.pk)[:8] in listed["free"]
+    assert str(replica.pk)[:8] not in listed["forced"]
+    page = client.get(f"/admin/chat/run/{replica.pk}/change/")
+    assert page.status_code == 200
+    assert "recorded" in page.content.decode()
