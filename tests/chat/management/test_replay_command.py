@@ -123,3 +123,37 @@ def test_bad_options_are_refused_before_anything_is_replayed(llm_server, tmp_pat
             stderr=io.StringIO(),
         )
     assert not Run.objects.filter(replay_of__isnull=False).exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_hundred_runs_on_two_models_on_a_celery_worker_with_postgresql(
+    llm_server, settings, celery_env, start_worker, tmp_path
+):
+    settings.LLM_ALLOWED_MODELS = ["other-model"]
+    celery_env["env"]["LLM_ALLOWED_MODELS"] = "other-model"
+    llm_server.responder = answer_by_model
+    start_worker("w1")
+    user = UserFactory()
+    originals = [
+        run_start(conversation=ConversationFactory(owner=user), content=f"note {i}")
+        for i in range(100)
+    ]
+    assert all(wait_for_run(run, 60).status == RunStatus.COMPLETED for run in originals)
+    out = io.StringIO()
+
+    call_command(
+        "replay",
+        "--model=openai/test-model",
+        "--model=openai/other-model",
+        "--concurrency=8",
+        f"--csv={tmp_path / 'r.csv'}",
+        stdout=out,
+        stderr=io.StringIO(),
+    )
+
+    rows = list(csv.DictReader((tmp_path / "r.csv").open()))
+    assert len(rows) == 200
+    assert all(row["status"] == "completed" for row in rows)
+    assert Resource.objects.count() == 100  # the replays made no note
+    assert "100/100" in out.getvalue()  # test-model called the same tools every time
