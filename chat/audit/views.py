@@ -28,11 +28,12 @@ from chat.audit.queries import (
     run_timeline,
 )
 from chat.audit.stats import audit_stats, model_stats, tool_stats
-from chat.audit.tables import Table, model_table, table_csv, tool_table
+from chat.audit.tables import model_table, table_csv, tool_table
 from chat.audit.waterfall import run_waterfall
 from chat.comparison import comparison
 from chat.exceptions import ConversationNotFound, RunNotFound
-from chat.models import RunStatus
+from chat.models import ACTIVE_RUN_STATUSES, Run, RunStatus
+from chat.replay_report import ReportRow, report_csv, report_row, report_totals
 
 View = Callable[..., HttpResponse]
 
@@ -88,7 +89,8 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
     return render(request, "audit/overview.html", context)
 
 
-def _csv(request: HttpRequest, name: str, build: Callable[..., Table]) -> HttpResponse:
+def _csv(request: HttpRequest, name: str, build: Callable[..., str]) -> HttpResponse:
+    """The CSV `build(period)` writes for the query's period, as a download; 400 for a bad one."""
     period, form = period_from_query(request.GET)
     if period is None:
         return HttpResponse(
@@ -96,7 +98,7 @@ def _csv(request: HttpRequest, name: str, build: Callable[..., Table]) -> HttpRe
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    response = HttpResponse(table_csv(build(period)), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(build(period), content_type="text/csv; charset=utf-8")
     filename = f"toolchat-{name}-{period.start:%Y%m%dT%H%M}-{period.end:%Y%m%dT%H%M}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -106,14 +108,14 @@ def _csv(request: HttpRequest, name: str, build: Callable[..., Table]) -> HttpRe
 @staff_required
 def audit_tools_csv(request: HttpRequest) -> HttpResponse:
     """The per-tool table of the overview, as CSV."""
-    return _csv(request, "tools", lambda period: tool_table(tool_stats(period)))
+    return _csv(request, "tools", lambda period: table_csv(tool_table(tool_stats(period))))
 
 
 @require_GET
 @staff_required
 def audit_models_csv(request: HttpRequest) -> HttpResponse:
     """The per-model table of the overview, as CSV."""
-    return _csv(request, "models", lambda period: model_table(model_stats(period)))
+    return _csv(request, "models", lambda period: table_csv(model_table(model_stats(period))))
 
 
 @require_GET
@@ -231,3 +233,57 @@ def audit_run_compare(request: HttpRequest, run_id: uuid.UUID, other_id: uuid.UU
         "audit/run_compare.html",
         {"sides": sides, "compared": compared, "first": first, "second": second},
     )
+
+
+# The most replays the report page compares (each comparison reads both runs' rows).
+MAX_REPORTED_REPLAYS = 100
+
+
+def _replay_rows(period: Any) -> tuple[list[ReportRow], int]:
+    """The ended replays begun in the period, newest first, each against its original."""
+    replays = (
+        Run.objects.filter(
+            replay_of__isnull=False, created_at__gte=period.start, created_at__lt=period.end
+        )
+        .exclude(status__in=ACTIVE_RUN_STATUSES)
+        .select_related("replay_of", "conversation")
+        .order_by("-created_at")
+    )
+    total = replays.count()
+    rows = [
+        report_row(run.replay_of, run, model=run.conversation.model)
+        for run in replays[:MAX_REPORTED_REPLAYS]
+        if run.replay_of is not None
+    ]
+    return rows, total
+
+
+@require_GET
+@staff_required
+def audit_replays(request: HttpRequest) -> HttpResponse:
+    """The replays of a period as `manage.py replay` reports them: per replay, then per model."""
+    period, form = period_from_query(request.GET)
+    context: dict[str, Any] = {
+        "form": form,
+        "presets": PRESETS,
+        "period": period,
+        "errors": period_errors(form),
+    }
+    if period is None:
+        return render(request, "audit/replays.html", context, status=400)
+    rows, total = _replay_rows(period)
+    context.update(
+        rows=rows,
+        totals=report_totals(rows),
+        total=total,
+        shown=len(rows),
+        period_query=urlencode(period.query()),
+    )
+    return render(request, "audit/replays.html", context)
+
+
+@require_GET
+@staff_required
+def audit_replays_csv(request: HttpRequest) -> HttpResponse:
+    """The replays of a period as CSV (as `manage.py replay` saves it)."""
+    return _csv(request, "replays", lambda period: report_csv(_replay_rows(period)[0]))

@@ -2,14 +2,11 @@
 
 The original is a two-pass turn against the scripted server; the replay is
 made by `run_replay` on the same server, whose model answers differently.
-The page is read as HTML, and in a real browser at 1280 px and at 375 px
-(screenshots/audit-compare-1280.png, audit-compare-375.png).
+The pages are read as HTML here, and in a real browser in
+tests/chat/audit/test_compare_browser.py.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 from django.test import Client
@@ -20,9 +17,6 @@ from tests.chat.audit.scripted import PACE, two_pass_run
 from tests.factories import UserFactory
 from tests.llm_server import text_reply, tool_calls_reply
 from tests.stack import wait_for_run
-
-if TYPE_CHECKING:
-    from playwright.sync_api import Page
 
 
 def replayed(llm_server, original):
@@ -67,34 +61,29 @@ def test_the_comparison_page_shows_both_runs_their_answers_calls_and_waterfalls(
     assert staff.get(f"/audit/runs/{original.pk}/compare/{owner.pk:032x}/").status_code == 404
 
 
-@pytest.mark.postgres
-@pytest.mark.browser
-def test_the_comparison_page_at_1280_and_375_px(
-    asgi_server: str, page: Page, llm_server, screenshots_dir: Path
-):
-    from playwright.sync_api import expect
-
-    from tests.chat.audit.test_pages_browser import fits
-    from tests.test_pages_browser import PASSWORD, log_in
-
+@pytest.mark.django_db(transaction=True)
+def test_the_replays_page_reports_the_periods_replays_per_model(llm_server):
     owner = UserFactory(username="ada")
     original = two_pass_run(llm_server, owner)
     replica = replayed(llm_server, original)
-    UserFactory(username="auditor", is_staff=True, is_superuser=True)
-    log_in(page, asgi_server, "auditor", PASSWORD)
-    for width in (1280, 375):
-        page.set_viewport_size({"width": width, "height": 900})
-        page.goto(f"{asgi_server}/audit/runs/{original.pk}/compare/{replica.pk}/")
-        expect(page.get_by_test_id("waterfall")).to_have_count(2)
-        expect(page.get_by_test_id("compare-run")).to_have_count(2)
-        diff = page.get_by_test_id("answer-diff")
-        expect(diff.locator("del")).to_have_count(3)
-        expect(diff.locator("ins")).to_have_count(3)
-        expect(diff.locator("ins").first).to_have_text("Seven")
-        boxes = [page.get_by_test_id("waterfall").nth(i).bounding_box() for i in range(2)]
-        assert boxes[0] is not None
-        assert boxes[1] is not None
-        assert boxes[0]["y"] + boxes[0]["height"] <= boxes[1]["y"]  # one above the other
-        assert max(box["width"] for box in boxes) <= width
-        page.screenshot(path=screenshots_dir / f"audit-compare-{width}.png", full_page=True)
-        fits(page, width)
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+
+    overview = staff.get("/audit/?period=hour").content.decode()
+    assert "/audit/replays/?period=hour" in overview
+    page = staff.get("/audit/replays/?period=hour")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'data-testid="replay-totals"' in html
+    assert "openai/test-model" in html
+    assert f"/audit/runs/{original.pk}/compare/{replica.pk}/" in html
+    assert "<strong>no</strong>" in html  # other arguments: not the same tool calls
+    csv_text = staff.get("/audit/replays.csv?period=hour").content.decode()
+    assert csv_text.splitlines()[0].startswith("run_id,replay_id,model")
+    assert str(replica.pk) in csv_text
+    assert staff.get("/audit/replays/?period=nonsense").status_code == 400
+    assert staff.get("/audit/replays.csv?period=nonsense").status_code == 400
+    user = Client()
+    user.force_login(owner)
+    assert user.get("/audit/replays/").status_code == 403
