@@ -15,6 +15,7 @@ from chat.api import docs
 from chat.api.serializers import RunSerializer
 from chat.comparison import runs_compare
 from chat.inputs import StrictInputSerializer, TextField
+from chat.message_rate import MessageRateThrottle
 from chat.models import Mode, ReplayMode, ReplayTools
 from chat.selectors import run_detail, run_get
 from chat.services.conversations import MODEL_MAX_LENGTH
@@ -26,6 +27,10 @@ RUN_ID = docs.path_id("run_id", "The run to replay.")
 
 class RunReplayApi(APIView):
     """Replay one of the user's runs on a model, in a conversation of its own."""
+
+    # A replay makes model calls as a message does: it draws on the same budget.
+    throttle_classes = [MessageRateThrottle]
+    throttle_scope = "messages"
 
     class InputSerializer(StrictInputSerializer):
         model = TextField(
@@ -70,7 +75,7 @@ class RunReplayApi(APIView):
         ),
         parameters=[RUN_ID],
         request=InputSerializer,
-        responses={202: RunSerializer, **docs.errors(400, 403, 404, 409, 415)},
+        responses={202: RunSerializer, **docs.errors(400, 403, 404, 409, 415, 429)},
         examples=[
             docs.example(
                 "Replay",

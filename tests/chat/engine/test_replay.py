@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.cache import cache
+from rest_framework.throttling import ScopedRateThrottle
 
 from chat.models import (
     Conversation,
@@ -32,6 +34,14 @@ from tools.models import Resource
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MODEL = "openai/test-model"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counts():
+    # Replays draw on the message rate limit, whose counts outlive a test's rows.
+    cache.clear()
+    yield
+    cache.clear()
 
 
 def replay(api, run: Run, **body) -> Run:
@@ -351,3 +361,18 @@ def test_the_admin_tells_replays_apart(llm_server, user, client):
     page = client.get(f"/admin/chat/run/{replica.pk}/change/")
     assert page.status_code == 200
     assert "recorded" in page.content.decode()
+
+
+def test_replays_draw_on_the_message_rate_limit(llm_server, user, monkeypatch):
+    original = record_note_turn(llm_server, user)
+    monkeypatch.setattr(ScopedRateThrottle, "THROTTLE_RATES", {"messages": "1/min"})
+    api = token_client(user)
+    url = f"/api/v1/runs/{original.pk}/replay/"
+    llm_server.push(text_reply("Sure."))
+
+    first = api.post(url, {"model": MODEL}, format="json")
+    second = api.post(url, {"model": MODEL}, format="json")
+
+    assert (first.status_code, second.status_code) == (202, 429)
+    assert second.json()["details"]["retry_after"] > 0
+    wait_for_run(Run.objects.get(pk=first.json()["id"]))
