@@ -220,7 +220,9 @@ def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
     if decision.action == Action.DIRECT:
         return _Next(decision, None)
     purpose = _PURPOSES[decision.action]
-    return _Next(decision, step_open(run, purpose=purpose, model=decision.model or model))
+    # A replay tries its one model on the whole turn: LLM_COMPOSE_MODEL does not write its answer.
+    chosen = model if run.replay_of_id is not None else decision.model or model
+    return _Next(decision, step_open(run, purpose=purpose, model=chosen))
 
 
 def _model_step(turn: _Turn) -> Trigger:

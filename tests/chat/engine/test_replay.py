@@ -376,3 +376,20 @@ def test_replays_draw_on_the_message_rate_limit(llm_server, user, monkeypatch):
     assert (first.status_code, second.status_code) == (202, 429)
     assert second.json()["details"]["retry_after"] > 0
     wait_for_run(Run.objects.get(pk=first.json()["id"]))
+
+
+def test_a_replay_composes_with_its_own_model_not_the_compose_model(llm_server, user, settings):
+    settings.LLM_ALLOWED_MODELS = ["other-model", "compose-model"]
+    settings.LLM_COMPOSE_MODEL = "compose-model"
+    original = record_note_turn(llm_server, user)
+    assert [r["model"] for r in llm_server.requests] == ["test-model", "compose-model"]
+    llm_server.requests.clear()
+    llm_server.push(
+        tool_calls_reply([("record_note", '{"title": "Milk", "body": "two litres"}')]),
+        text_reply("Noted."),
+    )
+
+    replica = replay(token_client(user), original, model="openai/other-model")
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    assert [r["model"] for r in llm_server.requests] == ["other-model", "other-model"]
