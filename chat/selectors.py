@@ -230,6 +230,11 @@ def run_detail(*, run_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUse
         raise RunNotFound("Run not found.") from None
 
 
+def run_replay_list(*, run: Run) -> QuerySet[Run]:
+    """The replays of a run (chat/services/replays.py), oldest first, each with its conversation."""
+    return Run.objects.filter(replay_of=run).select_related("conversation").order_by("created_at")
+
+
 def run_final_message(*, run: Run) -> Message | None:
     """The answer of a completed run: its last assistant message (None for any other run)."""
     if run.status != RunStatus.COMPLETED:

@@ -56,3 +56,13 @@ def test_try_with_another_model_replays_the_turn_and_shows_the_comparison(
     assert Conversation.objects.count() == 2
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.screenshot(path=screenshots_dir / f"chat-replay-{width}.png", full_page=True)
+
+    # After a reload the turn's replay is offered again under it, and shown on request.
+    page.reload()
+    answer = page.locator(".msg-assistant:has(.bubble:visible)").last
+    answer.hover()
+    answer.get_by_role("button", name="Try with another model…").click()
+    panel = answer.get_by_test_id("replay-panel")
+    panel.get_by_role("button", name="offline/offline (completed)").click()
+    expect(panel.locator(".replay-calls")).to_contain_text("recorded result reused")
+    assert ToolExecution.objects.filter(status=ExecutionStatus.REPLAYED).count() == 1

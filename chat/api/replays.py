@@ -12,12 +12,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.api import docs
+from chat.api.base import page_serializer
 from chat.api.serializers import RunSerializer
 from chat.comparison import runs_compare
 from chat.inputs import StrictInputSerializer, TextField
 from chat.message_rate import MessageRateThrottle
-from chat.models import Mode, ReplayMode, ReplayTools
-from chat.selectors import run_detail, run_get
+from chat.models import Mode, ReplayMode, ReplayTools, RunStatus
+from chat.selectors import run_detail, run_get, run_replay_list
 from chat.services.conversations import MODEL_MAX_LENGTH
 from chat.services.replays import run_replay
 
@@ -283,3 +284,58 @@ class RunCompareApi(APIView):
         return Response(
             runs_compare(run_id=run_id, other_id=query.validated_data["with"], user=request.user)
         )
+
+
+class RunReplayListApi(APIView):
+    """The replays of one of the user's runs."""
+
+    class OutputSerializer(serializers.Serializer[Any]):
+        id = serializers.UUIDField()
+        conversation_id = serializers.UUIDField()
+        model = serializers.CharField(
+            source="conversation.model", help_text="The model replayed on."
+        )
+        replay_tools = serializers.ChoiceField(choices=ReplayTools.choices)
+        replay_mode = serializers.ChoiceField(choices=ReplayMode.choices)
+        status = serializers.ChoiceField(choices=RunStatus.choices)
+        created_at = serializers.DateTimeField()
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="runs_replays",
+        summary="List a run's replays",
+        description=(
+            "Every replay of the run, oldest first (one page): its model, how it replays, its "
+            "status. Compare one with GET /api/v1/runs/{id}/compare/?with=."
+        ),
+        parameters=[docs.path_id("run_id", "The replayed run.")],
+        responses={
+            200: page_serializer("RunReplayPageSerializer", OutputSerializer),
+            **docs.errors(404),
+        },
+        examples=[
+            docs.example(
+                "Replays",
+                {
+                    "next": None,
+                    "previous": None,
+                    "results": [
+                        {
+                            "id": "5b0e6f1c-2d3a-4b5c-8d9e-0f1a2b3c4d5e",
+                            "conversation_id": "8c7d6e5f-4a3b-4c2d-9e1f-0a9b8c7d6e5f",
+                            "model": "local/qwen3",
+                            "replay_tools": "recorded",
+                            "replay_mode": "free",
+                            "status": "completed",
+                            "created_at": "2025-05-01T09:40:00.010000Z",
+                        }
+                    ],
+                },
+            )
+        ],
+    )
+    def get(self, request: Request, run_id: uuid.UUID) -> Response:
+        """The replays."""
+        run = run_get(run_id=run_id, user=request.user)
+        replays = self.OutputSerializer(run_replay_list(run=run), many=True).data
+        return Response({"next": None, "previous": None, "results": replays})

@@ -51,6 +51,7 @@ urlpatterns = [
     path("runs/<uuid:run_id>/events/", runs.RunEventListApi.as_view(), name="run-events"),
     path("runs/<uuid:run_id>/cancel/", runs.RunCancelApi.as_view(), name="run-cancel"),
     path("runs/<uuid:run_id>/replay/", replays.RunReplayApi.as_view(), name="run-replay"),
+    path("runs/<uuid:run_id>/replays/", replays.RunReplayListApi.as_view(), name="run-replays"),
     path("runs/<uuid:run_id>/compare/", replays.RunCompareApi.as_view(), name="run-compare"),
     path("resources/<uuid:resource_id>/", resources.ResourceDetailApi.as_view(), name="resource"),
     path("models/", models.ModelListApi.as_view(), name="models"),

@@ -89,8 +89,28 @@ export function createReplayPanel(runId, hooks) {
   const note = h("p", "replay-note muted", "The tools do not run again: their recorded results are reused.");
   const status = h("p", "replay-status muted");
   status.setAttribute("role", "status");
+  const earlier = h("p", "replay-earlier muted");
+  earlier.hidden = true;
   const result = h("div", "replay-result");
-  panel.append(form, note, status, result);
+  panel.append(form, note, earlier, status, result);
+
+  // The turn's earlier replays (this page's or another's), each to show again.
+  hooks.api("GET", "/runs/" + encodeURIComponent(runId) + "/replays/").then(
+    (page) => {
+      const ended = (page.results || []).filter((/** @type {any} */ r) => r.status === "completed" || r.status === "failed");
+      if (!ended.length) return;
+      earlier.hidden = false;
+      earlier.appendChild(document.createTextNode("Earlier replays: "));
+      ended.forEach((/** @type {any} */ replay, /** @type {number} */ index) => {
+        if (index) earlier.appendChild(document.createTextNode(" · "));
+        const link = /** @type {HTMLButtonElement} */ (h("button", "replay-earlier-one", replay.model + " (" + replay.status + ")"));
+        link.type = "button";
+        link.addEventListener("click", () => compare(replay.id));
+        earlier.appendChild(link);
+      });
+    },
+    () => {} // the panel works without them
+  );
 
   hooks.api("GET", "/models/").then(
     (page) => {
@@ -115,10 +135,7 @@ export function createReplayPanel(runId, hooks) {
     hooks
       .api("POST", "/runs/" + encodeURIComponent(runId) + "/replay/", { model: select.value })
       .then((run) => waitForEnd(run.id, Date.now()))
-      .then((replayId) =>
-        hooks.api("GET", "/runs/" + encodeURIComponent(runId) + "/compare/?with=" + encodeURIComponent(replayId))
-          .then((compared) => show(compared, replayId))
-      )
+      .then(compare)
       .catch((/** @type {Error} */ error) => {
         status.textContent = "The replay did not work: " + error.message;
       })
@@ -126,6 +143,17 @@ export function createReplayPanel(runId, hooks) {
         go.disabled = false;
       });
   });
+
+  /**
+   * Show how a replay of the turn compares with it.
+   * @param {string} replayId
+   * @returns {Promise<void>}
+   */
+  function compare(replayId) {
+    return hooks
+      .api("GET", "/runs/" + encodeURIComponent(runId) + "/compare/?with=" + encodeURIComponent(replayId))
+      .then((compared) => show(compared, replayId));
+  }
 
   /**
    * @param {string} replayId

@@ -58,6 +58,7 @@ def test_every_operation_of_design_section_7_and_ours_is_described(schema):
         ("/api/v1/runs/{run_id}/events/", "get"),
         ("/api/v1/runs/{run_id}/cancel/", "post"),
         ("/api/v1/runs/{run_id}/replay/", "post"),
+        ("/api/v1/runs/{run_id}/replays/", "get"),
         ("/api/v1/runs/{run_id}/compare/", "get"),
         ("/api/v1/models/", "get"),
         ("/api/v1/tools/", "get"),

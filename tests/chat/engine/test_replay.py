@@ -131,6 +131,14 @@ def test_a_replay_lives_in_its_own_conversation_hidden_from_the_list(llm_server,
         for m in api.get(f"/api/v1/conversations/{conversation.pk}/messages/").json()["results"]
     ]
     assert roles == ["user", "assistant"]
+    # The original lists its replays; another user reads neither.
+    listed = api.get(f"/api/v1/runs/{original.pk}/replays/").json()["results"]
+    assert [(r["id"], r["model"], r["replay_tools"], r["status"]) for r in listed] == [
+        (str(replica.pk), MODEL, "recorded", "completed")
+    ]
+    other = token_client(UserFactory())
+    assert other.get(f"/api/v1/runs/{original.pk}/replays/").status_code == 404
+    assert other.get(f"/api/v1/conversations/{conversation.pk}/").status_code == 404
 
 
 def test_the_same_model_on_the_same_server_sends_the_same_first_request(llm_server, user):
