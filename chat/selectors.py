@@ -7,6 +7,8 @@ someone else's object: the API never has to remember to check ownership.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
@@ -228,6 +230,27 @@ def run_detail(*, run_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUse
         ).get(pk=run_id, conversation__owner_id=user.pk)
     except (Run.DoesNotExist, ValidationError, ValueError):
         raise RunNotFound("Run not found.") from None
+
+
+def runs_to_replay(
+    *,
+    run_ids: Sequence[Any] = (),
+    conversation_ids: Sequence[Any] = (),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 100,
+) -> list[Run]:
+    """Completed runs that are no replays, newest first, at most `limit` (any owner: staff's)."""
+    runs = Run.objects.filter(status=RunStatus.COMPLETED, replay_of__isnull=True)
+    if run_ids:
+        runs = runs.filter(pk__in=run_ids)
+    if conversation_ids:
+        runs = runs.filter(conversation_id__in=conversation_ids)
+    if since is not None:
+        runs = runs.filter(created_at__gte=since)
+    if until is not None:
+        runs = runs.filter(created_at__lt=until)
+    return list(runs.select_related("conversation").order_by("-created_at")[:limit])
 
 
 def run_replay_list(*, run: Run) -> QuerySet[Run]:

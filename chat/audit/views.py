@@ -13,8 +13,9 @@ from urllib.parse import urlencode
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
 
 from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
 from chat.audit.period import PRESETS, period_errors, period_from_query
@@ -27,13 +28,16 @@ from chat.audit.queries import (
     run_latency_breakdown,
     run_timeline,
 )
+from chat.audit.replays import ReplayStartForm
 from chat.audit.stats import audit_stats, model_stats, tool_stats
 from chat.audit.tables import model_table, table_csv, tool_table
 from chat.audit.waterfall import run_waterfall
 from chat.comparison import comparison
-from chat.exceptions import ConversationNotFound, RunNotFound
+from chat.exceptions import Conflict, ConversationNotFound, InvalidInput, RunNotFound
 from chat.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from chat.replay_report import ReportRow, report_csv, report_row, report_totals
+from chat.selectors import runs_to_replay
+from chat.services.replays import runs_replay
 
 View = Callable[..., HttpResponse]
 
@@ -278,8 +282,59 @@ def audit_replays(request: HttpRequest) -> HttpResponse:
         total=total,
         shown=len(rows),
         period_query=urlencode(period.query()),
+        running=_running_replays(period),
+        start_form=ReplayStartForm(),
+        started=request.GET.get("started", ""),
     )
     return render(request, "audit/replays.html", context)
+
+
+def _running_replays(period: Any) -> int:
+    return Run.objects.filter(
+        replay_of__isnull=False,
+        created_at__gte=period.start,
+        status__in=ACTIVE_RUN_STATUSES,
+    ).count()
+
+
+@require_POST
+@staff_required
+def audit_replays_start(request: HttpRequest) -> HttpResponse:
+    """Replay the period's newest completed runs on the models chosen; back to the report."""
+    period, period_form = period_from_query(request.GET)
+    form = ReplayStartForm(request.POST)
+    if period is None or not form.is_valid():
+        return render(
+            request,
+            "audit/replays.html",
+            {
+                "form": period_form,
+                "presets": PRESETS,
+                "period": period,
+                "errors": period_errors(period_form),
+                "start_form": form,
+            },
+            status=400,
+        )
+    runs = runs_to_replay(since=period.start, until=period.end, limit=form.cleaned_data["limit"])
+    try:
+        started = runs_replay(
+            runs=runs,
+            models=form.cleaned_data["models"],
+            tools=form.cleaned_data["tools"],
+            replay=form.cleaned_data["replay"],
+        )
+    except (InvalidInput, Conflict) as exc:
+        form.add_error(None, exc.message)
+        return render(
+            request,
+            "audit/replays.html",
+            {"form": period_form, "presets": PRESETS, "period": period, "start_form": form},
+            status=400,
+        )
+    # The report of a period that ends now shows them, running, then ended.
+    query = urlencode({"period": "hour", "started": len(started)})
+    return redirect(f"{reverse('chat:audit_replays')}?{query}")
 
 
 @require_GET

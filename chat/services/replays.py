@@ -194,3 +194,18 @@ def _without_final_answer(rows: list[Message], original: Run) -> list[Message]:
     if answers and not answers[-1].tool_calls:
         return [m for m in rows if m.pk != answers[-1].pk]
     return rows
+
+
+def runs_replay(*, runs: list[Run], models: list[str], tools: str, replay: str) -> list[Run]:
+    """Replay each run on each model (the audit's batch); the queued replays.
+
+    Everything is checked before the first replay is stored; the queue's
+    workers bound how many run at once.
+    """
+    for model in models:
+        _replay_check(model=model, tools=tools, replay=replay, system_prompt=None, mode=None)
+    return [
+        run_replay(run=run, model=model, tools=tools, replay=replay)
+        for run in runs
+        for model in models
+    ]

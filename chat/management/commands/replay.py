@@ -16,13 +16,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from chat.exceptions import Conflict, InvalidInput
-from chat.models import ACTIVE_RUN_STATUSES, ReplayMode, ReplayTools, Run, RunStatus
+from chat.models import ACTIVE_RUN_STATUSES, ReplayMode, ReplayTools, Run
 from chat.replay_report import ReportRow, report_csv, report_row, report_table, report_totals
+from chat.selectors import runs_to_replay
 from chat.services.conversations import model_chosen
 from chat.services.replays import run_replay
 from chat.services.runs import run_cancel
@@ -127,19 +129,19 @@ class Command(BaseCommand):
 
 def _runs(options: dict[str, Any]) -> list[Run]:
     """The completed runs the options select (no replays), newest first, at most `--limit`."""
-    runs = Run.objects.filter(status=RunStatus.COMPLETED, replay_of__isnull=True)
-    if options["run"]:
-        runs = runs.filter(pk__in=options["run"])
-    if options["conversation"]:
-        runs = runs.filter(conversation_id__in=options["conversation"])
+    since: datetime | None = None
     if options["since"]:
-        since: datetime | None = parse_datetime(options["since"])
+        since = parse_datetime(options["since"])
         if since is None:
             raise CommandError(f"--since {options['since']!r} is not an ISO 8601 time.")
         if timezone.is_naive(since):
             since = timezone.make_aware(since)
-        runs = runs.filter(created_at__gte=since)
     try:
-        return list(runs.select_related("conversation").order_by("-created_at")[: options["limit"]])
-    except Exception as exc:  # a malformed id: the database's own words
+        return runs_to_replay(
+            run_ids=options["run"],
+            conversation_ids=options["conversation"],
+            since=since,
+            limit=options["limit"],
+        )
+    except (ValidationError, ValueError) as exc:  # a malformed id
         raise CommandError(f"Bad --run or --conversation: {exc}") from None

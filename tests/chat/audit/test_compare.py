@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from chat.models import RunStatus
+from chat.models import Run, RunStatus
 from chat.services.replays import run_replay
 from tests.chat.audit.scripted import PACE, two_pass_run
 from tests.factories import UserFactory
@@ -87,3 +87,48 @@ def test_the_replays_page_reports_the_periods_replays_per_model(llm_server):
     user = Client()
     user.force_login(owner)
     assert user.get("/audit/replays/").status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_staff_start_replays_of_a_periods_runs_and_watch_them_end(llm_server, settings):
+    settings.LLM_ALLOWED_MODELS = ["other-model"]
+    owner = UserFactory(username="ada")
+    originals = [two_pass_run(llm_server, owner) for _ in range(2)]
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+    page = staff.get("/audit/replays/?period=hour").content.decode()
+    assert 'data-testid="replay-start"' in page
+    assert "openai/other-model" in page
+    llm_server.responder = lambda body: text_reply("Another answer.")
+
+    started = staff.post(
+        "/audit/replays/start/?period=hour",
+        {"models": ["openai/other-model"], "limit": "5", "tools": "recorded", "replay": "free"},
+    )
+
+    assert started.status_code == 302
+    assert started["Location"] == "/audit/replays/?period=hour&started=2"
+    replicas = list(Run.objects.filter(replay_of__in=originals))
+    assert len(replicas) == 2
+    for replica in replicas:
+        assert wait_for_run(replica).status == RunStatus.COMPLETED
+    report = staff.get(started["Location"]).content.decode()
+    assert "2 replays started." in report
+    assert "still running" not in report
+    assert report.count("/compare/") == 2
+    # Bad choices start nothing; non-staff cannot start.
+    bad = staff.post(
+        "/audit/replays/start/?period=hour",
+        {"models": ["nowhere/nothing"], "limit": "5", "tools": "recorded", "replay": "free"},
+    )
+    assert bad.status_code == 400
+    forced_live = staff.post(
+        "/audit/replays/start/?period=hour",
+        {"models": ["openai/other-model"], "limit": "5", "tools": "live", "replay": "forced"},
+    )
+    assert forced_live.status_code == 400
+    assert "forced replay runs no tool" in forced_live.content.decode()
+    user = Client()
+    user.force_login(owner)
+    assert user.post("/audit/replays/start/?period=hour", {}).status_code == 403
+    assert Run.objects.filter(replay_of__isnull=False).count() == 2
