@@ -21,6 +21,7 @@ from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
 from chat.audit.period import PRESETS, period_errors, period_from_query
 from chat.audit.plots import histogram_plot, timeseries_plot, width_text
 from chat.audit.queries import (
+    REPLAY_FILTERS,
     audit_conversation_get,
     audit_run_get,
     audit_run_page,
@@ -74,8 +75,11 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
     if period is None:
         return render(request, "audit/overview.html", context, status=400)
     status = request.GET.get("status", "")
+    replays = request.GET.get("replays", "")
     stats = audit_stats(period)
-    page = audit_run_page(page=request.GET.get("page"), status=status, period=period)
+    page = audit_run_page(
+        page=request.GET.get("page"), status=status, period=period, replays=replays
+    )
     context.update(
         stats=stats,
         tools=tool_table(stats.tools),
@@ -89,6 +93,8 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
         rows=_run_rows(list(page.object_list)),
         status=status if status in RunStatus.values else "",
         statuses=RunStatus.choices,
+        replays=replays if replays in REPLAY_FILTERS else "",
+        replay_filters=REPLAY_FILTERS.items(),
     )
     return render(request, "audit/overview.html", context)
 

@@ -71,6 +71,13 @@ def test_the_replays_page_reports_the_periods_replays_per_model(llm_server):
 
     overview = staff.get("/audit/?period=hour").content.decode()
     assert "/audit/replays/?period=hour" in overview
+    assert overview.count('data-testid="replay-mark"') == 1  # the runs list says which
+    without = staff.get("/audit/?period=hour&replays=no").content.decode()
+    only = staff.get("/audit/?period=hour&replays=only").content.decode()
+    assert f'data-run="{original.pk}"' in without
+    assert f'data-run="{replica.pk}"' not in without
+    assert f'data-run="{replica.pk}"' in only
+    assert f'data-run="{original.pk}"' not in only
     page = staff.get("/audit/replays/?period=hour")
 
     assert page.status_code == 200
