@@ -401,3 +401,40 @@ def test_a_replay_composes_with_its_own_model_not_the_compose_model(llm_server, 
 
     assert replica.status == RunStatus.COMPLETED, replica.error
     assert [r["model"] for r in llm_server.requests] == ["other-model", "other-model"]
+
+
+@pytest.mark.parametrize(("mode", "max_steps"), [("loop", 1), ("loop", 5), ("llm", 5)])
+def test_a_forced_replay_on_the_same_model_sends_each_step_as_the_original_did(
+    llm_server, user, mode, max_steps
+):
+    conversation = ConversationFactory(owner=user, mode=mode, max_steps=max_steps)
+    if mode == "llm":
+        first = text_reply(
+            json.dumps(
+                {
+                    "done": False,
+                    "next_tool": "calculator",
+                    "arguments": {"expression": "6*7"},
+                    "final_output": "",
+                }
+            )
+        )
+        last = text_reply(
+            json.dumps({"done": True, "next_tool": "", "arguments": {}, "final_output": "42."})
+        )
+    else:
+        first = tool_calls_reply([("calculator", '{"expression": "6*7"}')])
+        last = text_reply("42.")
+    llm_server.push(first, last)
+    original = wait_for_run(run_start(conversation=conversation, content="6*7?"))
+    assert original.status == RunStatus.COMPLETED, original.error
+    llm_server.push(first, last)
+
+    replica = replay(token_client(user), original, replay="forced")
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    originals = ModelCall.objects.filter(run=original).exclude(purpose="suggest")
+    forced = ModelCall.objects.filter(run=replica)
+    pairs = [(c.step, c.purpose, c.request_hash) for c in originals.order_by("started_at")]
+    assert [(c.step, c.purpose, c.request_hash) for c in forced.order_by("started_at")] == pairs
+    assert Message.objects.get(run=replica, role=Role.ASSISTANT).content == "42."
