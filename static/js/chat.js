@@ -98,7 +98,7 @@ function start(root) {
     startEdit: (view) => composer.startEdit(view),
     sendSuggestion: (text) => composer.sendText(text),
     modeName: () => sidebar.modeName(sidebar.mode()),
-    replayPanel: (runId) => createReplayPanel(runId, { api, staff: STAFF }),
+    replayPanel: (runId, answeredBy) => createReplayPanel(runId, { api, staff: STAFF, answeredBy }),
     decide: (executionId, action, reason) =>
       api("POST", "/tool-executions/" + encodeURIComponent(executionId) + "/" + action + "/", { reason }).then(
         () => clearApproval(executionId),

@@ -29,7 +29,8 @@ import { lastOnes } from "./thread.js";
  * @property {(view: MessageView) => void} startEdit put the last question in the composer
  * @property {(text: string) => void} sendSuggestion send a chip's text
  * @property {() => string} modeName the mode a draft will be created with
- * @property {(runId: string) => HTMLElement} replayPanel "Try with another model…" for a turn (replay.js)
+ * @property {(runId: string, answeredBy: string) => HTMLElement} replayPanel "Try with another model…" for a
+ *   turn (replay.js); `answeredBy` is the model that wrote the answer, which the picker does not pick first
  *
  * @typedef {Object} MessageNode
  * @property {HTMLElement} node
@@ -380,7 +381,7 @@ export function createRenderer(log, options) {
       if (panel) {
         panel.hidden = !panel.hidden;
       } else {
-        panel = options.replayPanel(runId);
+        panel = options.replayPanel(runId, (entry.view.message && entry.view.message.model) || "");
         entry.node.appendChild(panel);
       }
       button.setAttribute("aria-expanded", String(!panel.hidden));

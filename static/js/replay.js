@@ -25,6 +25,7 @@ import { formatMs } from "./format.js";
  * @typedef {Object} ReplayHooks
  * @property {(method: string, path: string, body?: object) => Promise<any>} api
  * @property {boolean} staff links to the audit's comparison
+ * @property {string} [answeredBy] the model that wrote the answer: another is picked first
  * @property {number} [pollMs] how often the replay's status is read
  *
  * @typedef {Object} ComparisonLines
@@ -66,6 +67,18 @@ export function comparisonLines(compared) {
     ? [{ op: "equal", text: replay.status === "completed" ? "(no answer)" : "The replay " + replay.status + "." }]
     : compared.answer_diff.filter((part) => part.op !== "delete");
   return { heading: "On " + model + ":", diff, calls, figures };
+}
+
+/**
+ * Whether a model id (`provider/model`) names the model a message says wrote it (its name
+ * on its server, or the id itself).
+ * @param {string} id
+ * @param {string} model
+ * @returns {boolean}
+ */
+export function sameModel(id, model) {
+  if (!model) return false;
+  return id === model || id.slice(id.indexOf("/") + 1) === model;
 }
 
 /**
@@ -120,6 +133,9 @@ export function createReplayPanel(runId, hooks) {
         option.textContent = model.label || model.id;
         select.appendChild(option);
       }
+      // "Another model": the first one listed that did not write this answer, if any.
+      const other = Array.from(select.options).find((option) => !sameModel(option.value, hooks.answeredBy || ""));
+      if (other) select.value = other.value;
       go.disabled = select.options.length === 0;
     },
     (/** @type {Error} */ error) => {

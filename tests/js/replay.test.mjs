@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { comparisonLines } from "../../static/js/replay.js";
+import { comparisonLines, sameModel } from "../../static/js/replay.js";
 
 /** @param {object} fields */
 function run(fields) {
@@ -59,5 +59,14 @@ describe("the replay panel's comparison", () => {
     assert.deepEqual(lines.diff, [{ op: "equal", text: "The replay failed." }]);
     assert.deepEqual(lines.calls, ["No tool call (the original made 1)."]);
     assert.equal(lines.figures, "Latency 600 ms → —, 30 tokens → tokens not reported.");
+  });
+});
+
+describe("the model a replay is tried on first", () => {
+  test("is not the one that wrote the answer, named by id or by its server's name", () => {
+    assert.equal(sameModel("local/qwen3", "qwen3"), true);
+    assert.equal(sameModel("local/qwen3", "local/qwen3"), true);
+    assert.equal(sameModel("openai/gpt-4.1-mini", "qwen3"), false);
+    assert.equal(sameModel("offline/offline", ""), false);
   });
 });
