@@ -438,3 +438,52 @@ def test_a_forced_replay_on_the_same_model_sends_each_step_as_the_original_did(
     pairs = [(c.step, c.purpose, c.request_hash) for c in originals.order_by("started_at")]
     assert [(c.step, c.purpose, c.request_hash) for c in forced.order_by("started_at")] == pairs
     assert Message.objects.get(run=replica, role=Role.ASSISTANT).content == "42."
+
+
+def test_a_recorded_call_whose_worker_died_is_served_again_not_interrupted(llm_server, user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chat.engine.tool_calls import tool_call_execute
+
+    original = record_note_turn(llm_server, user)
+    recorded = ToolExecution.objects.get(run=original)
+    llm_server.push(text_reply("Sure."))
+    replica = replay(token_client(user), original)
+    # A call of the replay left running by a worker that died long ago (record_note is
+    # not idempotent: a live run would record it interrupted rather than run it twice).
+    Run.objects.filter(pk=replica.pk).update(status=RunStatus.RUNNING, finished_at=None)
+    call = {
+        "id": "call_lost",
+        "type": "function",
+        "function": {"name": "record_note", "arguments": '{"title": "Milk", "body": "two litres"}'},
+    }
+    asking = Message.objects.create(
+        conversation=replica.conversation,
+        run=replica,
+        position=10,
+        role=Role.ASSISTANT,
+        content=None,
+        tool_calls=[call],
+    )
+    long_ago = timezone.now() - timedelta(minutes=10)
+    lost = ToolExecution.objects.create(
+        run=replica,
+        message=asking,
+        tool_call_id="call_lost",
+        name="record_note",
+        status=ExecutionStatus.RUNNING,
+        started_at=long_ago,
+        heartbeat_at=long_ago,
+    )
+
+    llm_server.push(text_reply("Noted."))  # the run the last call wakes composes its answer
+
+    tool_call_execute(execution_id=lost.pk)
+
+    lost.refresh_from_db()
+    assert lost.status == ExecutionStatus.REPLAYED
+    assert lost.replayed_from_id == recorded.pk
+    assert Resource.objects.count() == 1
+    assert wait_for_run(replica).status == RunStatus.COMPLETED
