@@ -9,11 +9,14 @@ each call's audit row says how it was answered.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
+from django.utils import timezone
 from rest_framework.throttling import ScopedRateThrottle
 
+from chat.engine.tool_calls import tool_call_execute
 from chat.models import (
     Conversation,
     ExecutionStatus,
@@ -441,12 +444,6 @@ def test_a_forced_replay_on_the_same_model_sends_each_step_as_the_original_did(
 
 
 def test_a_recorded_call_whose_worker_died_is_served_again_not_interrupted(llm_server, user):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from chat.engine.tool_calls import tool_call_execute
-
     original = record_note_turn(llm_server, user)
     recorded = ToolExecution.objects.get(run=original)
     llm_server.push(text_reply("Sure."))
