@@ -7,6 +7,8 @@ someone else's object: the API never has to remember to check ownership.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
@@ -137,17 +139,20 @@ def history_rows(*, conversation: Conversation, max_messages: int | None = None)
 
 
 def conversation_list(
-    *, user: AbstractBaseUser | AnonymousUser, search: str = ""
+    *, user: AbstractBaseUser | AnonymousUser, search: str = "", replays: bool = False
 ) -> QuerySet[Conversation]:
     """The user's conversations, each annotated with `active_run_id` (one query for a page).
 
     `search` keeps those whose title, or a current user or assistant message,
-    contains it (case-insensitive).
+    contains it (case-insensitive). A replay's conversation (`replay_of`) is
+    not one the user held: it is left out unless `replays`.
     """
     active = Run.objects.filter(
         conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
     ).values("pk")[:1]
     conversations = Conversation.objects.filter(owner_id=user.pk)
+    if not replays:
+        conversations = conversations.filter(replay_of__isnull=True)
     if search:
         said = current_messages(OuterRef("pk")).filter(
             role__in=[Role.USER, Role.ASSISTANT], content__icontains=search
@@ -161,7 +166,7 @@ def conversation_detail(
 ) -> Conversation:
     """One own conversation as `conversation_list` annotates it; ConversationNotFound otherwise."""
     try:
-        return conversation_list(user=user).get(pk=conversation_id)
+        return conversation_list(user=user, replays=True).get(pk=conversation_id)
     except (Conversation.DoesNotExist, ValidationError, ValueError):
         raise ConversationNotFound("Conversation not found.") from None
 
@@ -225,6 +230,32 @@ def run_detail(*, run_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUse
         ).get(pk=run_id, conversation__owner_id=user.pk)
     except (Run.DoesNotExist, ValidationError, ValueError):
         raise RunNotFound("Run not found.") from None
+
+
+def runs_to_replay(
+    *,
+    run_ids: Sequence[Any] = (),
+    conversation_ids: Sequence[Any] = (),
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 100,
+) -> list[Run]:
+    """Completed runs that are no replays, newest first, at most `limit` (any owner: staff's)."""
+    runs = Run.objects.filter(status=RunStatus.COMPLETED, replay_of__isnull=True)
+    if run_ids:
+        runs = runs.filter(pk__in=run_ids)
+    if conversation_ids:
+        runs = runs.filter(conversation_id__in=conversation_ids)
+    if since is not None:
+        runs = runs.filter(created_at__gte=since)
+    if until is not None:
+        runs = runs.filter(created_at__lt=until)
+    return list(runs.select_related("conversation").order_by("-created_at")[:limit])
+
+
+def run_replay_list(*, run: Run) -> QuerySet[Run]:
+    """The replays of a run (chat/services/replays.py), oldest first, each with its conversation."""
+    return Run.objects.filter(replay_of=run).select_related("conversation").order_by("created_at")
 
 
 def run_final_message(*, run: Run) -> Message | None:

@@ -6,10 +6,10 @@ theirs in chat/admin/trail.py.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.db.models import prefetch_related_objects
+from django.db.models import QuerySet, prefetch_related_objects
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -27,7 +27,7 @@ from chat.admin.base import (
 )
 from chat.audit.queries import run_calls_prefetch, run_latency_breakdown
 from chat.audit.waterfall import run_waterfall
-from chat.models import ModelCall, Run, ToolExecution
+from chat.models import ModelCall, ReplayMode, Run, ToolExecution
 
 if TYPE_CHECKING:
     # django-stubs makes these generic; at runtime Django's classes are not subscriptable.
@@ -84,6 +84,24 @@ class ToolExecutionInline(ReadOnlyAdminMixin, ToolExecutionInlineBase):
         return truncated_flag(obj)
 
 
+class ReplayFilter(admin.SimpleListFilter):
+    """Replays (docs/replay.md) apart from the runs of real traffic."""
+
+    title = "replay"
+    parameter_name = "replay"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("no", "Not a replay"), ("free", "Free replays"), ("forced", "Forced replays")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
+        value = self.value()
+        if value == "no":
+            return queryset.filter(replay_of__isnull=True)
+        if value in ReplayMode.values:
+            return queryset.filter(replay_mode=value)
+        return queryset
+
+
 @admin.register(Run)
 class RunAdmin(RunRecordAdminMixin, RunAdminBase):
     list_display = (
@@ -98,7 +116,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "started",
         "finished",
     )
-    list_filter = ("status", "mode")
+    list_filter = ("status", "mode", ReplayFilter)
     list_select_related = ("conversation__owner",)
     search_fields = ("conversation__title", "conversation__owner__username", "error")
     date_hierarchy = "created_at"
@@ -118,12 +136,18 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "started_at",
         "finished_at",
         "heartbeat_at",
+        "replay_of",
+        "replay_tools",
+        "replay_mode",
         "system_prompt_text",
         "error_text",
     )
     readonly_fields = (
         "tool_steps",
         "audit_link",
+        "replay_of",
+        "replay_tools",
+        "replay_mode",
         "waterfall",
         "latency_breakdown",
         "system_prompt_text",

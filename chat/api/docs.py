@@ -87,6 +87,7 @@ CONVERSATION = {
     "system_prompt": "Answer in one sentence.",
     "active_run_id": None,
     "last_event_seq": 14,
+    "replay_of": None,
     "created_at": "2025-05-01T09:30:00.120000Z",
     "updated_at": "2025-05-01T09:31:02.410000Z",
 }
@@ -174,6 +175,7 @@ TOOL_EXECUTION = {
     "finished_at": "2025-05-01T09:31:00.690000Z",
     "duration_ms": 30,
     "attempts": 1,
+    "replayed_from": None,
 }
 
 APPROVAL_EXECUTION = {
@@ -210,6 +212,9 @@ RUN = {
     "steps": 1,
     "model_calls": 2,
     "error": "",
+    "replay_of": None,
+    "replay_tools": "",
+    "replay_mode": "",
     "created_at": "2025-05-01T09:31:00.010000Z",
     "started_at": "2025-05-01T09:31:00.020000Z",
     "finished_at": "2025-05-01T09:31:01.310000Z",
@@ -235,6 +240,7 @@ RUN = {
             "prompt_tokens": 412,
             "completion_tokens": 18,
             "attempts": 1,
+            "forced_answer": None,
         }
     ],
     "tool_executions": [TOOL_EXECUTION],

@@ -21,6 +21,8 @@ from chat.models import (
     Message,
     Mode,
     ModelCall,
+    ReplayMode,
+    ReplayTools,
     Role,
     Run,
     RunStatus,
@@ -39,6 +41,13 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
     last_event_seq = serializers.IntegerField(
         read_only=True, help_text="The seq of the newest event: resume live events after it."
     )
+    replay_of = serializers.UUIDField(
+        source="replay_of_id",
+        read_only=True,
+        allow_null=True,
+        help_text="A replay's conversation: the run it replays (such conversations are left "
+        "out of the list). Null for any other.",
+    )
 
     class Meta:
         model = Conversation
@@ -51,6 +60,7 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
             "system_prompt",
             "active_run_id",
             "last_event_seq",
+            "replay_of",
             "created_at",
             "updated_at",
         ]
@@ -211,6 +221,12 @@ class ModelCallSerializer(serializers.ModelSerializer[ModelCall]):
     tools_offered = serializers.ListField(
         child=serializers.CharField(), read_only=True, help_text="Names of the tools sent."
     )
+    forced_answer = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="A forced replay's call: what the model answered at the original's step, "
+        "`{content, tool_calls}` (nothing ran); null for every other call.",
+    )
 
     class Meta:
         model = ModelCall
@@ -233,6 +249,7 @@ class ModelCallSerializer(serializers.ModelSerializer[ModelCall]):
             "prompt_tokens",
             "completion_tokens",
             "attempts",
+            "forced_answer",
         ]
         read_only_fields = fields
 
@@ -255,6 +272,13 @@ class ToolExecutionSerializer(serializers.ModelSerializer[ToolExecution]):
         read_only=True, allow_null=True, help_text="The tool's raw result, before truncation."
     )
     status = serializers.ChoiceField(choices=ExecutionStatus.choices, read_only=True)
+    replayed_from = serializers.UUIDField(
+        source="replayed_from_id",
+        read_only=True,
+        allow_null=True,
+        help_text="A `replayed` call of a replay: the original's call whose recorded result it "
+        "was served. Null otherwise.",
+    )
 
     class Meta:
         model = ToolExecution
@@ -282,6 +306,7 @@ class ToolExecutionSerializer(serializers.ModelSerializer[ToolExecution]):
             "finished_at",
             "duration_ms",
             "attempts",
+            "replayed_from",
         ]
         read_only_fields = fields
 
@@ -313,6 +338,25 @@ class RunSerializer(serializers.ModelSerializer[Run]):
         help_text="A run of /v1/chat/completions: the tools its client declared (their calls "
         "went back to the client); null otherwise.",
     )
+    replay_of = serializers.UUIDField(
+        source="replay_of_id",
+        read_only=True,
+        allow_null=True,
+        help_text="A replay (POST /api/v1/runs/{id}/replay/): the run it replays; null otherwise.",
+    )
+    replay_tools = serializers.ChoiceField(
+        choices=ReplayTools.choices,
+        allow_blank=True,
+        read_only=True,
+        help_text="A replay's tools: `recorded` (served from the original's record) or `live`; "
+        "empty for a run that is no replay.",
+    )
+    replay_mode = serializers.ChoiceField(
+        choices=ReplayMode.choices,
+        allow_blank=True,
+        read_only=True,
+        help_text="A replay's way: `free` or `forced` (teacher-forced); empty otherwise.",
+    )
 
     class Meta:
         model = Run
@@ -327,6 +371,9 @@ class RunSerializer(serializers.ModelSerializer[Run]):
             "error",
             "client_options",
             "client_tools",
+            "replay_of",
+            "replay_tools",
+            "replay_mode",
             "created_at",
             "started_at",
             "finished_at",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chat.api import conversations, messages, models, resources, runs, tools
+from chat.api import conversations, messages, models, replays, resources, runs, tools
 from chat.api.base import route
 from chat.api.errors import api_not_found
 
@@ -50,6 +50,9 @@ urlpatterns = [
     path("runs/<uuid:run_id>/", runs.RunDetailApi.as_view(), name="run"),
     path("runs/<uuid:run_id>/events/", runs.RunEventListApi.as_view(), name="run-events"),
     path("runs/<uuid:run_id>/cancel/", runs.RunCancelApi.as_view(), name="run-cancel"),
+    path("runs/<uuid:run_id>/replay/", replays.RunReplayApi.as_view(), name="run-replay"),
+    path("runs/<uuid:run_id>/replays/", replays.RunReplayListApi.as_view(), name="run-replays"),
+    path("runs/<uuid:run_id>/compare/", replays.RunCompareApi.as_view(), name="run-compare"),
     path("resources/<uuid:resource_id>/", resources.ResourceDetailApi.as_view(), name="resource"),
     path("models/", models.ModelListApi.as_view(), name="models"),
     path("tools/", tools.ToolListApi.as_view(), name="tools"),

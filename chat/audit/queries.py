@@ -76,11 +76,16 @@ def _step_count() -> Coalesce:
     return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
 
 
+# The overview's choice of runs by whether they are replays (docs/replay.md); "" all.
+REPLAY_FILTERS = {"no": "Not replays", "only": "Replays only"}
+
+
 def audit_runs(
     *,
     status: str = "",
     period: Period | None = None,
     conversation_id: uuid.UUID | None = None,
+    replays: str = "",
 ) -> QuerySet[Run]:
     """Runs, newest first, each with the start of its user's message and its counts.
 
@@ -90,7 +95,8 @@ def audit_runs(
     `replaced_by_regenerate` (a later run answered the same question again): its
     messages are superseded, kept for the record. The counts are correlated subqueries, so a page of
     runs costs one query whatever the runs hold, and counting the runs costs
-    none of them. An unknown `status` is ignored.
+    none of them. An unknown `status` is ignored; `replays` ("no", "only", "" for
+    all) keeps the runs that are not replays, or only those.
     """
     runs: QuerySet[Run] = (
         Run.objects.select_related("conversation__owner")
@@ -119,6 +125,8 @@ def audit_runs(
         runs = runs.filter(created_at__gte=period.start, created_at__lt=period.end)
     if conversation_id is not None:
         runs = runs.filter(conversation_id=conversation_id)
+    if replays in REPLAY_FILTERS:
+        runs = runs.filter(replay_of__isnull=replays == "no")
     return runs
 
 
@@ -129,9 +137,12 @@ def audit_run_page(
     period: Period | None = None,
     conversation_id: uuid.UUID | None = None,
     oldest_first: bool = False,
+    replays: str = "",
 ) -> Page[Run]:
     """A page of `audit_runs` (two queries: the count and the page)."""
-    runs = audit_runs(status=status, period=period, conversation_id=conversation_id)
+    runs = audit_runs(
+        status=status, period=period, conversation_id=conversation_id, replays=replays
+    )
     if oldest_first:
         runs = runs.order_by("created_at", "id")
     return Paginator(runs, RUNS_PER_PAGE).get_page(page)

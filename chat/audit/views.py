@@ -1,8 +1,9 @@
 """The staff audit pages: statistics for a period with its runs, a conversation's runs,
-one run's waterfall and timeline, and the tool and model tables as CSV."""
+one run's waterfall and timeline, two runs compared, and the tool and model tables as CSV."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from functools import wraps
@@ -12,13 +13,15 @@ from urllib.parse import urlencode
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
 
 from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
 from chat.audit.period import PRESETS, period_errors, period_from_query
 from chat.audit.plots import histogram_plot, timeseries_plot, width_text
 from chat.audit.queries import (
+    REPLAY_FILTERS,
     audit_conversation_get,
     audit_run_get,
     audit_run_page,
@@ -26,11 +29,16 @@ from chat.audit.queries import (
     run_latency_breakdown,
     run_timeline,
 )
+from chat.audit.replays import ReplayStartForm
 from chat.audit.stats import audit_stats, model_stats, tool_stats
-from chat.audit.tables import Table, model_table, table_csv, tool_table
+from chat.audit.tables import model_table, table_csv, tool_table
 from chat.audit.waterfall import run_waterfall
-from chat.exceptions import ConversationNotFound, RunNotFound
-from chat.models import RunStatus
+from chat.comparison import comparison
+from chat.exceptions import Conflict, ConversationNotFound, InvalidInput, RunNotFound
+from chat.models import ACTIVE_RUN_STATUSES, Run, RunStatus
+from chat.replay_report import ReportRow, report_csv, report_row, report_totals
+from chat.selectors import runs_to_replay
+from chat.services.replays import runs_replay
 
 View = Callable[..., HttpResponse]
 
@@ -67,8 +75,11 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
     if period is None:
         return render(request, "audit/overview.html", context, status=400)
     status = request.GET.get("status", "")
+    replays = request.GET.get("replays", "")
     stats = audit_stats(period)
-    page = audit_run_page(page=request.GET.get("page"), status=status, period=period)
+    page = audit_run_page(
+        page=request.GET.get("page"), status=status, period=period, replays=replays
+    )
     context.update(
         stats=stats,
         tools=tool_table(stats.tools),
@@ -82,11 +93,14 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
         rows=_run_rows(list(page.object_list)),
         status=status if status in RunStatus.values else "",
         statuses=RunStatus.choices,
+        replays=replays if replays in REPLAY_FILTERS else "",
+        replay_filters=REPLAY_FILTERS.items(),
     )
     return render(request, "audit/overview.html", context)
 
 
-def _csv(request: HttpRequest, name: str, build: Callable[..., Table]) -> HttpResponse:
+def _csv(request: HttpRequest, name: str, build: Callable[..., str]) -> HttpResponse:
+    """The CSV `build(period)` writes for the query's period, as a download; 400 for a bad one."""
     period, form = period_from_query(request.GET)
     if period is None:
         return HttpResponse(
@@ -94,7 +108,7 @@ def _csv(request: HttpRequest, name: str, build: Callable[..., Table]) -> HttpRe
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    response = HttpResponse(table_csv(build(period)), content_type="text/csv; charset=utf-8")
+    response = HttpResponse(build(period), content_type="text/csv; charset=utf-8")
     filename = f"toolchat-{name}-{period.start:%Y%m%dT%H%M}-{period.end:%Y%m%dT%H%M}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -104,14 +118,14 @@ def _csv(request: HttpRequest, name: str, build: Callable[..., Table]) -> HttpRe
 @staff_required
 def audit_tools_csv(request: HttpRequest) -> HttpResponse:
     """The per-tool table of the overview, as CSV."""
-    return _csv(request, "tools", lambda period: tool_table(tool_stats(period)))
+    return _csv(request, "tools", lambda period: table_csv(tool_table(tool_stats(period))))
 
 
 @require_GET
 @staff_required
 def audit_models_csv(request: HttpRequest) -> HttpResponse:
     """The per-model table of the overview, as CSV."""
-    return _csv(request, "models", lambda period: model_table(model_stats(period)))
+    return _csv(request, "models", lambda period: table_csv(model_table(model_stats(period))))
 
 
 @require_GET
@@ -196,5 +210,141 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             "tool_calls": len(executions),
             "failures": sum(1 for line in breakdown if line.failed),
             "client_options_json": pretty_json(run.client_options),
+            "replays": list(run.replays.select_related("conversation").order_by("created_at")),
         },
     )
+
+
+@require_GET
+@staff_required
+def audit_run_compare(request: HttpRequest, run_id: uuid.UUID, other_id: uuid.UUID) -> HttpResponse:
+    """Two runs side by side (a replay and its original): figures, answers, calls, waterfalls."""
+    try:
+        first, second = audit_run_get(run_id=run_id), audit_run_get(run_id=other_id)
+    except RunNotFound:
+        raise Http404("Run not found.") from None
+    compared = comparison(first, second)
+    for step in compared["steps"]:
+        for call in (call for calls in step["calls"] for call in calls):
+            call["arguments_json"] = json.dumps(call["arguments"], ensure_ascii=False)
+    # One time axis for both, so that the longer run looks longer.
+    axis = float(max(first.latency_ms or 0, second.latency_ms or 0))
+    sides = [
+        {
+            "run": run,
+            "side": side,
+            "waterfall": run_waterfall(run, axis_ms=axis),
+            "uid": run.pk.hex[:8],
+        }
+        for run, side in zip((first, second), compared["runs"], strict=True)
+    ]
+    return render(
+        request,
+        "audit/run_compare.html",
+        {"sides": sides, "compared": compared, "first": first, "second": second},
+    )
+
+
+# The most replays the report page compares (each comparison reads both runs' rows).
+MAX_REPORTED_REPLAYS = 100
+
+
+def _replay_rows(period: Any) -> tuple[list[ReportRow], int]:
+    """The ended replays begun in the period, newest first, each against its original."""
+    replays = (
+        Run.objects.filter(
+            replay_of__isnull=False, created_at__gte=period.start, created_at__lt=period.end
+        )
+        .exclude(status__in=ACTIVE_RUN_STATUSES)
+        .select_related("replay_of", "conversation")
+        .order_by("-created_at")
+    )
+    total = replays.count()
+    rows = [
+        report_row(run.replay_of, run, model=run.conversation.model)
+        for run in replays[:MAX_REPORTED_REPLAYS]
+        if run.replay_of is not None
+    ]
+    return rows, total
+
+
+@require_GET
+@staff_required
+def audit_replays(request: HttpRequest) -> HttpResponse:
+    """The replays of a period as `manage.py replay` reports them: per replay, then per model."""
+    period, form = period_from_query(request.GET)
+    context: dict[str, Any] = {
+        "form": form,
+        "presets": PRESETS,
+        "period": period,
+        "errors": period_errors(form),
+    }
+    if period is None:
+        return render(request, "audit/replays.html", context, status=400)
+    rows, total = _replay_rows(period)
+    context.update(
+        rows=rows,
+        totals=report_totals(rows),
+        total=total,
+        shown=len(rows),
+        period_query=urlencode(period.query()),
+        running=_running_replays(period),
+        start_form=ReplayStartForm(),
+        started=request.GET.get("started", ""),
+    )
+    return render(request, "audit/replays.html", context)
+
+
+def _running_replays(period: Any) -> int:
+    return Run.objects.filter(
+        replay_of__isnull=False,
+        created_at__gte=period.start,
+        status__in=ACTIVE_RUN_STATUSES,
+    ).count()
+
+
+@require_POST
+@staff_required
+def audit_replays_start(request: HttpRequest) -> HttpResponse:
+    """Replay the period's newest completed runs on the models chosen; back to the report."""
+    period, period_form = period_from_query(request.GET)
+    form = ReplayStartForm(request.POST)
+    if period is None or not form.is_valid():
+        return render(
+            request,
+            "audit/replays.html",
+            {
+                "form": period_form,
+                "presets": PRESETS,
+                "period": period,
+                "errors": period_errors(period_form),
+                "start_form": form,
+            },
+            status=400,
+        )
+    runs = runs_to_replay(since=period.start, until=period.end, limit=form.cleaned_data["limit"])
+    try:
+        started = runs_replay(
+            runs=runs,
+            models=form.cleaned_data["models"],
+            tools=form.cleaned_data["tools"],
+            replay=form.cleaned_data["replay"],
+        )
+    except (InvalidInput, Conflict) as exc:
+        form.add_error(None, exc.message)
+        return render(
+            request,
+            "audit/replays.html",
+            {"form": period_form, "presets": PRESETS, "period": period, "start_form": form},
+            status=400,
+        )
+    # The report of a period that ends now shows them, running, then ended.
+    query = urlencode({"period": "hour", "started": len(started)})
+    return redirect(f"{reverse('chat:audit_replays')}?{query}")
+
+
+@require_GET
+@staff_required
+def audit_replays_csv(request: HttpRequest) -> HttpResponse:
+    """The replays of a period as CSV (as `manage.py replay` saves it)."""
+    return _csv(request, "replays", lambda period: report_csv(_replay_rows(period)[0]))

@@ -303,8 +303,12 @@ def _shown_total(run: Run, total: float) -> int:
     return run.latency_ms if run.latency_ms is not None else int(total)
 
 
-def run_waterfall(run: Run) -> Waterfall:
-    """The waterfall of a run whose model calls and tool executions are prefetched."""
+def run_waterfall(run: Run, *, axis_ms: float = 0.0) -> Waterfall:
+    """The waterfall of a run whose model calls and tool executions are prefetched.
+
+    `axis_ms` stretches its time axis to at least that long: two runs drawn on
+    one page (a comparison) share a scale.
+    """
     origin = run.created_at
     items = [_model_item(call, origin) for call in run.model_call_rows.all()]
     untimed: list[str] = []
@@ -320,11 +324,12 @@ def run_waterfall(run: Run) -> Waterfall:
         total = max([_ms_between(origin, run.finished_at), *ends])
     else:
         total = max([0.0, *ends])
+    scale = max(total, axis_ms)  # what the axis spans; the figures stop at the run's end
     queue_ms = (
         min(max(0.0, _ms_between(origin, run.started_at)), total) if run.started_at else total
     )
     first_row = AXIS_HEIGHT + ROW_HEIGHT  # below the axis and the summary row
-    bars = [_bar(item, total, first_row + i * ROW_HEIGHT) for i, item in enumerate(items)]
+    bars = [_bar(item, scale, first_row + i * ROW_HEIGHT) for i, item in enumerate(items)]
 
     model_spans = [(item.start, item.end) for item in items if item.kind == "model"]
     tool_spans = [(item.start, item.end) for item in items if item.kind == "tool"]
@@ -339,10 +344,10 @@ def run_waterfall(run: Run) -> Waterfall:
         tool_work_ms=sum(end - start for start, end in tool_spans),
         overhead_ms=max(0.0, total - queue_ms - _length(busy)),
         max_parallel=_max_parallel(tool_spans),
-        segments=_segments(total, queue_ms, _union(model_spans), tool_union),
+        segments=_segments(total, queue_ms, _union(model_spans), tool_union, scale=scale),
         bars=bars,
         untimed=untimed,
-        ticks=_ticks(total),
+        ticks=_ticks(scale),
         height=first_row + len(bars) * ROW_HEIGHT + 4,
         summary_y=AXIS_HEIGHT,
     )
@@ -357,8 +362,13 @@ def _segments(
     queue_ms: float,
     model_spans: list[tuple[float, float]],
     tool_spans: list[tuple[float, float]],
+    *,
+    scale: float,
 ) -> list[Segment]:
-    """The summary row: queue, then model, tool and overhead stretches to the end."""
+    """The summary row: queue, then model, tool and overhead stretches to the end.
+
+    Placed on an axis `scale` long (the run's `total`, or more in a comparison).
+    """
     marks: list[_Span] = []
     if queue_ms > 0:
         marks.append(_Span("queue", 0.0, queue_ms))
@@ -391,8 +401,8 @@ def _segments(
             kind=m.kind,
             start_ms=m.start,
             end_ms=m.end,
-            x_pct=_pct(m.start, total),
-            width_pct=_pct(m.end - m.start, total),
+            x_pct=_pct(m.start, scale),
+            width_pct=_pct(m.end - m.start, scale),
         )
         for m in marks
         if m.end > m.start

@@ -27,6 +27,7 @@ from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import RunEnd, run_end
 from chat.engine.lease import run_write
 from chat.engine.model_calls import completion_fill, failed_call_record
+from chat.engine.replay_tools import tools_recorded
 from chat.engine.request import client_tool_names
 from chat.engine.suggestions import model_suggestions_wanted
 from chat.history import message_to_api
@@ -139,10 +140,12 @@ def _plan(run: Run, calls: list[dict[str, Any]]) -> _Plan:
     client_names = client_tool_names(run)
     client = [call for call in calls if call["function"]["name"] in client_names]
     ours = [call for call in calls if call not in client]
+    # A replay with recorded tools runs nothing, so nothing needs a person's approval.
     held = [
         call
         for call in ours
-        if approval_required(call["function"]["name"], _decoded(call["function"]["arguments"]))
+        if not tools_recorded(run)
+        and approval_required(call["function"]["name"], _decoded(call["function"]["arguments"]))
     ]
     inline = len(ours) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS and not held
     # A final answer ends the run here, unless the model's follow-ups are asked first

@@ -7,7 +7,8 @@ a model call its dead worker left), ASKING and COMPOSING make one model call
 (chat/engine/model_step.py), RUNNING_TOOLS runs the step's one call here or
 waits for calls running elsewhere and asks the policy what follows
 (chat/engine/continuation.py), DIRECT answers with the tools' messages, and
-ANSWERED completes the run after the follow-ups (both ends in chat/engine/turn_end.py).
+ANSWERED completes the run after the follow-ups (both ends in chat/engine/turn_end.py);
+FORCED_STEPS is a forced replay's whole turn (chat/engine/forced_replay.py).
 Each returns a trigger and `transition` names the next state; the loop stops
 where nobody holds the run (parked, awaiting approval) or it ended, always by
 chat/engine/finish.py `run_end`.
@@ -32,6 +33,7 @@ from chat.database import database_unreachable
 from chat.engine.answer_store import Step, StepOutcome
 from chat.engine.continuation import Action, Decision, decide_after_tools
 from chat.engine.finish import run_fail
+from chat.engine.forced_replay import forced_replay_run
 from chat.engine.lease import LeaseLost, run_claim, run_recheck_later
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import StepOpening, model_step, step_open
@@ -48,6 +50,7 @@ from chat.models import (
     Message,
     Mode,
     ModelCallPurpose,
+    ReplayMode,
     Role,
     Run,
     RunEvent,
@@ -137,6 +140,8 @@ def _advance(turn: _Turn) -> None:
 def _claimed(turn: _Turn) -> Trigger:
     """Find where the run stands; a run taken over is repaired first."""
     run = turn.run
+    if run.replay_mode == ReplayMode.FORCED:
+        return Trigger.FORCED
     if turn.first:
         # Nothing stored yet but the user's message: the first model call
         # comes next, and announces the run's start with its own.
@@ -191,6 +196,13 @@ def _returns_direct(executions: list[ToolExecution]) -> bool:
     )
 
 
+def _succeeded(execution: ToolExecution) -> bool:
+    """Whether a call worked: it succeeded, or it was served a recorded success (a replay)."""
+    if execution.status == ExecutionStatus.REPLAYED:
+        return not execution.error
+    return execution.status == ExecutionStatus.SUCCEEDED
+
+
 def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
     """Decide what follows the calls of `executions`, which have all been answered.
 
@@ -202,15 +214,15 @@ def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
         mode=run.mode,
         steps_done=run.steps,
         max_steps=run.conversation.max_steps,
-        return_direct=_returns_direct(
-            [e for e in executions if e.status == ExecutionStatus.SUCCEEDED]
-        ),
+        return_direct=_returns_direct([e for e in executions if _succeeded(e)]),
         model=model,
     )
     if decision.action == Action.DIRECT:
         return _Next(decision, None)
     purpose = _PURPOSES[decision.action]
-    return _Next(decision, step_open(run, purpose=purpose, model=decision.model or model))
+    # A replay tries its one model on the whole turn: LLM_COMPOSE_MODEL does not write its answer.
+    chosen = model if run.replay_of_id is not None else decision.model or model
+    return _Next(decision, step_open(run, purpose=purpose, model=chosen))
 
 
 def _model_step(turn: _Turn) -> Trigger:
@@ -313,7 +325,7 @@ def _running_tools(turn: _Turn) -> Trigger:
             turn.history().append(tool_call_run(run, token, execution, announce=()))
         ran = ToolExecution.objects.filter(pk__in=[e.pk for e in turn.inline])
         turn.inline = []
-        turn.following = _next_step(run, turn.model, list(ran.only("name", "status")))
+        turn.following = _next_step(run, turn.model, list(ran.only("name", "status", "error")))
     else:
         if _calls_wait(turn):
             return Trigger.PARKED
@@ -346,6 +358,12 @@ def _answered(turn: _Turn) -> Trigger:
     return Trigger.COMPLETED
 
 
+def _forced_steps(turn: _Turn) -> Trigger:
+    """A forced replay: the original's steps asked of the model, then the end."""
+    done = forced_replay_run(turn.run, turn.token, model=turn.model, first=turn.first)
+    return Trigger.COMPLETED if done else Trigger.MODEL_FAILED
+
+
 # The work of each state the run loop holds the run in.
 _WORK: dict[TurnState, Callable[[_Turn], Trigger]] = {
     TurnState.CLAIMED: _claimed,
@@ -354,4 +372,5 @@ _WORK: dict[TurnState, Callable[[_Turn], Trigger]] = {
     TurnState.RUNNING_TOOLS: _running_tools,
     TurnState.DIRECT: _direct,
     TurnState.ANSWERED: _answered,
+    TurnState.FORCED_STEPS: _forced_steps,
 }

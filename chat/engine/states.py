@@ -34,6 +34,10 @@ says `MODEL_FAILED`.
 
     Any state before an end: cancelled ──► CANCELLED, error ──► FAILED.
 
+    A forced replay (chat/engine/forced_replay.py) follows the original's steps instead:
+       CLAIMED ── forced ──► FORCED_STEPS ── completed ──► COMPLETED
+                                          └─ model_failed ──► FAILED
+
 In PARKED and AWAITING_APPROVAL no worker holds the run: its calls run as
 tasks (the last one to finish wakes it, chat/engine/tool_calls.py), or wait
 for a person's decision (chat/engine/approvals.py). In COMPLETED, FAILED and
@@ -62,6 +66,7 @@ class TurnState(enum.StrEnum):
     COMPOSING = "composing"  # a model call with no tools writes the answer from results
     DIRECT = "direct"  # the answer is the tools' own messages: no model call
     ANSWERED = "answered"  # the final answer is stored; the follow-ups, then the end
+    FORCED_STEPS = "forced_steps"  # a forced replay asks the model each of the original's steps
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -75,6 +80,7 @@ class Trigger(enum.StrEnum):
     NOTHING_ANSWERED = "nothing_answered"  # taken over before its first answer was stored
     CALLS_STORED = "calls_stored"  # taken over or woken: its last answer called tools
     ANSWER_STORED = "answer_stored"  # taken over: its last answer is final
+    FORCED = "forced"  # a forced replay: the original's steps, not its own
     ONE_CALL = "one_call"  # the answer called one tool, for this worker to run now
     CALLS_QUEUED = "calls_queued"  # the answer's calls were queued as tasks; lease given back
     APPROVAL_ASKED = "approval_asked"  # a call of the answer waits for a person
@@ -107,6 +113,7 @@ ACTIVE = frozenset(
         TurnState.COMPOSING,
         TurnState.DIRECT,
         TurnState.ANSWERED,
+        TurnState.FORCED_STEPS,
     }
 )
 
@@ -125,6 +132,9 @@ TRANSITIONS: dict[tuple[TurnState, Trigger], TurnState] = {
     (TurnState.CLAIMED, Trigger.NOTHING_ANSWERED): TurnState.ASKING,
     (TurnState.CLAIMED, Trigger.CALLS_STORED): TurnState.RUNNING_TOOLS,
     (TurnState.CLAIMED, Trigger.ANSWER_STORED): TurnState.ANSWERED,
+    (TurnState.CLAIMED, Trigger.FORCED): TurnState.FORCED_STEPS,
+    (TurnState.FORCED_STEPS, Trigger.COMPLETED): TurnState.COMPLETED,
+    (TurnState.FORCED_STEPS, Trigger.MODEL_FAILED): TurnState.FAILED,
     **{(TurnState.ASKING, trigger): state for trigger, state in _MODEL_STEP.items()},
     (TurnState.ASKING, Trigger.NO_TEXT): TurnState.ASKING,
     (TurnState.ASKING, Trigger.NO_TEXT_TWICE): TurnState.FAILED,
@@ -195,6 +205,7 @@ STORED_STATUS: dict[TurnState, RunStatus] = {
             TurnState.COMPOSING,
             TurnState.DIRECT,
             TurnState.ANSWERED,
+            TurnState.FORCED_STEPS,
         ),
         RunStatus.RUNNING,
     ),

@@ -40,6 +40,7 @@ from chat.engine.lease import (
     restart_grace_left,
     run_write,
 )
+from chat.engine.replay_tools import call_arguments, recorded_result, tools_recorded
 from chat.live.event_types import Event
 from chat.live.events import event_publish, events_publish
 from chat.models import (
@@ -132,7 +133,8 @@ def tool_call_execute(*, execution_id: Any) -> None:
                         functools.partial(dispatch_tool, execution.pk, delay_s=dead_in + 0.5)
                     )
                 return
-            interrupted = spec is None or not spec.idempotent
+            # A recorded replay's call ran nothing: serving it again is safe.
+            interrupted = (spec is None or not spec.idempotent) and not tools_recorded(run)
         if not interrupted:
             execution_start(execution)
             execution.save(
@@ -158,15 +160,14 @@ def tool_call_execute(*, execution_id: Any) -> None:
 
 
 def _execute(run: Run, execution: ToolExecution) -> ToolResult:
-    """Run the tool of a started call with its context (`execution.message` loaded)."""
-    raw_arguments = next(
-        (
-            call["function"]["arguments"]
-            for call in execution.message.tool_calls or []
-            if call.get("id") == execution.tool_call_id
-        ),
-        "{}",
-    )
+    """Run the tool of a started call with its context (`execution.message` loaded).
+
+    A replay with recorded tools runs nothing: the call is served from the
+    original run's record (chat/engine/replay_tools.py).
+    """
+    raw_arguments = call_arguments(execution)
+    if tools_recorded(run):
+        return recorded_result(run, execution, raw_arguments)
     context = ToolContext(
         user=run.conversation.owner,
         conversation_id=run.conversation_id,

@@ -16,7 +16,14 @@ from chat.models.audit import (
     ToolExecution,
 )
 from chat.models.conversations import MAX_STEPS_LIMIT, Conversation, Message, Mode, Role
-from chat.models.runs import ACTIVE_RUN_STATUSES, Run, RunEvent, RunStatus
+from chat.models.runs import (
+    ACTIVE_RUN_STATUSES,
+    ReplayMode,
+    ReplayTools,
+    Run,
+    RunEvent,
+    RunStatus,
+)
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
@@ -29,6 +36,8 @@ __all__ = [
     "Mode",
     "ModelCall",
     "ModelCallPurpose",
+    "ReplayMode",
+    "ReplayTools",
     "Role",
     "Run",
     "RunEvent",

@@ -53,6 +53,10 @@ class ModelCall(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     # How a server's limit changed the call, when it did ("asked again without streaming: ...").
     note = StorableCharField(max_length=300, blank=True, default="")
+    # A teacher-forced replay's call (chat/engine/forced_replay.py): what the model answered
+    # at the original's step, `{"content", "tool_calls"}`, stored here because none of it
+    # joins the history. NULL for every other call.
+    forced_answer = StorableJSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["run", "started_at"]
@@ -95,6 +99,11 @@ class ExecutionStatus(models.TextChoices):
     # A call of a tool the /v1 client declared: returned to the client, which runs it
     # and sends the result with its next request (then `succeeded`).
     CLIENT = "client", "Returned to the client"
+    # A replay's call with recorded tools (chat/engine/replay_tools.py): served the
+    # result of the original's matching call (`replayed_from`), or, with no match, told
+    # that none exists. Neither ran.
+    REPLAYED = "replayed", "Replayed from the record"
+    UNMATCHED = "unmatched", "No recorded result"
 
 
 FINISHED_EXECUTION_STATUSES = (
@@ -106,6 +115,8 @@ FINISHED_EXECUTION_STATUSES = (
     ExecutionStatus.CANCELLED,
     # Done as far as the run is concerned: it ends with the call for its client.
     ExecutionStatus.CLIENT,
+    ExecutionStatus.REPLAYED,
+    ExecutionStatus.UNMATCHED,
 )
 
 
@@ -151,6 +162,10 @@ class ToolExecution(models.Model):
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     worker = models.CharField(max_length=255, blank=True)
+    # A `replayed` call: the original run's call whose recorded result it was served.
+    replayed_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["created_at"]

@@ -47,6 +47,11 @@ class Conversation(models.Model):
     # and the client's own name for the conversation (an X-OpenWebUI-Chat-Id), if any.
     client_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
     client_ref = StorableCharField(max_length=200, blank=True, default="", editable=False)
+    # A replay's own conversation (chat/services/replays.py): the run it replays. Left
+    # out of the conversation list, reachable by id, deleted with the original.
+    replay_of = models.ForeignKey(
+        "Run", null=True, blank=True, on_delete=models.CASCADE, related_name="+", editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -23,6 +23,20 @@ class RunStatus(models.TextChoices):
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 
 
+class ReplayTools(models.TextChoices):
+    """What a replay's tool calls get (docs/replay.md)."""
+
+    RECORDED = "recorded", "The original run's recorded results; nothing runs"
+    LIVE = "live", "The tools run for real, approval rules included"
+
+
+class ReplayMode(models.TextChoices):
+    """How a replay follows the original run (docs/replay.md)."""
+
+    FREE = "free", "The new model runs the turn its own way"
+    FORCED = "forced", "At each of the original's steps, the original's history (teacher-forced)"
+
+
 class Run(models.Model):
     """One processing of one user message: model calls, tools, and the answer."""
 
@@ -58,6 +72,17 @@ class Run(models.Model):
     # span, then the caller's span id when a request's traceparent was
     # continued; "" when tracing is off. Every step, in any worker, continues it.
     trace_parent = models.CharField(max_length=80, blank=True, default="", editable=False)
+    # A replay of another run (chat/services/replays.py): the run it replays, what its
+    # tool calls get and how it follows the original; "" for a run that is no replay.
+    replay_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="replays"
+    )
+    replay_tools = models.CharField(
+        max_length=16, choices=ReplayTools.choices, blank=True, default="", editable=False
+    )
+    replay_mode = models.CharField(
+        max_length=16, choices=ReplayMode.choices, blank=True, default="", editable=False
+    )
 
     class Meta:
         ordering = ["-created_at"]

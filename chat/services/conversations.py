@@ -19,7 +19,7 @@ TITLE_MAX_LENGTH: int = Conversation._meta.get_field("title").max_length or 200
 MODEL_MAX_LENGTH: int = Conversation._meta.get_field("model").max_length or 128
 
 
-def _settings_check(
+def settings_check(
     *,
     title: str | None = None,
     mode: str | None = None,
@@ -53,7 +53,7 @@ def _settings_check(
         )
 
 
-def _model_chosen(model: str | None) -> str | None:
+def model_chosen(model: str | None) -> str | None:
     """The id (`<provider>/<model>`) of the model chosen: None not given, "" the default.
 
     Any model `GET /api/v1/models/` lists may be chosen, by its id or, with one
@@ -83,10 +83,10 @@ def conversation_create(
     model: str = "",
 ) -> Conversation:
     """Create a conversation for `owner`; InvalidInput names the field at fault."""
-    _settings_check(
+    settings_check(
         title=title, mode=mode, max_steps=max_steps, system_prompt=system_prompt, model=model
     )
-    model = _model_chosen(model) or ""
+    model = model_chosen(model) or ""
     with transaction.atomic():
         return Conversation.objects.create(
             owner=owner,
@@ -114,10 +114,10 @@ def conversation_update(
     Everything is checked, as conversation_create checks it, before anything
     changes; only the fields whose value differs are written.
     """
-    _settings_check(
+    settings_check(
         title=title, mode=mode, max_steps=max_steps, system_prompt=system_prompt, model=model
     )
-    model = _model_chosen(model)
+    model = model_chosen(model)
     given: dict[str, Any] = {
         "title": title,
         "mode": mode,

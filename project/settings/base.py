@@ -304,6 +304,8 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "chat.models.RunStatus",
         "ExecutionStatusEnum": "chat.models.ExecutionStatus",
         "ModelCallStatusEnum": "chat.models.CallStatus",
+        "ReplayToolsEnum": "chat.models.ReplayTools",
+        "ReplayModeEnum": "chat.models.ReplayMode",
     },
 }
 

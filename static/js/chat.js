@@ -14,6 +14,7 @@
  *   sidebar.js           the conversation list and the mode of new ones
  *   picker.js            the model the open conversation talks to
  *   settings.js          the open conversation's settings (its system prompt)
+ *   replay.js            "Try with another model…": a turn replayed and compared
  *   api.js, dom.js, format.js  the REST client, DOM helpers, text formatting
  */
 
@@ -23,6 +24,7 @@ import { byId } from "./dom.js";
 import { titleFrom } from "./format.js";
 import { createPicker } from "./picker.js";
 import { createRenderer } from "./render.js";
+import { createReplayPanel } from "./replay.js";
 import { openSocket } from "./socket.js";
 import { conversationLabel, createSidebar } from "./sidebar.js";
 import { createSettings } from "./settings.js";
@@ -96,6 +98,7 @@ function start(root) {
     startEdit: (view) => composer.startEdit(view),
     sendSuggestion: (text) => composer.sendText(text),
     modeName: () => sidebar.modeName(sidebar.mode()),
+    replayPanel: (runId, answeredBy) => createReplayPanel(runId, { api, staff: STAFF, answeredBy }),
     decide: (executionId, action, reason) =>
       api("POST", "/tool-executions/" + encodeURIComponent(executionId) + "/" + action + "/", { reason }).then(
         () => clearApproval(executionId),

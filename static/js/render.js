@@ -29,6 +29,8 @@ import { lastOnes } from "./thread.js";
  * @property {(view: MessageView) => void} startEdit put the last question in the composer
  * @property {(text: string) => void} sendSuggestion send a chip's text
  * @property {() => string} modeName the mode a draft will be created with
+ * @property {(runId: string, answeredBy: string) => HTMLElement} replayPanel "Try with another model…" for a
+ *   turn (replay.js); `answeredBy` is the model that wrote the answer, which the picker does not pick first
  *
  * @typedef {Object} MessageNode
  * @property {HTMLElement} node
@@ -239,6 +241,8 @@ export function createRenderer(log, options) {
     if (view.role === "assistant" && (!was || was.message !== view.message)) drawReasoning(entry, view);
     if (!was || was.suggestions !== view.suggestions) drawSuggestions(entry, view.suggestions);
     if (view.actions && !entry.actions) addActions(entry);
+    const replay = entry.actions && entry.actions.querySelector("[data-replay]");
+    if (replay instanceof HTMLElement) replay.hidden = !replayableRun(view);
   }
 
   /**
@@ -353,6 +357,7 @@ export function createRenderer(log, options) {
         () => options.regenerate());
       again.dataset.only = "last-answer";
       bar.appendChild(again);
+      bar.appendChild(tryAnother(entry));
     } else if (entry.view.role === "user") {
       const change = actionButton("Edit", "Edit and resend your last message", () => options.startEdit(entry.view));
       change.dataset.only = "last-question";
@@ -360,6 +365,31 @@ export function createRenderer(log, options) {
     }
     entry.footer.appendChild(bar);
     entry.actions = bar;
+  }
+
+  /**
+   * "Try with another model…": opens (or closes) the replay panel under the answer.
+   * Shown once the answer is a stored final answer of a run (replayable).
+   * @param {MessageNode} entry
+   */
+  function tryAnother(entry) {
+    /** @type {HTMLElement | null} */
+    let panel = null;
+    const button = actionButton("Try with another model…", "Replay this turn on another model and compare (the tools do not run again)", () => {
+      const runId = replayableRun(entry.view);
+      if (!runId) return;
+      if (panel) {
+        panel.hidden = !panel.hidden;
+      } else {
+        panel = options.replayPanel(runId, (entry.view.message && entry.view.message.model) || "");
+        entry.node.appendChild(panel);
+      }
+      button.setAttribute("aria-expanded", String(!panel.hidden));
+    });
+    button.dataset.replay = "1";
+    button.setAttribute("aria-expanded", "false");
+    button.hidden = !replayableRun(entry.view);
+    return button;
   }
 
   /**
@@ -436,6 +466,17 @@ function actionButton(label, title, onClick) {
   button.title = title;
   button.addEventListener("click", () => onClick(button));
   return button;
+}
+
+/**
+ * The run whose final answer the view is, if it is one (a stored answer without calls).
+ * @param {MessageView} view
+ * @returns {string | null}
+ */
+function replayableRun(view) {
+  const message = view.message;
+  if (view.role !== "assistant" || !message || (message.tool_calls || []).length) return null;
+  return message.run_id || null;
 }
 
 /**

@@ -56,6 +56,8 @@ def test_the_walkthrough_has_every_step():
         "?wait=true",
         "Accept: text/event-stream",
         '"$API/conversations/$CONVERSATION/messages/" -H',
+        "/replay/",
+        "/compare/?with=",
         "/export/",
     ):
         assert step in script, step

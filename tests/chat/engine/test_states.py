@@ -48,6 +48,10 @@ S, T = TurnState, Trigger
         (S.AWAITING_APPROVAL, T.DECIDED, S.PARKED),
         (S.DIRECT, T.COMPLETED, S.COMPLETED),
         (S.ANSWERED, T.COMPLETED, S.COMPLETED),
+        (S.CLAIMED, T.FORCED, S.FORCED_STEPS),
+        (S.FORCED_STEPS, T.COMPLETED, S.COMPLETED),
+        (S.FORCED_STEPS, T.MODEL_FAILED, S.FAILED),
+        (S.FORCED_STEPS, T.CANCELLED, S.CANCELLED),
         (S.PARKED, T.CANCELLED, S.CANCELLED),
         (S.AWAITING_APPROVAL, T.CANCELLED, S.CANCELLED),
         (S.ASKING, T.ERROR, S.FAILED),
@@ -69,6 +73,7 @@ def test_a_trigger_moves_the_run_to_the_state_the_table_names(state, trigger, ex
         (S.PARKED, T.ONE_CALL),  # nobody runs a call of a parked run
         (S.QUEUED, T.ANSWERED),
         (S.RUNNING_TOOLS, T.ANSWERED),
+        (S.FORCED_STEPS, T.ONE_CALL),  # a forced replay runs no tool
     ],
 )
 def test_a_trigger_that_cannot_happen_in_a_state_is_refused(state, trigger):

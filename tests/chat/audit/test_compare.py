@@ -1,0 +1,141 @@
+"""The audit's comparison of two runs: a replay and its original, made by the engine.
+
+The original is a two-pass turn against the scripted server; the replay is
+made by `run_replay` on the same server, whose model answers differently.
+The pages are read as HTML here, and in a real browser in
+tests/chat/audit/test_compare_browser.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from chat.models import Run, RunStatus
+from chat.services.replays import run_replay
+from tests.chat.audit.scripted import PACE, two_pass_run
+from tests.factories import UserFactory
+from tests.llm_server import text_reply, tool_calls_reply
+from tests.stack import wait_for_run
+
+
+def replayed(llm_server, original):
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "7*12"}')], **PACE),
+        text_reply("Seven twelves make 84.", **PACE),
+    )
+    replica = wait_for_run(run_replay(run=original, model="openai/test-model"))
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    return replica
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_comparison_page_shows_both_runs_their_answers_calls_and_waterfalls(llm_server):
+    owner = UserFactory(username="ada")
+    original = two_pass_run(llm_server, owner)
+    replica = replayed(llm_server, original)
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+
+    response = staff.get(f"/audit/runs/{original.pk}/compare/{replica.pk}/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.count('data-testid="compare-run"') == 2
+    assert html.count('data-testid="waterfall"') == 2
+    assert "<del>Twelve</del><ins>Seven</ins><span> </span><del>times</del>" in html
+    assert "<span> 84.</span>" in html
+    assert "unmatched" in html  # the replay's calculator call, with other arguments
+    assert "{&quot;expression&quot;: &quot;7*12&quot;}" in html
+    # Both waterfalls on one axis: the longer run's ticks are the shorter one's too.
+    first, second = (html.index(f"wf-title-{run.pk.hex[:8]}") for run in (original, replica))
+    assert first < second
+    # The original's page lists its replay, the replay's page its original, each to compare.
+    compare = f"/audit/runs/{original.pk}/compare/{replica.pk}/"
+    assert compare in staff.get(f"/audit/runs/{original.pk}/").content.decode()
+    assert compare in staff.get(f"/audit/runs/{replica.pk}/").content.decode()
+    # Staff only, and a missing run is a 404.
+    user = Client()
+    user.force_login(owner)
+    assert user.get(compare).status_code == 403
+    assert staff.get(f"/audit/runs/{original.pk}/compare/{owner.pk:032x}/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_replays_page_reports_the_periods_replays_per_model(llm_server):
+    owner = UserFactory(username="ada")
+    original = two_pass_run(llm_server, owner)
+    replica = replayed(llm_server, original)
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+
+    overview = staff.get("/audit/?period=hour").content.decode()
+    assert "/audit/replays/?period=hour" in overview
+    assert overview.count('data-testid="replay-mark"') == 1  # the runs list says which
+    without = staff.get("/audit/?period=hour&replays=no").content.decode()
+    only = staff.get("/audit/?period=hour&replays=only").content.decode()
+    assert f'data-run="{original.pk}"' in without
+    assert f'data-run="{replica.pk}"' not in without
+    assert f'data-run="{replica.pk}"' in only
+    assert f'data-run="{original.pk}"' not in only
+    page = staff.get("/audit/replays/?period=hour")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'data-testid="replay-totals"' in html
+    assert "openai/test-model" in html
+    assert f"/audit/runs/{original.pk}/compare/{replica.pk}/" in html
+    assert "<strong>no</strong>" in html  # other arguments: not the same tool calls
+    csv_text = staff.get("/audit/replays.csv?period=hour").content.decode()
+    assert csv_text.splitlines()[0].startswith("run_id,replay_id,model")
+    assert str(replica.pk) in csv_text
+    assert staff.get("/audit/replays/?period=nonsense").status_code == 400
+    assert staff.get("/audit/replays.csv?period=nonsense").status_code == 400
+    user = Client()
+    user.force_login(owner)
+    assert user.get("/audit/replays/").status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_staff_start_replays_of_a_periods_runs_and_watch_them_end(llm_server, settings):
+    settings.LLM_ALLOWED_MODELS = ["other-model"]
+    owner = UserFactory(username="ada")
+    originals = [two_pass_run(llm_server, owner) for _ in range(2)]
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+    page = staff.get("/audit/replays/?period=hour").content.decode()
+    assert 'data-testid="replay-start"' in page
+    assert "openai/other-model" in page
+    llm_server.responder = lambda body: text_reply("Another answer.")
+
+    started = staff.post(
+        "/audit/replays/start/?period=hour",
+        {"models": ["openai/other-model"], "limit": "5", "tools": "recorded", "replay": "free"},
+    )
+
+    assert started.status_code == 302
+    assert started["Location"] == "/audit/replays/?period=hour&started=2"
+    replicas = list(Run.objects.filter(replay_of__in=originals))
+    assert len(replicas) == 2
+    for replica in replicas:
+        assert wait_for_run(replica).status == RunStatus.COMPLETED
+    report = staff.get(started["Location"]).content.decode()
+    assert "2 replays started." in report
+    assert "still running" not in report
+    assert report.count("/compare/") == 2
+    # Bad choices start nothing; non-staff cannot start.
+    bad = staff.post(
+        "/audit/replays/start/?period=hour",
+        {"models": ["nowhere/nothing"], "limit": "5", "tools": "recorded", "replay": "free"},
+    )
+    assert bad.status_code == 400
+    forced_live = staff.post(
+        "/audit/replays/start/?period=hour",
+        {"models": ["openai/other-model"], "limit": "5", "tools": "live", "replay": "forced"},
+    )
+    assert forced_live.status_code == 400
+    assert "forced replay runs no tool" in forced_live.content.decode()
+    user = Client()
+    user.force_login(owner)
+    assert user.post("/audit/replays/start/?period=hour", {}).status_code == 403
+    assert Run.objects.filter(replay_of__isnull=False).count() == 2
