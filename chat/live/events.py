@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from chat.live.event_types import Event, event_check
+from chat.live.run_ends import TERMINAL_EVENTS, run_end_notify
 from chat.live.sender import layer_send
 from chat.models import Run, RunEvent
 
@@ -145,6 +146,9 @@ def event_publish(*, run: Run, type: str, data: dict[str, Any] | None = None) ->
 
 
 def _send(events: list[RunEvent]) -> None:
+    for event in events:
+        if event.type in TERMINAL_EVENTS:
+            run_end_notify(event.run_id)
     layer = get_channel_layer()
     if layer is None:
         return
