@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from chat.live.event_types import Event, event_check
+from chat.live.layers import ThreadSafeInMemoryChannelLayer
 from chat.live.run_ends import TERMINAL_EVENTS, run_end_notify
 from chat.live.sender import layer_send
 from chat.models import Run, RunEvent
@@ -152,13 +153,16 @@ def _send(events: list[RunEvent]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    layer_send(
-        layer,
-        [
-            (
-                conversation_group(event.conversation_id),
-                {"type": "run.event", "event": event_envelope(event)},
-            )
-            for event in events
-        ],
-    )
+    messages = [
+        (
+            conversation_group(event.conversation_id),
+            {"type": "run.event", "event": event_envelope(event)},
+        )
+        for event in events
+    ]
+    if isinstance(layer, ThreadSafeInMemoryChannelLayer):
+        # In this process: straight to the receivers' loops, no sender thread.
+        for group, message in messages:
+            layer.group_send_soon(group, message)
+        return
+    layer_send(layer, messages)
