@@ -236,11 +236,11 @@ async def run_end_wait(*, run: Run, timeout: float) -> bool:
 
     For `POST .../messages/?wait=true`, which needs the end and not the events.
     Where runs execute in this process (no Redis), the end's commit wakes it
-    directly (chat/live/run_ends.py); otherwise the layer wakes it when one of
-    the run's terminal events goes out, and the database decides, read at the
-    start, on such a wake-up, and after every quiet spell (CATCH_UP_S, doubling
-    up to MAX_CATCH_UP_S), so a dropped message or a failed layer costs
-    seconds, never the whole wait.
+    directly (chat/live/run_ends.py); otherwise one of the run's terminal
+    events, which goes out only once the end has committed, ends it. The
+    database is read at the start and after every quiet spell (CATCH_UP_S,
+    doubling up to MAX_CATCH_UP_S), so a dropped message or a failed layer
+    costs seconds, never the whole wait.
     """
     if settings.TOOLCHAT_TASKS_IN_PROCESS:
         return await _run_end_wait_here(run, timeout)
@@ -285,8 +285,7 @@ async def run_end_wait(*, run: Run, timeout: float) -> bool:
                 if envelope.get("type") in TERMINAL_EVENTS and envelope.get("run_id") == str(
                     run.pk
                 ):
-                    idle_wait = CATCH_UP_S
-                    break
+                    return True  # sent only once the end committed
             if loop.time() >= deadline:
                 return bool(await _run_ended(run.pk))
     finally:
