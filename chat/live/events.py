@@ -30,6 +30,11 @@ def conversation_group(conversation_id: Any) -> str:
     return f"conversation.{conversation_id}"
 
 
+def run_end_group(run_id: Any) -> str:
+    """The channel-layer group told of one run's end only (its terminal event): ?wait=true's."""
+    return f"run-end.{run_id}"
+
+
 def event_envelope(event: RunEvent) -> dict[str, Any]:
     """The event as clients see it (WebSocket, SSE and the events endpoint alike)."""
     return {
@@ -153,13 +158,13 @@ def _send(events: list[RunEvent]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    messages = [
-        (
-            conversation_group(event.conversation_id),
-            {"type": "run.event", "event": event_envelope(event)},
-        )
-        for event in events
-    ]
+    messages = []
+    for event in events:
+        message = {"type": "run.event", "event": event_envelope(event)}
+        messages.append((conversation_group(event.conversation_id), message))
+        if event.type in TERMINAL_EVENTS:
+            # A POST waiting for the end hears of it alone, not of every delta.
+            messages.append((run_end_group(event.run_id), message))
     if isinstance(layer, ThreadSafeInMemoryChannelLayer):
         # In this process: straight to the receivers' loops, no sender thread.
         for group, message in messages:

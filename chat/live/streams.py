@@ -34,7 +34,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import StreamingHttpResponse
 
-from chat.live.events import conversation_group, event_envelope
+from chat.live.events import conversation_group, event_envelope, run_end_group
 from chat.live.run_ends import TERMINAL_EVENTS, run_end_signal
 from chat.models import Conversation, Run, RunStatus
 from chat.selectors import stored_events
@@ -236,8 +236,9 @@ async def run_end_wait(*, run: Run, timeout: float) -> bool:
 
     For `POST .../messages/?wait=true`, which needs the end and not the events.
     Where runs execute in this process (no Redis), the end's commit wakes it
-    directly (chat/live/run_ends.py); otherwise one of the run's terminal
-    events, which goes out only once the end has committed, ends it. The
+    directly (chat/live/run_ends.py); otherwise the run's terminal event,
+    which goes out only once the end has committed, ends it: the wait listens
+    to the run's end group, not to the conversation's every event. The
     database is read at the start and after every quiet spell (CATCH_UP_S,
     doubling up to MAX_CATCH_UP_S), so a dropped message or a failed layer
     costs seconds, never the whole wait.
@@ -247,7 +248,7 @@ async def run_end_wait(*, run: Run, timeout: float) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     layer = get_channel_layer()
-    group = conversation_group(run.conversation_id)
+    group = run_end_group(run.pk)
     channel: str | None = None
     listening = False
     receiving: asyncio.Future[Any] | None = None
