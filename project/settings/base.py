@@ -231,7 +231,8 @@ if REDIS_URL:
     # Redis is down (chat/message_rate.py).
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's RedisCache with one connection pool per process (project/cache.py).
+            "BACKEND": "project.cache.ProcessRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "toolchat",
             "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
