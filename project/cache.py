@@ -12,6 +12,7 @@ forked child).
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -25,11 +26,16 @@ _lock = threading.Lock()
 class ProcessRedisCache(RedisCache):
     """RedisCache whose client (and connection pool) is the process's, per LOCATION and OPTIONS."""
 
+    def __init__(self, server: str | list[str], params: dict[str, Any]) -> None:
+        super().__init__(server, params)
+        self._locations = re.split("[;,]", server) if isinstance(server, str) else server
+        self._client_options: dict[str, Any] = params.get("OPTIONS", {})
+
     @cached_property
-    def _cache(self) -> Any:
-        key = repr((self._servers, sorted(self._options.items())))
+    def _cache(self) -> RedisCacheClient:
+        key = repr((self._locations, sorted(self._client_options.items())))
         with _lock:
             client = _clients.get(key)
             if client is None:
-                client = _clients[key] = self._class(self._servers, **self._options)
+                client = _clients[key] = RedisCacheClient(self._locations, **self._client_options)
         return client
