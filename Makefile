@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 # pytest exits 5 when a pass selects no test; that is not a failure here.
 PYTEST = $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-.PHONY: run test test-python test-long test-litellm attack bench mutation lint typecheck jscheck pytest migrate clean help
+.PHONY: run test test-python test-long test-litellm attack bench bench-peer mutation lint typecheck jscheck pytest migrate clean help
 
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
@@ -121,6 +121,14 @@ test-litellm: $(VENV)/.installed-dev
 # Needs the PostgreSQL and Redis server binaries; see bench/README.md.
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/compare.py $(BENCH_ARGS)
+
+# django-ai-assistant in a virtualenv of its own: compare.py's peer row (bench/peer/README.md).
+bench-peer: bench/.peer-venv/.installed
+
+bench/.peer-venv/.installed: bench/peer/requirements.txt
+	$(PYTHON) -m venv bench/.peer-venv
+	bench/.peer-venv/bin/python -m pip install --quiet -r bench/peer/requirements.txt
+	@touch $@
 
 clean:
 	rm -rf $(VENV) .venv-3.* .mypy_cache .ruff_cache .pytest_cache .hypothesis staticfiles node_modules mutants

@@ -94,12 +94,14 @@ CREATE_TOKEN = (
     "user = get_user_model().objects.create_user('bench', password='bench-password-1'); "
     "print(Token.objects.create(user=user).key)"
 )
+# django-ai-assistant's virtualenv (bench/peer/README.md); without it, no peer row.
+PEER_PYTHON = ROOT / "bench" / ".peer-venv" / "bin" / "python"
 LOOP_STEPS = 2  # calculator calls of the loop turn
 TURN_TIMEOUT_S = 30
 
 # Budgets of DESIGN.md section 9.
 BUDGET_EMBEDDED = 3.0
-BUDGET_PRODUCTION = 6.0
+BUDGET_PRODUCTION = 4.0
 BUDGET_FIRST_TOKEN_MS = 10.0
 BUDGET_QUERIES = 30
 BUDGET_CONCURRENT = 1.5
@@ -224,11 +226,53 @@ class Client:
         return first, total
 
 
+class Peer:
+    """django-ai-assistant's turn, in-process in its own virtualenv (bench/peer/), over a pipe."""
+
+    def __init__(self, llm: ScriptedLLMServer) -> None:
+        self.process = subprocess.Popen(
+            [str(PEER_PYTHON), str(ROOT / "bench" / "peer" / "turns.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PEER_LLM_URL": llm.base_url},
+        )
+        self._read()  # {"ready": true}, once migrated
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the peer exited ({self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def turn(self, content: str, answer: str) -> float:
+        """One turn on a new thread: ms of `assistant.run`."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"turn {content}\n")
+        self.process.stdin.flush()
+        done = self._read()
+        if done.get("answer") != answer:
+            raise RuntimeError(f"peer: unexpected answer {done!r}")
+        return float(done["ms"])
+
+    def stop(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(30)
+
+
 # --- the rounds --------------------------------------------------------------------------
 
 
 def run_rounds(
-    *, rounds: int, warmup: int, llm: ScriptedLLMServer, apps: list[Client]
+    *,
+    rounds: int,
+    warmup: int,
+    llm: ScriptedLLMServer,
+    apps: list[Client],
+    peer: Peer | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """Every kind of turn on every variant, `rounds` times, in a rotating order."""
     client = make_client(llm.base_url)
@@ -271,8 +315,13 @@ def run_rounds(
 
         return trial
 
+    def peer_turn() -> None:
+        assert peer is not None
+        record("two_pass/peer", peer.turn(two_pass, answer))
+
     trials = [bare("two_pass")]
     trials += [app(target, "two_pass") for target in apps]
+    trials += [peer_turn] if peer is not None else []
     trials += [bare("loop")]
     trials += [app(target, "loop") for target in apps]
     trials += [socket(target) for target in apps]
@@ -402,15 +451,23 @@ def build_table(
         bare = stats(samples[f"{kind}/bare"])
         figures[kind] = {"bare": bare}
         rows.append(("  " + names["bare"], str(bare["n"]), fmt(bare["p50"]), fmt(bare["p95"])))
-        for variant in ("embedded", "production"):
+        variants = ("embedded", "production")
+        if kind == "two_pass" and f"{kind}/peer" in samples:
+            variants = ("peer", *variants)
+        for variant in variants:
             row = stats(samples[f"{kind}/{variant}"])
             ratio = row["p50"] / bare["p50"]
             row["ratio_p50_to_bare"] = ratio
             cells = ["  " + names[variant], str(row["n"]), fmt(row["p50"]), fmt(row["p95"])]
             cells.append(f"{ratio:.1f}x")
-            if kind == "two_pass":
+            if kind == "two_pass" and variant in budgets:
                 row["budget_ratio"] = budgets[variant]
                 cells.append(f"<= {budgets[variant]:g}x {verdict(ratio <= budgets[variant])}")
+                peer = figures[kind].get("peer")
+                if variant == "embedded" and peer is not None:
+                    # DESIGN.md: no slower than django-ai-assistant.
+                    row["vs_peer_p50"] = row["p50"] / peer["p50"]
+                    cells[-1] += f", {row['vs_peer_p50']:.2f}x peer"
             figures[kind][variant] = row
             rows.append(tuple(cells))
 
@@ -532,7 +589,7 @@ def build_table(
 
 def print_table(title: str, rows: list[tuple[str, ...]]) -> None:
     header = ("(times in ms)", "n", "p50", "p95", "vs bare (p50)", "budget")
-    widths = (58, 5, 9, 9, 16, 18)
+    widths = (58, 5, 9, 9, 16, 31)
     print(title)
     print(
         "".join(
@@ -561,6 +618,9 @@ def main() -> None:
         "--no-queries", action="store_true", help="skip the SQL query count (queries_per_turn.py)"
     )
     parser.add_argument(
+        "--no-peer", action="store_true", help="skip django-ai-assistant even if it is installed"
+    )
+    parser.add_argument(
         "--concurrent",
         action="store_true",
         help="also run concurrent_turns.py --turns 200 --delay 0.5 (slow)",
@@ -581,7 +641,10 @@ def main() -> None:
         "bare": "bare loop (openai SDK, nothing stored)",
         "embedded": "embedded default (uvicorn, SQLite, in-process)",
         "production": "production (uvicorn, Celery, Redis, PostgreSQL)",
+        "peer": "django-ai-assistant 0.4 (in-process, SQLite)",
     }
+    if not args.no_peer and not PEER_PYTHON.exists():
+        print("no django-ai-assistant row: make bench-peer installs it (bench/peer/README.md)")
     print(f"starting the production stack and the embedded default ({machine['cpus']} CPUs) ...")
     with running_stack(
         responder=stepping_responder(), workers=1, extra_env={**BENCH_ENV, **PRODUCTION_ENV}
@@ -600,10 +663,19 @@ def main() -> None:
                 f"(started in {time.monotonic() - started:.0f} s) ...",
                 flush=True,
             )
+            peer = Peer(llm) if PEER_PYTHON.exists() and not args.no_peer else None
             rounds_started = time.monotonic()
-            samples, checks = run_rounds(
-                rounds=args.turns, warmup=args.warmup, llm=llm, apps=[embedded, production]
-            )
+            try:
+                samples, checks = run_rounds(
+                    rounds=args.turns,
+                    warmup=args.warmup,
+                    llm=llm,
+                    apps=[embedded, production],
+                    peer=peer,
+                )
+            finally:
+                if peer is not None:
+                    peer.stop()
             rounds_s = time.monotonic() - rounds_started
         checks["production_breakdown_p50_ms"] = production_breakdown(
             production.run_ids.get("two_pass", [])

@@ -50,32 +50,43 @@ CONNECTIONS_SQL = (
 
 
 def _process_cpu(pid: int) -> float:
-    """User + system CPU seconds of a process and its children so far."""
+    """User + system CPU seconds of a process and its children so far (ended ones too)."""
     total = 0.0
     for member in process_tree(pid):
         try:
             fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+        total += int(fields[11]) + int(fields[12])
+        if member == pid:  # the children it has reaped (PostgreSQL's ended backends)
+            total += int(fields[13]) + int(fields[14])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pids: dict[str, int | None]) -> dict[str, float]:
-    """CPU seconds used so far: the machine, the web server, the workers, this process."""
+def cpu_seconds(
+    pids: dict[str, int | None], services: dict[str, int | None] | None = None
+) -> dict[str, float]:
+    """CPU seconds used so far: the machine, the web server, the workers, the database, this process.
+
+    `services` are PostgreSQL's postmaster and Redis (their own processes, so
+    other work on the machine does not count as theirs); "rest" is the machine's
+    CPU less all of those: the kernel, and whatever else ran meanwhile.
+    """
     values = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq, _steal = (int(v) for v in values[:8])
     machine = (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
     web = _process_cpu(pids["web"]) if pids.get("web") else 0.0
     workers = sum(_process_cpu(pid) for name, pid in pids.items() if name != "web" and pid)
+    database = sum(_process_cpu(pid) for pid in (services or {}).values() if pid)
     own = os.times()
     bench = own.user + own.system
     return {
         "machine": machine,
         "web": web,
         "workers": workers,
+        "database": database,
         "bench": bench,
-        "rest": machine - web - workers - bench,
+        "rest": machine - web - workers - database - bench,
     }
 
 
@@ -211,12 +222,13 @@ def main() -> None:
             ConnectionWatch(stack["env"]["DATABASE_URL"]) as connections,
             ThreadPoolExecutor(max_workers=args.turns) as pool,
         ):
-            cpu_before = cpu_seconds(stack["pids"])
+            cpu_before = cpu_seconds(stack["pids"], stack["service_pids"])
             started = time.perf_counter()
             outcomes = list(pool.map(post, conversations))
             wall = time.perf_counter() - started
             cpu_used = {
-                name: after - cpu_before[name] for name, after in cpu_seconds(stack["pids"]).items()
+                name: after - cpu_before[name]
+                for name, after in cpu_seconds(stack["pids"], stack["service_pids"]).items()
             }
 
         errors = [error for _, _, error in outcomes if error]
@@ -289,11 +301,16 @@ def main() -> None:
         ("CPU of the machine, both cores (s)", cpu_used["machine"]),
         ("  of which the web server (s)", cpu_used["web"]),
         ("  of which the Celery workers (s)", cpu_used["workers"]),
+        ("  of which PostgreSQL and Redis (s)", cpu_used["database"]),
         ("  of which this process: model server, clients (s)", cpu_used["bench"]),
-        ("  of which the rest: PostgreSQL, Redis, kernel (s)", cpu_used["rest"]),
+        ("  of which the rest: kernel, other work (s)", cpu_used["rest"]),
         (
             "CPU ms per turn, toolchat's processes",
             1000 * (cpu_used["web"] + cpu_used["workers"]) / args.turns,
+        ),
+        (
+            "CPU ms per turn, web + workers + database",
+            1000 * (cpu_used["web"] + cpu_used["workers"] + cpu_used["database"]) / args.turns,
         ),
     ]
     for name, value in table:

@@ -149,6 +149,12 @@ def running_stack(
         server.start()
         processes.append(server)
         yield {
+            # For reading their CPU: PostgreSQL's postmaster (its backends are its
+            # children) and Redis.
+            "service_pids": {
+                "postgres": _postmaster_pid(postgres),
+                "redis": redis.process.pid if redis.process else None,
+            },
             # For reading their memory and CPU: the web server's and each worker's pid.
             "pids": {
                 "web": server.process.pid if server.process else None,
@@ -169,6 +175,14 @@ def running_stack(
         llm.stop()
         redis.stop()
         postgres.stop()
+
+
+def _postmaster_pid(postgres: PostgresServer) -> int | None:
+    """The running PostgreSQL's postmaster, from its data directory's postmaster.pid."""
+    try:
+        return int((postgres.data_dir / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ from chat.api.base import (
     page_serializer,
     paginate,
 )
-from chat.api.serializers import MessageSerializer, RunSerializer, message_data
+from chat.api.serializers import MessageSerializer, RunSerializer, message_data, run_data
 from chat.inputs import MessageInput, StrictInputSerializer
 from chat.live.streams import run_end_wait, run_event_stream, sse_response
 from chat.message_rate import MessageRateThrottle
@@ -223,7 +223,7 @@ def _answer(run: Run, user: User) -> tuple[dict[str, Any], bool]:
     ended = fresh.status not in ACTIVE_RUN_STATUSES
     message = run_final_message(run=fresh) if ended else run_user_message(run=fresh)
     return {
-        "run": RunSerializer(fresh).data,
+        "run": run_data(fresh),
         "message": message_data(message) if message is not None else None,
     }, ended
 

@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from chat.api import docs
 from chat.api.base import EventStreamNegotiation, accepts_event_stream
-from chat.api.serializers import EventSerializer, RunSerializer
+from chat.api.serializers import EventSerializer, RunSerializer, run_data
 from chat.live.events import event_envelope
 from chat.live.streams import MAX_SEQ, run_event_stream, sse_response
 from chat.models import RunStatus
@@ -47,7 +47,7 @@ class RunDetailApi(APIView):
     )
     def get(self, request: Request, run_id: uuid.UUID) -> Response:
         """The run, or 404."""
-        return Response(RunSerializer(run_detail(run_id=run_id, user=request.user)).data)
+        return Response(run_data(run_detail(run_id=run_id, user=request.user)))
 
 
 class RunEventListApi(APIView):
@@ -159,4 +159,4 @@ class RunCancelApi(APIView):
     def post(self, request: Request, run_id: uuid.UUID) -> Response:
         """Cancel it and answer the run as it now is."""
         run = run_cancel(run=run_get(run_id=run_id, user=request.user))
-        return Response(RunSerializer(run_detail(run_id=run.pk, user=request.user)).data)
+        return Response(run_data(run_detail(run_id=run.pk, user=request.user)))

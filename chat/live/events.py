@@ -17,6 +17,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from chat.live.event_types import Event, event_check
+from chat.live.layers import ThreadSafeInMemoryChannelLayer
+from chat.live.run_ends import TERMINAL_EVENTS, run_end_notify
 from chat.live.sender import layer_send
 from chat.models import Run, RunEvent
 
@@ -26,6 +28,11 @@ logger = logging.getLogger(__name__)
 def conversation_group(conversation_id: Any) -> str:
     """The channel-layer group that carries one conversation's live events."""
     return f"conversation.{conversation_id}"
+
+
+def run_end_group(run_id: Any) -> str:
+    """The channel-layer group told of one run's end only (its terminal event): ?wait=true's."""
+    return f"run-end.{run_id}"
 
 
 def event_envelope(event: RunEvent) -> dict[str, Any]:
@@ -145,16 +152,22 @@ def event_publish(*, run: Run, type: str, data: dict[str, Any] | None = None) ->
 
 
 def _send(events: list[RunEvent]) -> None:
+    for event in events:
+        if event.type in TERMINAL_EVENTS:
+            run_end_notify(event.run_id)
     layer = get_channel_layer()
     if layer is None:
         return
-    layer_send(
-        layer,
-        [
-            (
-                conversation_group(event.conversation_id),
-                {"type": "run.event", "event": event_envelope(event)},
-            )
-            for event in events
-        ],
-    )
+    messages = []
+    for event in events:
+        message = {"type": "run.event", "event": event_envelope(event)}
+        messages.append((conversation_group(event.conversation_id), message))
+        if event.type in TERMINAL_EVENTS:
+            # A POST waiting for the end hears of it alone, not of every delta.
+            messages.append((run_end_group(event.run_id), message))
+    if isinstance(layer, ThreadSafeInMemoryChannelLayer):
+        # In this process: straight to the receivers' loops, no sender thread.
+        for group, message in messages:
+            layer.group_send_soon(group, message)
+        return
+    layer_send(layer, messages)

@@ -31,14 +31,15 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.http import StreamingHttpResponse
 
-from chat.live.events import conversation_group, event_envelope
+from chat.live.events import conversation_group, event_envelope, run_end_group
+from chat.live.run_ends import TERMINAL_EVENTS, run_end_signal
 from chat.models import Conversation, Run, RunStatus
 from chat.selectors import stored_events
 from chat.telemetry.metrics import event_lag_observe
 
-TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 ENDED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 # How long a stream waits on the channel layer before it looks at the database
 # anyway (a dropped message with nothing after it would otherwise wait forever).
@@ -233,16 +234,21 @@ def _receive_dropped(receiving: asyncio.Future[Any]) -> None:
 async def run_end_wait(*, run: Run, timeout: float) -> bool:
     """Wait until the run has ended (True) or `timeout` seconds have passed (False).
 
-    For `POST .../messages/?wait=true`, which needs the end and not the events:
-    the layer wakes it when one of the run's terminal events goes out, and the
-    database decides, read at the start, on such a wake-up, and after every
-    quiet spell (CATCH_UP_S, doubling up to MAX_CATCH_UP_S), so a dropped
-    message or a failed layer costs seconds, never the whole wait.
+    For `POST .../messages/?wait=true`, which needs the end and not the events.
+    Where runs execute in this process (no Redis), the end's commit wakes it
+    directly (chat/live/run_ends.py); otherwise the run's terminal event,
+    which goes out only once the end has committed, ends it: the wait listens
+    to the run's end group, not to the conversation's every event. The
+    database is read at the start and after every quiet spell (CATCH_UP_S,
+    doubling up to MAX_CATCH_UP_S), so a dropped message or a failed layer
+    costs seconds, never the whole wait.
     """
+    if settings.TOOLCHAT_TASKS_IN_PROCESS:
+        return await _run_end_wait_here(run, timeout)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     layer = get_channel_layer()
-    group = conversation_group(run.conversation_id)
+    group = run_end_group(run.pk)
     channel: str | None = None
     listening = False
     receiving: asyncio.Future[Any] | None = None
@@ -280,12 +286,32 @@ async def run_end_wait(*, run: Run, timeout: float) -> bool:
                 if envelope.get("type") in TERMINAL_EVENTS and envelope.get("run_id") == str(
                     run.pk
                 ):
-                    idle_wait = CATCH_UP_S
-                    break
+                    return True  # sent only once the end committed
             if loop.time() >= deadline:
                 return bool(await _run_ended(run.pk))
     finally:
         await _unsubscribe(layer, group, channel, receiving)
+
+
+async def _run_end_wait_here(run: Run, timeout: float) -> bool:
+    """`run_end_wait` where the run executes in this process: its end's commit is the signal.
+
+    The database is read first (the run may have ended before the signal was
+    set up) and after every quiet spell (a run ended by another process).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    idle_wait = CATCH_UP_S
+    with run_end_signal(run.pk) as ended:
+        while not await _run_ended(run.pk):
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait(), min(idle_wait, left))
+                return True
+            idle_wait = min(idle_wait * 2, MAX_CATCH_UP_S)
+    return True
 
 
 def _layer_failed(conversation_id: Any, exc: Exception) -> None:

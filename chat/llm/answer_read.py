@@ -13,7 +13,6 @@ import time
 from typing import Any, Protocol
 
 import httpx2
-from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from chat.llm.base import ChatRequest, Completion, ProviderError, ToolCall
 from chat.llm.failures import ended, failure_message
@@ -26,6 +25,7 @@ from chat.llm.lenient import (
     usage_read,
 )
 from chat.llm.limits import error_status
+from chat.llm.stream_read import Assembly
 from chat.llm.watch import CallDeadline, Stopped
 
 # How much of a body that is not an event stream an error message quotes.
@@ -109,7 +109,7 @@ def _not_a_completion(asked: Asking, body: bytes, kind: str) -> ProviderError:
 
 def stream_completion(
     asked: Asking,
-    state: ChatCompletionStreamState[object],
+    state: Assembly,
     finish_reason: str,
     first_token_ms: int | None,
     usage: tuple[int | None, int | None],
@@ -120,22 +120,20 @@ def stream_completion(
     A stream that ends (`[DONE]`, or the connection closed cleanly) without a
     `finish_reason` keeps what it said.
     """
-    try:
-        snapshot = state.current_completion_snapshot
-    except AssertionError:  # not one chunk came
+    if not state.started:  # not one chunk came
         return None
-    message = snapshot.choices[0].message if snapshot.choices else None
-    content = message.content if message is not None else None
+    answer = state.answer
+    content = answer.text if answer is not None else None
     calls = []
-    for index, call in enumerate((message.tool_calls if message else None) or []):
-        # Fields a server left out are None in the snapshot; a ToolCall holds strings.
-        name = call.function.name or ""
-        arguments = arguments_text(call.function.arguments)
+    for index, call in enumerate(answer.calls if answer is not None else []):
+        # Fields a server left out are None; a ToolCall holds strings.
+        name = call.name or ""
+        arguments = arguments_text(call.arguments)
         calls.append(
             ToolCall(
                 id=call_id(
                     call.id,
-                    response_id=snapshot.id or "",
+                    response_id=state.id,
                     index=index,
                     name=name,
                     arguments=arguments,
@@ -150,7 +148,7 @@ def stream_completion(
         content=content or None,
         tool_calls=calls,
         finish_reason=finish_reason,
-        model=snapshot.model or asked.request.model,
+        model=state.model or asked.request.model,
         prompt_tokens=usage[0],
         completion_tokens=usage[1],
         first_token_ms=first_token_ms,
@@ -158,7 +156,7 @@ def stream_completion(
         attempts=asked.attempts,
         reasoning="".join(reasoning) or None,
         note="; ".join(asked.notes),
-        response_id=snapshot.id or "",
+        response_id=state.id,
     )
 
 

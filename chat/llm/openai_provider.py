@@ -7,8 +7,8 @@ borrows the SDK's error class.
 
 The SDK does the HTTP work: one client (one connection pool) per process and
 endpoint, the retries of a failed request (LLM_MAX_RETRIES, with its backoff
-and the server's Retry-After), and the assembly of streamed tool-call deltas
-(`ChatCompletionStreamState`). This module adds what the SDK lacks: a stream
+and the server's Retry-After). A stream's text and tool-call deltas are joined
+by chat/llm/stream_read.py's `Assembly`. This module adds what the SDK lacks: a stream
 cut mid-answer is asked again, after a `StreamRestart`, from the same budget
 of LLM_MAX_RETRIES + 1 requests, so that one count bounds every request of a
 call. Celery never multiplies it: the turn engine does not retry a model call
@@ -36,9 +36,6 @@ from collections.abc import Generator, Iterator, Mapping
 from typing import Any, cast
 
 import openai
-from openai.lib.streaming.chat import (
-    ContentDeltaEvent,
-)
 from openai.types.chat import ChatCompletionMessageParam
 
 from chat.llm.answer_read import completion_read, stream_completion
@@ -367,9 +364,8 @@ class _Call:
                 c.delta.content or c.delta.tool_calls for c in chunk.choices
             ):
                 read.first_token_ms = int((time.monotonic() - self.started) * 1000)
-            for event in read.state.handle_chunk(chunk):
-                if isinstance(event, ContentDeltaEvent) and event.delta:
-                    yield TextDelta(event.delta)
+            for text in read.state.add(chunk):
+                yield TextDelta(text)
             read.finish_reason = stream_finish_reason(read.state) or read.finish_reason
             reported = chunk_usage(chunk)
             if reported != (None, None):

@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
-from chat.live.events import conversation_group, event_envelope, event_publish
+from chat.live.events import conversation_group, event_envelope, event_publish, run_end_group
 from chat.models import RunEvent
 from chat.selectors import run_event_list
 from tests.factories import ConversationFactory, RunFactory, event_data
@@ -54,6 +54,20 @@ def test_events_reach_the_channel_layer_only_after_commit(conversation):
     message = async_to_sync(_receive)(layer, channel, 1)
     assert message["event"]["seq"] == 1
     assert message["event"]["type"] == "run.started"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_runs_end_group_hears_only_its_terminal_event(conversation):
+    run = RunFactory(conversation=conversation)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(run_end_group(run.pk), channel)
+    event_publish(run=run, type="run.started", data={"mode": "two_pass"})
+    event_publish(run=run, type="run.failed", data=event_data("run.failed"))
+    message = async_to_sync(_receive)(layer, channel, 1)
+    assert (message["event"]["type"], message["event"]["seq"]) == ("run.failed", 2)
+    with pytest.raises(TimeoutError):
+        async_to_sync(_receive)(layer, channel, 0.05)
 
 
 async def _receive(layer, channel, timeout):

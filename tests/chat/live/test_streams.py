@@ -127,6 +127,7 @@ def end_without_event(run) -> None:
 async def test_a_wait_whose_end_event_was_dropped_ends_from_the_database_without_hanging(
     user, settings
 ):
+    settings.TOOLCHAT_TASKS_IN_PROCESS = False  # the run ends elsewhere: the layer tells
     use_layer(settings, "tests.chat.live.test_streams.LayerWhoseReceiveOutlivesCancel")
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=30))
@@ -137,6 +138,52 @@ async def test_a_wait_whose_end_event_was_dropped_ends_from_the_database_without
     await asyncio.wait({waiting}, timeout=10)
     assert waiting.done(), "the wait did not return"
     assert waiting.result() is True
+
+
+@database_sync_to_async
+def end_with_event(run) -> None:
+    """The run ends as the engine ends it: its status and its terminal event in one commit."""
+    from django.db import transaction
+
+    from chat.models import Run, RunStatus
+
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
+        event_publish(run=run, type="run.completed", data=event_data("run.completed"))
+
+
+async def test_a_wait_in_the_process_that_runs_the_turn_wakes_at_the_ends_commit(
+    user, settings, monkeypatch
+):
+    # No layer and no poll that could wake it in time: only the end's commit can.
+    settings.TOOLCHAT_TASKS_IN_PROCESS = True
+    use_layer(settings, "tests.chat.live.test_streams.LayerThatCannotReceive")
+    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+    run = await make_run(user)
+    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
+    await asyncio.sleep(0.2)  # waiting on the signal
+    await end_with_event(run)
+    await asyncio.wait({waiting}, timeout=5)
+    assert waiting.done(), "the end's commit did not wake the wait"
+    assert waiting.result() is True
+
+
+async def test_a_wait_in_process_still_sees_an_end_that_sent_no_signal(user, settings, monkeypatch):
+    # Ended by another process (recover_runs, a worker): the database tells.
+    settings.TOOLCHAT_TASKS_IN_PROCESS = True
+    run = await make_run(user)
+    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
+    await asyncio.sleep(0.1)
+    await end_without_event(run)
+    await asyncio.wait({waiting}, timeout=10)
+    assert waiting.done(), "the wait did not look at the database again"
+    assert waiting.result() is True
+
+
+async def test_a_wait_in_process_gives_up_at_its_timeout(user, settings):
+    settings.TOOLCHAT_TASKS_IN_PROCESS = True
+    run = await make_run(user)
+    assert await run_end_wait(run=run, timeout=0.5) is False
 
 
 async def test_a_stream_closed_while_receiving_does_not_wait_for_the_receive(user, settings):

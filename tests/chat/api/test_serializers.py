@@ -1,0 +1,69 @@
+"""A run built directly (run_data) is what RunSerializer makes of it, to the byte."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from django.utils import timezone
+from rest_framework.renderers import JSONRenderer
+
+from chat.api.serializers import RunSerializer, run_data
+from chat.models import ExecutionStatus, RunStatus
+from chat.selectors import run_detail
+from tests.chat.api.conftest import stored_turn
+from tests.factories import ModelCallFactory, RunFactory, ToolExecutionFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def rendered(data) -> bytes:
+    return JSONRenderer().render(data)
+
+
+def test_a_finished_turn_is_the_same_both_ways(conversation, user):
+    run = stored_turn(conversation)
+    fresh = run_detail(run_id=run.pk, user=user)
+    assert rendered(run_data(fresh)) == rendered(RunSerializer(fresh).data)
+
+
+def test_a_run_with_every_optional_field_set_or_empty_is_the_same_both_ways(conversation, user):
+    run = RunFactory(
+        conversation=conversation,
+        status=RunStatus.FAILED,
+        error="The model call failed (deadline)",
+        client_options={"temperature": 0.2, "stream": True},
+        client_tools=[{"type": "function", "function": {"name": "lookup"}}],
+        started_at=timezone.now(),
+        finished_at=timezone.now() + datetime.timedelta(microseconds=1500),
+        latency_ms=2,
+    )
+    ModelCallFactory(run=run, prompt_tokens=None, completion_tokens=None, tools_offered=[])
+    ModelCallFactory(run=run, step=2, purpose="compose", status="failed", error="boom")
+    message = run.conversation.messages.create(
+        run=run, position=1, role="assistant", content=None, tool_calls=[]
+    )
+    ToolExecutionFactory(
+        run=run,
+        message=message,
+        status=ExecutionStatus.REJECTED,
+        arguments=None,
+        arguments_raw="{not json",
+        approved_by=user,
+        decided_at=timezone.now(),
+        decision_reason="no",
+        result="a plain string",
+        truncated=True,
+        error="rejected",
+    )
+    ToolExecutionFactory(
+        run=run, message=message, started_at=None, finished_at=None, duration_ms=None
+    )
+    fresh = run_detail(run_id=run.pk, user=user)
+    assert rendered(run_data(fresh)) == rendered(RunSerializer(fresh).data)
+
+
+def test_a_queued_run_is_the_same_both_ways(conversation, user):
+    run = RunFactory(conversation=conversation)
+    fresh = run_detail(run_id=run.pk, user=user)
+    assert rendered(run_data(fresh)) == rendered(RunSerializer(fresh).data)
