@@ -449,6 +449,7 @@ def _model_call_data(call: ModelCall) -> dict[str, Any]:
         "response_message_id": _uuid(call.response_message_id),
         "started_at": _time(call.started_at),
         **_plain(call, _CALL_FIGURES),
+        "forced_answer": call.forced_answer,
     }
 
 
@@ -467,6 +468,7 @@ def _execution_data(execution: ToolExecution) -> dict[str, Any]:
         "finished_at": _time(execution.finished_at),
         "duration_ms": execution.duration_ms,
         "attempts": execution.attempts,
+        "replayed_from": _uuid(execution.replayed_from_id),
     }
 
 
@@ -482,6 +484,8 @@ def run_data(run: Run) -> dict[str, Any]:
         "status": str(run.status),
         "mode": str(run.mode),
         **_plain(run, _RUN_FIELDS),
+        "replay_of": _uuid(run.replay_of_id),
+        **_plain(run, ("replay_tools", "replay_mode")),
         "created_at": _time(run.created_at),
         "started_at": _time(run.started_at),
         "finished_at": _time(run.finished_at),

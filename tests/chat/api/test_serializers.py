@@ -9,7 +9,7 @@ from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
 from chat.api.serializers import RunSerializer, run_data
-from chat.models import ExecutionStatus, RunStatus
+from chat.models import ExecutionStatus, Run, RunStatus
 from chat.selectors import run_detail
 from tests.chat.api.conftest import stored_turn
 from tests.factories import ModelCallFactory, RunFactory, ToolExecutionFactory
@@ -67,3 +67,26 @@ def test_a_queued_run_is_the_same_both_ways(conversation, user):
     run = RunFactory(conversation=conversation)
     fresh = run_detail(run_id=run.pk, user=user)
     assert rendered(run_data(fresh)) == rendered(RunSerializer(fresh).data)
+
+
+def test_a_forced_replay_with_a_replayed_call_is_the_same_both_ways(conversation, user):
+    """The replay's fields: the run it replays, how, what the model answered at a forced
+    step, and the recorded call a replayed one was served."""
+    original = stored_turn(conversation)
+    recorded = ToolExecutionFactory(run=original, message=original.conversation.messages.first())
+    run = RunFactory(conversation=conversation, replay_of=original, replay_tools="recorded")
+    Run.objects.filter(pk=run.pk).update(replay_mode="forced")
+    ModelCallFactory(run=run, forced_answer={"content": "84", "tool_calls": []})
+    message = run.conversation.messages.create(
+        run=run, position=9, role="assistant", content=None, tool_calls=[]
+    )
+    ToolExecutionFactory(
+        run=run, message=message, status=ExecutionStatus.REPLAYED, replayed_from=recorded
+    )
+    fresh = run_detail(run_id=run.pk, user=user)
+    data = run_data(fresh)
+    assert data["replay_of"] == str(original.pk)
+    assert (data["replay_tools"], data["replay_mode"]) == ("recorded", "forced")
+    assert data["model_call_log"][0]["forced_answer"] == {"content": "84", "tool_calls": []}
+    assert data["tool_executions"][0]["replayed_from"] == str(recorded.pk)
+    assert rendered(data) == rendered(RunSerializer(fresh).data)
