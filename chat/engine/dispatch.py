@@ -24,7 +24,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from kombu.exceptions import OperationalError
 
 logger = logging.getLogger(__name__)
@@ -60,10 +60,8 @@ def _run_in_thread(function: Callable[..., Any], *args: Any) -> None:
     except Exception:
         logger.exception("background task %s%s failed", getattr(function, "name", function), args)
     finally:
-        # Each pool thread has its own connection: give it back between jobs unless
-        # it is one that is kept (CONN_MAX_AGE: SQLite's; a pooled PostgreSQL
-        # connection goes back to its pool), and never keep a broken one.
-        close_old_connections()
+        # Each pool thread has its own connection; give it back between jobs.
+        connections.close_all()
 
 
 def _submit(function: Callable[..., Any], delay_s: float | None, *args: Any) -> None:

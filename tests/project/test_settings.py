@@ -112,6 +112,8 @@ def test_sqlite_is_the_default_database():
     assert database["ENGINE"] == "django.db.backends.sqlite3"
     assert database["NAME"] == str(ROOT / "db.sqlite3")
     assert "journal_mode=WAL" in database["OPTIONS"]["init_command"]
+    # Under ASGI each request has a thread of its own: a kept connection would outlive it.
+    assert database["CONN_MAX_AGE"] == 0
 
 
 def test_postgres_url_uses_psycopg_with_the_connection_pool():
