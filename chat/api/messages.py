@@ -35,7 +35,8 @@ from chat.api.base import (
     page_serializer,
     paginate,
 )
-from chat.api.serializers import MessageSerializer, RunSerializer, message_data, run_data
+from chat.api.run_data import run_data
+from chat.api.serializers import MessageSerializer, RunSerializer, message_data
 from chat.inputs import MessageInput, StrictInputSerializer
 from chat.live.streams import run_end_wait, run_event_stream, sse_response
 from chat.message_rate import MessageRateThrottle

@@ -16,7 +16,8 @@ from rest_framework.views import APIView
 
 from chat.api import docs
 from chat.api.base import EventStreamNegotiation, accepts_event_stream
-from chat.api.serializers import EventSerializer, RunSerializer, run_data
+from chat.api.run_data import run_data
+from chat.api.serializers import EventSerializer, RunSerializer
 from chat.live.events import event_envelope
 from chat.live.streams import MAX_SEQ, run_event_stream, sse_response
 from chat.models import RunStatus

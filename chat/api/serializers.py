@@ -10,10 +10,8 @@ for the schema, and `RunSerializer` describes (and makes, in a test) the one
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -398,105 +396,6 @@ class RunSerializer(serializers.ModelSerializer[Run]):
             "prompt_tokens": sum(prompt) if prompt else None,
             "completion_tokens": sum(completion) if completion else None,
         }
-
-
-# A run as RunSerializer shows it, built directly. Every `?wait=true` answers a run
-# (and so do the run detail and a cancel): DRF builds a ModelSerializer's fields
-# from the model for every instance, three of them for a run, which was a third of
-# that answer's CPU. The fields are RunSerializer's, ModelCallSerializer's and
-# ToolExecutionSerializer's, in their order; a test holds the two to one output.
-
-_RUN_FIELDS = ("steps", "model_calls", "error", "client_options", "client_tools")
-_CALL_FIELDS = (
-    "step",
-    "purpose",
-    "model",
-    "provider",
-    "status",
-    "error",
-    "finish_reason",
-    "message_count",
-    "request_hash",
-)
-_CALL_FIGURES = ("first_token_ms", "latency_ms", "prompt_tokens", "completion_tokens", "attempts")
-_EXECUTION_FIELDS = ("step", "tool_call_id", "name", "arguments", "arguments_raw", "status")
-_EXECUTION_RESULT = ("decision_reason", "result", "content", "result_chars", "truncated", "error")
-
-
-def _uuid(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _time(value: datetime.datetime | None) -> str | None:
-    """A time as DRF writes it: ISO 8601 in the current time zone, UTC as Z."""
-    if value is None:
-        return None
-    text = value.astimezone(timezone.get_current_timezone()).isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
-
-
-def _plain(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    """Columns whose value is their representation (a choice's as its string)."""
-    values = {name: getattr(row, name) for name in names}
-    return {name: str(v) if isinstance(v, str) else v for name, v in values.items()}
-
-
-def _model_call_data(call: ModelCall) -> dict[str, Any]:
-    return {
-        "id": str(call.pk),
-        **_plain(call, _CALL_FIELDS),
-        "tools_offered": [str(name) for name in call.tools_offered or []],
-        "response_message_id": _uuid(call.response_message_id),
-        "started_at": _time(call.started_at),
-        **_plain(call, _CALL_FIGURES),
-        "forced_answer": call.forced_answer,
-    }
-
-
-def _execution_data(execution: ToolExecution) -> dict[str, Any]:
-    return {
-        "id": str(execution.pk),
-        "run_id": _uuid(execution.run_id),
-        "conversation_id": _uuid(getattr(execution, "conversation_id", None)),
-        "message_id": _uuid(execution.message_id),
-        **_plain(execution, _EXECUTION_FIELDS),
-        "approved_by_id": execution.approved_by_id,
-        "decided_at": _time(execution.decided_at),
-        **_plain(execution, _EXECUTION_RESULT),
-        "created_at": _time(execution.created_at),
-        "started_at": _time(execution.started_at),
-        "finished_at": _time(execution.finished_at),
-        "duration_ms": execution.duration_ms,
-        "attempts": execution.attempts,
-        "replayed_from": _uuid(execution.replayed_from_id),
-    }
-
-
-def run_data(run: Run) -> dict[str, Any]:
-    """A run as the API shows it (RunSerializer's fields), from `run_detail`'s prefetched rows."""
-    calls = list(run.model_call_rows.all())
-    prompt = [c.prompt_tokens for c in calls if c.prompt_tokens is not None]
-    completion = [c.completion_tokens for c in calls if c.completion_tokens is not None]
-    return {
-        "id": str(run.pk),
-        "conversation_id": _uuid(run.conversation_id),
-        "trigger_message_id": _uuid(run.trigger_message_id),
-        "status": str(run.status),
-        "mode": str(run.mode),
-        **_plain(run, _RUN_FIELDS),
-        "replay_of": _uuid(run.replay_of_id),
-        **_plain(run, ("replay_tools", "replay_mode")),
-        "created_at": _time(run.created_at),
-        "started_at": _time(run.started_at),
-        "finished_at": _time(run.finished_at),
-        "latency_ms": run.latency_ms,
-        "usage": {
-            "prompt_tokens": sum(prompt) if prompt else None,
-            "completion_tokens": sum(completion) if completion else None,
-        },
-        "model_call_log": [_model_call_data(call) for call in calls],
-        "tool_executions": [_execution_data(e) for e in run.tool_executions.all()],
-    }
 
 
 class EventSerializer(serializers.Serializer[Any]):

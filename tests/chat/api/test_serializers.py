@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
-from chat.api.serializers import RunSerializer, run_data
+from chat.api.run_data import run_data
+from chat.api.serializers import RunSerializer
 from chat.models import ExecutionStatus, Run, RunStatus
 from chat.selectors import run_detail
 from tests.chat.api.conftest import stored_turn
