@@ -38,7 +38,8 @@ from chat.api.base import (
 from chat.api.run_data import run_data
 from chat.api.serializers import MessageSerializer, RunSerializer, message_data
 from chat.inputs import MessageInput, StrictInputSerializer
-from chat.live.streams import run_end_wait, run_event_stream, sse_response
+from chat.live.sse import sse_response
+from chat.live.streams import run_end_wait, run_event_stream
 from chat.message_rate import MessageRateThrottle
 from chat.models import ACTIVE_RUN_STATUSES, Run
 from chat.selectors import (

@@ -19,7 +19,8 @@ from chat.api.base import EventStreamNegotiation, accepts_event_stream
 from chat.api.run_data import run_data
 from chat.api.serializers import EventSerializer, RunSerializer
 from chat.live.events import event_envelope
-from chat.live.streams import MAX_SEQ, run_event_stream, sse_response
+from chat.live.sse import sse_response
+from chat.live.streams import MAX_SEQ, run_event_stream
 from chat.models import RunStatus
 from chat.selectors import run_detail, run_event_list, run_get
 from chat.services.runs import run_cancel

@@ -32,7 +32,8 @@ from rest_framework.views import APIView
 
 from chat.api.base import AsyncApiView
 from chat.api.errors import exception_handler
-from chat.live.streams import run_event_stream, with_keepalive
+from chat.live.sse import with_keepalive
+from chat.live.streams import run_event_stream
 from chat.llm.endpoints import model_choices
 from chat.message_rate import MessageRateThrottle
 from chat.models import Conversation, Run
