@@ -23,11 +23,11 @@ from chat.api.base import (
     paginate,
 )
 from chat.api.serializers import ConversationSerializer
+from chat.export import conversation_export
 from chat.inputs import StrictInputSerializer, TextField
 from chat.models import MAX_STEPS_LIMIT, Conversation, Mode
 from chat.selectors import (
     conversation_detail,
-    conversation_export,
     conversation_get,
     conversation_list,
 )

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from chat.export import conversation_export
 from chat.models import Message, Mode, Role, Run, RunStatus
-from chat.selectors import conversation_export
 from chat.services.conversations import conversation_update
 from chat.services.runs import run_regenerate, run_start
 from tests.assertions import wait_until
