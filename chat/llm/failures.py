@@ -1,6 +1,6 @@
 """What a failed model call says: the server's own words, the reason, the attempts made.
 
-The provider (chat/llm/openai_provider.py) turns what the SDK raised, or what
+The provider (chat/llm/openai_call.py) turns what the SDK raised, or what
 a server sent in its stream, into one ProviderError whose message a user can
 read ("The model call failed (HTTP 400) after 1 attempt: ...").
 """

@@ -15,7 +15,7 @@ after text), arguments as a JSON object, a call's id and name repeated in
 every chunk (llama-cpp-python), usage under `x_groq`. `chunk_tidy` takes
 those out of a chunk, or puts them in the shape the assembly takes, and keeps
 what toolchat uses in a `StreamRead`. The provider that sends the requests is
-chat/llm/openai_provider.py.
+chat/llm/openai_call.py.
 """
 
 from __future__ import annotations
