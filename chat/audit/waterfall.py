@@ -14,14 +14,12 @@ Pure Python over the rows `audit_run_get` prefetched: no query of its own.
 
 from __future__ import annotations
 
-import math
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from chat.audit.buckets import short_duration
 from chat.audit.queries import FAILED_EXECUTION_STATUSES
+from chat.audit.timeline import Tick, clip, length, max_parallel, pct, ticks, union
 from chat.models import CallStatus, ModelCall, Run, ToolExecution
 
 LABEL_CHARS = 36
@@ -31,10 +29,6 @@ AXIS_HEIGHT = 22
 ROW_HEIGHT = 36
 BAR_OFFSET = 17
 BAR_HEIGHT = 14
-
-
-def _pct(ms: float, total_ms: float) -> float:
-    return round(100.0 * ms / total_ms, 4) if total_ms > 0 else 0.0
 
 
 def _ms_between(start: datetime, end: datetime) -> float:
@@ -111,13 +105,6 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class Tick:
-    x_pct: float
-    label: str
-    anchor: str
-
-
-@dataclass(frozen=True)
 class Waterfall:
     total_ms: float  # the axis: the run's span, or its last call's end if later
     shown_total_ms: int  # the total the page writes: the run's latency_ms once it has one
@@ -148,53 +135,6 @@ class _Span:
     kind: str
     start: float
     end: float
-
-
-def _union(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    merged: list[tuple[float, float]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _length(spans: Iterable[tuple[float, float]]) -> float:
-    return sum(end - start for start, end in spans)
-
-
-def _max_parallel(spans: Iterable[tuple[float, float]]) -> int:
-    edges = sorted([(s, 1) for s, e in spans if e > s] + [(e, -1) for s, e in spans if e > s])
-    running = best = 0
-    for _, change in edges:
-        running += change
-        best = max(best, running)
-    return best
-
-
-def _tick_step(total_ms: float) -> float:
-    """A round step giving about five ticks."""
-    if total_ms <= 0:
-        return 1.0
-    raw = total_ms / 5
-    power = 10.0 ** math.floor(math.log10(raw))
-    for factor in (1.0, 2.0, 2.5, 5.0):
-        if raw <= factor * power:
-            return factor * power
-    return 10.0 * power
-
-
-def _ticks(total_ms: float) -> list[Tick]:
-    step = _tick_step(total_ms)
-    ticks: list[Tick] = []
-    value = 0.0
-    while value <= total_ms + 1e-9:
-        pct = _pct(value, total_ms)
-        anchor = "start" if pct < 3 else ("end" if pct > 92 else "middle")
-        ticks.append(Tick(pct, short_duration(round(value, 3)), anchor))
-        value += step
-    return ticks
 
 
 @dataclass(frozen=True)
@@ -271,7 +211,7 @@ def _short(text: str) -> str:
 def _bar(item: _Item, total: float, y: int) -> Bar:
     first_pct = None
     if item.first_token is not None and item.duration:
-        first_pct = _pct(item.start + min(item.first_token, item.duration), total)
+        first_pct = pct(item.start + min(item.first_token, item.duration), total)
     return Bar(
         kind=item.kind,
         label=f"{_short(item.label)} · {duration_text(item.duration)}",
@@ -285,8 +225,8 @@ def _bar(item: _Item, total: float, y: int) -> Bar:
         start_ms=item.start,
         duration_ms=item.duration,
         first_token_ms=item.first_token,
-        x_pct=_pct(item.start, total),
-        width_pct=_pct(item.duration or 0.0, total),
+        x_pct=pct(item.start, total),
+        width_pct=pct(item.duration or 0.0, total),
         first_token_pct=first_pct,
         y=y,
         object_id=item.object_id,
@@ -333,28 +273,24 @@ def run_waterfall(run: Run, *, axis_ms: float = 0.0) -> Waterfall:
 
     model_spans = [(item.start, item.end) for item in items if item.kind == "model"]
     tool_spans = [(item.start, item.end) for item in items if item.kind == "tool"]
-    tool_union = _union(tool_spans)
-    busy = _clip(_union([*model_spans, *tool_spans]), queue_ms, total)
+    tool_union = union(tool_spans)
+    busy = clip(union([*model_spans, *tool_spans]), queue_ms, total)
     return Waterfall(
         total_ms=total,
         shown_total_ms=_shown_total(run, total),
         queue_ms=queue_ms,
         model_ms=sum(end - start for start, end in model_spans),
-        tool_ms=_length(tool_union),
+        tool_ms=length(tool_union),
         tool_work_ms=sum(end - start for start, end in tool_spans),
-        overhead_ms=max(0.0, total - queue_ms - _length(busy)),
-        max_parallel=_max_parallel(tool_spans),
-        segments=_segments(total, queue_ms, _union(model_spans), tool_union, scale=scale),
+        overhead_ms=max(0.0, total - queue_ms - length(busy)),
+        max_parallel=max_parallel(tool_spans),
+        segments=_segments(total, queue_ms, union(model_spans), tool_union, scale=scale),
         bars=bars,
         untimed=untimed,
-        ticks=_ticks(scale),
+        ticks=ticks(scale),
         height=first_row + len(bars) * ROW_HEIGHT + 4,
         summary_y=AXIS_HEIGHT,
     )
-
-
-def _clip(spans: list[tuple[float, float]], low: float, high: float) -> list[tuple[float, float]]:
-    return [(max(s, low), min(e, high)) for s, e in spans if min(e, high) > max(s, low)]
 
 
 def _segments(
@@ -374,8 +310,8 @@ def _segments(
         marks.append(_Span("queue", 0.0, queue_ms))
     # Model calls and tools do not overlap in a run (a step's tools wait for its call);
     # should clocks disagree, the model call wins the overlap.
-    work = [_Span("model", s, e) for s, e in _clip(model_spans, queue_ms, total)]
-    for s, e in _clip(tool_spans, queue_ms, total):
+    work = [_Span("model", s, e) for s, e in clip(model_spans, queue_ms, total)]
+    for s, e in clip(tool_spans, queue_ms, total):
         pieces = [(s, e)]
         for m in work:
             if m.kind != "model":
@@ -401,8 +337,8 @@ def _segments(
             kind=m.kind,
             start_ms=m.start,
             end_ms=m.end,
-            x_pct=_pct(m.start, scale),
-            width_pct=_pct(m.end - m.start, scale),
+            x_pct=pct(m.start, scale),
+            width_pct=pct(m.end - m.start, scale),
         )
         for m in marks
         if m.end > m.start
