@@ -12,8 +12,8 @@
 
 import { createCard } from "./cards.js";
 import { copyText, decorateCode, h } from "./dom.js";
-import { formatMs, setTime, shortTime, tokens } from "./format.js";
 import { parse, toNodes } from "./markdown.js";
+import { drawMeta, drawReasoning, drawTime } from "./meta.js";
 import { lastOnes } from "./thread.js";
 
 /**
@@ -23,6 +23,7 @@ import { lastOnes } from "./thread.js";
  * @typedef {import("./thread.js").TurnOutcome} TurnOutcome
  * @typedef {import("./cards.js").CardNode} CardNode
  * @typedef {import("./cards.js").CardOptions} CardOptions
+ * @typedef {import("./meta.js").MessageNode} MessageNode
  *
  * @typedef {Object} RenderHooks
  * @property {() => void} regenerate answer the last question again
@@ -32,15 +33,6 @@ import { lastOnes } from "./thread.js";
  * @property {(runId: string, answeredBy: string) => HTMLElement} replayPanel "Try with another model…" for a
  *   turn (replay.js); `answeredBy` is the model that wrote the answer, which the picker does not pick first
  *
- * @typedef {Object} MessageNode
- * @property {HTMLElement} node
- * @property {HTMLElement} text
- * @property {HTMLElement} bubble
- * @property {HTMLElement} tools
- * @property {HTMLElement} meta
- * @property {HTMLElement} footer
- * @property {HTMLElement | null} actions
- * @property {MessageView} view
  */
 
 const EXAMPLES = [
@@ -235,7 +227,7 @@ export function createRenderer(log, options) {
       }
     }
     if (view.role === "assistant" && (!was || was.message !== view.message || was.turn !== view.turn)) {
-      drawMeta(entry.meta, view);
+      drawMeta(entry.meta, view, Boolean(options.staff));
     }
     if (!was || was.message !== view.message) drawTime(entry, view);
     if (view.role === "assistant" && (!was || was.message !== view.message)) drawReasoning(entry, view);
@@ -243,78 +235,6 @@ export function createRenderer(log, options) {
     if (view.actions && !entry.actions) addActions(entry);
     const replay = entry.actions && entry.actions.querySelector("[data-replay]");
     if (replay instanceof HTMLElement) replay.hidden = !replayableRun(view);
-  }
-
-  /**
-   * When the message was stored, in the reader's zone ("16:04"), the exact time on hover.
-   * @param {MessageNode} entry
-   * @param {MessageView} view
-   */
-  function drawTime(entry, view) {
-    const at = view.message && view.message.created_at;
-    let node = entry.footer.querySelector("time.msg-time");
-    if (!at || (view.role === "assistant" && !view.message?.content)) {
-      if (node) node.remove();
-      return;
-    }
-    if (!node) {
-      node = h("time", "msg-time");
-      entry.footer.insertBefore(node, entry.footer.firstChild);
-    }
-    setTime(/** @type {HTMLElement} */ (node), at, shortTime(at), view.role === "user" ? "Sent " : "Answered ");
-  }
-
-  /**
-   * What the model wrote before its answer, collapsed above it; inserted as text, never as HTML.
-   * @param {MessageNode} entry
-   * @param {MessageView} view
-   */
-  function drawReasoning(entry, view) {
-    const reasoning = (view.message && view.message.reasoning) || "";
-    const old = entry.node.querySelector(".reasoning");
-    if (!reasoning) {
-      if (old) old.remove();
-      return;
-    }
-    if (old && old.lastElementChild && old.lastElementChild.textContent === reasoning) return;
-    const box = h("details", "reasoning");
-    box.appendChild(h("summary", "", "Reasoning"));
-    box.appendChild(h("div", "reasoning-text", reasoning));
-    if (old instanceof HTMLDetailsElement) box.open = old.open; // a redraw keeps it as the reader left it
-    if (old) old.replaceWith(box);
-    else entry.node.insertBefore(box, entry.bubble);
-  }
-
-  /**
-   * The model call's figures, the model, the audit link (staff), and the turn's totals.
-   * @param {HTMLElement} meta
-   * @param {MessageView} view
-   */
-  function drawMeta(meta, view) {
-    meta.textContent = "";
-    const message = view.message;
-    if (message) {
-      const parts = [];
-      if (message.latency_ms !== null && message.latency_ms !== undefined) {
-        parts.push("model " + formatMs(message.latency_ms));
-      }
-      const usage = message.usage;
-      if (usage && (usage.prompt_tokens !== null || usage.completion_tokens !== null)) {
-        parts.push(tokens(usage.prompt_tokens) + " in / " + tokens(usage.completion_tokens) + " out");
-      }
-      if (parts.length) {
-        meta.appendChild(badge("call", parts.join(" · "),
-          "This model call: how long it took, and the tokens it read (in) and wrote (out)"));
-      }
-      if (message.model) meta.appendChild(badge("model", message.model, "The model that wrote this"));
-      if (options.staff && message.run_id && message.content) {
-        const audit = h("a", "chip chip-link", "audit");
-        audit.href = "/audit/runs/" + encodeURIComponent(message.run_id) + "/";
-        audit.title = "This run in the audit: every model call and tool execution";
-        meta.appendChild(audit);
-      }
-    }
-    if (view.turn) meta.appendChild(turnBadge(view.turn));
   }
 
   /**
@@ -477,25 +397,4 @@ function replayableRun(view) {
   const message = view.message;
   if (view.role !== "assistant" || !message || (message.tool_calls || []).length) return null;
   return message.run_id || null;
-}
-
-/**
- * @param {string} kind
- * @param {string} text
- * @param {string} title
- */
-function badge(kind, text, title) {
-  const node = h("span", "chip chip-" + kind, text);
-  node.title = title;
-  return node;
-}
-
-/** @param {TurnOutcome} outcome */
-function turnBadge(outcome) {
-  const calls = outcome.model_calls;
-  return badge(
-    "run",
-    "turn " + formatMs(outcome.latency_ms) + " · " + calls + " model call" + (calls === 1 ? "" : "s"),
-    "Whole turn: from posting to the answer; the model calls are all the turn made, the follow-ups call included"
-  );
 }
