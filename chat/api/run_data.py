@@ -18,7 +18,8 @@ from django.utils import timezone
 from chat.models import ModelCall, Run, ToolExecution
 
 _RUN_FIELDS = ("steps", "model_calls", "error", "client_options", "client_tools")
-_CALL_FIELDS = (
+# ModelCallSerializer lists its fields with these two, so the order is said once.
+CALL_FIELDS = (
     "step",
     "purpose",
     "model",
@@ -29,7 +30,7 @@ _CALL_FIELDS = (
     "message_count",
     "request_hash",
 )
-_CALL_FIGURES = ("first_token_ms", "latency_ms", "prompt_tokens", "completion_tokens", "attempts")
+CALL_FIGURES = ("first_token_ms", "latency_ms", "prompt_tokens", "completion_tokens", "attempts")
 _EXECUTION_FIELDS = ("step", "tool_call_id", "name", "arguments", "arguments_raw", "status")
 _EXECUTION_RESULT = ("decision_reason", "result", "content", "result_chars", "truncated", "error")
 
@@ -55,11 +56,11 @@ def _plain(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
 def _model_call_data(call: ModelCall) -> dict[str, Any]:
     return {
         "id": str(call.pk),
-        **_plain(call, _CALL_FIELDS),
+        **_plain(call, CALL_FIELDS),
         "tools_offered": [str(name) for name in call.tools_offered or []],
         "response_message_id": _uuid(call.response_message_id),
         "started_at": _time(call.started_at),
-        **_plain(call, _CALL_FIGURES),
+        **_plain(call, CALL_FIGURES),
         "forced_answer": call.forced_answer,
     }
 

@@ -15,6 +15,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from chat.api.run_data import CALL_FIELDS, CALL_FIGURES
 from chat.history import message_to_api
 from chat.live.event_types import EVENT_TYPES
 from chat.models import (
@@ -234,23 +235,11 @@ class ModelCallSerializer(serializers.ModelSerializer[ModelCall]):
         model = ModelCall
         fields = [
             "id",
-            "step",
-            "purpose",
-            "model",
-            "provider",
-            "status",
-            "error",
-            "finish_reason",
-            "message_count",
-            "request_hash",
+            *CALL_FIELDS,
             "tools_offered",
             "response_message_id",
             "started_at",
-            "first_token_ms",
-            "latency_ms",
-            "prompt_tokens",
-            "completion_tokens",
-            "attempts",
+            *CALL_FIGURES,
             "forced_answer",
         ]
         read_only_fields = fields
