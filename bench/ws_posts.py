@@ -8,7 +8,12 @@ the web process's share of a post, which is what a user waits for before
 their message shows as sent. Rounds repeat it on fresh conversations, each
 once the turns of the round before have ended.
 
-    .venv/bin/python bench/ws_posts.py [--sockets 100] [--rounds 3]
+    .venv/bin/python bench/ws_posts.py [--sockets 100] [--rounds 3] [--profile]
+
+Each round also says the CPU the web process, the worker and the database
+used from the first send to the last ack. `--profile` runs py-spy on the web
+process through the rounds (only the thread holding the GIL) and prints
+where its CPU went.
 
 Prints a table and writes bench/results/ws_posts.json.
 """
@@ -20,13 +25,29 @@ import asyncio
 import json
 import os
 import platform
+import shutil
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+from concurrent_turns import cpu_seconds
+from profile_turn import summarize
 from stack import percentile, running_stack, write_results
 
+# py-spy's collapsed stacks of the web process (`--profile`), for a flame graph.
+RESULTS = Path(__file__).resolve().parent / "results"
 
-async def one_round(ws_url: str, sockets: list[tuple[str, str]]) -> list[float]:
-    """Open every socket, post on all at once; the seconds from each send to its ack."""
+
+async def one_round(
+    ws_url: str, sockets: list[tuple[str, str]], stack: dict, profile: Path | None
+) -> tuple[list[float], dict[str, float]]:
+    """Open every socket, post on all at once; the seconds from each send to its ack.
+
+    And the CPU seconds each part of the stack used from the sends to the last ack;
+    with `profile`, py-spy's samples of the web process over that time are added to it.
+    """
     from websockets.asyncio.client import connect
 
     opened = [
@@ -51,11 +72,17 @@ async def one_round(ws_url: str, sockets: list[tuple[str, str]]) -> list[float]:
                 raise RuntimeError(message)
 
     tasks = [asyncio.create_task(post(socket)) for socket in opened]
-    await asyncio.sleep(0.2)  # every task is waiting on the event
+    spy = profile_start(stack["pids"]["web"], profile) if profile else None
+    await asyncio.sleep(1.0 if spy else 0.2)  # every task is waiting on the event
+    before = cpu_seconds(stack["pids"], stack["service_pids"])
     start.set()
     try:
-        return list(await asyncio.gather(*tasks))
+        waits = list(await asyncio.gather(*tasks))
+        after = cpu_seconds(stack["pids"], stack["service_pids"])
+        return waits, {name: after[name] - before[name] for name in after}
     finally:
+        if spy:
+            profile_stop(spy, profile)
         for socket in opened:
             await socket.close()
 
@@ -71,10 +98,29 @@ def runs_settle(timeout: float) -> None:
         time.sleep(0.2)
 
 
+def profile_start(pid: int, folded: Path) -> subprocess.Popen:
+    """py-spy recording the running web process (the thread holding the GIL)."""
+    py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+    command = [py_spy, "record", "--pid", str(pid), "--rate", "250", "--format", "raw"]
+    command += ["--full-filenames", "--gil", "-o", str(folded.with_suffix(".part"))]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def profile_stop(process: subprocess.Popen, folded: Path) -> None:
+    """Stop py-spy (it writes its samples on SIGINT); add them to `folded`."""
+    process.send_signal(signal.SIGINT)
+    process.wait(60)
+    with folded.open("a") as out:
+        out.write(folded.with_suffix(".part").read_text())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sockets", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--profile", action="store_true", help="py-spy on the web process through the rounds"
+    )
     args = parser.parse_args()
 
     extra_env = {"TOOLCHAT_MESSAGE_RATE": "100000/min"}
@@ -90,22 +136,31 @@ def main() -> None:
         ]
         tokens = [Token.objects.create(user=user).key for user in users]
         rounds = []
+        cpus = []
         loads = []  # the machine's 1-minute load average as each round starts
+        folded = RESULTS / "ws_posts.folded" if args.profile else None
+        if folded:
+            folded.write_text("")
         for _ in range(args.rounds):
             loads.append(os.getloadavg()[0])
             sockets = [
                 (str(Conversation.objects.create(owner=user, title="bench").id), token)
                 for user, token in zip(users, tokens, strict=True)
             ]
-            waits = asyncio.run(one_round(stack["ws"], sockets))
+            waits, cpu = asyncio.run(one_round(stack["ws"], sockets, stack, folded))
             rounds.append([w * 1000 for w in waits])
+            cpus.append(cpu)
             # The next round starts on a settled stack: the turns these posts started
             # would otherwise still be running beside its posts, and each round would
             # time the one before it too.
             runs_settle(timeout=180)
+        profile = summarize(folded, top=25) if folded else None
 
     print(f"WebSocket post -> ack, {args.sockets} sockets posting at once, production stack")
-    print(f"{'round':<8}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}{'load':>8}")
+    print(
+        f"{'round':<8}{'p50 ms':>10}{'p95 ms':>10}{'max ms':>10}{'load':>8}"
+        f"{'web s':>8}{'worker s':>10}{'db s':>7}{'other s':>9}"
+    )
     summary = []
     for index, waits in enumerate(rounds, 1):
         row = {
@@ -113,15 +168,36 @@ def main() -> None:
             "p95_ms": round(percentile(waits, 0.95), 1),
             "max_ms": round(max(waits), 1),
             "load_average": round(loads[index - 1], 2),
+            # CPU seconds from the first send to the last ack: "other" is this
+            # process (the clients) and whatever else ran on the machine.
+            "cpu_s": {
+                "web": round(cpus[index - 1]["web"], 2),
+                "worker": round(cpus[index - 1]["workers"], 2),
+                "database": round(cpus[index - 1]["database"], 2),
+                "other": round(cpus[index - 1]["bench"] + cpus[index - 1]["rest"], 2),
+            },
         }
         summary.append(row)
         print(
             f"{index:<8}{row['p50_ms']:>10}{row['p95_ms']:>10}{row['max_ms']:>10}"
-            f"{row['load_average']:>8}"
+            f"{row['load_average']:>8}{row['cpu_s']['web']:>8}{row['cpu_s']['worker']:>10}"
+            f"{row['cpu_s']['database']:>7}{row['cpu_s']['other']:>9}"
         )
+    if profile:
+        print(f"\nthe web process, {profile['samples']} samples holding the GIL; self time:")
+        for name, share in profile["self_by_function"]:
+            print(f"  {share:5.1f}%  {name}")
+        print("toolchat's functions, inclusive:")
+        for name, share in profile["inclusive_ours"]:
+            print(f"  {share:5.1f}%  {name}")
     path = write_results(
         "ws_posts",
-        {"sockets": args.sockets, "rounds": summary, "machine": platform.platform()},
+        {
+            "sockets": args.sockets,
+            "rounds": summary,
+            "profile": profile,
+            "machine": platform.platform(),
+        },
     )
     print(f"wrote {path}")
 

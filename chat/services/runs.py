@@ -11,8 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import OuterRef, Subquery
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from chat.engine.call_records import execution_event, tool_message_build
@@ -151,32 +150,16 @@ def _storable_check(content: str, *, what: str, field: str) -> None:
 def _idle_conversation(conversation: Conversation) -> Iterator[tuple[Conversation, int | None]]:
     """A transaction holding the conversation's row lock, with no run active; its last position.
 
-    The lock orders concurrent posts to one conversation; one statement finds
-    an active run and the last position. The conversation's `updated_at` (its
-    last activity) moves.
+    The lock orders concurrent posts to one conversation; one statement takes
+    it, moves the conversation's `updated_at` (its last activity), and finds
+    an active run and the last position.
     """
     try:
         with transaction.atomic():
-            locked = (
-                Conversation.objects.select_for_update(no_key=True, of=("self",))
-                .annotate(
-                    active_run_id=Subquery(
-                        Run.objects.filter(
-                            conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
-                        ).values("pk")[:1]
-                    ),
-                    last_position=Subquery(
-                        Message.objects.filter(conversation_id=OuterRef("pk"))
-                        .order_by("-position")
-                        .values("position")[:1]
-                    ),
-                )
-                .get(pk=conversation.pk)
-            )
+            locked = _lock_for_turn(conversation.pk)
             if locked.active_run_id is not None:
                 raise _busy(Run.objects.get(pk=locked.active_run_id))
             yield locked, locked.last_position
-            locked.save(update_fields=["updated_at"])
     except IntegrityError:
         # The database's one-active-run constraint caught a race the lock did not.
         active = Run.objects.filter(
@@ -185,6 +168,38 @@ def _idle_conversation(conversation: Conversation) -> Iterator[tuple[Conversatio
         if active is None:
             raise
         raise _busy(active) from None
+
+
+# The row lock, the last activity, the active run and the last position, in one
+# statement (the ACTIVE_RUN_STATUSES are its three parameters after the id).
+_LOCK_FOR_TURN = """
+UPDATE chat_conversation SET updated_at = %s WHERE id = %s
+RETURNING *,
+    (SELECT id FROM chat_run WHERE conversation_id = chat_conversation.id
+     AND status IN (%s, %s, %s) LIMIT 1) AS active_run_id,
+    (SELECT position FROM chat_message WHERE conversation_id = chat_conversation.id
+     ORDER BY position DESC LIMIT 1) AS last_position
+"""
+
+
+def _lock_for_turn(conversation_id: Any) -> Conversation:
+    """The conversation locked for a turn, as `_LOCK_FOR_TURN` reads it.
+
+    Every post runs it: the ORM's select_for_update with two annotated
+    subqueries, then a save, cost a third of a post's CPU to build
+    (bench/post_cost.py). The instance is not for saving whole (its
+    `last_event_seq` moves with every event); its `updated_at` is stored.
+    """
+    pk, updated_at = Conversation._meta.pk, Conversation._meta.get_field("updated_at")
+    params = [
+        updated_at.get_db_prep_value(timezone.now(), connection),
+        pk.get_db_prep_value(conversation_id, connection),
+        *(status.value for status in ACTIVE_RUN_STATUSES),
+    ]
+    rows = list(Conversation.objects.raw(_LOCK_FOR_TURN, params))
+    if not rows:
+        raise Conversation.DoesNotExist(f"conversation {conversation_id} is gone")
+    return rows[0]
 
 
 def _last_user_message(conversation: Conversation) -> Message | None:
