@@ -39,8 +39,9 @@ from chat.selectors import stored_events
 from chat.telemetry.metrics import event_lag_observe
 
 ENDED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
-# How long a stream waits on the channel layer before it looks at the database
-# anyway (a dropped message with nothing after it would otherwise wait forever).
+# How long a stream waits on the channel layer, after a live event, before it
+# looks at the database anyway (a dropped message with nothing after it would
+# otherwise wait forever); it waits twice as long each time it finds nothing.
 CATCH_UP_S = 1.0
 MAX_CATCH_UP_S = 8.0
 # Cursors beyond this are not seqs (and would overflow the database's bigint).
@@ -148,7 +149,13 @@ class _Live:
                 self.channel = await self.layer.new_channel()
             await self.layer.group_add(self.group, self.channel)
             self.listening = True
-            self.idle_wait = CATCH_UP_S
+            # The database is read next: until a live event comes, nothing can
+            # have been dropped (the layer drops only into a full channel), so
+            # a quiet stream looks again only after the longest wait. A page's
+            # idle socket read the database a second after opening, then at 3,
+            # 7 and 15 s: a hundred sockets opened at once read it a hundred
+            # times a second while their users posted (bench/ws_posts.py).
+            self.idle_wait = MAX_CATCH_UP_S
         except Exception as exc:
             self._failed(exc)
 

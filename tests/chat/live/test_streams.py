@@ -17,6 +17,7 @@ from channels.db import database_sync_to_async
 from chat.live.events import event_publish
 from chat.live.layers import ThreadSafeInMemoryChannelLayer
 from chat.live.streams import event_stream, run_end_wait
+from chat.selectors import stored_events
 from tests.assertions import wait_until_async
 from tests.factories import ConversationFactory, RunFactory, event_data
 from tests.plugins.services import free_port
@@ -200,3 +201,42 @@ async def test_a_stream_closed_while_receiving_does_not_wait_for_the_receive(use
     assert reading.done(), "closing the stream waited on its receive"
     assert reading.cancelled()
     assert [e["type"] for e in events] == ["tool.progress"]
+
+
+class LayerThatDropsTheEnd(ThreadSafeInMemoryChannelLayer):
+    """Delivers every event but a run's end: a message dropped, with nothing after it."""
+
+    def group_send_soon(self, group: str, message: dict[str, Any]) -> None:
+        if (message.get("event") or {}).get("type") != "run.completed":
+            super().group_send_soon(group, message)
+
+
+async def test_an_idle_stream_leaves_the_database_alone_and_a_quiet_one_catches_up(
+    user, settings, monkeypatch
+):
+    """A socket opened on a page reads the stored events once, then waits for live ones:
+    before, it read the database again after 1, 3 and 7 s, so that a hundred sockets
+    opened at once read it a hundred times a second while their users posted. Once live
+    events have come, a quiet spell still sends it to the database, which catches a
+    dropped end within CATCH_UP_S."""
+    use_layer(settings, "tests.chat.live.test_streams.LayerThatDropsTheEnd")
+    monkeypatch.setattr("chat.live.streams.MAX_CATCH_UP_S", 30)
+    reads = []
+    real_stored_events = stored_events
+
+    def counted(**kwargs: Any) -> Any:
+        reads.append(kwargs["after"])
+        return real_stored_events(**kwargs)
+
+    monkeypatch.setattr("chat.live.streams.stored_events", counted)
+    run = await make_run(user)
+    events: list[dict[str, Any]] = []
+    following = asyncio.create_task(follow(run, events))
+    await asyncio.sleep(1.5)  # idle: CATCH_UP_S is 0.2 s here
+    assert reads == [0], "an idle stream read the database again"
+    await publish(run, "tool.progress", event_data("tool.progress"))
+    await publish(run, "run.completed", event_data("run.completed"))  # dropped by the layer
+    async with asyncio.timeout(5):
+        await following
+    assert [e["type"] for e in events] == ["tool.progress", "run.completed"]
+    assert reads == [0, 1]
