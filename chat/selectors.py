@@ -84,7 +84,12 @@ def history_for_model(
     )
 
 
-def history_rows(*, conversation: Conversation, max_messages: int | None = None) -> list[Message]:
+def history_rows(
+    *,
+    conversation: Conversation,
+    max_messages: int | None = None,
+    last_position: int | None = None,
+) -> list[Message]:
     """The stored rows a model's history is built from, in order (`build_model_history`).
 
     With `max_messages`, only the newest rows that trimming could keep are
@@ -93,10 +98,15 @@ def history_rows(*, conversation: Conversation, max_messages: int | None = None)
     conversation grows, and the result is what trimming the whole history
     would give. A run loop keeps these rows and appends what it stores, so it
     reads the history once per run, not once per model call.
+
+    `last_position`, when the caller read it (a claimed run has it), lets a
+    conversation shorter than the window be read with the plain query: its
+    positions count every row ever stored, so the current ones are fewer.
     """
     everything = current_messages(conversation.pk).only(*HISTORY_COLUMNS)
-    if max_messages is not None:
-        window = max(2 * max_messages, 20)
+    window = max(2 * (max_messages or 0), 20)
+    short = last_position is not None and last_position < window
+    if max_messages is not None and not short:
         # One query: the newest `window` rows (from the position of the
         # window-th newest; NULL when there are fewer, and then every row),
         # and the system rows that lead the conversation.

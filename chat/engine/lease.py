@@ -176,58 +176,133 @@ def stale_cutoff(now: datetime) -> datetime | None:
 
 
 class RowHeartbeat:
-    """Renews a row's `heartbeat_at` from a thread while its worker waits on something.
+    """Renews a row's `heartbeat_at` while its worker waits on something.
 
     `rows` selects the row while it is still this worker's (a run under its
-    lease, a call still running). Every TOOLCHAT_HEARTBEAT_S the thread renews
-    it, and every second in between it looks that the row is still there:
-    once it is not (a cancel, a take-over), it calls `on_lost` and ends.
+    lease, a call still running). Every TOOLCHAT_HEARTBEAT_S the row is
+    renewed, and every second in between it is looked at: once it is not
+    there (a cancel, a take-over), `on_lost` is called and the beat ends.
+
+    The beats of a process share one thread (`_Beats`): a thread started and
+    joined for every model call and every tool call cost a few milliseconds
+    of each turn's critical path.
     """
 
     def __init__(self, rows: QuerySet[Any], on_lost: Callable[[], None], what: str) -> None:
         self.rows = rows
         self.on_lost = on_lost
         self.what = what
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="toolchat-heartbeat", daemon=True)
+        self.stopped = False
+        self.due = 0.0
+        self.renewed = 0.0
 
     def __enter__(self) -> Self:
-        self._thread.start()
+        self.renewed = time.monotonic()
+        self.due = self.renewed + _beat_interval()
+        _beats.add(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        # Not a long join: the thread may be waiting for a pooled connection, and
-        # the worker must not wait for it. It sees the stop flag and ends by itself.
-        self._stop.set()
-        self._thread.join(0.05)
+        # No wait: the beats' thread may be waiting for a pooled connection, and the
+        # worker must not wait for it. A beat under way sees `stopped` and calls nothing.
+        self.stopped = True
+        _beats.discard(self)
 
-    def _beat(self) -> None:
-        interval = min(settings.TOOLCHAT_HEARTBEAT_S, 1.0)
-        renewed = time.monotonic()
+    def beat(self) -> bool:
+        """Renew or look at the row, on the beats' thread; False once this beat is over.
+
+        Raises the database's error when it is unreachable: the beat stays, and is
+        renewed as soon as the database is back (a worker alive through an outage
+        keeps its work).
+        """
+        now = time.monotonic()
+        self.due = now + _beat_interval()
+        if now - self.renewed >= settings.TOOLCHAT_HEARTBEAT_S:
+            alive = self.rows.update(heartbeat_at=timezone.now())
+            self.renewed = now
+        else:
+            alive = self.rows.exists()
+        if not alive and not self.stopped:
+            self.on_lost()
+            return False
+        return True
+
+
+def _beat_interval() -> float:
+    return min(settings.TOOLCHAT_HEARTBEAT_S, 1.0)
+
+
+class _Beats:
+    """The thread that beats every running heartbeat of this process, each when it is due."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._members: set[RowHeartbeat] = set()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def add(self, beat: RowHeartbeat) -> None:
+        with self._lock:
+            self._members.add(beat)
+            # A forked Celery child inherits the object but not the thread.
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(
+                    target=self._run, name="toolchat-heartbeats", daemon=True
+                )
+                self._thread.start()
+        self._wake.set()
+
+    def discard(self, beat: RowHeartbeat) -> None:
+        with self._lock:
+            self._members.discard(beat)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                members = list(self._members)
+            now = time.monotonic()
+            next_due = min((beat.due for beat in members), default=now + 60)
+            if next_due > now:
+                self._wake.wait(next_due - now)
+                self._wake.clear()
+                continue
+            for beat in sorted(members, key=lambda member: member.due):
+                if beat.due > time.monotonic():
+                    break
+                if not self._beat_one(beat):
+                    break  # the database is unreachable: every beat waits a round
+            try:
+                connection_release()  # a beat a second must not keep a connection
+            except Exception:
+                logger.exception("heartbeats could not give their connection back")
+
+    def _beat_one(self, beat: RowHeartbeat) -> bool:
+        """One beat; False when the database is unreachable."""
+        if beat.stopped:
+            return True
         try:
-            while not self._stop.wait(interval):
-                try:
-                    if time.monotonic() - renewed >= settings.TOOLCHAT_HEARTBEAT_S:
-                        alive = self.rows.update(heartbeat_at=timezone.now())
-                        renewed = time.monotonic()
-                    else:
-                        alive = self.rows.exists()
-                    connection_release()  # a beat a second must not keep a connection
-                except (OperationalError, InterfaceError) as exc:
-                    if not database_unreachable(exc):
-                        raise
-                    # The database is down: beat on, so that the heartbeat is renewed
-                    # as soon as it is back (a worker alive through an outage keeps its work).
-                    logger.debug("heartbeat of %s: the database is unreachable", self.what)
-                    connections[DEFAULT_DB_ALIAS].close()
-                    continue
-                if not alive and not self._stop.is_set():
-                    self.on_lost()
-                    return
+            if not beat.beat():
+                self.discard(beat)
+        except (OperationalError, InterfaceError) as exc:
+            if not database_unreachable(exc):
+                logger.exception("heartbeat of %s failed", beat.what)
+                self.discard(beat)
+                return True
+            logger.debug("heartbeat of %s: the database is unreachable", beat.what)
+            connections[DEFAULT_DB_ALIAS].close()
+            with self._lock:
+                for member in self._members:
+                    member.due = time.monotonic() + _beat_interval()
+            return False
         except Exception:
-            logger.exception("heartbeat of %s failed", self.what)
-        finally:
-            connections.close_all()
+            logger.exception("heartbeat of %s failed", beat.what)
+            self.discard(beat)
+        return True
+
+
+_beats = _Beats()
 
 
 class Heartbeat(RowHeartbeat):

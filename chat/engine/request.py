@@ -30,7 +30,9 @@ def request_hash(request: ChatRequest) -> str:
 def history_load(run: Run) -> list[Message]:
     """The rows of the run's conversation that its model calls' history is built from."""
     return history_rows(
-        conversation=run.conversation, max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES
+        conversation=run.conversation,
+        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
+        last_position=getattr(run, "last_position", None),
     )
 
 
