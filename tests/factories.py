@@ -94,6 +94,7 @@ class ToolExecutionFactory(factory.django.DjangoModelFactory):
     )
     duration_ms = 3
     attempts = 1
+    replay = factory.LazyAttribute(lambda e: e.run.replay_of_id is not None)
 
 
 class ModelCallFactory(factory.django.DjangoModelFactory):
@@ -120,6 +121,7 @@ class ModelCallFactory(factory.django.DjangoModelFactory):
     )
     response_message = None
     attempts = 1
+    replay = factory.LazyAttribute(lambda c: c.run.replay_of_id is not None)
 
 
 # --- A finished run -------------------------------------------------------------------

@@ -61,6 +61,15 @@ def _run_rows(runs: list[Any]) -> list[dict[str, Any]]:
     return [{"run": run, "failures": run_failures(run)} for run in runs]
 
 
+# The query's choices that a change of period keeps (the period form, its presets).
+_KEPT = ("include_replays", "status", "replays")
+
+
+def _replays_counted(request: HttpRequest) -> bool:
+    """Whether the statistics asked for count replays (`?include_replays=1`; docs/audit.md)."""
+    return request.GET.get("include_replays") == "1"
+
+
 @require_GET
 @staff_required
 def audit_overview(request: HttpRequest) -> HttpResponse:
@@ -76,10 +85,12 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
         return render(request, "audit/overview.html", context, status=400)
     status = request.GET.get("status", "")
     replays = request.GET.get("replays", "")
-    stats = audit_stats(period)
+    counted = _replays_counted(request)
+    stats = audit_stats(period, replays=counted)
     page = audit_run_page(
         page=request.GET.get("page"), status=status, period=period, replays=replays
     )
+    stats_params = {**period.query(), **({"include_replays": "1"} if counted else {})}
     context.update(
         stats=stats,
         tools=tool_table(stats.tools),
@@ -87,8 +98,10 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
         histogram=histogram_plot(stats.histogram),
         over_time=timeseries_plot(stats.over_time),
         over_time_width=width_text(stats.over_time.width_s),
-        period_params=period.query(),
+        period_params=stats_params,
         period_query=urlencode(period.query()),
+        stats_query=urlencode(stats_params),
+        kept={name: request.GET[name] for name in _KEPT if request.GET.get(name)},
         page=page,
         rows=_run_rows(list(page.object_list)),
         status=status if status in RunStatus.values else "",
@@ -118,14 +131,24 @@ def _csv(request: HttpRequest, name: str, build: Callable[..., str]) -> HttpResp
 @staff_required
 def audit_tools_csv(request: HttpRequest) -> HttpResponse:
     """The per-tool table of the overview, as CSV."""
-    return _csv(request, "tools", lambda period: table_csv(tool_table(tool_stats(period))))
+    counted = _replays_counted(request)
+    return _csv(
+        request,
+        "tools",
+        lambda period: table_csv(tool_table(tool_stats(period, replays=counted))),
+    )
 
 
 @require_GET
 @staff_required
 def audit_models_csv(request: HttpRequest) -> HttpResponse:
     """The per-model table of the overview, as CSV."""
-    return _csv(request, "models", lambda period: table_csv(model_table(model_stats(period))))
+    counted = _replays_counted(request)
+    return _csv(
+        request,
+        "models",
+        lambda period: table_csv(model_table(model_stats(period, replays=counted))),
+    )
 
 
 @require_GET

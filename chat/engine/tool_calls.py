@@ -188,7 +188,7 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         headers_inject(context.trace_headers)  # the tool runs in a thread of its own
         result = execute_tool(name=execution.name, arguments=raw_arguments, context=context)
         record(result)
-    tool_call_observe(execution.name, result)
+    tool_call_observe(run, execution.name, result)
     return result
 
 

@@ -120,3 +120,30 @@ def test_message_factory_makes_a_valid_user_message():
     message = MessageFactory()
     assert message.role == Role.USER
     assert message.content
+
+
+def test_calls_stored_before_replays_said_so_are_marked_from_their_run_once_migrated(
+    conversation,
+):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from chat.models import ModelCall
+    from tests.factories import ModelCallFactory, ToolExecutionFactory
+
+    migration = import_module("chat.migrations.0016_replay_flags")
+    original = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
+    replica = RunFactory(
+        conversation=ConversationFactory(owner=conversation.owner), replay_of=original
+    )
+    for run in (original, replica):
+        asking = MessageFactory(conversation=run.conversation, role=Role.ASSISTANT, content="x")
+        ToolExecutionFactory(run=run, message=asking, replay=False)
+        ModelCallFactory(run=run, replay=False)
+
+    migration.replays_mark(apps, None)
+
+    for model in (ModelCall, ToolExecution):
+        marked = dict(model.objects.values_list("run_id", "replay"))
+        assert marked == {original.pk: False, replica.pk: True}
