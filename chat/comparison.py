@@ -5,6 +5,11 @@ run its final answer, its tool calls in order, its steps, model calls,
 latency, time to first token and tokens; and between them a word-level diff
 of the answers, their similarity, and the tool calls step by step.
 
+What a comparison reads of a run (its model calls, its tool calls, its
+answer) is a `RunRecord`; `run_records` reads those of any number of runs in
+three queries, so that a report of many replays (chat/replay_report.py)
+costs no more queries than one comparison.
+
 A tool call is read the same way whatever run made it: a run that ran or
 replayed its tools has audit rows (ToolExecution); a forced replay ran none,
 and its calls are what its model answered at each of the original's steps
@@ -20,6 +25,9 @@ import dataclasses
 import difflib
 import json
 import re
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from chat.engine.replay_tools import arguments_normal, call_arguments
@@ -88,6 +96,40 @@ class ComparedRun:
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """What a comparison reads of one run."""
+
+    model_calls: list[ModelCall]  # in the order they started
+    executions: list[ToolExecution]  # by step, then creation; each with its `message`
+    answer: str | None  # the final answer of a completed run
+
+
+def run_records(runs: Iterable[Run]) -> dict[uuid.UUID, RunRecord]:
+    """The records of `runs`, by run id: three queries, however many runs."""
+    by_id = {run.pk: run for run in runs}
+    calls: defaultdict[uuid.UUID, list[ModelCall]] = defaultdict(list)
+    for call in ModelCall.objects.filter(run_id__in=by_id).order_by("started_at", "step"):
+        calls[call.run_id].append(call)
+    executions: defaultdict[uuid.UUID, list[ToolExecution]] = defaultdict(list)
+    for row in (
+        ToolExecution.objects.filter(run_id__in=by_id)
+        .select_related("message")
+        .order_by("step", "created_at", "tool_call_id")
+    ):
+        executions[row.run_id].append(row)
+    # A run's answer is its last assistant message without calls (None if it has none).
+    answers: dict[uuid.UUID, str | None] = {}
+    completed = [pk for pk, run in by_id.items() if run.status == RunStatus.COMPLETED]
+    for run_id, content in (
+        Message.objects.filter(run_id__in=completed, role=Role.ASSISTANT, tool_calls__isnull=True)
+        .order_by("run_id", "-position")
+        .values_list("run_id", "content")
+    ):
+        answers.setdefault(run_id, content)
+    return {pk: RunRecord(calls[pk], executions[pk], answers.get(pk)) for pk in by_id}
+
+
 def runs_compare(
     *, run_id: Any, other_id: Any, user: AbstractBaseUser | AnonymousUser
 ) -> dict[str, Any]:
@@ -100,10 +142,18 @@ def runs_compare(
     return comparison(first, second)
 
 
-def comparison(first: Run, second: Run) -> dict[str, Any]:
-    """The comparison of two runs (whose owner was checked): both sides, the diff, the steps."""
+def comparison(
+    first: Run, second: Run, *, records: Mapping[uuid.UUID, RunRecord] | None = None
+) -> dict[str, Any]:
+    """The comparison of two runs (whose owner was checked): both sides, the diff, the steps.
+
+    `records` holds the runs' records when the caller read them already
+    (`run_records`: both runs', and a forced replay's original's).
+    """
     original = _original_of(first, second)
-    one, two = compared_run(first, original), compared_run(second, original)
+    if records is None:
+        records = run_records([first, second, *([original] if original else [])])
+    one, two = compared_run(first, original, records), compared_run(second, original, records)
     words_one, words_two = _words(one.answer), _words(two.answer)
     matcher = difflib.SequenceMatcher(a=words_one, b=words_two, autojunk=False)
     return {
@@ -117,14 +167,16 @@ def comparison(first: Run, second: Run) -> dict[str, Any]:
     }
 
 
-def compared_run(run: Run, original: Run | None) -> ComparedRun:
+def compared_run(
+    run: Run, original: Run | None, records: Mapping[uuid.UUID, RunRecord]
+) -> ComparedRun:
     """A run's side: its answer, its calls (each matched or not), its model calls."""
-    model_calls = list(ModelCall.objects.filter(run=run).order_by("started_at", "step"))
+    record = records[run.pk]
     if run.replay_mode == ReplayMode.FORCED and original is not None:
-        calls = _forced_calls(model_calls, _executed_calls(original))
+        calls = _forced_calls(record.model_calls, _executed_calls(records[original.pk]))
     else:
-        calls = _executed_calls(run)
-    return ComparedRun(run, _answer(run), calls, model_calls)
+        calls = _executed_calls(record)
+    return ComparedRun(run, record.answer, calls, record.model_calls)
 
 
 def _original_of(first: Run, second: Run) -> Run | None:
@@ -135,24 +187,7 @@ def _original_of(first: Run, second: Run) -> Run | None:
     return None
 
 
-def _answer(run: Run) -> str | None:
-    """The run's final answer: its last assistant message without calls (None if it has none)."""
-    if run.status != RunStatus.COMPLETED:
-        return None
-    return (
-        Message.objects.filter(run=run, role=Role.ASSISTANT, tool_calls__isnull=True)
-        .order_by("-position")
-        .values_list("content", flat=True)
-        .first()
-    )
-
-
-def _executed_calls(run: Run) -> list[ComparedCall]:
-    rows = (
-        ToolExecution.objects.filter(run=run)
-        .select_related("message")
-        .order_by("step", "created_at", "tool_call_id")
-    )
+def _executed_calls(record: RunRecord) -> list[ComparedCall]:
     return [
         ComparedCall(
             step=row.step,
@@ -162,7 +197,7 @@ def _executed_calls(run: Run) -> list[ComparedCall]:
             match=_MATCH.get(row.status, "live"),
             replayed_from=str(row.replayed_from_id) if row.replayed_from_id else None,
         )
-        for row in rows
+        for row in record.executions
     ]
 
 

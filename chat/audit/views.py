@@ -29,14 +29,14 @@ from chat.audit.queries import (
     run_latency_breakdown,
     run_timeline,
 )
-from chat.audit.replays import ReplayStartForm
+from chat.audit.replays import ReplayStartForm, replay_rows, replays_running
 from chat.audit.stats import audit_stats, model_stats, tool_stats
 from chat.audit.tables import model_table, table_csv, tool_table
 from chat.audit.waterfall import run_waterfall
 from chat.comparison import comparison
 from chat.exceptions import Conflict, ConversationNotFound, InvalidInput, RunNotFound
-from chat.models import ACTIVE_RUN_STATUSES, Run, RunStatus
-from chat.replay_report import ReportRow, report_csv, report_row, report_totals
+from chat.models import RunStatus
+from chat.replay_report import report_csv, report_totals
 from chat.selectors import runs_to_replay
 from chat.services.replays import runs_replay
 
@@ -268,29 +268,6 @@ def audit_run_compare(request: HttpRequest, run_id: uuid.UUID, other_id: uuid.UU
     )
 
 
-# The most replays the report page compares (each comparison reads both runs' rows).
-MAX_REPORTED_REPLAYS = 100
-
-
-def _replay_rows(period: Any) -> tuple[list[ReportRow], int]:
-    """The ended replays begun in the period, newest first, each against its original."""
-    replays = (
-        Run.objects.filter(
-            replay_of__isnull=False, created_at__gte=period.start, created_at__lt=period.end
-        )
-        .exclude(status__in=ACTIVE_RUN_STATUSES)
-        .select_related("replay_of", "conversation")
-        .order_by("-created_at")
-    )
-    total = replays.count()
-    rows = [
-        report_row(run.replay_of, run, model=run.conversation.model)
-        for run in replays[:MAX_REPORTED_REPLAYS]
-        if run.replay_of is not None
-    ]
-    return rows, total
-
-
 @require_GET
 @staff_required
 def audit_replays(request: HttpRequest) -> HttpResponse:
@@ -304,26 +281,18 @@ def audit_replays(request: HttpRequest) -> HttpResponse:
     }
     if period is None:
         return render(request, "audit/replays.html", context, status=400)
-    rows, total = _replay_rows(period)
+    rows, total = replay_rows(period)
     context.update(
         rows=rows,
         totals=report_totals(rows),
         total=total,
         shown=len(rows),
         period_query=urlencode(period.query()),
-        running=_running_replays(period),
+        running=replays_running(period),
         start_form=ReplayStartForm(),
         started=request.GET.get("started", ""),
     )
     return render(request, "audit/replays.html", context)
-
-
-def _running_replays(period: Any) -> int:
-    return Run.objects.filter(
-        replay_of__isnull=False,
-        created_at__gte=period.start,
-        status__in=ACTIVE_RUN_STATUSES,
-    ).count()
 
 
 @require_POST
@@ -370,4 +339,4 @@ def audit_replays_start(request: HttpRequest) -> HttpResponse:
 @staff_required
 def audit_replays_csv(request: HttpRequest) -> HttpResponse:
     """The replays of a period as CSV (as `manage.py replay` saves it)."""
-    return _csv(request, "replays", lambda period: report_csv(_replay_rows(period)[0]))
+    return _csv(request, "replays", lambda period: report_csv(replay_rows(period)[0]))

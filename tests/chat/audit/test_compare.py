@@ -11,10 +11,13 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from chat.models import Run, RunStatus
+from chat.audit.period import period_preset
+from chat.audit.replays import MAX_REPORTED_REPLAYS, replay_rows
+from chat.models import ExecutionStatus, ModelCall, ReplayMode, Run, RunStatus
+from chat.replay_report import report_row
 from chat.services.replays import run_replay
 from tests.chat.audit.scripted import PACE, two_pass_run
-from tests.factories import UserFactory
+from tests.factories import CallSpec, ConversationFactory, UserFactory, finished_run
 from tests.llm_server import text_reply, tool_calls_reply
 from tests.stack import wait_for_run
 
@@ -139,3 +142,59 @@ def test_staff_start_replays_of_a_periods_runs_and_watch_them_end(llm_server, se
     user.force_login(owner)
     assert user.post("/audit/replays/start/?period=hour", {}).status_code == 403
     assert Run.objects.filter(replay_of__isnull=False).count() == 2
+
+
+def stored_replays(count: int) -> list[Run]:
+    """`count` replays stored as the engine stores them, each of a run of its own; every
+    third is forced (its model's answers at the original's steps kept on its calls)."""
+    owner = UserFactory(username="ada")
+    replicas = []
+    for index in range(count):
+        original = finished_run(ConversationFactory(owner=owner), latency_ms=1000 + index)
+        forced = index % 3 == 2
+        replica = finished_run(
+            ConversationFactory(owner=owner, model="openai/other-model", replay_of=original),
+            calls=[CallSpec(arguments={"expression": "7*12"}, status=ExecutionStatus.UNMATCHED)],
+            answer=f"Seven twelves make 84 ({index}).",
+            latency_ms=2000 + index,
+            replay_of=original,
+            replay_mode=ReplayMode.FORCED if forced else ReplayMode.FREE,
+        )
+        if forced:
+            ModelCall.objects.filter(run=replica, purpose="tools").update(
+                forced_answer={"content": None, "tool_calls": [NOTE_CALL]}
+            )
+        replicas.append(replica)
+    return replicas
+
+
+NOTE_CALL = {
+    "id": "call_forced",
+    "type": "function",
+    "function": {"name": "calculator", "arguments": '{"expression": "12*7"}'},
+}
+
+
+@pytest.mark.django_db
+def test_the_replays_page_costs_a_few_queries_however_many_replays_it_reports(
+    django_assert_max_num_queries,
+):
+    replicas = stored_replays(MAX_REPORTED_REPLAYS)
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+    staff.get("/audit/replays/?period=day")  # the session, once
+
+    # The session and the user, the replays, their count, the records of both sides of
+    # every pair (model calls, tool calls, answers), and the replays still running.
+    with django_assert_max_num_queries(8):
+        html = staff.get("/audit/replays/?period=hour").content.decode()
+
+    assert html.count("/compare/") == MAX_REPORTED_REPLAYS
+    # The figures are those of comparing each replay with its original on its own.
+    rows = {row.replay_id: row for row in replay_rows(period_preset("hour"))[0]}
+    for replica in replicas[:: MAX_REPORTED_REPLAYS // 10]:
+        run = Run.objects.select_related("replay_of").get(pk=replica.pk)
+        assert rows[str(run.pk)] == report_row(run.replay_of, run, model="openai/other-model")
+    forced = rows[str(replicas[2].pk)]
+    assert (forced.steps_same, forced.steps) == (1, 1)
+    assert rows[str(replicas[0].pk)].same_tool_calls is False
