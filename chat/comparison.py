@@ -26,7 +26,7 @@ import difflib
 import json
 import re
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,17 @@ from chat.selectors import run_get
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-_WORDS = re.compile(r"\s+|[^\s]+")
+# An answer is diffed by words: each token is a word with the white space before it (and
+# the answer's trailing white space is one of its own), compared by the word alone.
+_TOKENS = re.compile(r"\s*\S+|\s+\Z")
+# How much of the answers' differing parts is diffed word by word. difflib's matcher
+# does work for every pair of equal words, again at each level of its recursion: on prose
+# it is fast, on a text of few words repeated (say "a b a b ...") it grows with the cube
+# of the length, 21 s for 2,000 words. So the diff takes the longest starts of the two
+# parts that hold at most DIFF_MAX_PAIRS pairs of equal words and DIFF_MAX_WORDS words:
+# about 3,500 words of prose, 450 of "a b a b", a fifth of a second at worst.
+DIFF_MAX_WORDS = 5000
+DIFF_MAX_PAIRS = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,14 +164,14 @@ def comparison(
     if records is None:
         records = run_records([first, second, *([original] if original else [])])
     one, two = compared_run(first, original, records), compared_run(second, original, records)
-    words_one, words_two = _words(one.answer), _words(two.answer)
-    matcher = difflib.SequenceMatcher(a=words_one, b=words_two, autojunk=False)
+    diff = answer_diff(one.answer, two.answer)
     return {
         "runs": [one.summary(), two.summary()],
-        "answer_similarity": round(matcher.ratio(), 4)
+        "answer_similarity": diff.similarity
         if (one.answer is not None and two.answer is not None)
         else None,
-        "answer_diff": _diff(matcher, words_one, words_two),
+        "answer_diff": diff.parts,
+        "answer_diff_limited": diff.limited,
         "same_tool_calls": _signature(one.calls) == _signature(two.calls),
         "steps": _steps(one.calls, two.calls),
     }
@@ -255,21 +265,118 @@ def _brief(call: ComparedCall) -> dict[str, Any]:
     return {"name": call.name, "arguments": call.arguments, "match": call.match}
 
 
-def _words(text: str | None) -> list[str]:
-    return _WORDS.findall(text or "")
+@dataclasses.dataclass(frozen=True)
+class AnswerDiff:
+    """Two answers' diff by words, and how alike they are (0 to 1)."""
+
+    parts: list[dict[str, str]]  # equal, delete (only in the first), insert (only in the second)
+    similarity: float
+    # The answers' differing parts were too long to diff whole (DIFF_MAX_WORDS): only
+    # their starts were diffed word by word; the rest is one delete and one insert,
+    # counted as different in `similarity` (a lower bound then).
+    limited: bool
 
 
-def _diff(
-    matcher: difflib.SequenceMatcher[str], one: list[str], two: list[str]
-) -> list[dict[str, str]]:
-    """The answers' word-level diff: equal, delete (only in the first) and insert (only in the second)."""
-    parts: list[dict[str, str]] = []
+def answer_diff(one: str | None, two: str | None) -> AnswerDiff:
+    """Diff two answers word by word, white space aside, in bounded time (DIFF_MAX_PAIRS).
+
+    The parts hold every character: the equal and deleted ones make the first
+    answer, the equal and inserted ones the second. The common start and end
+    are set aside first (a linear scan), so two long answers that differ in a
+    few places near one another cost little.
+    """
+    tokens_one, tokens_two = _TOKENS.findall(one or ""), _TOKENS.findall(two or "")
+    words_one, words_two = [t.lstrip() for t in tokens_one], [t.lstrip() for t in tokens_two]
+    start = _common_length(words_one, words_two)
+    end = _common_length(words_one[start:][::-1], words_two[start:][::-1])
+    middle_one, middle_two = (
+        words_one[start : len(words_one) - end],
+        words_two[start : len(words_two) - end],
+    )
+    window = _diffed_length(middle_one, middle_two)
+    diffed_one, diffed_two = middle_one[:window], middle_two[:window]
+    matcher = difflib.SequenceMatcher(a=diffed_one, b=diffed_two, autojunk=False)
+    opcodes: list[tuple[str, int, int, int, int]] = [("equal", 0, start, 0, start)]
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            parts.append({"op": "equal", "text": "".join(one[i1:i2])})
-            continue
-        if i2 > i1:
-            parts.append({"op": "delete", "text": "".join(one[i1:i2])})
-        if j2 > j1:
-            parts.append({"op": "insert", "text": "".join(two[j1:j2])})
-    return parts
+        opcodes.append((tag, start + i1, start + i2, start + j1, start + j2))
+    limited = max(len(middle_one), len(middle_two)) > window
+    if limited:
+        i, j = start + len(diffed_one), start + len(diffed_two)
+        opcodes.append(("replace", i, len(words_one) - end, j, len(words_two) - end))
+    opcodes.append(
+        ("equal", len(words_one) - end, len(words_one), len(words_two) - end, len(words_two))
+    )
+    parts = _DiffParts()
+    for op, i1, i2, j1, j2 in opcodes:
+        if op == "equal":
+            for mine, theirs in zip(tokens_one[i1:i2], tokens_two[j1:j2], strict=True):
+                parts.equal(mine, theirs)
+        else:
+            parts.change("".join(tokens_one[i1:i2]), "".join(tokens_two[j1:j2]))
+    matched = start + end + sum(block.size for block in matcher.get_matching_blocks())
+    total = len(words_one) + len(words_two)
+    return AnswerDiff(parts.done(), round(2 * matched / total, 4) if total else 1.0, limited)
+
+
+def _diffed_length(one: list[str], two: list[str]) -> int:
+    """How many words of each differing part to diff: the most whose starts hold at most
+    DIFF_MAX_PAIRS pairs of equal words, and DIFF_MAX_WORDS words."""
+    seen_one: Counter[str] = Counter()
+    seen_two: Counter[str] = Counter()
+    pairs = 0
+    for length in range(min(max(len(one), len(two)), DIFF_MAX_WORDS)):
+        if length < len(one):
+            pairs += seen_two[one[length]]
+            seen_one[one[length]] += 1
+        if length < len(two):
+            pairs += seen_one[two[length]]
+            seen_two[two[length]] += 1
+        if pairs > DIFF_MAX_PAIRS:
+            return length
+    return min(max(len(one), len(two)), DIFF_MAX_WORDS)
+
+
+def _common_length(one: list[str], two: list[str]) -> int:
+    """How many items the two lists begin with alike."""
+    return next(
+        (n for n, (a, b) in enumerate(zip(one, two, strict=False)) if a != b),
+        min(len(one), len(two)),
+    )
+
+
+class _DiffParts:
+    """The diff's parts, built in order: between two equal parts, one delete and one insert."""
+
+    def __init__(self) -> None:
+        self.parts: list[dict[str, str]] = []
+        self.deleted = self.inserted = self.same = ""
+
+    def equal(self, mine: str, theirs: str) -> None:
+        """A word both answers have, with the white space before it in each."""
+        word = mine.lstrip()
+        space_one, space_two = mine[: len(mine) - len(word)], theirs[: len(theirs) - len(word)]
+        if space_one != space_two:
+            self.change(space_one, space_two)
+        self._flush_change()
+        self.same += word if space_one != space_two else mine
+
+    def change(self, deleted: str, inserted: str) -> None:
+        self._flush_same()
+        self.deleted += deleted
+        self.inserted += inserted
+
+    def done(self) -> list[dict[str, str]]:
+        self._flush_same()
+        self._flush_change()
+        return self.parts
+
+    def _flush_same(self) -> None:
+        if self.same:
+            self.parts.append({"op": "equal", "text": self.same})
+            self.same = ""
+
+    def _flush_change(self) -> None:
+        for op, text in (("delete", self.deleted), ("insert", self.inserted)):
+            if text:
+                self.parts.append({"op": op, "text": text})
+        self.deleted = self.inserted = ""

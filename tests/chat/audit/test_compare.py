@@ -46,8 +46,8 @@ def test_the_comparison_page_shows_both_runs_their_answers_calls_and_waterfalls(
     html = response.content.decode()
     assert html.count('data-testid="compare-run"') == 2
     assert html.count('data-testid="waterfall"') == 2
-    assert "<del>Twelve</del><ins>Seven</ins><span> </span><del>times</del>" in html
-    assert "<span> 84.</span>" in html
+    assert "<del>Twelve times seven is</del><ins>Seven twelves make</ins><span> 84.</span>" in html
+    assert 'data-testid="diff-limited"' not in html
     assert "unmatched" in html  # the replay's calculator call, with other arguments
     assert "{&quot;expression&quot;: &quot;7*12&quot;}" in html
     # Both waterfalls on one axis: the longer run's ticks are the shorter one's too.
@@ -198,3 +198,22 @@ def test_the_replays_page_costs_a_few_queries_however_many_replays_it_reports(
     forced = rows[str(replicas[2].pk)]
     assert (forced.steps_same, forced.steps) == (1, 1)
     assert rows[str(replicas[0].pk)].same_tool_calls is False
+
+
+@pytest.mark.django_db
+def test_the_comparison_page_says_when_the_answers_were_too_long_to_diff_whole():
+    from tests.chat.api.test_replays import long_answer
+
+    owner = UserFactory(username="ada")
+    original = finished_run(ConversationFactory(owner=owner), answer=long_answer(8000))
+    replica = finished_run(
+        ConversationFactory(owner=owner),
+        answer=long_answer(8000, changed=range(0, 8000, 100)),
+        replay_of=original,
+    )
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+
+    html = staff.get(f"/audit/runs/{original.pk}/compare/{replica.pk}/").content.decode()
+
+    assert 'data-testid="diff-limited"' in html

@@ -278,7 +278,8 @@ def test_the_comparison_shows_both_runs_side_by_side(llm_server, user, other_use
     diff = body["answer_diff"]
     assert "".join(p["text"] for p in diff if p["op"] != "insert") == "I noted it."
     assert "".join(p["text"] for p in diff if p["op"] != "delete") == "I noted it, and 6."
-    assert {"op": "equal", "text": "I noted "} in diff
+    assert diff[0] == {"op": "equal", "text": "I noted"}
+    assert body["answer_diff_limited"] is False
     # Another user's runs, and a missing or malformed `with`.
     other = token_client(other_user)
     url = f"/api/v1/runs/{original.pk}/compare/"
