@@ -98,7 +98,7 @@ export function createReplayPanel(runId, hooks) {
   const select = /** @type {HTMLSelectElement} */ (h("select", "replay-model"));
   select.setAttribute("aria-label", "Model to replay on");
   label.appendChild(select);
-  const go = /** @type {HTMLButtonElement} */ (h("button", "button-small", "Replay"));
+  const go = /** @type {HTMLButtonElement} */ (h("button", "button-primary button-small", "Replay"));
   go.type = "submit";
   go.disabled = true;
   form.append(label, go);
