@@ -194,6 +194,13 @@ class ToolExecution(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=ExecutionStatus.values), name="toolexec_status_valid"
             ),
+            # A recorded call is served once per replay, even to equal calls running at
+            # once (chat/engine/replay_tools.py).
+            models.UniqueConstraint(
+                fields=["run", "replayed_from"],
+                condition=Q(replayed_from__isnull=False),
+                name="toolexec_replayed_once",
+            ),
         ]
 
     def __str__(self) -> str:

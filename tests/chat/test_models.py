@@ -147,3 +147,18 @@ def test_calls_stored_before_replays_said_so_are_marked_from_their_run_once_migr
     for model in (ModelCall, ToolExecution):
         marked = dict(model.objects.values_list("run_id", "replay"))
         assert marked == {original.pk: False, replica.pk: True}
+
+
+def test_a_recorded_call_is_served_once_per_replay(conversation):
+    from tests.factories import ToolExecutionFactory
+
+    original = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
+    asking = MessageFactory(conversation=conversation, role=Role.ASSISTANT, content="x")
+    recorded = ToolExecutionFactory(run=original, message=asking)
+    replica = RunFactory(conversation=ConversationFactory(owner=conversation.owner))
+    asking = MessageFactory(conversation=replica.conversation, role=Role.ASSISTANT, content="x")
+    ToolExecutionFactory(run=replica, message=asking, replayed_from=recorded)
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ToolExecutionFactory(run=replica, message=asking, replayed_from=recorded)
+    ToolExecutionFactory(run=RunFactory(), message=asking, replayed_from=recorded)  # another's

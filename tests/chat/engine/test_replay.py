@@ -485,3 +485,41 @@ def test_a_recorded_call_whose_worker_died_is_served_again_not_interrupted(llm_s
     assert lost.replayed_from_id == recorded.pk
     assert Resource.objects.count() == 1
     assert wait_for_run(replica).status == RunStatus.COMPLETED
+
+
+def parallel_calls_turn(llm_server, user, calls: int) -> Run:
+    """A turn whose one step made `calls` equal calls at once (a note each time)."""
+    conversation = ConversationFactory(owner=user, title="Notes")
+    note = '{"title": "Milk", "body": "two litres"}'
+    llm_server.push(tool_calls_reply([("record_note", note)] * calls), text_reply("Noted."))
+    run = wait_for_run(run_start(conversation=conversation, content="note milk"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert ToolExecution.objects.filter(run=run, status=ExecutionStatus.SUCCEEDED).count() == calls
+    return run
+
+
+@pytest.mark.parametrize(
+    ("recorded", "replayed"), [(1, 2), (2, 2), (6, 6), (3, 5)], ids=lambda n: str(n)
+)
+def test_equal_parallel_calls_are_each_served_a_recorded_call_of_their_own(
+    llm_server, user, recorded, replayed
+):
+    original = parallel_calls_turn(llm_server, user, recorded)
+    note = '{"body": "two litres", "title": "Milk"}'
+    # The replay's calls run as tasks of their own, at once (the in-process pool's threads).
+    llm_server.push(tool_calls_reply([("record_note", note)] * replayed), text_reply("Noted."))
+
+    replica = replay(token_client(user), original)
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    rows = ToolExecution.objects.filter(run=replica)
+    served = [row.replayed_from_id for row in rows if row.status == ExecutionStatus.REPLAYED]
+    # Each of the original's calls is served once: the calls beyond its count had no
+    # recorded result (the original made fewer notes than the replay asked for).
+    assert set(served) <= set(
+        ToolExecution.objects.filter(run=original).values_list("pk", flat=True)
+    )
+    assert len(served) == min(recorded, replayed)
+    assert len(set(served)) == len(served)
+    assert rows.filter(status=ExecutionStatus.UNMATCHED).count() == max(0, replayed - recorded)
+    assert Resource.objects.count() == recorded
