@@ -47,7 +47,13 @@ def replays_running(period: Period) -> int:
 
 
 class ReplayStartForm(forms.Form):
-    """Which models to replay the period's newest runs on, how many runs, and how."""
+    """Which models to replay the period's newest runs on, how many runs, and how.
+
+    Tools are the recorded ones only: a batch replays other users' runs, and
+    live tools would run as each run's owner (notes made, approvals asked in
+    their name) on a staff member's say. A run's owner may replay it live
+    through the API.
+    """
 
     models = forms.MultipleChoiceField(
         choices=(), widget=forms.CheckboxSelectMultiple, help_text="One replay per run and model."
@@ -55,7 +61,15 @@ class ReplayStartForm(forms.Form):
     limit = forms.IntegerField(
         min_value=1, max_value=MAX_BATCH_RUNS, initial=20, help_text="The newest completed runs."
     )
-    tools = forms.ChoiceField(choices=ReplayTools.choices, initial=ReplayTools.RECORDED)
+    tools = forms.ChoiceField(
+        choices=[(ReplayTools.RECORDED, ReplayTools.RECORDED.label)],
+        initial=ReplayTools.RECORDED,
+        widget=forms.HiddenInput,
+        error_messages={
+            "invalid_choice": "A batch replays with recorded tools only: live tools would run "
+            "as each run's owner. The owner can replay a run live through the API."
+        },
+    )
     replay = forms.ChoiceField(choices=ReplayMode.choices, initial=ReplayMode.FREE)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -64,13 +78,3 @@ class ReplayStartForm(forms.Form):
         models = self.fields["models"]
         assert isinstance(models, forms.MultipleChoiceField)
         models.choices = [(choice.id, choice.label) for choice in model_choices()]
-
-    def clean(self) -> dict[str, Any]:
-        """A forced replay runs no tool: its tools are the recorded ones."""
-        cleaned: dict[str, Any] = super().clean() or {}
-        if (
-            cleaned.get("replay") == ReplayMode.FORCED
-            and cleaned.get("tools") != ReplayTools.RECORDED
-        ):
-            raise forms.ValidationError("A forced replay runs no tool: choose recorded tools.")
-        return cleaned

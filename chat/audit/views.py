@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
-from chat.audit.period import PRESETS, period_errors, period_from_query
+from chat.audit.period import PRESETS, Period, PeriodForm, period_errors, period_from_query
 from chat.audit.plots import histogram_plot, timeseries_plot, width_text
 from chat.audit.queries import (
     REPLAY_FILTERS,
@@ -302,18 +302,7 @@ def audit_replays_start(request: HttpRequest) -> HttpResponse:
     period, period_form = period_from_query(request.GET)
     form = ReplayStartForm(request.POST)
     if period is None or not form.is_valid():
-        return render(
-            request,
-            "audit/replays.html",
-            {
-                "form": period_form,
-                "presets": PRESETS,
-                "period": period,
-                "errors": period_errors(period_form),
-                "start_form": form,
-            },
-            status=400,
-        )
+        return _start_refused(request, period, period_form, form)
     runs = runs_to_replay(since=period.start, until=period.end, limit=form.cleaned_data["limit"])
     try:
         started = runs_replay(
@@ -323,16 +312,26 @@ def audit_replays_start(request: HttpRequest) -> HttpResponse:
             replay=form.cleaned_data["replay"],
         )
     except (InvalidInput, Conflict) as exc:
-        form.add_error(None, exc.message)
-        return render(
-            request,
-            "audit/replays.html",
-            {"form": period_form, "presets": PRESETS, "period": period, "start_form": form},
-            status=400,
-        )
+        form.add_error(None, exc.message)  # nothing was started
+        return _start_refused(request, period, period_form, form)
     # The report of a period that ends now shows them, running, then ended.
     query = urlencode({"period": "hour", "started": len(started)})
     return redirect(f"{reverse('chat:audit_replays')}?{query}")
+
+
+def _start_refused(
+    request: HttpRequest, period: Period | None, period_form: PeriodForm, form: ReplayStartForm
+) -> HttpResponse:
+    """The report page again, the start form saying why nothing was started (a 400)."""
+    context = {
+        "form": period_form,
+        "presets": PRESETS,
+        "period": period,
+        "errors": period_errors(period_form),
+        "start_form": form,
+        "period_query": urlencode(period.query()) if period else "",
+    }
+    return render(request, "audit/replays.html", context, status=400)
 
 
 @require_GET

@@ -132,12 +132,6 @@ def test_staff_start_replays_of_a_periods_runs_and_watch_them_end(llm_server, se
         {"models": ["nowhere/nothing"], "limit": "5", "tools": "recorded", "replay": "free"},
     )
     assert bad.status_code == 400
-    forced_live = staff.post(
-        "/audit/replays/start/?period=hour",
-        {"models": ["openai/other-model"], "limit": "5", "tools": "live", "replay": "forced"},
-    )
-    assert forced_live.status_code == 400
-    assert "forced replay runs no tool" in forced_live.content.decode()
     user = Client()
     user.force_login(owner)
     assert user.post("/audit/replays/start/?period=hour", {}).status_code == 403
@@ -217,3 +211,52 @@ def test_the_comparison_page_says_when_the_answers_were_too_long_to_diff_whole()
     html = staff.get(f"/audit/runs/{original.pk}/compare/{replica.pk}/").content.decode()
 
     assert 'data-testid="diff-limited"' in html
+
+
+@pytest.fixture
+def batch_models(settings):
+    settings.LLM_PROVIDER = "openai"
+    settings.OPENAI_API_KEY = "sk-test"
+    settings.LLM_MODEL = "test-model"
+    settings.LLM_ALLOWED_MODELS = ["other-model"]
+
+
+@pytest.mark.django_db
+def test_a_staff_batch_leaves_out_the_runs_that_cannot_be_replayed(batch_models):
+    owner = UserFactory(username="ada")
+    unanswerable = finished_run(ConversationFactory(owner=owner))  # the older one
+    Run.objects.filter(pk=unanswerable.pk).update(trigger_message=None)
+    replayable = finished_run(ConversationFactory(owner=owner))
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+
+    started = staff.post(
+        "/audit/replays/start/?period=hour",
+        {"models": ["openai/other-model"], "limit": "5", "tools": "recorded", "replay": "free"},
+    )
+
+    assert started.status_code == 302
+    assert started["Location"] == "/audit/replays/?period=hour&started=1"
+    assert list(
+        Run.objects.filter(replay_of__isnull=False).values_list("replay_of", flat=True)
+    ) == [replayable.pk]
+
+
+@pytest.mark.django_db
+def test_a_staff_batch_replays_with_recorded_tools_only(batch_models):
+    finished_run(ConversationFactory(owner=UserFactory(username="ada")))
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+    page = staff.get("/audit/replays/?period=hour").content.decode()
+    assert 'name="tools" value="recorded"' in page
+    assert 'value="live"' not in page
+
+    for replay in ("free", "forced"):
+        refused = staff.post(
+            "/audit/replays/start/?period=hour",
+            {"models": ["openai/other-model"], "limit": "5", "tools": "live", "replay": replay},
+        )
+
+        assert refused.status_code == 400
+        assert "recorded tools only" in refused.content.decode()
+    assert not Run.objects.filter(replay_of__isnull=False).exists()
