@@ -9,6 +9,7 @@ each call's audit row says how it was answered.
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -24,10 +25,12 @@ from chat.models import (
     ModelCall,
     Role,
     Run,
+    RunEvent,
     RunStatus,
     ToolExecution,
 )
 from chat.services.runs import run_start
+from tests.assertions import wait_until
 from tests.chat.api.conftest import token_client
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory, UserFactory
@@ -523,3 +526,52 @@ def test_equal_parallel_calls_are_each_served_a_recorded_call_of_their_own(
     assert len(set(served)) == len(served)
     assert rows.filter(status=ExecutionStatus.UNMATCHED).count() == max(0, replayed - recorded)
     assert Resource.objects.count() == recorded
+
+
+def test_deleting_the_original_cancels_its_running_replay_first_and_leaves_nothing(
+    llm_server, user, caplog, settings, monkeypatch, tmp_path
+):
+    from tests.chat.telemetry.test_metrics import TOKEN, scrape, value
+
+    settings.TOOLCHAT_METRICS_TOKEN = TOKEN  # the replay's end is counted, as a cancel
+    ledger = tmp_path / "ledger.txt"
+    monkeypatch.setenv("TOOLCHAT_TEST_LEDGER", str(ledger))
+    caplog.set_level(logging.INFO)
+    original = record_note_turn(llm_server, user)
+    api = token_client(user)
+    # The replay runs its tools for real: two slow ones at once, as tasks of their own.
+    llm_server.push(
+        tool_calls_reply(
+            [("slow_step", '{"label": "one", "seconds": 1}'), ("slow_step", '{"label": "two"}')]
+        )
+    )
+    cancelled = "toolchat_replay_turn_duration_seconds_count"
+    before = value(scrape(), cancelled, mode="two_pass", model=MODEL, outcome="cancelled")
+    queued = api.post(
+        f"/api/v1/runs/{original.pk}/replay/", {"model": MODEL, "tools": "live"}, format="json"
+    )
+    assert queued.status_code == 202
+    replica = Run.objects.get(pk=queued.json()["id"])
+    running = ToolExecution.objects.filter(run=replica, status=ExecutionStatus.RUNNING)
+    wait_until(lambda: running.count() == 2, what="the replay's tools to run")
+
+    deleted = api.delete(f"/api/v1/conversations/{original.conversation_id}/")
+
+    assert deleted.status_code == 204
+    after = value(scrape(), cancelled, mode="two_pass", model=MODEL, outcome="cancelled")
+    assert after == before + 1
+    # The tools end after their rows went: their tasks find nothing to store, and say so.
+    gone = "its run is gone"
+    wait_until(
+        lambda: (
+            ledger.read_text().count("end ") == 2
+            and sum(gone in r.getMessage() for r in caplog.records) == 2
+        ),
+        what="the replay's tools to end",
+    )
+    assert not Run.objects.filter(pk__in=[original.pk, replica.pk]).exists()
+    assert not Conversation.objects.filter(pk=replica.conversation_id).exists()
+    for model in (Message, ModelCall, ToolExecution, RunEvent):
+        assert not model.objects.exists(), model
+    assert Resource.objects.count() == 1  # the user's note, made by the original, is theirs
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
