@@ -65,6 +65,11 @@ def _run_rows(runs: list[Any]) -> list[dict[str, Any]]:
 _KEPT = ("include_replays", "status", "replays")
 
 
+def _period_context(period: Period | None, form: PeriodForm) -> dict[str, Any]:
+    """What a page of a period shows of it: the period, its form and presets, its errors."""
+    return {"form": form, "presets": PRESETS, "period": period, "errors": period_errors(form)}
+
+
 def _replays_counted(request: HttpRequest) -> bool:
     """Whether the statistics asked for count replays (`?include_replays=1`; docs/audit.md)."""
     return request.GET.get("include_replays") == "1"
@@ -75,12 +80,7 @@ def _replays_counted(request: HttpRequest) -> bool:
 def audit_overview(request: HttpRequest) -> HttpResponse:
     """Statistics for a period (tools, models, latency, volume, slowest runs), then its runs."""
     period, form = period_from_query(request.GET)
-    context: dict[str, Any] = {
-        "form": form,
-        "presets": PRESETS,
-        "period": period,
-        "errors": period_errors(form),
-    }
+    context = _period_context(period, form)
     if period is None:
         return render(request, "audit/overview.html", context, status=400)
     status = request.GET.get("status", "")
@@ -112,8 +112,9 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
     return render(request, "audit/overview.html", context)
 
 
-def _csv(request: HttpRequest, name: str, build: Callable[..., str]) -> HttpResponse:
-    """The CSV `build(period)` writes for the query's period, as a download; 400 for a bad one."""
+def _csv(request: HttpRequest, name: str, build: Callable[[Period, bool], str]) -> HttpResponse:
+    """The CSV `build(period, replays counted)` writes for the query's period, as a download;
+    400 for a bad period."""
     period, form = period_from_query(request.GET)
     if period is None:
         return HttpResponse(
@@ -121,7 +122,8 @@ def _csv(request: HttpRequest, name: str, build: Callable[..., str]) -> HttpResp
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    response = HttpResponse(build(period), content_type="text/csv; charset=utf-8")
+    content = build(period, _replays_counted(request))
+    response = HttpResponse(content, content_type="text/csv; charset=utf-8")
     filename = f"toolchat-{name}-{period.start:%Y%m%dT%H%M}-{period.end:%Y%m%dT%H%M}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -131,11 +133,10 @@ def _csv(request: HttpRequest, name: str, build: Callable[..., str]) -> HttpResp
 @staff_required
 def audit_tools_csv(request: HttpRequest) -> HttpResponse:
     """The per-tool table of the overview, as CSV."""
-    counted = _replays_counted(request)
     return _csv(
         request,
         "tools",
-        lambda period: table_csv(tool_table(tool_stats(period, replays=counted))),
+        lambda period, replays: table_csv(tool_table(tool_stats(period, replays=replays))),
     )
 
 
@@ -143,11 +144,10 @@ def audit_tools_csv(request: HttpRequest) -> HttpResponse:
 @staff_required
 def audit_models_csv(request: HttpRequest) -> HttpResponse:
     """The per-model table of the overview, as CSV."""
-    counted = _replays_counted(request)
     return _csv(
         request,
         "models",
-        lambda period: table_csv(model_table(model_stats(period, replays=counted))),
+        lambda period, replays: table_csv(model_table(model_stats(period, replays=replays))),
     )
 
 
@@ -273,12 +273,7 @@ def audit_run_compare(request: HttpRequest, run_id: uuid.UUID, other_id: uuid.UU
 def audit_replays(request: HttpRequest) -> HttpResponse:
     """The replays of a period as `manage.py replay` reports them: per replay, then per model."""
     period, form = period_from_query(request.GET)
-    context: dict[str, Any] = {
-        "form": form,
-        "presets": PRESETS,
-        "period": period,
-        "errors": period_errors(form),
-    }
+    context = _period_context(period, form)
     if period is None:
         return render(request, "audit/replays.html", context, status=400)
     rows, total = replay_rows(period)
@@ -323,14 +318,8 @@ def _start_refused(
     request: HttpRequest, period: Period | None, period_form: PeriodForm, form: ReplayStartForm
 ) -> HttpResponse:
     """The report page again, the start form saying why nothing was started (a 400)."""
-    context = {
-        "form": period_form,
-        "presets": PRESETS,
-        "period": period,
-        "errors": period_errors(period_form),
-        "start_form": form,
-        "period_query": urlencode(period.query()) if period else "",
-    }
+    context = _period_context(period, period_form)
+    context.update(start_form=form, period_query=urlencode(period.query()) if period else "")
     return render(request, "audit/replays.html", context, status=400)
 
 
@@ -338,4 +327,4 @@ def _start_refused(
 @staff_required
 def audit_replays_csv(request: HttpRequest) -> HttpResponse:
     """The replays of a period as CSV (as `manage.py replay` saves it)."""
-    return _csv(request, "replays", lambda period: report_csv(replay_rows(period)[0]))
+    return _csv(request, "replays", lambda period, _: report_csv(replay_rows(period)[0]))

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from chat.models import Mode, RunStatus
+from chat.models import Mode, Run, RunStatus
 from chat.services.replays import run_replay
 from chat.services.runs import run_start
 from tests.chat.engine.conftest import wait_for_run
@@ -45,6 +45,16 @@ def value(samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+def calculator_turn(llm_server, conversation, call_id: str) -> Run:
+    """A completed two-pass turn of `conversation`: one calculator call, then "84."."""
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "12*7"}', call_id)]), text_reply("84.")
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    return run
+
+
 def test_metrics_are_off_unless_configured(settings):
     settings.TOOLCHAT_METRICS_TOKEN = ""
     settings.TOOLCHAT_METRICS_NETWORKS = []
@@ -69,12 +79,7 @@ def test_a_scrape_after_turns_counts_them_their_calls_tokens_and_tools(
 ):
     before = scrape()
     conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
-    llm_server.push(
-        tool_calls_reply([("calculator", '{"expression": "12*7"}', "call_m1")]),
-        text_reply("84."),
-    )
-    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
-    assert run.status == RunStatus.COMPLETED, run.error
+    calculator_turn(llm_server, conversation, "call_m1")
     llm_server.push(error_reply(400, "no"))
     failed = wait_for_run(run_start(conversation=conversation, content="again"))
     assert failed.status == RunStatus.FAILED
@@ -116,12 +121,7 @@ def test_a_scrape_after_turns_counts_them_their_calls_tokens_and_tools(
 
 def test_replays_are_counted_in_series_of_their_own(metrics_on, llm_server, user):
     conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
-    llm_server.push(
-        tool_calls_reply([("calculator", '{"expression": "12*7"}', "call_r1")]),
-        text_reply("84."),
-    )
-    original = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
-    assert original.status == RunStatus.COMPLETED, original.error
+    original = calculator_turn(llm_server, conversation, "call_r1")
     before = scrape()
     llm_server.push(
         tool_calls_reply([("calculator", '{"expression": "7*12"}')]), text_reply("Also 84.")
