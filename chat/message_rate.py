@@ -8,7 +8,9 @@ post itself still works without Redis (docs/configuration.md).
 
 The REST API counts a post with DRF's throttle machinery (`MessageRateThrottle`
 on its views); the socket, which has no DRF request, with `message_rate_check`.
-Both sit on this module, so neither door imports the other.
+Both sit on this module, so neither door imports the other. Other costly reads
+of the API have budgets of their own, kept the same way (`ScopedThrottle`
+with the view's scope: `compare`, TOOLCHAT_COMPARE_RATE).
 """
 
 from __future__ import annotations
@@ -25,15 +27,21 @@ from chat.exceptions import RateLimited
 logger = logging.getLogger(__name__)
 
 
-class MessageRateThrottle(ScopedRateThrottle):
-    """ScopedRateThrottle (scope `messages`) that fails open when its cache is down."""
+class ScopedThrottle(ScopedRateThrottle):
+    """ScopedRateThrottle (the view's `throttle_scope`) that fails open when its cache is down."""
 
     def allow_request(self, request: Any, view: Any) -> bool:
         try:
             return super().allow_request(request, view)
         except Exception as exc:
-            logger.warning("message rate limit not checked, its cache is unreachable: %s", exc)
+            logger.warning(
+                "%s rate limit not checked, its cache is unreachable: %s", self.scope, exc
+            )
             return True
+
+
+class MessageRateThrottle(ScopedThrottle):
+    """The message rate limit: its views' scope is `messages`."""
 
 
 def message_rate_check(user: Any) -> None:

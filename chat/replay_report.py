@@ -15,9 +15,10 @@ import csv
 import dataclasses
 import io
 import statistics
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
 
-from chat.comparison import comparison
+from chat.comparison import RunRecord, comparison
 from chat.models import ReplayMode, Run
 
 
@@ -53,9 +54,15 @@ class ModelTotals:
     token_ratio: float | None  # median
 
 
-def report_row(original: Run, replica: Run, *, model: str) -> ReportRow:
-    """Compare one replay with its original."""
-    compared = comparison(original, replica)
+def report_row(
+    original: Run,
+    replica: Run,
+    *,
+    model: str,
+    records: Mapping[uuid.UUID, RunRecord] | None = None,
+) -> ReportRow:
+    """Compare one replay with its original (from `records`, when read already)."""
+    compared = comparison(original, replica, records=records)
     mine, theirs = compared["runs"]
     forced = replica.replay_mode == ReplayMode.FORCED
     steps = compared["steps"]

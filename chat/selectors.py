@@ -249,8 +249,11 @@ def runs_to_replay(
     until: datetime | None = None,
     limit: int = 100,
 ) -> list[Run]:
-    """Completed runs that are no replays, newest first, at most `limit` (any owner: staff's)."""
-    runs = Run.objects.filter(status=RunStatus.COMPLETED, replay_of__isnull=True)
+    """The completed runs that can be replayed, newest first, at most `limit` (any owner:
+    staff's): not replays themselves, each answering a user message."""
+    runs = Run.objects.filter(
+        status=RunStatus.COMPLETED, replay_of__isnull=True, trigger_message__isnull=False
+    )
     if run_ids:
         runs = runs.filter(pk__in=run_ids)
     if conversation_ids:

@@ -19,6 +19,8 @@ from chat.models import (
     ExecutionStatus,
     Message,
     ModelCall,
+    ReplayMode,
+    ReplayTools,
     Role,
     Run,
     RunEvent,
@@ -94,6 +96,7 @@ class ToolExecutionFactory(factory.django.DjangoModelFactory):
     )
     duration_ms = 3
     attempts = 1
+    replay = factory.LazyAttribute(lambda e: e.run.replay_of_id is not None)
 
 
 class ModelCallFactory(factory.django.DjangoModelFactory):
@@ -120,6 +123,7 @@ class ModelCallFactory(factory.django.DjangoModelFactory):
     )
     response_message = None
     attempts = 1
+    replay = factory.LazyAttribute(lambda c: c.run.replay_of_id is not None)
 
 
 # --- A finished run -------------------------------------------------------------------
@@ -175,13 +179,16 @@ def finished_run(
     answer_step: StepSpec = StepSpec(200, 60, 8),
     request_hash: str = "",
     events: Sequence[str] = (),
+    replay_of: Run | None = None,
+    replay_mode: str = ReplayMode.FREE,
 ) -> Run:
     """A finished two-pass run appended to `conversation`, stored as the engine stores one.
 
     The user's question (the run's trigger message), the assistant message
     asking for `calls`, one audit row and one tool message per call, the
     answer, a model call row per step and, with `events`, those run events
-    numbered on from the conversation's last seq.
+    numbered on from the conversation's last seq. With `replay_of`, a replay of
+    that run with recorded tools (`replay_mode`: free or forced).
     """
     start = Message.objects.filter(conversation=conversation).count()
     now = timezone.now()
@@ -193,6 +200,9 @@ def finished_run(
         started_at=now,
         finished_at=now + timedelta(milliseconds=latency_ms),
         latency_ms=latency_ms,
+        replay_of=replay_of,
+        replay_tools=ReplayTools.RECORDED if replay_of else "",
+        replay_mode=replay_mode if replay_of else "",
     )
     run.trigger_message = Message.objects.create(
         conversation=conversation, run=run, position=start, role=Role.USER, content=question

@@ -25,6 +25,17 @@ expect = pytest.importorskip("playwright.sync_api", reason="playwright is not in
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
 
 
+# The page's accent colour, as the browser computes a colour (`rgb(...)`).
+ACCENT = """() => {
+  const probe = document.createElement("i");
+  probe.style.color = "var(--accent)";
+  document.body.append(probe);
+  const colour = getComputedStyle(probe).color;
+  probe.remove();
+  return colour;
+}"""
+
+
 @pytest.mark.parametrize("width", [1280, 375])
 def test_try_with_another_model_replays_the_turn_and_shows_the_comparison(
     asgi_server: str, page: Page, screenshots_dir: Path, width: int
@@ -41,7 +52,16 @@ def test_try_with_another_model_replays_the_turn_and_shows_the_comparison(
     answer.get_by_role("button", name="Try with another model…").click()
     panel = answer.get_by_test_id("replay-panel")
     expect(panel.get_by_label("Model to replay on")).to_have_value("offline/offline")
-    panel.get_by_role("button", name="Replay").click()
+    # Replay is the panel's main action, drawn as Send is (Send enabled by a draft).
+    replay = panel.get_by_role("button", name="Replay")
+    accent = page.evaluate(ACCENT)
+    page.get_by_label("Message", exact=True).fill("a draft")
+    for button in (replay, page.get_by_role("button", name="Send", exact=True)):
+        expect(button).to_have_css("background-color", accent)
+        expect(button).to_have_css("color", "rgb(255, 255, 255)")
+        expect(button).to_have_css("font-weight", "600")
+    page.get_by_label("Message", exact=True).fill("")
+    replay.click()
 
     expect(panel.locator(".replay-status")).to_have_text("On offline/offline:", timeout=30000)
     expect(panel.get_by_test_id("replay-answer")).to_contain_text("boiler")

@@ -16,7 +16,7 @@ from chat.api.base import page_serializer
 from chat.api.serializers import RunSerializer
 from chat.comparison import runs_compare
 from chat.inputs import StrictInputSerializer, TextField
-from chat.message_rate import MessageRateThrottle
+from chat.message_rate import MessageRateThrottle, ScopedThrottle
 from chat.models import Mode, ReplayMode, ReplayTools, RunStatus
 from chat.selectors import run_detail, run_get, run_replay_list
 from chat.services.conversations import MODEL_MAX_LENGTH
@@ -216,11 +216,12 @@ COMPARISON = {
             "completion_tokens": 31,
         },
     ],
-    "answer_similarity": 0.25,
+    "answer_similarity": 0.0,
     "answer_diff": [
         {"op": "delete", "text": "I noted it."},
         {"op": "insert", "text": "Noted: milk, two litres."},
     ],
+    "answer_diff_limited": False,
     "same_tool_calls": True,
     "steps": [
         {
@@ -250,13 +251,26 @@ COMPARISON = {
 class RunCompareApi(APIView):
     """Two of the user's runs side by side (a replay and its original, usually)."""
 
+    # Each comparison reads both runs' records and diffs their answers: a budget of its own.
+    throttle_classes = [ScopedThrottle]
+    throttle_scope = "compare"
+
     class OutputSerializer(serializers.Serializer[Any]):
         runs = ComparedRunSerializer(many=True, help_text="This run, then `with`.")
         answer_similarity = serializers.FloatField(
             allow_null=True, help_text="0 to 1, by words; null when either has no answer."
         )
         answer_diff = DiffPartSerializer(
-            many=True, help_text="delete: only in this run's answer; insert: only in `with`'s."
+            many=True,
+            help_text="By words (white space goes with what changed): delete, only in this "
+            "run's answer; insert, only in `with`'s. The equal and deleted parts make this "
+            "run's answer, the equal and inserted ones `with`'s.",
+        )
+        answer_diff_limited = serializers.BooleanField(
+            help_text="The answers differ over too many words to diff whole (at most 5,000 "
+            "words of each differing part, fewer when the same words repeat): only the start "
+            "of the differing parts was diffed word by word, the rest is one delete and one "
+            "insert, and `answer_similarity` counts it as different (a lower bound)."
         )
         same_tool_calls = serializers.BooleanField(
             help_text="The same tools with equal arguments, in the same order."
@@ -271,10 +285,11 @@ class RunCompareApi(APIView):
             "This run and `with`, side by side: final answers with a word-level diff and "
             "their similarity, the tool calls in order (matched, unmatched or live), step by "
             "step, and each run's steps, model calls, latency, time to first token and "
-            "tokens. Both must be yours (404 otherwise)."
+            "tokens. Both must be yours (404 otherwise). Comparisons have a rate limit of "
+            "their own (`TOOLCHAT_COMPARE_RATE`, 429 over it)."
         ),
         parameters=[docs.path_id("run_id", "The first run."), COMPARE_QUERY],
-        responses={200: OutputSerializer, **docs.errors(400, 404)},
+        responses={200: OutputSerializer, **docs.errors(400, 404, 429)},
         examples=[docs.example("A replay against its original", COMPARISON)],
     )
     def get(self, request: Request, run_id: uuid.UUID) -> Response:

@@ -9,6 +9,11 @@ are chosen by when they began: a run by `created_at`, a tool call by
 carries the columns read here, so PostgreSQL aggregates a period from the
 index alone; hence COUNT(*) or COUNT(status) (never NULL), not COUNT(id), which
 would need the row.
+
+The statistics are those of real traffic: replays (docs/replay.md), their
+model calls and their tool calls are left out unless `replays=True` asks for
+them. A run knows it is a replay by `replay_of`, its calls by their own
+`replay` flag, each carried by the index too.
 """
 
 from __future__ import annotations
@@ -112,6 +117,7 @@ class SlowRun:
 @dataclass(frozen=True)
 class AuditStats:
     period: Period
+    replays: bool  # replays and their calls are counted
     totals: RunTotals
     tools: list[ToolRow]
     tools_cut: bool  # more tools than MAX_GROUPS were called
@@ -122,18 +128,29 @@ class AuditStats:
     slowest: list[SlowRun]
 
 
-def _runs(period: Period) -> QuerySet[Run]:
-    return Run.objects.filter(created_at__gte=period.start, created_at__lt=period.end)
+def _runs(period: Period, replays: bool) -> QuerySet[Run]:
+    runs = Run.objects.filter(created_at__gte=period.start, created_at__lt=period.end)
+    return runs if replays else runs.filter(replay_of__isnull=True)
+
+
+def _tool_calls(period: Period, replays: bool) -> QuerySet[ToolExecution]:
+    calls = ToolExecution.objects.filter(created_at__gte=period.start, created_at__lt=period.end)
+    return calls if replays else calls.filter(replay=False)
+
+
+def _model_calls(period: Period, replays: bool) -> QuerySet[ModelCall]:
+    calls = ModelCall.objects.filter(started_at__gte=period.start, started_at__lt=period.end)
+    return calls if replays else calls.filter(replay=False)
 
 
 def _ms(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def tool_stats(period: Period, *, limit: int = MAX_GROUPS) -> list[ToolRow]:
+def tool_stats(period: Period, *, limit: int = MAX_GROUPS, replays: bool = False) -> list[ToolRow]:
     """Per tool name, most called first: calls, failures, timeouts, truncations, p50/p95."""
     rows = grouped_rows(
-        ToolExecution.objects.filter(created_at__gte=period.start, created_at__lt=period.end),
+        _tool_calls(period, replays),
         group="name",
         aggregates={
             "calls": Count("*"),
@@ -164,11 +181,13 @@ def tool_stats(period: Period, *, limit: int = MAX_GROUPS) -> list[ToolRow]:
     ]
 
 
-def model_stats(period: Period, *, limit: int = MAX_GROUPS) -> list[ModelRow]:
+def model_stats(
+    period: Period, *, limit: int = MAX_GROUPS, replays: bool = False
+) -> list[ModelRow]:
     """Per provider/model, most called first: calls, failures, latency and first-token
     p50/p95, tokens. The same model name at two providers is two rows."""
     rows = grouped_rows(
-        ModelCall.objects.filter(started_at__gte=period.start, started_at__lt=period.end).annotate(
+        _model_calls(period, replays).annotate(
             called=Concat("provider", Value("/"), "model", output_field=CharField())
         ),
         group="called",
@@ -203,10 +222,10 @@ def model_stats(period: Period, *, limit: int = MAX_GROUPS) -> list[ModelRow]:
     ]
 
 
-def run_totals(period: Period) -> RunTotals:
+def run_totals(period: Period, *, replays: bool = False) -> RunTotals:
     """How many runs, how they ended, their latency p50/p95 and their model calls."""
     (row,) = grouped_rows(
-        _runs(period),
+        _runs(period, replays),
         group=None,
         aggregates={
             "runs": Count("*"),
@@ -233,10 +252,10 @@ def run_totals(period: Period) -> RunTotals:
     )
 
 
-def latency_histogram(period: Period) -> list[HistogramBin]:
+def latency_histogram(period: Period, *, replays: bool = False) -> list[HistogramBin]:
     """How many runs of the period took how long, in LATENCY_BINS (every bin, empty ones too)."""
     counted = dict(
-        _runs(period)
+        _runs(period, replays)
         .filter(latency_ms__isnull=False)
         .order_by()
         .annotate(bin=latency_bin("latency_ms"))
@@ -247,12 +266,12 @@ def latency_histogram(period: Period) -> list[HistogramBin]:
     return [HistogramBin(bin=b, runs=counted.get(b.index, 0)) for b in LATENCY_BINS]
 
 
-def runs_over_time(period: Period) -> TimeSeries:
+def runs_over_time(period: Period, *, replays: bool = False) -> TimeSeries:
     """Runs created per time bin across the period (every bin, empty ones too)."""
     width = time_bin_width(period.span_s)
     counted = {
         row["bin"]: row
-        for row in _runs(period)
+        for row in _runs(period, replays)
         .order_by()
         .annotate(bin=TimeBin("created_at", start=period.start, width_s=width))
         .values("bin")
@@ -280,11 +299,13 @@ def runs_over_time(period: Period) -> TimeSeries:
     return TimeSeries(width_s=width, bins=bins)
 
 
-def slowest_runs(period: Period, *, limit: int = SLOWEST_RUNS) -> list[SlowRun]:
+def slowest_runs(
+    period: Period, *, limit: int = SLOWEST_RUNS, replays: bool = False
+) -> list[SlowRun]:
     """The period's slowest runs, slowest first, with the start of the message that began each."""
     # The few runs first, then their joins: a LIMIT above the joins would sort every run.
     slowest = (
-        _runs(period)
+        _runs(period, replays)
         .filter(latency_ms__isnull=False)
         .order_by("-latency_ms", "-created_at")
         .values("pk")[:limit]
@@ -319,18 +340,20 @@ def slowest_runs(period: Period, *, limit: int = SLOWEST_RUNS) -> list[SlowRun]:
     ]
 
 
-def audit_stats(period: Period) -> AuditStats:
-    """Every statistic of the audit overview for `period` (a fixed number of queries)."""
-    tools = tool_stats(period, limit=MAX_GROUPS + 1)
-    models = model_stats(period, limit=MAX_GROUPS + 1)
+def audit_stats(period: Period, *, replays: bool = False) -> AuditStats:
+    """Every statistic of the audit overview for `period` (a fixed number of queries);
+    replays and their calls counted only with `replays`."""
+    tools = tool_stats(period, limit=MAX_GROUPS + 1, replays=replays)
+    models = model_stats(period, limit=MAX_GROUPS + 1, replays=replays)
     return AuditStats(
         period=period,
-        totals=run_totals(period),
+        replays=replays,
+        totals=run_totals(period, replays=replays),
         tools=tools[:MAX_GROUPS],
         tools_cut=len(tools) > MAX_GROUPS,
         models=models[:MAX_GROUPS],
         models_cut=len(models) > MAX_GROUPS,
-        histogram=latency_histogram(period),
-        over_time=runs_over_time(period),
-        slowest=slowest_runs(period),
+        histogram=latency_histogram(period, replays=replays),
+        over_time=runs_over_time(period, replays=replays),
+        slowest=slowest_runs(period, replays=replays),
     )

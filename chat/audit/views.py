@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
-from chat.audit.period import PRESETS, period_errors, period_from_query
+from chat.audit.period import PRESETS, Period, PeriodForm, period_errors, period_from_query
 from chat.audit.plots import histogram_plot, timeseries_plot, width_text
 from chat.audit.queries import (
     REPLAY_FILTERS,
@@ -29,14 +29,14 @@ from chat.audit.queries import (
     run_latency_breakdown,
     run_timeline,
 )
-from chat.audit.replays import ReplayStartForm
+from chat.audit.replays import ReplayStartForm, replay_rows, replays_running
 from chat.audit.stats import audit_stats, model_stats, tool_stats
 from chat.audit.tables import model_table, table_csv, tool_table
 from chat.audit.waterfall import run_waterfall
 from chat.comparison import comparison
 from chat.exceptions import Conflict, ConversationNotFound, InvalidInput, RunNotFound
-from chat.models import ACTIVE_RUN_STATUSES, Run, RunStatus
-from chat.replay_report import ReportRow, report_csv, report_row, report_totals
+from chat.models import RunStatus
+from chat.replay_report import report_csv, report_totals
 from chat.selectors import runs_to_replay
 from chat.services.replays import runs_replay
 
@@ -61,25 +61,36 @@ def _run_rows(runs: list[Any]) -> list[dict[str, Any]]:
     return [{"run": run, "failures": run_failures(run)} for run in runs]
 
 
+# The query's choices that a change of period keeps (the period form, its presets).
+_KEPT = ("include_replays", "status", "replays")
+
+
+def _period_context(period: Period | None, form: PeriodForm) -> dict[str, Any]:
+    """What a page of a period shows of it: the period, its form and presets, its errors."""
+    return {"form": form, "presets": PRESETS, "period": period, "errors": period_errors(form)}
+
+
+def _replays_counted(request: HttpRequest) -> bool:
+    """Whether the statistics asked for count replays (`?include_replays=1`; docs/audit.md)."""
+    return request.GET.get("include_replays") == "1"
+
+
 @require_GET
 @staff_required
 def audit_overview(request: HttpRequest) -> HttpResponse:
     """Statistics for a period (tools, models, latency, volume, slowest runs), then its runs."""
     period, form = period_from_query(request.GET)
-    context: dict[str, Any] = {
-        "form": form,
-        "presets": PRESETS,
-        "period": period,
-        "errors": period_errors(form),
-    }
+    context = _period_context(period, form)
     if period is None:
         return render(request, "audit/overview.html", context, status=400)
     status = request.GET.get("status", "")
     replays = request.GET.get("replays", "")
-    stats = audit_stats(period)
+    counted = _replays_counted(request)
+    stats = audit_stats(period, replays=counted)
     page = audit_run_page(
         page=request.GET.get("page"), status=status, period=period, replays=replays
     )
+    stats_params = {**period.query(), **({"include_replays": "1"} if counted else {})}
     context.update(
         stats=stats,
         tools=tool_table(stats.tools),
@@ -87,8 +98,10 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
         histogram=histogram_plot(stats.histogram),
         over_time=timeseries_plot(stats.over_time),
         over_time_width=width_text(stats.over_time.width_s),
-        period_params=period.query(),
+        period_params=stats_params,
         period_query=urlencode(period.query()),
+        stats_query=urlencode(stats_params),
+        kept={name: request.GET[name] for name in _KEPT if request.GET.get(name)},
         page=page,
         rows=_run_rows(list(page.object_list)),
         status=status if status in RunStatus.values else "",
@@ -99,8 +112,9 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
     return render(request, "audit/overview.html", context)
 
 
-def _csv(request: HttpRequest, name: str, build: Callable[..., str]) -> HttpResponse:
-    """The CSV `build(period)` writes for the query's period, as a download; 400 for a bad one."""
+def _csv(request: HttpRequest, name: str, build: Callable[[Period, bool], str]) -> HttpResponse:
+    """The CSV `build(period, replays counted)` writes for the query's period, as a download;
+    400 for a bad period."""
     period, form = period_from_query(request.GET)
     if period is None:
         return HttpResponse(
@@ -108,7 +122,8 @@ def _csv(request: HttpRequest, name: str, build: Callable[..., str]) -> HttpResp
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    response = HttpResponse(build(period), content_type="text/csv; charset=utf-8")
+    content = build(period, _replays_counted(request))
+    response = HttpResponse(content, content_type="text/csv; charset=utf-8")
     filename = f"toolchat-{name}-{period.start:%Y%m%dT%H%M}-{period.end:%Y%m%dT%H%M}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -118,14 +133,22 @@ def _csv(request: HttpRequest, name: str, build: Callable[..., str]) -> HttpResp
 @staff_required
 def audit_tools_csv(request: HttpRequest) -> HttpResponse:
     """The per-tool table of the overview, as CSV."""
-    return _csv(request, "tools", lambda period: table_csv(tool_table(tool_stats(period))))
+    return _csv(
+        request,
+        "tools",
+        lambda period, replays: table_csv(tool_table(tool_stats(period, replays=replays))),
+    )
 
 
 @require_GET
 @staff_required
 def audit_models_csv(request: HttpRequest) -> HttpResponse:
     """The per-model table of the overview, as CSV."""
-    return _csv(request, "models", lambda period: table_csv(model_table(model_stats(period))))
+    return _csv(
+        request,
+        "models",
+        lambda period, replays: table_csv(model_table(model_stats(period, replays=replays))),
+    )
 
 
 @require_GET
@@ -245,62 +268,26 @@ def audit_run_compare(request: HttpRequest, run_id: uuid.UUID, other_id: uuid.UU
     )
 
 
-# The most replays the report page compares (each comparison reads both runs' rows).
-MAX_REPORTED_REPLAYS = 100
-
-
-def _replay_rows(period: Any) -> tuple[list[ReportRow], int]:
-    """The ended replays begun in the period, newest first, each against its original."""
-    replays = (
-        Run.objects.filter(
-            replay_of__isnull=False, created_at__gte=period.start, created_at__lt=period.end
-        )
-        .exclude(status__in=ACTIVE_RUN_STATUSES)
-        .select_related("replay_of", "conversation")
-        .order_by("-created_at")
-    )
-    total = replays.count()
-    rows = [
-        report_row(run.replay_of, run, model=run.conversation.model)
-        for run in replays[:MAX_REPORTED_REPLAYS]
-        if run.replay_of is not None
-    ]
-    return rows, total
-
-
 @require_GET
 @staff_required
 def audit_replays(request: HttpRequest) -> HttpResponse:
     """The replays of a period as `manage.py replay` reports them: per replay, then per model."""
     period, form = period_from_query(request.GET)
-    context: dict[str, Any] = {
-        "form": form,
-        "presets": PRESETS,
-        "period": period,
-        "errors": period_errors(form),
-    }
+    context = _period_context(period, form)
     if period is None:
         return render(request, "audit/replays.html", context, status=400)
-    rows, total = _replay_rows(period)
+    rows, total = replay_rows(period)
     context.update(
         rows=rows,
         totals=report_totals(rows),
         total=total,
         shown=len(rows),
         period_query=urlencode(period.query()),
-        running=_running_replays(period),
+        running=replays_running(period),
         start_form=ReplayStartForm(),
         started=request.GET.get("started", ""),
     )
     return render(request, "audit/replays.html", context)
-
-
-def _running_replays(period: Any) -> int:
-    return Run.objects.filter(
-        replay_of__isnull=False,
-        created_at__gte=period.start,
-        status__in=ACTIVE_RUN_STATUSES,
-    ).count()
 
 
 @require_POST
@@ -310,18 +297,7 @@ def audit_replays_start(request: HttpRequest) -> HttpResponse:
     period, period_form = period_from_query(request.GET)
     form = ReplayStartForm(request.POST)
     if period is None or not form.is_valid():
-        return render(
-            request,
-            "audit/replays.html",
-            {
-                "form": period_form,
-                "presets": PRESETS,
-                "period": period,
-                "errors": period_errors(period_form),
-                "start_form": form,
-            },
-            status=400,
-        )
+        return _start_refused(request, period, period_form, form)
     runs = runs_to_replay(since=period.start, until=period.end, limit=form.cleaned_data["limit"])
     try:
         started = runs_replay(
@@ -331,20 +307,24 @@ def audit_replays_start(request: HttpRequest) -> HttpResponse:
             replay=form.cleaned_data["replay"],
         )
     except (InvalidInput, Conflict) as exc:
-        form.add_error(None, exc.message)
-        return render(
-            request,
-            "audit/replays.html",
-            {"form": period_form, "presets": PRESETS, "period": period, "start_form": form},
-            status=400,
-        )
+        form.add_error(None, exc.message)  # nothing was started
+        return _start_refused(request, period, period_form, form)
     # The report of a period that ends now shows them, running, then ended.
     query = urlencode({"period": "hour", "started": len(started)})
     return redirect(f"{reverse('chat:audit_replays')}?{query}")
+
+
+def _start_refused(
+    request: HttpRequest, period: Period | None, period_form: PeriodForm, form: ReplayStartForm
+) -> HttpResponse:
+    """The report page again, the start form saying why nothing was started (a 400)."""
+    context = _period_context(period, period_form)
+    context.update(start_form=form, period_query=urlencode(period.query()) if period else "")
+    return render(request, "audit/replays.html", context, status=400)
 
 
 @require_GET
 @staff_required
 def audit_replays_csv(request: HttpRequest) -> HttpResponse:
     """The replays of a period as CSV (as `manage.py replay` saves it)."""
-    return _csv(request, "replays", lambda period: report_csv(_replay_rows(period)[0]))
+    return _csv(request, "replays", lambda period, _: report_csv(replay_rows(period)[0]))

@@ -264,15 +264,9 @@ def _answer_rows(
         position=position,
         content=completion.content if (completion.content or calls) else "",
         tool_calls=calls or None,
-        latency_ms=completion.latency_ms,
-        model=completion.model,
-        prompt_tokens=completion.prompt_tokens,
-        completion_tokens=completion.completion_tokens,
-        finish_reason=completion.finish_reason,
-        # Kept for the reader and the audit; history_rows never reads it back to a model.
-        reasoning=completion.reasoning or "",
         # A final answer carries its tools' follow-ups (chat/engine/suggestions.py).
         suggestions=None if calls else suggestions or None,
+        **answer_figures(completion),
     )
     model_call.response_message = message  # filled by chat/engine/model_calls.py, unsaved
     model_call.save(force_insert=True)
@@ -299,6 +293,19 @@ def _decoded(arguments: str) -> Any:
         return json.loads(arguments)
     except (TypeError, ValueError):
         return None
+
+
+def answer_figures(completion: Completion) -> dict[str, Any]:
+    """What an answer's message keeps of the completion that wrote it, besides its text."""
+    return {
+        "latency_ms": completion.latency_ms,
+        "model": completion.model,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "finish_reason": completion.finish_reason,
+        # Kept for the reader and the audit; history_rows never reads it back to a model.
+        "reasoning": completion.reasoning or "",
+    }
 
 
 def assistant_message_create(

@@ -32,6 +32,7 @@ def execution_build(
     arguments, arguments_raw = arguments_for_audit(name, call["function"]["arguments"])
     return ToolExecution(
         run=run,
+        replay=run.replay_of_id is not None,
         message=message,
         step=step,
         tool_call_id=call["id"],

@@ -30,7 +30,7 @@ from typing import Any
 from django.db import transaction
 
 from chat.engine.answer import decision_completion, repaired_tool_calls
-from chat.engine.answer_store import assistant_message_create
+from chat.engine.answer_store import answer_figures, assistant_message_create
 from chat.engine.continuation import decide_after_tools
 from chat.engine.finish import RunEnd, run_end, run_fail
 from chat.engine.lease import run_write
@@ -149,12 +149,7 @@ def _final_store(
             message_id=row.pk,
             position=position,
             content=completion.content or "",
-            latency_ms=completion.latency_ms,
-            model=completion.model,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            finish_reason=completion.finish_reason,
-            reasoning=completion.reasoning or "",
+            **answer_figures(completion),
         )
         row.response_message = message
         row.save(force_insert=True)

@@ -172,6 +172,7 @@ def call_row(
     return ModelCall(
         id=call_id,
         run=run,
+        replay=run.replay_of_id is not None,
         step=step,
         purpose=purpose,
         model=model[:128],

@@ -11,9 +11,14 @@ the run it replays. The rules:
   sent, as its message holds them: the audit row's may be masked.
 - A match is served the recorded call's result: what the model reads, the
   raw result, the error, and the resource its tool message linked. The row
-  is `replayed`, with `replayed_from` naming the recorded call. Of several
-  matches, one not served yet in this replay goes first, so a repeated call
-  reads the original's repeats in order.
+  is `replayed`, with `replayed_from` naming the recorded call.
+- A recorded call is served once per replay: of several matches, the first
+  not served yet, so repeated calls read the original's repeats in order;
+  a call beyond them (the replay makes more equal calls than the original
+  did) is unmatched, as a tool that made a note once did not make a second.
+  Equal calls of one step run at once, as tasks of their own: the database
+  holds the rule (a replay's rows name a recorded call at most once, a unique
+  constraint), so two of them cannot both take the same one.
 - No match: nothing runs, the model is told that no recorded result exists
   for the call, and the row is `unmatched`.
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.db import IntegrityError, transaction
 from pydantic_core import to_jsonable_python
 
 from chat.models import ExecutionStatus, Message, ReplayTools, Role, Run, ToolExecution
@@ -72,7 +78,7 @@ def recorded_result(run: Run, execution: ToolExecution, arguments: str) -> ToolR
     Marks the row with the recorded call it reuses, if any; its status and the
     rest are written with the result, as every result is.
     """
-    match = _recorded_match(run, execution, arguments)
+    match = _recorded_link(run, execution, arguments)
     if match is None:
         error = (
             f"No recorded result exists for this call of {execution.name}: the original run "
@@ -89,8 +95,6 @@ def recorded_result(run: Run, execution: ToolExecution, arguments: str) -> ToolR
             result_chars=len(content),
             tool_call_id=execution.tool_call_id,
         )
-    # Written ahead of the result: the link is what the row is, whoever stores the result.
-    ToolExecution.objects.filter(pk=execution.pk).update(replayed_from=match)
     resource_id = (
         Message.objects.filter(
             conversation_id=match.run.conversation_id,
@@ -114,16 +118,19 @@ def recorded_result(run: Run, execution: ToolExecution, arguments: str) -> ToolR
     )
 
 
-def _recorded_match(run: Run, execution: ToolExecution, arguments: str) -> ToolExecution | None:
-    """The original's call this one matches (one not served yet first), or None."""
+def _recorded_link(run: Run, execution: ToolExecution, arguments: str) -> ToolExecution | None:
+    """Link the call to the first of the original's calls it matches that no other call of
+    this replay was served, and return it; None when there is none left.
+
+    The link is written ahead of the result (it is what the row is, whoever
+    stores the result), each try in a transaction of its own: a call of the
+    same step that took the candidate first makes the unique constraint refuse
+    it, and the next one is tried. A call linked already (its task delivered
+    again) keeps its link.
+    """
     if run.replay_of_id is None:
         return None
     wanted = arguments_normal(execution.name, arguments)
-    served = set(
-        ToolExecution.objects.filter(run=run, replayed_from__isnull=False)
-        .exclude(pk=execution.pk)
-        .values_list("replayed_from_id", flat=True)
-    )
     recorded = (
         ToolExecution.objects.filter(
             run_id=run.replay_of_id, name=execution.name, status__in=_SERVABLE
@@ -136,9 +143,24 @@ def _recorded_match(run: Run, execution: ToolExecution, arguments: str) -> ToolE
         for candidate in recorded
         if arguments_normal(candidate.name, call_arguments(candidate)) == wanted
     ]
-    fresh = [candidate for candidate in matches if candidate.pk not in served]
-    chosen = fresh or matches
-    return chosen[0] if chosen else None
+    linked = next((c for c in matches if c.pk == execution.replayed_from_id), None)
+    if linked is not None:
+        return linked
+    served = set(
+        ToolExecution.objects.filter(run=run, replayed_from__isnull=False)
+        .exclude(pk=execution.pk)
+        .values_list("replayed_from_id", flat=True)
+    )
+    for candidate in matches:
+        if candidate.pk in served:
+            continue
+        try:
+            with transaction.atomic():
+                ToolExecution.objects.filter(pk=execution.pk).update(replayed_from=candidate)
+        except IntegrityError:
+            continue  # another call of this replay took it meanwhile
+        return candidate
+    return None
 
 
 def call_arguments(execution: ToolExecution) -> str:

@@ -188,7 +188,7 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         headers_inject(context.trace_headers)  # the tool runs in a thread of its own
         result = execute_tool(name=execution.name, arguments=raw_arguments, context=context)
         record(result)
-    tool_call_observe(execution.name, result)
+    tool_call_observe(run, execution.name, result)
     return result
 
 
@@ -311,7 +311,13 @@ def tool_result_store(*, execution_id: Any, result: ToolResult) -> None:
     with transaction.atomic():
         # The run's row lock makes the latch exact: of the step's parallel calls,
         # exactly one sees that none is left unfinished.
-        run, execution = call_lock(ToolExecution.objects.all(), execution_id)
+        try:
+            run, execution = call_lock(ToolExecution.objects.all(), execution_id)
+        except (Run.DoesNotExist, ToolExecution.DoesNotExist):
+            # Its conversation was deleted while the tool ran (a replay's goes with its
+            # original's, chat/services/conversations.py): no record is left to keep it.
+            logger.info("tool call %s ended, but its run is gone; nothing to store", execution_id)
+            return
         answered = call_answer_store(run, execution, result)
         if answered is None:
             return

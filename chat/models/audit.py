@@ -57,21 +57,27 @@ class ModelCall(models.Model):
     # at the original's step, `{"content", "tool_calls"}`, stored here because none of it
     # joins the history. NULL for every other call.
     forced_answer = StorableJSONField(null=True, blank=True, editable=False)
+    # A call of a replay (its run's `replay_of` is set), fixed when the row is made: the
+    # audit's statistics leave replays out of real traffic reading the index alone.
+    replay = models.BooleanField(default=False, editable=False)
 
     class Meta:
         ordering = ["run", "started_at"]
         indexes = [
             models.Index(fields=["run", "step"], name="modelcall_run_step"),
-            # The audit's statistics per model for a period, from the index alone on PostgreSQL.
+            # The audit's statistics per model for a period, from the index alone on PostgreSQL
+            # (chat/audit/stats.py reads every column included, and no other).
             models.Index(
                 fields=["started_at"],
                 include=[
+                    "provider",
                     "model",
                     "status",
                     "latency_ms",
                     "first_token_ms",
                     "prompt_tokens",
                     "completion_tokens",
+                    "replay",
                 ],
                 name="modelcall_started_stats",
             ),
@@ -166,6 +172,9 @@ class ToolExecution(models.Model):
     replayed_from = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # A call of a replay (its run's `replay_of` is set), fixed when the row is made: the
+    # audit's statistics leave replays out of real traffic reading the index alone.
+    replay = models.BooleanField(default=False, editable=False)
 
     class Meta:
         ordering = ["created_at"]
@@ -177,13 +186,20 @@ class ToolExecution(models.Model):
             # (the rows themselves hold results and are wide).
             models.Index(
                 fields=["created_at"],
-                include=["name", "status", "duration_ms", "truncated"],
+                include=["name", "status", "duration_ms", "truncated", "replay"],
                 name="toolexec_created_stats",
             ),
         ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__in=ExecutionStatus.values), name="toolexec_status_valid"
+            ),
+            # A recorded call is served once per replay, even to equal calls running at
+            # once (chat/engine/replay_tools.py).
+            models.UniqueConstraint(
+                fields=["run", "replayed_from"],
+                condition=Q(replayed_from__isnull=False),
+                name="toolexec_replayed_once",
             ),
         ]
 

@@ -10,6 +10,7 @@ from django.db import transaction
 from chat.exceptions import Conflict, ConversationNotFound, InvalidInput
 from chat.llm.endpoints import UnknownModel, model_allowed, model_choices
 from chat.models import ACTIVE_RUN_STATUSES, MAX_STEPS_LIMIT, Conversation, Mode, Run
+from chat.services.runs import run_cancel
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -140,7 +141,14 @@ def conversation_update(
 
 
 def conversation_delete(*, conversation: Conversation) -> None:
-    """Delete a conversation and everything recorded in it; Conflict while a run is active."""
+    """Delete a conversation and everything recorded in it; Conflict while a run is active.
+
+    The replays of its runs go with it (docs/replay.md), each in a conversation
+    of its own: one still running is cancelled first, in the same transaction,
+    as a cancel would end it (its watchers hear `run.cancelled`, its open
+    calls are answered), so its worker stops as a cancelled run's does
+    instead of failing on rows that are gone.
+    """
     with transaction.atomic():
         # The row lock orders this after a concurrent run_start, which takes it too.
         locked = (
@@ -154,4 +162,20 @@ def conversation_delete(*, conversation: Conversation) -> None:
                 "A run of this conversation is in progress; cancel it before deleting.",
                 details={"run_id": str(active.pk), "status": active.status},
             )
+        _replays_cancel(locked)
         locked.delete()
+
+
+def _replays_cancel(conversation: Conversation) -> None:
+    """Cancel the active replays of the conversation's runs, and of their replays."""
+    replayed = set(Run.objects.filter(conversation=conversation).values_list("pk", flat=True))
+    while replayed:
+        replicas = list(
+            Run.objects.filter(replay_of__in=replayed)
+            .select_related("conversation")
+            .only("pk", "status", "conversation")
+        )
+        for replica in replicas:
+            if replica.status in ACTIVE_RUN_STATUSES:
+                run_cancel(run=replica)
+        replayed = {replica.pk for replica in replicas}

@@ -81,13 +81,7 @@ def run_replay(
     _replay_check(model=model, tools=tools, replay=replay, system_prompt=system_prompt, mode=mode)
     chosen = model_chosen(model) or ""
     original = Run.objects.select_related("conversation").get(pk=run.pk)
-    if original.status in ACTIVE_RUN_STATUSES:
-        raise Conflict(
-            f"The run is still {original.status}; a run can be replayed once it has ended.",
-            details={"run_id": str(original.pk), "status": original.status},
-        )
-    if original.trigger_message_id is None:
-        raise Conflict("The run answers no user message, so there is no turn to replay.")
+    _replayable_check(original)
     source = original.conversation
     prompt = run_system_prompt(original) if system_prompt is None else system_prompt
     with transaction.atomic():
@@ -121,6 +115,20 @@ def run_replay(
         Message.objects.bulk_create(copies)
         transaction.on_commit(lambda: dispatch_run(replica.pk))
     return replica
+
+
+def _replayable_check(run: Run) -> None:
+    """Conflict when the run cannot be replayed: it has not ended, or answers no user message."""
+    if run.status in ACTIVE_RUN_STATUSES:
+        raise Conflict(
+            f"The run is still {run.status}; a run can be replayed once it has ended.",
+            details={"run_id": str(run.pk), "status": run.status},
+        )
+    if run.trigger_message_id is None:
+        raise Conflict(
+            "The run answers no user message, so there is no turn to replay.",
+            details={"run_id": str(run.pk)},
+        )
 
 
 def _replay_check(
@@ -199,13 +207,28 @@ def _without_final_answer(rows: list[Message], original: Run) -> list[Message]:
 def runs_replay(*, runs: list[Run], models: list[str], tools: str, replay: str) -> list[Run]:
     """Replay each run on each model (the audit's batch); the queued replays.
 
-    Everything is checked before the first replay is stored; the queue's
-    workers bound how many run at once.
+    The batch starts whole or not at all: every choice and every run is
+    checked before the first replay is stored (InvalidInput, or Conflict
+    naming the first run that cannot be replayed: one that has not ended,
+    answers no user message, or is a replay itself), and all are stored in
+    one transaction, queued when it commits. The queue's workers bound how
+    many run at once.
     """
     for model in models:
         _replay_check(model=model, tools=tools, replay=replay, system_prompt=None, mode=None)
-    return [
-        run_replay(run=run, model=model, tools=tools, replay=replay)
-        for run in runs
-        for model in models
-    ]
+    for run in runs:
+        try:
+            if run.replay_of_id is not None:
+                raise Conflict("It is a replay itself; a batch replays the users' own runs.")
+            _replayable_check(run)
+        except Conflict as exc:
+            raise Conflict(
+                f"Run {run.pk} cannot be replayed, so nothing was started: {exc.message}",
+                details={"run_id": str(run.pk)},
+            ) from None
+    with transaction.atomic():
+        return [
+            run_replay(run=run, model=model, tools=tools, replay=replay)
+            for run in runs
+            for model in models
+        ]

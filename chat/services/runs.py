@@ -240,7 +240,12 @@ def _busy(active: Run) -> Conflict:
 def run_cancel(*, run: Run) -> Run:
     """Stop a queued or running run; unanswered tool calls get a 'cancelled' result."""
     with transaction.atomic():
-        locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
+        # With its conversation: the turn's end is counted by its model (chat/telemetry/).
+        locked = (
+            Run.objects.select_for_update(no_key=True, of=("self",))
+            .select_related("conversation")
+            .get(pk=run.pk)
+        )
         if locked.status not in ACTIVE_RUN_STATUSES:
             raise Conflict(
                 f"The run is already {locked.status}; only a queued or running run can be cancelled.",

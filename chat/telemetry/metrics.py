@@ -7,6 +7,12 @@ prometheus-client counter or histogram, recorded at the engine's single points
 status, calls awaiting approval, the task queue's depth) is read when scraped,
 from the database and the broker, so it is right whichever process did the work.
 
+Replays (docs/replay.md) are not real traffic: a replay's turn, model calls
+and tool calls are counted in series of their own, `toolchat_replay_*`, the
+twins of those of real traffic (same type, labels and buckets), so that a
+dashboard or an alert on `toolchat_*` sees the users' traffic alone, and one
+that wants the replays too adds the twin.
+
 Web processes and Celery workers are separate processes: with
 `PROMETHEUS_MULTIPROC_DIR` set (a directory they share, emptied when they
 start) each writes its figures there and `/metrics` adds them up
@@ -19,12 +25,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.conf import settings
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
+
+Metric = TypeVar("Metric", bound=MetricWrapperBase)
 
 if TYPE_CHECKING:
     from chat.llm.base import Completion
@@ -34,39 +43,60 @@ if TYPE_CHECKING:
 # Turns take seconds to minutes; model calls and tools a fraction of a second to minutes.
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, float("inf"))
 
-TURN_DURATION = Histogram(
-    "toolchat_turn_duration_seconds",
+
+def _twins(
+    kind: type[Metric], name: str, documentation: str, **options: Any
+) -> tuple[Metric, Metric]:
+    """A metric of real traffic, `toolchat_<name>`, and its twin for replays."""
+    return (
+        kind(f"toolchat_{name}", documentation, **options),
+        kind(f"toolchat_replay_{name}", f"{documentation} Replays only.", **options),
+    )
+
+
+def _of(twins: tuple[Metric, Metric], run: Run) -> Metric:
+    """The twin that counts `run`: real traffic's, or the replays'."""
+    return twins[run.replay_of_id is not None]
+
+
+TURN_DURATION = _twins(
+    Histogram,
+    "turn_duration_seconds",
     "A turn from its post to its end (the run's latency), by mode, model and outcome.",
-    ["mode", "model", "outcome"],
+    labelnames=["mode", "model", "outcome"],
     buckets=_SECONDS,
 )
-TIME_TO_FIRST_TOKEN = Histogram(
-    "toolchat_time_to_first_token_seconds",
+TIME_TO_FIRST_TOKEN = _twins(
+    Histogram,
+    "time_to_first_token_seconds",
     "A model call's request to its first streamed token, by mode and model.",
-    ["mode", "model"],
+    labelnames=["mode", "model"],
     buckets=_SECONDS,
 )
-MODEL_CALL_DURATION = Histogram(
-    "toolchat_model_call_duration_seconds",
+MODEL_CALL_DURATION = _twins(
+    Histogram,
+    "model_call_duration_seconds",
     "A model call, retries included, by provider, model and outcome.",
-    ["provider", "model", "outcome"],
+    labelnames=["provider", "model", "outcome"],
     buckets=_SECONDS,
 )
-MODEL_TOKENS = Counter(
-    "toolchat_model_tokens",
+MODEL_TOKENS = _twins(
+    Counter,
+    "model_tokens",
     "Tokens of model calls, by provider, model and type (input, output).",
-    ["provider", "model", "type"],
+    labelnames=["provider", "model", "type"],
+)
+TOOL_CALL_DURATION = _twins(
+    Histogram,
+    "tool_call_duration_seconds",
+    "A tool execution, by tool and status (succeeded, failed, timed_out, cancelled).",
+    labelnames=["tool", "status"],
+    buckets=_SECONDS,
 )
 EVENT_LAG = Histogram(
     "toolchat_event_fanout_lag_seconds",
     "A live event's storing (in the worker) to its arrival in a client's stream (WebSocket or SSE).",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, float("inf")),
-)
-TOOL_CALL_DURATION = Histogram(
-    "toolchat_tool_call_duration_seconds",
-    "A tool execution, by tool and status (succeeded, failed, timed_out, cancelled).",
-    ["tool", "status"],
-    buckets=_SECONDS,
 )
 
 
@@ -81,27 +111,31 @@ def model_call_observe(run: Run, row: ModelCall, completion: Completion | None) 
         return
     model = row.model or ""
     outcome = "succeeded" if completion is not None else "failed"
+    durations = _of(MODEL_CALL_DURATION, run)
     if row.latency_ms is not None:
-        MODEL_CALL_DURATION.labels(row.provider, model, outcome).observe(row.latency_ms / 1000)
+        durations.labels(row.provider, model, outcome).observe(row.latency_ms / 1000)
     elif completion is None and row.started_at is not None:
         from django.utils import timezone
 
         elapsed = (timezone.now() - row.started_at).total_seconds()
-        MODEL_CALL_DURATION.labels(row.provider, model, outcome).observe(elapsed)
+        durations.labels(row.provider, model, outcome).observe(elapsed)
     if completion is None:
         return
     if completion.first_token_ms is not None:
-        TIME_TO_FIRST_TOKEN.labels(str(run.mode), model).observe(completion.first_token_ms / 1000)
+        first_token = _of(TIME_TO_FIRST_TOKEN, run).labels(str(run.mode), model)
+        first_token.observe(completion.first_token_ms / 1000)
+    tokens = _of(MODEL_TOKENS, run)
     if completion.prompt_tokens:
-        MODEL_TOKENS.labels(row.provider, model, "input").inc(completion.prompt_tokens)
+        tokens.labels(row.provider, model, "input").inc(completion.prompt_tokens)
     if completion.completion_tokens:
-        MODEL_TOKENS.labels(row.provider, model, "output").inc(completion.completion_tokens)
+        tokens.labels(row.provider, model, "output").inc(completion.completion_tokens)
 
 
-def tool_call_observe(name: str, result: ToolResult) -> None:
-    """Count one tool execution."""
+def tool_call_observe(run: Run, name: str, result: ToolResult) -> None:
+    """Count one tool execution (of a replay with live tools, among the replays')."""
     if metrics_enabled():
-        TOOL_CALL_DURATION.labels(name, str(result.status)).observe(result.duration_ms / 1000)
+        durations = _of(TOOL_CALL_DURATION, run)
+        durations.labels(name, str(result.status)).observe(result.duration_ms / 1000)
 
 
 def event_lag_observe(stored_at: str) -> None:
@@ -120,36 +154,50 @@ def turn_observe(run: Run) -> None:
         return
     conversation = run.conversation if type(run).conversation.is_cached(run) else None
     model = conversation.model if conversation is not None else ""
-    TURN_DURATION.labels(str(run.mode), model, str(run.status)).observe(run.latency_ms / 1000)
+    turns = _of(TURN_DURATION, run)
+    turns.labels(str(run.mode), model, str(run.status)).observe(run.latency_ms / 1000)
 
 
 class WaitingCollector(Collector):
     """What is waiting, read at each scrape: runs by status, approvals, the task queue."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from django.db.models import Count
+        from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 
         from chat.models import ACTIVE_RUN_STATUSES, ExecutionStatus, Run, ToolExecution
 
-        runs = GaugeMetricFamily(
-            "toolchat_runs_active",
-            "Runs not ended, by status (queued, running, awaiting_approval).",
-            labels=["status"],
-        )
-        counts = dict(
-            Run.objects.filter(status__in=ACTIVE_RUN_STATUSES)
-            .values_list("status")
+        counts = {
+            (status, replay): n
+            for status, replay, n in Run.objects.filter(status__in=ACTIVE_RUN_STATUSES)
+            .annotate(
+                replay=ExpressionWrapper(Q(replay_of__isnull=False), output_field=BooleanField())
+            )
+            .values_list("status", "replay")
             .annotate(n=Count("id"))
-            .values_list("status", "n")
+            .values_list("status", "replay", "n")
+        }
+        waiting = dict(
+            ToolExecution.objects.filter(status=ExecutionStatus.AWAITING_APPROVAL)
+            .values_list("replay")
+            .annotate(n=Count("id"))
+            .values_list("replay", "n")
         )
-        for status in ACTIVE_RUN_STATUSES:
-            runs.add_metric([str(status)], counts.get(status, 0))
-        yield runs
-        yield GaugeMetricFamily(
-            "toolchat_tool_calls_awaiting_approval",
-            "Tool calls waiting for a person's decision.",
-            value=ToolExecution.objects.filter(status=ExecutionStatus.AWAITING_APPROVAL).count(),
-        )
+        for replay, prefix in ((False, "toolchat_"), (True, "toolchat_replay_")):
+            runs = GaugeMetricFamily(
+                f"{prefix}runs_active",
+                "Runs not ended, by status (queued, running, awaiting_approval)."
+                + (" Replays only." if replay else ""),
+                labels=["status"],
+            )
+            for status in ACTIVE_RUN_STATUSES:
+                runs.add_metric([str(status)], counts.get((status, replay), 0))
+            yield runs
+            yield GaugeMetricFamily(
+                f"{prefix}tool_calls_awaiting_approval",
+                "Tool calls waiting for a person's decision."
+                + (" Replays only." if replay else ""),
+                value=waiting.get(replay, 0),
+            )
         depth = _queue_depth()
         if depth is not None:
             yield GaugeMetricFamily(

@@ -285,7 +285,10 @@ REST_FRAMEWORK = {
     # Every error answers {"code", "message", "field"?, "details"?} (docs/api.md).
     "EXCEPTION_HANDLER": "chat.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "chat.api.schema.ApiSchema",
-    "DEFAULT_THROTTLE_RATES": {"messages": env_str("TOOLCHAT_MESSAGE_RATE", "30/min")},
+    "DEFAULT_THROTTLE_RATES": {
+        "messages": env_str("TOOLCHAT_MESSAGE_RATE", "30/min"),
+        "compare": env_str("TOOLCHAT_COMPARE_RATE", "60/min"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "toolchat API",

@@ -20,7 +20,8 @@ import { formatMs } from "./format.js";
  *   tool_calls: ComparedCall[], latency_ms: number | null, first_token_ms?: number | null,
  *   prompt_tokens: number | null, completion_tokens: number | null, model_calls?: number}} ComparedRun
  * @typedef {{runs: ComparedRun[], answer_similarity: number | null,
- *   answer_diff: {op: string, text: string}[], same_tool_calls: boolean}} Comparison
+ *   answer_diff: {op: string, text: string}[], answer_diff_limited?: boolean,
+ *   same_tool_calls: boolean}} Comparison
  *
  * @typedef {Object} ReplayHooks
  * @property {(method: string, path: string, body?: object) => Promise<any>} api
@@ -58,7 +59,9 @@ export function comparisonLines(compared) {
       : (run.prompt_tokens ?? 0) + (run.completion_tokens ?? 0) + " tokens";
   /** @param {number | null} ms */
   const took = (ms) => (ms == null ? "—" : formatMs(ms));
-  const similarity = compared.answer_similarity == null ? "" : ", answers " + Math.round(compared.answer_similarity * 100) + "% alike";
+  // Answers too long to diff whole: the similarity counts what was not diffed as different.
+  const alike = compared.answer_diff_limited ? "% alike at least (too long to compare whole)" : "% alike";
+  const similarity = compared.answer_similarity == null ? "" : ", answers " + Math.round(compared.answer_similarity * 100) + alike;
   const figures =
     "Latency " + took(original.latency_ms) + " → " + took(replay.latency_ms) +
     ", " + tokens(original) + " → " + tokens(replay) + similarity + ".";
@@ -95,7 +98,7 @@ export function createReplayPanel(runId, hooks) {
   const select = /** @type {HTMLSelectElement} */ (h("select", "replay-model"));
   select.setAttribute("aria-label", "Model to replay on");
   label.appendChild(select);
-  const go = /** @type {HTMLButtonElement} */ (h("button", "button-small", "Replay"));
+  const go = /** @type {HTMLButtonElement} */ (h("button", "button-primary button-small", "Replay"));
   go.type = "submit";
   go.disabled = true;
   form.append(label, go);

@@ -120,3 +120,45 @@ def test_message_factory_makes_a_valid_user_message():
     message = MessageFactory()
     assert message.role == Role.USER
     assert message.content
+
+
+def test_calls_stored_before_replays_said_so_are_marked_from_their_run_once_migrated(
+    conversation,
+):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from chat.models import ModelCall
+    from tests.factories import ModelCallFactory, ToolExecutionFactory
+
+    migration = import_module("chat.migrations.0016_replay_flags")
+    original = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
+    replica = RunFactory(
+        conversation=ConversationFactory(owner=conversation.owner), replay_of=original
+    )
+    for run in (original, replica):
+        asking = MessageFactory(conversation=run.conversation, role=Role.ASSISTANT, content="x")
+        ToolExecutionFactory(run=run, message=asking, replay=False)
+        ModelCallFactory(run=run, replay=False)
+
+    migration.replays_mark(apps, None)
+
+    for model in (ModelCall, ToolExecution):
+        marked = dict(model.objects.values_list("run_id", "replay"))
+        assert marked == {original.pk: False, replica.pk: True}
+
+
+def test_a_recorded_call_is_served_once_per_replay(conversation):
+    from tests.factories import ToolExecutionFactory
+
+    original = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
+    asking = MessageFactory(conversation=conversation, role=Role.ASSISTANT, content="x")
+    recorded = ToolExecutionFactory(run=original, message=asking)
+    replica = RunFactory(conversation=ConversationFactory(owner=conversation.owner))
+    asking = MessageFactory(conversation=replica.conversation, role=Role.ASSISTANT, content="x")
+    ToolExecutionFactory(run=replica, message=asking, replayed_from=recorded)
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ToolExecutionFactory(run=replica, message=asking, replayed_from=recorded)
+    ToolExecutionFactory(run=RunFactory(), message=asking, replayed_from=recorded)  # another's

@@ -46,6 +46,20 @@ describe("the replay panel's comparison", () => {
     assert.equal(lines.figures, "Latency 600 ms → 1.5 s, 30 tokens → 34 tokens, answers 50% alike.");
   });
 
+  test("answers too long to compare whole say their similarity is a lower bound", () => {
+    const lines = comparisonLines({
+      runs: [run({}), run({ answer: "Another answer." })],
+      answer_similarity: 0.05,
+      answer_diff: [{ op: "delete", text: "I noted it." }, { op: "insert", text: "Another answer." }],
+      answer_diff_limited: true,
+      same_tool_calls: true,
+    });
+    assert.equal(
+      lines.figures,
+      "Latency 600 ms → 600 ms, 30 tokens → 30 tokens, answers 5% alike at least (too long to compare whole)."
+    );
+  });
+
   test("a replay that failed or called nothing says so", () => {
     const lines = comparisonLines({
       runs: [

@@ -11,10 +11,13 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from chat.models import Run, RunStatus
+from chat.audit.period import period_preset
+from chat.audit.replays import MAX_REPORTED_REPLAYS, replay_rows
+from chat.models import ExecutionStatus, ModelCall, ReplayMode, Run, RunStatus
+from chat.replay_report import report_row
 from chat.services.replays import run_replay
 from tests.chat.audit.scripted import PACE, two_pass_run
-from tests.factories import UserFactory
+from tests.factories import CallSpec, ConversationFactory, UserFactory, finished_run
 from tests.llm_server import text_reply, tool_calls_reply
 from tests.stack import wait_for_run
 
@@ -43,8 +46,8 @@ def test_the_comparison_page_shows_both_runs_their_answers_calls_and_waterfalls(
     html = response.content.decode()
     assert html.count('data-testid="compare-run"') == 2
     assert html.count('data-testid="waterfall"') == 2
-    assert "<del>Twelve</del><ins>Seven</ins><span> </span><del>times</del>" in html
-    assert "<span> 84.</span>" in html
+    assert "<del>Twelve times seven is</del><ins>Seven twelves make</ins><span> 84.</span>" in html
+    assert 'data-testid="diff-limited"' not in html
     assert "unmatched" in html  # the replay's calculator call, with other arguments
     assert "{&quot;expression&quot;: &quot;7*12&quot;}" in html
     # Both waterfalls on one axis: the longer run's ticks are the shorter one's too.
@@ -129,13 +132,131 @@ def test_staff_start_replays_of_a_periods_runs_and_watch_them_end(llm_server, se
         {"models": ["nowhere/nothing"], "limit": "5", "tools": "recorded", "replay": "free"},
     )
     assert bad.status_code == 400
-    forced_live = staff.post(
-        "/audit/replays/start/?period=hour",
-        {"models": ["openai/other-model"], "limit": "5", "tools": "live", "replay": "forced"},
-    )
-    assert forced_live.status_code == 400
-    assert "forced replay runs no tool" in forced_live.content.decode()
     user = Client()
     user.force_login(owner)
     assert user.post("/audit/replays/start/?period=hour", {}).status_code == 403
     assert Run.objects.filter(replay_of__isnull=False).count() == 2
+
+
+def stored_replays(count: int) -> list[Run]:
+    """`count` replays stored as the engine stores them, each of a run of its own; every
+    third is forced (its model's answers at the original's steps kept on its calls)."""
+    owner = UserFactory(username="ada")
+    replicas = []
+    for index in range(count):
+        original = finished_run(ConversationFactory(owner=owner), latency_ms=1000 + index)
+        forced = index % 3 == 2
+        replica = finished_run(
+            ConversationFactory(owner=owner, model="openai/other-model", replay_of=original),
+            calls=[CallSpec(arguments={"expression": "7*12"}, status=ExecutionStatus.UNMATCHED)],
+            answer=f"Seven twelves make 84 ({index}).",
+            latency_ms=2000 + index,
+            replay_of=original,
+            replay_mode=ReplayMode.FORCED if forced else ReplayMode.FREE,
+        )
+        if forced:
+            ModelCall.objects.filter(run=replica, purpose="tools").update(
+                forced_answer={"content": None, "tool_calls": [NOTE_CALL]}
+            )
+        replicas.append(replica)
+    return replicas
+
+
+NOTE_CALL = {
+    "id": "call_forced",
+    "type": "function",
+    "function": {"name": "calculator", "arguments": '{"expression": "12*7"}'},
+}
+
+
+@pytest.mark.django_db
+def test_the_replays_page_costs_a_few_queries_however_many_replays_it_reports(
+    django_assert_max_num_queries,
+):
+    replicas = stored_replays(MAX_REPORTED_REPLAYS)
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+    staff.get("/audit/replays/?period=day")  # the session, once
+
+    # The session and the user, the replays, their count, the records of both sides of
+    # every pair (model calls, tool calls, answers), and the replays still running.
+    with django_assert_max_num_queries(8):
+        html = staff.get("/audit/replays/?period=hour").content.decode()
+
+    assert html.count("/compare/") == MAX_REPORTED_REPLAYS
+    # The figures are those of comparing each replay with its original on its own.
+    rows = {row.replay_id: row for row in replay_rows(period_preset("hour"))[0]}
+    for replica in replicas[:: MAX_REPORTED_REPLAYS // 10]:
+        run = Run.objects.select_related("replay_of").get(pk=replica.pk)
+        assert rows[str(run.pk)] == report_row(run.replay_of, run, model="openai/other-model")
+    forced = rows[str(replicas[2].pk)]
+    assert (forced.steps_same, forced.steps) == (1, 1)
+    assert rows[str(replicas[0].pk)].same_tool_calls is False
+
+
+@pytest.mark.django_db
+def test_the_comparison_page_says_when_the_answers_were_too_long_to_diff_whole():
+    from tests.chat.api.test_replays import long_answer
+
+    owner = UserFactory(username="ada")
+    original = finished_run(ConversationFactory(owner=owner), answer=long_answer(8000))
+    replica = finished_run(
+        ConversationFactory(owner=owner),
+        answer=long_answer(8000, changed=range(0, 8000, 100)),
+        replay_of=original,
+    )
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+
+    html = staff.get(f"/audit/runs/{original.pk}/compare/{replica.pk}/").content.decode()
+
+    assert 'data-testid="diff-limited"' in html
+
+
+@pytest.fixture
+def batch_models(settings):
+    settings.LLM_PROVIDER = "openai"
+    settings.OPENAI_API_KEY = "sk-test"
+    settings.LLM_MODEL = "test-model"
+    settings.LLM_ALLOWED_MODELS = ["other-model"]
+
+
+@pytest.mark.django_db
+def test_a_staff_batch_leaves_out_the_runs_that_cannot_be_replayed(batch_models):
+    owner = UserFactory(username="ada")
+    unanswerable = finished_run(ConversationFactory(owner=owner))  # the older one
+    Run.objects.filter(pk=unanswerable.pk).update(trigger_message=None)
+    replayable = finished_run(ConversationFactory(owner=owner))
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+
+    started = staff.post(
+        "/audit/replays/start/?period=hour",
+        {"models": ["openai/other-model"], "limit": "5", "tools": "recorded", "replay": "free"},
+    )
+
+    assert started.status_code == 302
+    assert started["Location"] == "/audit/replays/?period=hour&started=1"
+    assert list(
+        Run.objects.filter(replay_of__isnull=False).values_list("replay_of", flat=True)
+    ) == [replayable.pk]
+
+
+@pytest.mark.django_db
+def test_a_staff_batch_replays_with_recorded_tools_only(batch_models):
+    finished_run(ConversationFactory(owner=UserFactory(username="ada")))
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+    page = staff.get("/audit/replays/?period=hour").content.decode()
+    assert 'name="tools" value="recorded"' in page
+    assert 'value="live"' not in page
+
+    for replay in ("free", "forced"):
+        refused = staff.post(
+            "/audit/replays/start/?period=hour",
+            {"models": ["openai/other-model"], "limit": "5", "tools": "live", "replay": replay},
+        )
+
+        assert refused.status_code == 400
+        assert "recorded tools only" in refused.content.decode()
+    assert not Run.objects.filter(replay_of__isnull=False).exists()

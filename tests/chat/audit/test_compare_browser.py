@@ -39,9 +39,11 @@ def test_the_comparison_page_at_1280_and_375_px(
         expect(page.get_by_test_id("waterfall")).to_have_count(2)
         expect(page.get_by_test_id("compare-run")).to_have_count(2)
         diff = page.get_by_test_id("answer-diff")
-        expect(diff.locator("del")).to_have_count(3)
-        expect(diff.locator("ins")).to_have_count(3)
-        expect(diff.locator("ins").first).to_have_text("Seven")
+        # Words are compared: the changed words go out and in together.
+        expect(diff.locator("del")).to_have_count(1)
+        expect(diff.locator("ins")).to_have_count(1)
+        expect(diff.locator("del")).to_have_text("Twelve times seven is")
+        expect(diff.locator("ins")).to_have_text("Seven twelves make")
         boxes = [page.get_by_test_id("waterfall").nth(i).bounding_box() for i in range(2)]
         assert boxes[0] is not None
         assert boxes[1] is not None

@@ -251,3 +251,40 @@ def test_a_run_replaced_by_a_regenerate_or_an_edit_says_so_in_the_run_lists(
         assert "replaced by an edit" in rows[str(edited.pk)], url
         assert "replaced" not in rows[str(again.pk)], url
         assert "replaced" not in rows[str(resent.pk)], url
+
+
+@pytest.mark.django_db(transaction=True)
+def test_replays_are_left_out_of_the_statistics_unless_asked(llm_server):
+    from tests.chat.audit.scripted import two_pass_run
+    from tests.chat.audit.test_compare import replayed
+
+    original = two_pass_run(llm_server, UserFactory(username="ada"))
+    replica = replayed(llm_server, original)  # a calculator call and two model calls, too
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+
+    def figures(query: str) -> tuple[str, dict[str, str], dict[str, str], int]:
+        html = staff.get(f"/audit/?{query}").content.decode()
+        runs = re.search(r'data-testid="run-count">(\d+)<', html)
+        assert runs is not None
+        tools = {row[0]: row[1] for row in table_cells(html, "tool-table")}
+        models = {row[0]: row[1] for row in table_cells(html, "model-table")}
+        return runs.group(1), tools, models, html.split('data-testid="slowest"')[1].count("<li>")
+
+    real = figures("period=hour")
+    assert real == ("1", {"calculator": "1"}, {"openai/test-model": "2"}, 1)
+    every = figures("period=hour&include_replays=1")
+    assert every == ("2", {"calculator": "2"}, {"openai/test-model": "4"}, 2)
+    # The CSV of a table counts as its table does.
+    for query, calls in (("period=hour", "1"), ("period=hour&include_replays=1", "2")):
+        rows = list(
+            csv.reader(io.StringIO(staff.get(f"/audit/tools.csv?{query}").content.decode()))
+        )
+        assert rows[1][:2] == ["calculator", calls]
+    # The runs list shows both either way; its filters, pages and periods keep the choice.
+    html = staff.get("/audit/?period=hour&include_replays=1&status=completed").content.decode()
+    assert f'data-run="{replica.pk}"' in html
+    assert '<input type="hidden" name="include_replays" value="1">' in html
+    assert "/audit/tools.csv?period=hour&amp;include_replays=1" in html
+    assert '<a href="?period=day&amp;include_replays=1&amp;status=completed"' in html
+    assert 'href="?period=hour&amp;status=completed"' in html  # leave them out again

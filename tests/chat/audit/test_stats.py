@@ -388,3 +388,47 @@ def test_the_statistics_cost_a_fixed_number_of_queries_whatever_the_data(
     assert len(stats.tools) == 11
     assert len(stats.models) == 7
     assert stats.totals.runs == 42
+
+
+# The statistics' tables and the covering index each is read from (chat/models/).
+STATS_INDEXES = {
+    "chat_run": "run_created_stats",
+    "chat_modelcall": "modelcall_started_stats",
+    "chat_toolexecution": "toolexec_created_stats",
+}
+
+
+def table_scans(queries: list[str]) -> list[str]:
+    """The lines of PostgreSQL's plans that read the statistics' tables.
+
+    Whole-table and bitmap scans are ruled out, so that the planner takes an
+    index even on a few rows, and a query the covering index cannot answer
+    alone shows as an `Index Scan` (it reads the rows too).
+    """
+    scans = []
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        for sql in queries:
+            cursor.execute(f"EXPLAIN {sql}")
+            for (line,) in cursor.fetchall():
+                if any(f" on {table} " in f"{line} " for table in STATS_INDEXES):
+                    scans.append(line.strip().removeprefix("->  "))
+    return scans
+
+
+@pytest.mark.postgres  # index-only scans are PostgreSQL's
+@pytest.mark.parametrize("replays", [False, True], ids=["real traffic", "with replays"])
+def test_the_statistics_read_their_covering_indexes_alone_on_postgresql(replays):
+    many_runs(3)
+    with CaptureQueriesContext(connection) as captured:
+        audit_stats(last_hour(), replays=replays)
+
+    scans = table_scans([query["sql"] for query in captured.captured_queries])
+
+    assert len(scans) == STATS_QUERIES + 1, scans  # and the slowest runs' rows, by key
+    for scan in scans:
+        table = next(t for t in STATS_INDEXES if f" on {t} " in f"{scan} ")
+        if scan.startswith("Index Scan using chat_run_pkey"):
+            continue  # the ten slowest runs' rows, for their question and owner
+        assert scan.startswith(f"Index Only Scan using {STATS_INDEXES[table]} on {table}"), scan

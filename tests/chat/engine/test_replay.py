@@ -9,6 +9,7 @@ each call's audit row says how it was answered.
 from __future__ import annotations
 
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -24,10 +25,12 @@ from chat.models import (
     ModelCall,
     Role,
     Run,
+    RunEvent,
     RunStatus,
     ToolExecution,
 )
 from chat.services.runs import run_start
+from tests.assertions import wait_until
 from tests.chat.api.conftest import token_client
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory, UserFactory
@@ -278,7 +281,8 @@ def test_the_comparison_shows_both_runs_side_by_side(llm_server, user, other_use
     diff = body["answer_diff"]
     assert "".join(p["text"] for p in diff if p["op"] != "insert") == "I noted it."
     assert "".join(p["text"] for p in diff if p["op"] != "delete") == "I noted it, and 6."
-    assert {"op": "equal", "text": "I noted "} in diff
+    assert diff[0] == {"op": "equal", "text": "I noted"}
+    assert body["answer_diff_limited"] is False
     # Another user's runs, and a missing or malformed `with`.
     other = token_client(other_user)
     url = f"/api/v1/runs/{original.pk}/compare/"
@@ -484,3 +488,90 @@ def test_a_recorded_call_whose_worker_died_is_served_again_not_interrupted(llm_s
     assert lost.replayed_from_id == recorded.pk
     assert Resource.objects.count() == 1
     assert wait_for_run(replica).status == RunStatus.COMPLETED
+
+
+def parallel_calls_turn(llm_server, user, calls: int) -> Run:
+    """A turn whose one step made `calls` equal calls at once (a note each time)."""
+    conversation = ConversationFactory(owner=user, title="Notes")
+    note = '{"title": "Milk", "body": "two litres"}'
+    llm_server.push(tool_calls_reply([("record_note", note)] * calls), text_reply("Noted."))
+    run = wait_for_run(run_start(conversation=conversation, content="note milk"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert ToolExecution.objects.filter(run=run, status=ExecutionStatus.SUCCEEDED).count() == calls
+    return run
+
+
+@pytest.mark.parametrize(
+    ("recorded", "replayed"), [(1, 2), (2, 2), (6, 6), (3, 5)], ids=lambda n: str(n)
+)
+def test_equal_parallel_calls_are_each_served_a_recorded_call_of_their_own(
+    llm_server, user, recorded, replayed
+):
+    original = parallel_calls_turn(llm_server, user, recorded)
+    note = '{"body": "two litres", "title": "Milk"}'
+    # The replay's calls run as tasks of their own, at once (the in-process pool's threads).
+    llm_server.push(tool_calls_reply([("record_note", note)] * replayed), text_reply("Noted."))
+
+    replica = replay(token_client(user), original)
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    rows = ToolExecution.objects.filter(run=replica)
+    served = [row.replayed_from_id for row in rows if row.status == ExecutionStatus.REPLAYED]
+    # Each of the original's calls is served once: the calls beyond its count had no
+    # recorded result (the original made fewer notes than the replay asked for).
+    assert set(served) <= set(
+        ToolExecution.objects.filter(run=original).values_list("pk", flat=True)
+    )
+    assert len(served) == min(recorded, replayed)
+    assert len(set(served)) == len(served)
+    assert rows.filter(status=ExecutionStatus.UNMATCHED).count() == max(0, replayed - recorded)
+    assert Resource.objects.count() == recorded
+
+
+def test_deleting_the_original_cancels_its_running_replay_first_and_leaves_nothing(
+    llm_server, user, caplog, settings, monkeypatch, tmp_path
+):
+    from tests.chat.telemetry.test_metrics import TOKEN, scrape, value
+
+    settings.TOOLCHAT_METRICS_TOKEN = TOKEN  # the replay's end is counted, as a cancel
+    ledger = tmp_path / "ledger.txt"
+    monkeypatch.setenv("TOOLCHAT_TEST_LEDGER", str(ledger))
+    caplog.set_level(logging.INFO)
+    original = record_note_turn(llm_server, user)
+    api = token_client(user)
+    # The replay runs its tools for real: two slow ones at once, as tasks of their own.
+    llm_server.push(
+        tool_calls_reply(
+            [("slow_step", '{"label": "one", "seconds": 1}'), ("slow_step", '{"label": "two"}')]
+        )
+    )
+    cancelled = "toolchat_replay_turn_duration_seconds_count"
+    before = value(scrape(), cancelled, mode="two_pass", model=MODEL, outcome="cancelled")
+    queued = api.post(
+        f"/api/v1/runs/{original.pk}/replay/", {"model": MODEL, "tools": "live"}, format="json"
+    )
+    assert queued.status_code == 202
+    replica = Run.objects.get(pk=queued.json()["id"])
+    running = ToolExecution.objects.filter(run=replica, status=ExecutionStatus.RUNNING)
+    wait_until(lambda: running.count() == 2, what="the replay's tools to run")
+
+    deleted = api.delete(f"/api/v1/conversations/{original.conversation_id}/")
+
+    assert deleted.status_code == 204
+    after = value(scrape(), cancelled, mode="two_pass", model=MODEL, outcome="cancelled")
+    assert after == before + 1
+    # The tools end after their rows went: their tasks find nothing to store, and say so.
+    gone = "its run is gone"
+    wait_until(
+        lambda: (
+            ledger.read_text().count("end ") == 2
+            and sum(gone in r.getMessage() for r in caplog.records) == 2
+        ),
+        what="the replay's tools to end",
+    )
+    assert not Run.objects.filter(pk__in=[original.pk, replica.pk]).exists()
+    assert not Conversation.objects.filter(pk=replica.conversation_id).exists()
+    for model in (Message, ModelCall, ToolExecution, RunEvent):
+        assert not model.objects.exists(), model
+    assert Resource.objects.count() == 1  # the user's note, made by the original, is theirs
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

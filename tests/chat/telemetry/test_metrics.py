@@ -10,7 +10,8 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from chat.models import Mode, RunStatus
+from chat.models import Mode, Run, RunStatus
+from chat.services.replays import run_replay
 from chat.services.runs import run_start
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
@@ -44,6 +45,16 @@ def value(samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+def calculator_turn(llm_server, conversation, call_id: str) -> Run:
+    """A completed two-pass turn of `conversation`: one calculator call, then "84."."""
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "12*7"}', call_id)]), text_reply("84.")
+    )
+    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
+    assert run.status == RunStatus.COMPLETED, run.error
+    return run
+
+
 def test_metrics_are_off_unless_configured(settings):
     settings.TOOLCHAT_METRICS_TOKEN = ""
     settings.TOOLCHAT_METRICS_NETWORKS = []
@@ -68,12 +79,7 @@ def test_a_scrape_after_turns_counts_them_their_calls_tokens_and_tools(
 ):
     before = scrape()
     conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
-    llm_server.push(
-        tool_calls_reply([("calculator", '{"expression": "12*7"}', "call_m1")]),
-        text_reply("84."),
-    )
-    run = wait_for_run(run_start(conversation=conversation, content="what is 12*7"))
-    assert run.status == RunStatus.COMPLETED, run.error
+    calculator_turn(llm_server, conversation, "call_m1")
     llm_server.push(error_reply(400, "no"))
     failed = wait_for_run(run_start(conversation=conversation, content="again"))
     assert failed.status == RunStatus.FAILED
@@ -111,6 +117,43 @@ def test_a_scrape_after_turns_counts_them_their_calls_tokens_and_tools(
     }
     assert len(asked) >= 10
     assert asked <= {name for name, _ in after}, asked - {name for name, _ in after}
+
+
+def test_replays_are_counted_in_series_of_their_own(metrics_on, llm_server, user):
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    original = calculator_turn(llm_server, conversation, "call_r1")
+    before = scrape()
+    llm_server.push(
+        tool_calls_reply([("calculator", '{"expression": "7*12"}')]), text_reply("Also 84.")
+    )
+
+    replica = wait_for_run(run_replay(run=original, model="openai/test-model", tools="live"))
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    after = scrape()
+
+    def grew(name: str, **labels: str) -> float:
+        """What the series of `name` with `labels` grew by, whatever their other labels."""
+
+        def total(samples) -> float:
+            wanted = set(labels.items())
+            return sum(v for (n, ls), v in samples.items() if n == name and wanted <= set(ls))
+
+        return total(after) - total(before)
+
+    for prefix, replays in (("toolchat_", 0), ("toolchat_replay_", 1)):
+        assert grew(f"{prefix}turn_duration_seconds_count") == replays
+        assert grew(f"{prefix}model_call_duration_seconds_count") == 2 * replays
+        assert grew(f"{prefix}model_tokens_total", type="input") == 22 * replays  # 11 a call
+        assert grew(f"{prefix}time_to_first_token_seconds_count") == 2 * replays
+        assert grew(f"{prefix}tool_call_duration_seconds_count") == replays
+        assert value(after, f"{prefix}runs_active", status="running") == 0
+        assert (f"{prefix}tool_calls_awaiting_approval", ()) in after
+    model = "openai/test-model"  # the replay's conversation names the model it replays on
+    replayed = "toolchat_replay_turn_duration_seconds_count"
+    assert value(after, replayed, mode="two_pass", model=model, outcome="completed") == 1
+    tools = "toolchat_replay_tool_call_duration_seconds_count"
+    assert value(after, tools, tool="calculator", status="succeeded") == 1
 
 
 def test_runs_waiting_for_approval_are_counted_when_scraped(
