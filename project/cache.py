@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
@@ -29,6 +30,10 @@ from django.core.cache.backends.redis import RedisCacheClient
 
 class SharedClient(RedisCacheClient):
     """Django's Redis cache client, with one `redis.Redis` per connection pool."""
+
+    # Django's own, undeclared in its stubs.
+    _client: Any
+    _get_connection_pool: Callable[[bool], Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -156,10 +156,10 @@ def _idle_conversation(conversation: Conversation) -> Iterator[tuple[Conversatio
     """
     try:
         with transaction.atomic():
-            locked = _lock_for_turn(conversation.pk)
-            if locked.active_run_id is not None:
-                raise _busy(Run.objects.get(pk=locked.active_run_id))
-            yield locked, locked.last_position
+            locked, active_run_id, last_position = _lock_for_turn(conversation.pk)
+            if active_run_id is not None:
+                raise _busy(Run.objects.get(pk=active_run_id))
+            yield locked, last_position
     except IntegrityError:
         # The database's one-active-run constraint caught a race the lock did not.
         active = Run.objects.filter(
@@ -182,8 +182,8 @@ RETURNING *,
 """
 
 
-def _lock_for_turn(conversation_id: Any) -> Conversation:
-    """The conversation locked for a turn, as `_LOCK_FOR_TURN` reads it.
+def _lock_for_turn(conversation_id: Any) -> tuple[Conversation, Any, int | None]:
+    """The conversation locked for a turn, its active run's id and its last position.
 
     Every post runs it: the ORM's select_for_update with two annotated
     subqueries, then a save, cost a third of a post's CPU to build
@@ -199,7 +199,9 @@ def _lock_for_turn(conversation_id: Any) -> Conversation:
     rows = list(Conversation.objects.raw(_LOCK_FOR_TURN, params))
     if not rows:
         raise Conversation.DoesNotExist(f"conversation {conversation_id} is gone")
-    return rows[0]
+    # The two subqueries' columns, which raw() sets on the instance as they came.
+    locked = rows[0]
+    return locked, vars(locked).pop("active_run_id"), vars(locked).pop("last_position")
 
 
 def _last_user_message(conversation: Conversation) -> Message | None:
