@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Least
 
 from chat.exceptions import ConversationNotFound, ResourceNotFound, RunNotFound
 from chat.history import build_model_history
@@ -107,29 +108,30 @@ def history_rows(
     window = max(2 * (max_messages or 0), 20)
     short = last_position is not None and last_position < window
     if max_messages is not None and not short:
-        # One query: the newest `window` rows (from the position of the
-        # window-th newest; NULL when there are fewer, and then every row),
-        # and the system rows that lead the conversation.
-        window_start = Subquery(
-            current_messages(conversation.pk)
-            .order_by("-position")
-            .values("position")[window - 1 : window]
-        )
+        # One query of two parts, each a range of the (conversation, position)
+        # index: the newest `window` rows (from the position of the window-th
+        # newest, NULL when there are fewer, and then every row, to the last),
+        # and the system rows that lead the conversation, before both the first
+        # turn and the window. Both bounds of each range are given so that
+        # PostgreSQL reads only the rows it returns: with one bound it may read
+        # the whole conversation and filter it (so did an OR of the two parts).
+        newest_first = current_messages(conversation.pk).order_by("-position").values("position")
+        window_start = Subquery(newest_first[window - 1 : window])
         first_turn = Subquery(
             current_messages(conversation.pk)
             .exclude(role=Role.SYSTEM)
             .order_by("position")
             .values("position")[:1]
         )
-        rows: list[Message] = list(
-            everything.annotate(window_start=window_start)
-            .filter(
-                Q(window_start__isnull=True)
-                | Q(position__gte=F("window_start"))
-                | Q(role=Role.SYSTEM, position__lt=first_turn)
-            )
-            .order_by("position")
+        annotated = everything.annotate(window_start=window_start).order_by()
+        newest_rows = annotated.filter(
+            position__range=(Coalesce(window_start, 0), Subquery(newest_first[:1]))
         )
+        leading_rows = annotated.filter(
+            role=Role.SYSTEM,
+            position__range=(0, Least(Coalesce(first_turn, 0), Coalesce(window_start, 0)) - 1),
+        )
+        rows: list[Message] = list(newest_rows.union(leading_rows, all=True).order_by("position"))
         start = getattr(rows[0], "window_start", None) if rows else None
         if start is None:
             return rows  # fewer rows than the window: that is the whole conversation

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -190,3 +191,36 @@ def test_a_bounded_history_load_takes_one_query_at_any_length(user, django_asser
         with django_assert_num_queries(1):
             history = history_for_model(conversation=conversation, max_messages=50)
         assert len(history) <= 51
+
+
+def rows_read(node: dict) -> float:
+    """Rows a PostgreSQL plan's scans read: those they returned and those their filters dropped."""
+    read = 0.0
+    if "Scan" in node["Node Type"]:
+        kept = node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
+        read += (kept + node.get("Rows Removed by Index Recheck", 0)) * node.get("Actual Loops", 1)
+    return read + sum(rows_read(child) for child in node.get("Plans", []))
+
+
+@pytest.mark.postgres
+def test_a_bounded_history_load_reads_its_window_not_the_conversation(user):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    conversation = ConversationFactory(owner=user)
+    fill(conversation, 2000)
+    for _ in range(4):  # a table of many conversations, as PostgreSQL plans for it
+        fill(ConversationFactory(owner=user), 2000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE chat_message")
+    with CaptureQueriesContext(connection) as queries:
+        history = history_for_model(conversation=conversation, max_messages=20)
+    assert len(history) <= 21
+    (query,) = queries.captured_queries
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query['sql']}")
+        (plan,) = cursor.fetchone()[0]
+    # The window is 40 rows; each subquery that finds its edges reads it once more.
+    # Reading the whole conversation (2,000 rows) would make the turn's history grow
+    # with its length.
+    assert rows_read(plan["Plan"]) <= 400, json.dumps(plan, indent=1)[:4000]
