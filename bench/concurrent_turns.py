@@ -28,14 +28,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from stack import (
     BENCH_ENV,
+    machine_cpu,
     percentile,
-    process_tree,
+    process_cpu,
     running_stack,
     text_reply,
     tool_calls_reply,
@@ -49,20 +49,6 @@ CONNECTIONS_SQL = (
 )
 
 
-def _process_cpu(pid: int) -> float:
-    """User + system CPU seconds of a process and its children so far (ended ones too)."""
-    total = 0.0
-    for member in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-        if member == pid:  # the children it has reaped (PostgreSQL's ended backends)
-            total += int(fields[13]) + int(fields[14])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
 def cpu_seconds(
     pids: dict[str, int | None], services: dict[str, int | None] | None = None
 ) -> dict[str, float]:
@@ -72,12 +58,10 @@ def cpu_seconds(
     other work on the machine does not count as theirs); "rest" is the machine's
     CPU less all of those: the kernel, and whatever else ran meanwhile.
     """
-    values = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, _idle, _iowait, irq, softirq, _steal = (int(v) for v in values[:8])
-    machine = (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-    web = _process_cpu(pids["web"]) if pids.get("web") else 0.0
-    workers = sum(_process_cpu(pid) for name, pid in pids.items() if name != "web" and pid)
-    database = sum(_process_cpu(pid) for pid in (services or {}).values() if pid)
+    machine = machine_cpu()
+    web = process_cpu(pids["web"]) if pids.get("web") else 0.0
+    workers = sum(process_cpu(pid) for name, pid in pids.items() if name != "web" and pid)
+    database = sum(process_cpu(pid) for pid in (services or {}).values() if pid)
     own = os.times()
     bench = own.user + own.system
     return {

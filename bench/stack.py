@@ -99,26 +99,26 @@ def _model_env(llm: ScriptedLLMServer) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def running_stack(
+def running_services(
     *,
     responder: Callable[[dict[str, Any]], Reply] | None = None,
-    workers: int = 1,
-    concurrency: int | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Start everything; yield URLs, the Django-ready environment and the model server.
+    """A private PostgreSQL (migrated) and Redis and the scripted model; Django set up here.
 
-    `concurrency` is the number of threads of each Celery worker (6 if None);
+    Yields the environment for app processes (`env`), a folder for their logs,
+    the model server, and the services' pids (for reading their CPU):
+    PostgreSQL's postmaster (its backends are its children) and Redis.
     `extra_env` is added to the environment of every process, this one included.
     """
     postgres, redis = PostgresServer(), RedisServer()
-    postgres.start()
-    redis.start()
-    llm = ScriptedLLMServer(responder=responder or default_responder()).start()
-    logs = Path(tempfile.mkdtemp(prefix="toolchat-bench-"))
-    processes: list[Any] = []
+    llm = ScriptedLLMServer(responder=responder or default_responder())
     try:
+        postgres.start()
+        redis.start()
+        llm.start()
         _create_database(postgres)
+        logs = Path(tempfile.mkdtemp(prefix="toolchat-bench-"))
         env = {
             **os.environ,
             **_model_env(llm),
@@ -135,46 +135,67 @@ def running_stack(
         import django
 
         django.setup()
-        for index in range(workers):
-            worker = CeleryWorker(
-                env=env,
-                log_path=logs / f"worker{index}.log",
-                name=f"bench{index}",
-                concurrency=concurrency or 6,
-            )
-            processes.append(worker.start())
-        from tests.plugins.servers import AsgiServer
-
-        server = AsgiServer(env=env, log_path=logs / "uvicorn.log")
-        server.start()
-        processes.append(server)
         yield {
-            # For reading their CPU: PostgreSQL's postmaster (its backends are its
-            # children) and Redis.
             "service_pids": {
                 "postgres": _postmaster_pid(postgres),
                 "redis": redis.process.pid if redis.process else None,
             },
-            # For reading their memory and CPU: the web server's and each worker's pid.
-            "pids": {
-                "web": server.process.pid if server.process else None,
-                **{
-                    f"worker{index}": worker.process.pid if worker.process else None
-                    for index, worker in enumerate(processes[:-1])
-                },
-            },
-            "http": server.base_url,
-            "ws": server.base_url.replace("http", "ws", 1),
             "llm": llm,
             "logs": logs,
             "env": env,
         }
     finally:
-        for process in reversed(processes):
-            process.stop()
         llm.stop()
         redis.stop()
         postgres.stop()
+
+
+@contextlib.contextmanager
+def running_stack(
+    *,
+    responder: Callable[[dict[str, Any]], Reply] | None = None,
+    workers: int = 1,
+    concurrency: int | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Start everything; yield URLs, the Django-ready environment and the model server.
+
+    `concurrency` is the number of threads of each Celery worker (6 if None);
+    `extra_env` is added to the environment of every process, this one included.
+    """
+    with running_services(responder=responder, extra_env=extra_env) as services:
+        env, logs = services["env"], services["logs"]
+        processes: list[Any] = []
+        try:
+            for index in range(workers):
+                worker = CeleryWorker(
+                    env=env,
+                    log_path=logs / f"worker{index}.log",
+                    name=f"bench{index}",
+                    concurrency=concurrency or 6,
+                )
+                processes.append(worker.start())
+            from tests.plugins.servers import AsgiServer
+
+            server = AsgiServer(env=env, log_path=logs / "uvicorn.log")
+            server.start()
+            processes.append(server)
+            yield {
+                **services,
+                # For reading their memory and CPU: the web server's and each worker's pid.
+                "pids": {
+                    "web": server.process.pid if server.process else None,
+                    **{
+                        f"worker{index}": worker.process.pid if worker.process else None
+                        for index, worker in enumerate(processes[:-1])
+                    },
+                },
+                "http": server.base_url,
+                "ws": server.base_url.replace("http", "ws", 1),
+            }
+        finally:
+            for process in reversed(processes):
+                process.stop()
 
 
 def _postmaster_pid(postgres: PostgresServer) -> int | None:
@@ -241,6 +262,27 @@ def process_tree(pid: int) -> list[int]:
         tree.append(current)
         todo.extend(parents.get(current, []))
     return tree
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process and its children so far (ended ones too)."""
+    total = 0.0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+        if member == pid:  # the children it has reaped (PostgreSQL's ended backends)
+            total += int(fields[13]) + int(fields[14])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has spent so far, all cores (/proc/stat, idle left out)."""
+    values = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, _steal = (int(v) for v in values[:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], fraction: float) -> float:

@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from chat.exceptions import ConversationNotFound, ResourceNotFound, RunNotFound
 from chat.history import build_model_history
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 # What message_to_openai reads; the other columns stay in the database.
 HISTORY_COLUMNS = ("id", "position", "role", "content", "tool_calls", "tool_call_id")
+# Where a bounded history load looks first for the end of the leading system rows.
+HEAD_POSITIONS = 16
 
 
 def conversation_get(
@@ -107,34 +110,48 @@ def history_rows(
     window = max(2 * (max_messages or 0), 20)
     short = last_position is not None and last_position < window
     if max_messages is not None and not short:
-        # One query: the newest `window` rows (from the position of the
-        # window-th newest; NULL when there are fewer, and then every row),
-        # and the system rows that lead the conversation.
-        window_start = Subquery(
-            current_messages(conversation.pk)
-            .order_by("-position")
-            .values("position")[window - 1 : window]
+        # One query of two parts, each a range of the (conversation, position)
+        # index: the newest `window` rows (from the position of the window-th
+        # newest, NULL when there are fewer, and then every row, to the last),
+        # and the system rows that lead the conversation, before its first turn.
+        # PostgreSQL must read only the rows it returns, whatever it believes of
+        # the conversation's length (its statistics know few conversations, and
+        # a long one grew since): every part is a range bounded at both ends (an
+        # OR of the two parts, or one bound, let it read the whole conversation
+        # and filter it), and each edge is looked for among the newest
+        # `2 * window` positions, or the first HEAD_POSITIONS, before the whole
+        # conversation is searched (a search it may make by sorting every row):
+        # only when rows were superseded in bulk, or many system rows lead.
+        newest_first = current_messages(conversation.pk).order_by("-position").values("position")
+        last = Subquery(newest_first[:1])
+        # A claimed run read its conversation's last position (superseded rows too).
+        near = Value(last_position) if last_position is not None else last
+        window_start = Coalesce(
+            Subquery(newest_first.filter(position__gte=near - 2 * window)[window - 1 : window]),
+            Subquery(newest_first[window - 1 : window]),
+            0,
         )
-        first_turn = Subquery(
+        turns_first = (
             current_messages(conversation.pk)
             .exclude(role=Role.SYSTEM)
             .order_by("position")
-            .values("position")[:1]
+            .values("position")
         )
-        rows: list[Message] = list(
-            everything.annotate(window_start=window_start)
-            .filter(
-                Q(window_start__isnull=True)
-                | Q(position__gte=F("window_start"))
-                | Q(role=Role.SYSTEM, position__lt=first_turn)
-            )
-            .order_by("position")
+        first_turn = Coalesce(
+            Subquery(turns_first.filter(position__lt=HEAD_POSITIONS)[:1]),
+            Subquery(turns_first[:1]),
+            0,
         )
-        start = getattr(rows[0], "window_start", None) if rows else None
-        if start is None:
-            return rows  # fewer rows than the window: that is the whole conversation
-        leading = [row for row in rows if row.position < start]
-        newest = rows[len(leading) :]
+        parts = everything.order_by()
+        newest_rows = parts.annotate(part=Value(1)).filter(position__range=(window_start, last))
+        leading_rows = parts.annotate(part=Value(0)).filter(
+            role=Role.SYSTEM, position__range=(0, first_turn - 1)
+        )
+        rows: list[Any] = list(newest_rows.union(leading_rows, all=True).order_by("position"))
+        newest = [row for row in rows if row.part == 1]
+        if len(newest) < window:
+            return newest  # fewer rows than the window: that is the whole conversation
+        leading = [row for row in rows if row.part == 0 and row.position < newest[0].position]
         turn = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
         if turn is not None:
             # Trimming cuts only where a user message begins a turn, so the

@@ -96,8 +96,11 @@ class Message(models.Model):
     """One message of a conversation, in OpenAI Chat Completions shape."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # No index of its own: the unique (conversation, position) index begins with it.
+    # With both, PostgreSQL took this one for a conversation it expected to be short,
+    # and read and sorted all its rows to find the newest (chat/selectors.py).
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages"
+        Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
     run = models.ForeignKey(
         "Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -184,9 +185,71 @@ def test_a_bounded_history_load_equals_trimming_the_whole_history(user, seed, bu
     assert history_for_model(conversation=conversation, max_messages=budget) == expected
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("superseded", [0.3, 0.9])
+def test_a_bounded_history_load_equals_trimming_when_rows_were_superseded(user, seed, superseded):
+    # Regenerated answers and edited questions leave superseded rows among the
+    # newest: so many, at 0.9, that the window's edge is beyond the rows looked at first.
+    import random
+
+    from django.utils import timezone
+
+    from chat.history import build_model_history
+
+    conversation = _random_conversation(user, seed, turns=40)
+    rows = list(Message.objects.filter(conversation=conversation).order_by("position"))
+    rng = random.Random(seed)
+    tail = [row.pk for row in rows[len(rows) // 2 :] if rng.random() < superseded]
+    Message.objects.filter(pk__in=tail).update(superseded_at=timezone.now())
+    current = [row for row in rows if row.pk not in set(tail)]
+    expected = build_model_history(
+        current, system_prompt=system_prompt_for(conversation), max_messages=8
+    )
+    assert history_for_model(conversation=conversation, max_messages=8) == expected
+
+
 def test_a_bounded_history_load_takes_one_query_at_any_length(user, django_assert_num_queries):
     for turns in (10, 1000):
         conversation = _random_conversation(user, 1, turns=turns)
         with django_assert_num_queries(1):
             history = history_for_model(conversation=conversation, max_messages=50)
         assert len(history) <= 51
+
+
+def rows_read(node: dict) -> float:
+    """Rows a PostgreSQL plan's scans read: those they returned and those their filters dropped.
+
+    A bitmap's index entries are counted once, as the rows its heap scan reads.
+    """
+    read = 0.0
+    if "Scan" in node["Node Type"] and node["Node Type"] != "Bitmap Index Scan":
+        kept = node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
+        read += (kept + node.get("Rows Removed by Index Recheck", 0)) * node.get("Actual Loops", 1)
+    return read + sum(rows_read(child) for child in node.get("Plans", []))
+
+
+@pytest.mark.postgres
+def test_a_bounded_history_load_reads_its_window_not_the_conversation(user):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    # A table of many short conversations, as PostgreSQL's statistics know it.
+    for _ in range(150):
+        fill(ConversationFactory(owner=user), 24)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE chat_message")
+    # Grown since the statistics were taken, as most conversations are: PostgreSQL
+    # expects few rows of it, and must still not read them all.
+    conversation = ConversationFactory(owner=user)
+    fill(conversation, 6000)
+    with CaptureQueriesContext(connection) as queries:
+        history = history_for_model(conversation=conversation, max_messages=400)
+    assert len(history) <= 401
+    (query,) = queries.captured_queries
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query['sql']}")
+        (plan,) = cursor.fetchone()[0]
+    # The window is 800 rows, and its edge is looked for among the newest 1,600:
+    # reading the whole conversation (6,000 rows, several times) would make the
+    # turn's history grow with its length.
+    assert rows_read(plan["Plan"]) <= 3200, json.dumps(plan, indent=1)[:4000]

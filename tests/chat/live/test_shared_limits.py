@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from rest_framework.authtoken.models import Token
@@ -120,3 +122,17 @@ def test_the_message_rate_counts_every_web_process_and_both_paths(servers, user)
         assert (reply["type"], reply["code"]) == ("error", "throttled")
     assert post(b, conversations[3], headers) == 429
     assert post(a, conversations[4], headers) == 429
+
+
+def test_posts_at_once_on_both_web_processes_get_the_budget_and_no_more(servers, user):
+    (a, b), headers = servers
+    conversations = [ConversationFactory(owner=user) for _ in range(8)]
+    together = threading.Barrier(len(conversations))
+
+    def post_together(index: int) -> int:
+        together.wait()
+        return post((a, b)[index % 2], conversations[index], headers)
+
+    with ThreadPoolExecutor(len(conversations)) as pool:
+        statuses = sorted(pool.map(post_together, range(len(conversations))))
+    assert statuses == [202] * 3 + [429] * 5
