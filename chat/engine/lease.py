@@ -271,12 +271,15 @@ class _Beats:
             for beat in sorted(members, key=lambda member: member.due):
                 if beat.due > time.monotonic():
                     break
-                if not self._beat_one(beat):
+                beaten = self._beat_one(beat)
+                try:
+                    # After each beat, as each beat's own thread did: the beats of
+                    # many runs back to back must not keep a connection between them.
+                    connection_release()
+                except Exception:
+                    logger.exception("heartbeats could not give their connection back")
+                if not beaten:
                     break  # the database is unreachable: every beat waits a round
-            try:
-                connection_release()  # a beat a second must not keep a connection
-            except Exception:
-                logger.exception("heartbeats could not give their connection back")
 
     def _beat_one(self, beat: RowHeartbeat) -> bool:
         """One beat; False when the database is unreachable."""
