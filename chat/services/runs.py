@@ -5,13 +5,11 @@ from __future__ import annotations
 import dataclasses
 import unicodedata
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from chat.engine.call_records import execution_event, tool_message_build
@@ -32,6 +30,7 @@ from chat.models import (
 )
 from chat.prompts import system_prompt_for
 from chat.selectors import current_messages
+from chat.services.turn_lock import idle_conversation
 from chat.telemetry.propagation import turn_trace_parent
 
 
@@ -48,7 +47,7 @@ def run_start(
     the record but no longer part of what the model or a reader sees.
     """
     content_check(content)
-    with _idle_conversation(conversation) as (locked, last_position):
+    with idle_conversation(conversation) as (locked, last_position):
         superseded: list[str] = []
         if replaces is not None:
             replaced = _last_user_message(locked)
@@ -97,7 +96,7 @@ def run_regenerate(*, conversation: Conversation, client: ClientTurn | None = No
     With `client`: a /v1 client sending again a request whose turn failed
     (chat/openai_api/); its tools and options go with the new run.
     """
-    with _idle_conversation(conversation) as (locked, _):
+    with idle_conversation(conversation) as (locked, _):
         question = _last_user_message(locked)
         if question is None:
             raise Conflict("There is no question to answer again: post a message first.")
@@ -146,64 +145,6 @@ def _storable_check(content: str, *, what: str, field: str) -> None:
         )
 
 
-@contextmanager
-def _idle_conversation(conversation: Conversation) -> Iterator[tuple[Conversation, int | None]]:
-    """A transaction holding the conversation's row lock, with no run active; its last position.
-
-    The lock orders concurrent posts to one conversation; one statement takes
-    it, moves the conversation's `updated_at` (its last activity), and finds
-    an active run and the last position.
-    """
-    try:
-        with transaction.atomic():
-            locked, active_run_id, last_position = _lock_for_turn(conversation.pk)
-            if active_run_id is not None:
-                raise _busy(Run.objects.get(pk=active_run_id))
-            yield locked, last_position
-    except IntegrityError:
-        # The database's one-active-run constraint caught a race the lock did not.
-        active = Run.objects.filter(
-            conversation=conversation, status__in=ACTIVE_RUN_STATUSES
-        ).first()
-        if active is None:
-            raise
-        raise _busy(active) from None
-
-
-# The row lock, the last activity, the active run and the last position, in one
-# statement (the ACTIVE_RUN_STATUSES are its three parameters after the id).
-_LOCK_FOR_TURN = """
-UPDATE chat_conversation SET updated_at = %s WHERE id = %s
-RETURNING *,
-    (SELECT id FROM chat_run WHERE conversation_id = chat_conversation.id
-     AND status IN (%s, %s, %s) LIMIT 1) AS active_run_id,
-    (SELECT position FROM chat_message WHERE conversation_id = chat_conversation.id
-     ORDER BY position DESC LIMIT 1) AS last_position
-"""
-
-
-def _lock_for_turn(conversation_id: Any) -> tuple[Conversation, Any, int | None]:
-    """The conversation locked for a turn, its active run's id and its last position.
-
-    Every post runs it: the ORM's select_for_update with two annotated
-    subqueries, then a save, cost a third of a post's CPU to build
-    (bench/post_cost.py). The instance is not for saving whole (its
-    `last_event_seq` moves with every event); its `updated_at` is stored.
-    """
-    pk, updated_at = Conversation._meta.pk, Conversation._meta.get_field("updated_at")
-    params = [
-        updated_at.get_db_prep_value(timezone.now(), connection),
-        pk.get_db_prep_value(conversation_id, connection),
-        *(status.value for status in ACTIVE_RUN_STATUSES),
-    ]
-    rows = list(Conversation.objects.raw(_LOCK_FOR_TURN, params))
-    if not rows:
-        raise Conversation.DoesNotExist(f"conversation {conversation_id} is gone")
-    # The two subqueries' columns, which raw() sets on the instance as they came.
-    locked = rows[0]
-    return locked, vars(locked).pop("active_run_id"), vars(locked).pop("last_position")
-
-
 def _last_user_message(conversation: Conversation) -> Message | None:
     return current_messages(conversation.pk).filter(role=Role.USER).order_by("-position").first()
 
@@ -229,13 +170,6 @@ def _visible(text: str) -> bool:
     """Whether the text shows anything: not only spaces, controls and invisible format marks."""
     return any(
         not char.isspace() and unicodedata.category(char) not in ("Cc", "Cf") for char in text
-    )
-
-
-def _busy(active: Run) -> Conflict:
-    return Conflict(
-        "A run of this conversation is still in progress; wait for it or cancel it.",
-        details={"run_id": str(active.pk), "status": active.status},
     )
 
 
@@ -291,7 +225,7 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
     """
     if turn.content is not None:
         content_check(turn.content)
-    with _idle_conversation(conversation) as (locked, last_position):
+    with idle_conversation(conversation) as (locked, last_position):
         position = 0 if last_position is None else last_position + 1
         run_id = uuid.uuid4()
         answered = _client_calls_answered(locked, turn.results, run_id=run_id)
