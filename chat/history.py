@@ -21,7 +21,7 @@ import bisect
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple, Protocol
 
 from chat.markdown import markdown_html
 from chat.models import Message, Role
@@ -40,7 +40,37 @@ INSTRUCTION_ROLES: Final = frozenset({"system", "developer"})
 # --- Rows to OpenAI -------------------------------------------------------------------
 
 
-def message_to_openai(message: Message) -> OpenAIMessage:
+class StoredMessage(Protocol):
+    """What `message_to_openai` reads of a stored message: a Message, or a HistoryRow."""
+
+    @property
+    def id(self) -> Any: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str | None: ...
+    @property
+    def tool_calls(self) -> Any: ...
+    @property
+    def tool_call_id(self) -> str: ...
+
+
+class HistoryRow(NamedTuple):
+    """A stored message as a history read returns it: its columns, not a model instance.
+
+    Building a Message for each of the hundreds of rows a long conversation's
+    history reads cost more than the query (chat/selectors.py `history_rows`).
+    """
+
+    id: Any
+    position: int
+    role: str
+    content: str | None
+    tool_calls: Any
+    tool_call_id: str
+
+
+def message_to_openai(message: StoredMessage) -> OpenAIMessage:
     """One stored row as the exact OpenAI Chat Completions message dict."""
     role = message.role
     if role == Role.TOOL:
@@ -61,7 +91,7 @@ def message_to_openai(message: Message) -> OpenAIMessage:
         return data
     if role in (Role.SYSTEM, Role.USER):
         return {"role": str(role), "content": message.content or ""}
-    raise ValueError(f"message {message.pk} has the unknown role {role!r}")
+    raise ValueError(f"message {message.id} has the unknown role {role!r}")
 
 
 def message_to_api(message: Message) -> dict[str, Any]:
@@ -140,7 +170,7 @@ def tool_call_to_openai(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_model_history(
-    messages: Iterable[Message],
+    messages: Iterable[StoredMessage],
     *,
     system_prompt: str = "",
     max_messages: int | None = None,
@@ -152,6 +182,66 @@ def build_model_history(
         history.append({"role": "system", "content": system_prompt})
     history.extend(message_to_openai(message) for message in messages)
     return trim(repair(history), max_messages=max_messages, max_chars=max_chars)
+
+
+class RunHistory:
+    """A run's history for its model calls: each row converted once, the whole repaired once.
+
+    A run makes several model calls over one history that only grows by what
+    the run stores. `messages()` gives what `build_model_history` would give
+    for the rows so far, but converts only the rows added since its last call,
+    and repairs only them when they are whole (`_closed`): each tool message
+    answers a call among them, so that neither part can pair with the other.
+    Otherwise (a taken-over run answering a call it read) it repairs the whole
+    again.
+    """
+
+    def __init__(self, rows: Iterable[StoredMessage], *, system_prompt: str = "") -> None:
+        self._rows: list[StoredMessage] = list(rows)
+        self._head: list[OpenAIMessage] = (
+            [{"role": "system", "content": system_prompt}] if system_prompt else []
+        )
+        self._converted: list[OpenAIMessage] = []
+        self._repaired: list[OpenAIMessage] = []
+        self._repaired_rows = -1  # rows the repaired history covers; -1 before the first
+
+    def append(self, row: StoredMessage) -> None:
+        """A row the run stored, after those it read."""
+        self._rows.append(row)
+
+    def messages(
+        self, *, max_messages: int | None = None, max_chars: int | None = None
+    ) -> list[OpenAIMessage]:
+        """The history for a model call: prompt first, repaired, trimmed (a new list)."""
+        self._converted.extend(message_to_openai(row) for row in self._rows[len(self._converted) :])
+        if self._repaired_rows < 0:
+            self._repaired = repair([*self._head, *self._converted])
+        elif self._repaired_rows < len(self._converted):
+            tail = self._converted[self._repaired_rows :]
+            if _closed(tail):
+                self._repaired = [*self._repaired, *repair(tail)]
+            else:
+                self._repaired = repair([*self._head, *self._converted])
+        self._repaired_rows = len(self._converted)
+        return trim(self._repaired, max_messages=max_messages, max_chars=max_chars)
+
+
+def _closed(tail: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether messages appended to a history can be repaired apart from it.
+
+    They can when every tool message among them answers a call made before it
+    among them. An earlier call with the same id pairs only with answers before
+    that later call (`_answers_paired`), and an earlier answer comes before the
+    new call: so neither part can pair with the other, and repairing the whole
+    gives the two repaired apart, one after the other (a test holds this over
+    random histories, reused ids and stray answers included).
+    """
+    calls: set[str] = set()
+    for message in tail:
+        if message.get("role") == "tool" and str(message.get("tool_call_id")) not in calls:
+            return False
+        calls.update(_call_ids(message))
+    return True
 
 
 # --- Guards ---------------------------------------------------------------------------

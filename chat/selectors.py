@@ -16,7 +16,7 @@ from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquer
 from django.db.models.functions import Coalesce
 
 from chat.exceptions import ConversationNotFound, ResourceNotFound, RunNotFound
-from chat.history import build_model_history
+from chat.history import HistoryRow, build_model_history
 from chat.models import (
     ACTIVE_RUN_STATUSES,
     Conversation,
@@ -92,8 +92,10 @@ def history_rows(
     conversation: Conversation,
     max_messages: int | None = None,
     last_position: int | None = None,
-) -> list[Message]:
+) -> list[HistoryRow]:
     """The stored rows a model's history is built from, in order (`build_model_history`).
+
+    Read as HistoryRow tuples, not model instances: a long history is hundreds of rows.
 
     With `max_messages`, only the newest rows that trimming could keep are
     read (twice the budget, from the first user message in that window), plus
@@ -147,18 +149,22 @@ def history_rows(
         leading_rows = parts.annotate(part=Value(0)).filter(
             role=Role.SYSTEM, position__range=(0, first_turn - 1)
         )
-        rows: list[Any] = list(newest_rows.union(leading_rows, all=True).order_by("position"))
-        newest = [row for row in rows if row.part == 1]
+        parted = newest_rows.union(leading_rows, all=True).order_by("position")
+        rows = list(parted.values_list(*HISTORY_COLUMNS, "part"))
+        newest = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 1]
         if len(newest) < window:
             return newest  # fewer rows than the window: that is the whole conversation
-        leading = [row for row in rows if row.part == 0 and row.position < newest[0].position]
+        first = newest[0].position
+        leading = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 0 and row[1] < first]
         turn = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
         if turn is not None:
             # Trimming cuts only where a user message begins a turn, so the
             # rows before the window's first one would be cut anyway.
             return leading + newest[turn:]
         # else: one turn longer than the window; read it all (below).
-    return list(everything.order_by("position"))
+    return [
+        HistoryRow(*row) for row in everything.order_by("position").values_list(*HISTORY_COLUMNS)
+    ]
 
 
 # --- The REST API's reads -------------------------------------------------------------

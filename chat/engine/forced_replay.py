@@ -36,11 +36,13 @@ from chat.engine.finish import RunEnd, run_end, run_fail
 from chat.engine.lease import run_write
 from chat.engine.model_calls import model_call
 from chat.engine.request import request_build
+from chat.history import RunHistory
 from chat.live.events import event_publish
 from chat.llm import provider_for
 from chat.llm.base import Completion
 from chat.llm.endpoints import UnknownModel
 from chat.models import CallStatus, ModelCall, ModelCallPurpose, Run
+from chat.prompts import run_system_prompt
 from chat.selectors import history_rows
 
 # The original's calls that are steps of its turn (the follow-ups are not).
@@ -85,7 +87,7 @@ def forced_replay_run(run: Run, token: uuid.UUID, *, model: str, first: bool) ->
         before = [row for row in rows if row.position < answer.position]
         request = request_build(
             run,
-            before,
+            RunHistory(before, system_prompt=run_system_prompt(run)),
             purpose=original.purpose,
             model=choice.model,
             instruction=_instruction(run, original),

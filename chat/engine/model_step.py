@@ -29,12 +29,13 @@ from chat.engine.finish import run_fail
 from chat.engine.model_calls import model_call
 from chat.engine.request import request_build
 from chat.engine.suggestions import tool_suggestions
+from chat.history import RunHistory
 from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.llm import provider_for
 from chat.llm.base import StreamRestart, TextDelta
 from chat.llm.endpoints import UnknownModel
-from chat.models import Message, ModelCallPurpose, Run
+from chat.models import ModelCallPurpose, Run
 
 logger = logging.getLogger(__name__)
 
@@ -71,13 +72,13 @@ def model_step(
     opening: StepOpening,
     *,
     position: int,
-    rows: list[Message],
+    history: RunHistory,
     instruction: str | None = None,
     announce: Sequence[Event] | None = (),
 ) -> Step:
     """One model call, streamed to the run's events; its answer stored at `position`.
 
-    `rows` is the conversation's history (`chat.engine.request.history_load`),
+    `history` is the conversation's (`chat.engine.request.history_load`),
     kept by the run loop. The step's `message.created` is published first,
     after the events in `announce` (the run's `run.started`, on its first
     step); `announce=None` when the caller published it already.
@@ -90,7 +91,7 @@ def model_step(
         run_fail(run, token, f"{exc} Choose another model for this conversation.")
         return Step(StepOutcome.FAILED)
     request = request_build(
-        run, rows, purpose=opening.purpose, model=choice.model, instruction=instruction
+        run, history, purpose=opening.purpose, model=choice.model, instruction=instruction
     )
     deciding = opening.purpose == ModelCallPurpose.DECIDE
     if announce is not None:

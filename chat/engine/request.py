@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from django.conf import settings
 
 from chat.engine.continuation import DECISION_FORMAT, decider_instruction
-from chat.history import build_model_history
+from chat.history import RunHistory
 from chat.llm.base import ChatRequest
-from chat.models import Message, ModelCallPurpose, Run
+from chat.models import ModelCallPurpose, Run
 from chat.prompts import run_system_prompt
 from chat.selectors import history_rows
 from tools.registry import registry as tool_registry
@@ -27,25 +28,29 @@ def request_hash(request: ChatRequest) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def history_load(run: Run) -> list[Message]:
-    """The rows of the run's conversation that its model calls' history is built from."""
-    return history_rows(
+def history_load(run: Run) -> RunHistory:
+    """The run's history for its model calls, from the rows of its conversation; kept by the run."""
+    rows = history_rows(
         conversation=run.conversation,
         max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
         last_position=getattr(run, "last_position", None),
     )
+    return RunHistory(rows, system_prompt=run_system_prompt(run))
 
 
-def request_build(
-    run: Run, rows: list[Message], *, purpose: str, model: str, instruction: str | None
-) -> ChatRequest:
-    """The request of a step: the history, the step's instruction, and the tools it offers."""
-    messages = build_model_history(
-        rows,
-        system_prompt=run_system_prompt(run),
+def history_messages(history: RunHistory) -> list[dict[str, Any]]:
+    """The history as a model call sends it: trimmed to the budgets (a new list)."""
+    return history.messages(
         max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
         max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
     )
+
+
+def request_build(
+    run: Run, history: RunHistory, *, purpose: str, model: str, instruction: str | None
+) -> ChatRequest:
+    """The request of a step: the history, the step's instruction, and the tools it offers."""
+    messages = history_messages(history)
     deciding = purpose == ModelCallPurpose.DECIDE
     tools = [*tool_registry.openai_tools(), *(run.client_tools or [])]
     if deciding:

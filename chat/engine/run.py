@@ -41,6 +41,7 @@ from chat.engine.request import history_load
 from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, worker_lets_go
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.engine.turn_end import answer_complete, direct_complete
+from chat.history import RunHistory
 from chat.live.event_types import Event
 from chat.live.events import event_publish
 from chat.llm.endpoints import model_id
@@ -114,17 +115,17 @@ class _Turn:
     executions: list[ToolExecution] = dataclasses.field(default_factory=list)  # its calls
     inline: list[ToolExecution] = dataclasses.field(default_factory=list)  # to run here, now
     position: int = 0  # where the next answer goes
-    rows: list[Message] | None = None  # the history, read once, then kept up to date
+    kept: RunHistory | None = None  # the history, read once, then kept up to date
     following: _Next | None = None  # what follows the step's calls, once decided
     final: Message | None = None  # the final answer, once stored
     empty: int = 0  # answers with no text in a row (one is asked again)
     announce: list[Event] | None = None  # events before the first step's
 
-    def history(self) -> list[Message]:
+    def history(self) -> RunHistory:
         """The conversation's history for the model, read on first use."""
-        if self.rows is None:
-            self.rows = history_load(self.run)
-        return self.rows
+        if self.kept is None:
+            self.kept = history_load(self.run)
+        return self.kept
 
 
 def _advance(turn: _Turn) -> None:
@@ -231,13 +232,12 @@ def _model_step(turn: _Turn) -> Trigger:
     if turn.last is None:
         first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
         opening = step_open(run, purpose=first, model=turn.model)
-        rows = turn.history()
         step = model_step(
             run,
             turn.token,
             opening,
             position=turn.position,
-            rows=rows,
+            history=turn.history(),
             announce=turn.announce or (),
         )
         turn.announce = None
@@ -251,7 +251,7 @@ def _model_step(turn: _Turn) -> Trigger:
             following.opening,
             instruction=following.decision.instruction,
             position=turn.position,
-            rows=turn.history(),
+            history=turn.history(),
             announce=None if following.announced else (),
         )
     return _answer_trigger(turn, step)
@@ -354,7 +354,7 @@ def _answered(turn: _Turn) -> Trigger:
     """Complete the run, unless the answer's own transaction did."""
     assert turn.final is not None
     if turn.run.status == RunStatus.RUNNING:
-        answer_complete(turn.run, turn.token, turn.final, turn.rows)
+        answer_complete(turn.run, turn.token, turn.final, turn.kept)
     return Trigger.COMPLETED
 
 

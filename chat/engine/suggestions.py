@@ -30,14 +30,13 @@ from django.conf import settings
 
 from chat.engine.lease import LeaseLost
 from chat.engine.model_calls import model_call
-from chat.engine.request import history_load
-from chat.history import build_model_history
+from chat.engine.request import history_load, history_messages
+from chat.history import RunHistory
 from chat.live.event_types import Event
 from chat.llm import provider_for
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest
 from chat.llm.endpoints import UnknownModel, endpoint, model_resolve
 from chat.models import CallStatus, Message, Mode, ModelCall, ModelCallPurpose, Run
-from chat.prompts import run_system_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -136,11 +135,11 @@ class Suggested:
 
 
 def model_suggestions_ask(
-    *, run: Run, token: uuid.UUID, final: Message, rows: list[Message] | None
+    *, run: Run, token: uuid.UUID, final: Message, history: RunHistory | None
 ) -> Suggested | None:
     """Ask the model for follow-ups to the run's final answer (nothing is written yet).
 
-    `rows` is the history the run loop keeps (the answer not yet in it), or
+    `history` is the one the run loop keeps (the answer not yet in it), or
     None to read it (bounded as every model call's is). The run still holds
     its lease: its heartbeat keeps it while the model answers, and a cancel
     ends the call (LeaseLost). None when no call was made; a call that fails
@@ -150,17 +149,13 @@ def model_suggestions_ask(
     """
     if not final.content:
         return None
-    history = [*rows, final] if rows is not None else history_load(run)
+    history = history if history is not None else history_load(run)
+    history.append(final)
     try:
         provider, choice = provider_for(run.conversation.model)
     except UnknownModel:
         return None  # the turn's own calls said so
-    messages = build_model_history(
-        history,
-        system_prompt=run_system_prompt(run),
-        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
-        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
-    )
+    messages = history_messages(history)
     messages.append({"role": "system", "content": SUGGESTIONS_INSTRUCTION})
     request = ChatRequest(
         model=choice.model,

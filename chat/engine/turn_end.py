@@ -20,11 +20,12 @@ from chat.engine.suggestions import (
     model_suggestions_write,
     tool_suggestions,
 )
+from chat.history import RunHistory
 from chat.models import Message, Role, Run
 
 
 def answer_complete(
-    run: Run, token: uuid.UUID, final: Message, rows: list[Message] | None = None
+    run: Run, token: uuid.UUID, final: Message, history: RunHistory | None = None
 ) -> None:
     """Complete a run whose final answer is stored: the model's follow-ups first, if wanted.
 
@@ -35,7 +36,9 @@ def answer_complete(
     end = RunEnd.completed(final.pk, at=timezone.now())
     wanted = model_suggestions_wanted(run)
     suggested = (
-        model_suggestions_ask(run=run, token=token, final=final, rows=rows) if wanted else None
+        model_suggestions_ask(run=run, token=token, final=final, history=history)
+        if wanted
+        else None
     )
     # The follow-ups call counts among the run's model calls (docs/audit.md).
     counters = {"model_calls": run.model_calls + 1} if suggested is not None else None

@@ -14,6 +14,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import ConfigDict, TypeAdapter
 
 from chat.history import (
+    HistoryRow,
+    RunHistory,
     build_model_history,
     message_chars,
     message_to_api,
@@ -658,3 +660,59 @@ def test_any_stored_history_is_read_back_valid(history, max_messages):
     assert loaded[0] == {"role": "system", "content": "Be brief."}
     assert_pairing(loaded)
     assert_valid_openai(loaded)
+
+
+# --- A run's history, kept and appended ------------------------------------------------
+
+IDS = st.sampled_from(["a", "b", "c", "d"])
+STORED_ROWS = st.lists(
+    st.one_of(
+        st.tuples(st.just("user"), st.just(None)),
+        st.tuples(st.just("assistant"), st.lists(IDS, max_size=3)),
+        st.tuples(st.just("tool"), IDS),
+    ),
+    max_size=14,
+)
+
+
+def stored_rows(spec: list[tuple[str, Any]]) -> list[HistoryRow]:
+    """Rows as a history read gives them: reused ids, strays and missing answers included."""
+    rows = []
+    for position, (role, extra) in enumerate(spec):
+        calls = None
+        if role == "assistant":
+            calls = [call(call_id) for call_id in extra] or None
+        content = "said" if role != "assistant" or not calls else None
+        tool_call_id = extra if role == "tool" else ""
+        rows.append(HistoryRow(position, position, role, content, calls, tool_call_id))
+    return rows
+
+
+@given(spec=STORED_ROWS, cuts=st.lists(st.integers(0, 14), max_size=4))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_kept_history_gives_what_building_it_whole_gives_after_every_append(spec, cuts):
+    rows = stored_rows(spec)
+    edges = sorted({0, *(cut for cut in cuts if cut <= len(rows)), len(rows)})
+    kept = RunHistory(rows[: edges[0]], system_prompt="Brief.")
+    for start, end in zip(edges, edges[1:], strict=False):
+        for row in rows[start:end]:
+            kept.append(row)
+        for budget in (None, 3):
+            assert kept.messages(max_messages=budget) == build_model_history(
+                rows[:end], system_prompt="Brief.", max_messages=budget
+            )
+
+
+def test_an_answer_to_a_call_read_with_the_history_repairs_the_whole_again():
+    # A run taken over reads its last answer's calls with the history, then answers them.
+    read = stored_rows([("user", None), ("assistant", ["a"])])
+    kept = RunHistory(read)
+    assert kept.messages()[-1]["content"] == INTERRUPTED_TOOL_CONTENT
+    kept.append(HistoryRow(2, 2, "tool", "84", None, "a"))
+    assert kept.messages() == [user("said"), asking(call("a")), answer("a", "84")]
+
+
+def test_a_kept_history_hands_out_lists_a_caller_may_extend():
+    kept = RunHistory(stored_rows([("user", None)]))
+    kept.messages().append({"role": "system", "content": "an instruction"})
+    assert kept.messages() == [user("said")]
