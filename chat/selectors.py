@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db import connection
+from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from chat.exceptions import ConversationNotFound, ResourceNotFound, RunNotFound
 from chat.history import HistoryRow, build_model_history
@@ -108,49 +108,22 @@ def history_rows(
     conversation shorter than the window be read with the plain query: its
     positions count every row ever stored, so the current ones are fewer.
     """
-    everything = current_messages(conversation.pk).only(*HISTORY_COLUMNS)
     window = max(2 * (max_messages or 0), 20)
     short = last_position is not None and last_position < window
     if max_messages is not None and not short:
-        # One query of two parts, each a range of the (conversation, position)
+        # One statement of two parts, each a range of the (conversation, position)
         # index: the newest `window` rows (from the position of the window-th
         # newest, NULL when there are fewer, and then every row, to the last),
-        # and the system rows that lead the conversation, before its first turn.
-        # PostgreSQL must read only the rows it returns, whatever it believes of
-        # the conversation's length (its statistics know few conversations, and
-        # a long one grew since): every part is a range bounded at both ends (an
-        # OR of the two parts, or one bound, let it read the whole conversation
-        # and filter it), and each edge is looked for among the newest
-        # `2 * window` positions, or the first HEAD_POSITIONS, before the whole
-        # conversation is searched (a search it may make by sorting every row):
-        # only when rows were superseded in bulk, or many system rows lead.
-        newest_first = current_messages(conversation.pk).order_by("-position").values("position")
-        last = Subquery(newest_first[:1])
-        # A claimed run read its conversation's last position (superseded rows too).
-        near = Value(last_position) if last_position is not None else last
-        window_start = Coalesce(
-            Subquery(newest_first.filter(position__gte=near - 2 * window)[window - 1 : window]),
-            Subquery(newest_first[window - 1 : window]),
-            0,
+        # and the system rows that lead the conversation, before its first turn
+        # (`_HISTORY_WINDOW`).
+        rows = _history_read(
+            _HISTORY_WINDOW_NEAR if last_position is not None else _HISTORY_WINDOW,
+            conversation,
+            near=last_position,
+            reach=2 * window,
+            edge=window - 1,
+            head=HEAD_POSITIONS,
         )
-        turns_first = (
-            current_messages(conversation.pk)
-            .exclude(role=Role.SYSTEM)
-            .order_by("position")
-            .values("position")
-        )
-        first_turn = Coalesce(
-            Subquery(turns_first.filter(position__lt=HEAD_POSITIONS)[:1]),
-            Subquery(turns_first[:1]),
-            0,
-        )
-        parts = everything.order_by()
-        newest_rows = parts.annotate(part=Value(1)).filter(position__range=(window_start, last))
-        leading_rows = parts.annotate(part=Value(0)).filter(
-            role=Role.SYSTEM, position__range=(0, first_turn - 1)
-        )
-        parted = newest_rows.union(leading_rows, all=True).order_by("position")
-        rows = list(parted.values_list(*HISTORY_COLUMNS, "part"))
         newest = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 1]
         if len(newest) < window:
             return newest  # fewer rows than the window: that is the whole conversation
@@ -162,8 +135,62 @@ def history_rows(
             # rows before the window's first one would be cut anyway.
             return leading + newest[turn:]
         # else: one turn longer than the window; read it all (below).
+    return [HistoryRow(*row) for row in _history_read(_HISTORY_ALL, conversation)]
+
+
+# The history's reads are constant statements: Django took longer to build the
+# windowed one than the database took to answer it, and ran a converter for
+# every row of every column. (Built from constants alone: S608 below.)
+_COLUMNS = ", ".join(HISTORY_COLUMNS)
+_CURRENT = "conversation_id = %(conversation)s AND superseded_at IS NULL"
+_NEWEST = f"(SELECT position FROM chat_message WHERE {_CURRENT} ORDER BY position DESC LIMIT 1)"  # noqa: S608
+_HISTORY_ALL = f"SELECT {_COLUMNS} FROM chat_message WHERE {_CURRENT} ORDER BY position"  # noqa: S608
+
+# PostgreSQL must read only the rows it returns, whatever it believes of the
+# conversation's length (its statistics know few conversations, and a long one
+# grew since): every part is a range bounded at both ends (an OR of the two
+# parts, or one bound, let it read the whole conversation and filter it), and
+# each edge is looked for among the `reach` newest positions before `near` (the
+# last position a claimed run read, superseded rows too; else the newest), or
+# the first `head`, before the whole conversation is searched (a search it may
+# make by sorting every row): only when rows were superseded in bulk, or many
+# system rows lead.
+_HISTORY_WINDOW = f"""
+SELECT {_COLUMNS}, 1 AS part FROM chat_message
+WHERE {_CURRENT} AND position BETWEEN COALESCE(
+    (SELECT position FROM chat_message WHERE {_CURRENT} AND position >= {{near}} - %(reach)s
+     ORDER BY position DESC LIMIT 1 OFFSET %(edge)s),
+    (SELECT position FROM chat_message WHERE {_CURRENT}
+     ORDER BY position DESC LIMIT 1 OFFSET %(edge)s),
+    0) AND {_NEWEST}
+UNION ALL
+SELECT {_COLUMNS}, 0 AS part FROM chat_message
+WHERE {_CURRENT} AND role = 'system' AND position BETWEEN 0 AND COALESCE(
+    (SELECT position FROM chat_message WHERE {_CURRENT} AND role <> 'system'
+     AND position < %(head)s ORDER BY position LIMIT 1),
+    (SELECT position FROM chat_message WHERE {_CURRENT} AND role <> 'system'
+     ORDER BY position LIMIT 1),
+    0) - 1
+ORDER BY 2
+"""  # noqa: S608
+_HISTORY_WINDOW_NEAR = _HISTORY_WINDOW.format(near="%(near)s")
+_HISTORY_WINDOW = _HISTORY_WINDOW.format(near=_NEWEST)
+
+
+def _history_read(sql: str, conversation: Conversation, **params: Any) -> list[tuple[Any, ...]]:
+    """A history statement's rows, their tool calls decoded as the model's field does."""
+    pk: Any = Message._meta.pk
+    params["conversation"] = pk.get_db_prep_value(conversation.pk, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    calls = HISTORY_COLUMNS.index("tool_calls")
+    field: Any = Message._meta.get_field("tool_calls")
     return [
-        HistoryRow(*row) for row in everything.order_by("position").values_list(*HISTORY_COLUMNS)
+        (*row[:calls], field.from_db_value(row[calls], None, connection), *row[calls + 1 :])
+        if row[calls] is not None
+        else row
+        for row in rows
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from typing import Any
@@ -692,9 +693,10 @@ def stored_rows(spec: list[tuple[str, Any]]) -> list[HistoryRow]:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_a_kept_history_gives_what_building_it_whole_gives_after_every_append(spec, cuts):
     rows = stored_rows(spec)
-    edges = sorted({0, *(cut for cut in cuts if cut <= len(rows)), len(rows)})
+    # Read up to the first cut, then stored a part at a time, asked after each.
+    edges = sorted({*(cut for cut in cuts if cut <= len(rows)), len(rows)})
     kept = RunHistory(rows[: edges[0]], system_prompt="Brief.")
-    for start, end in zip(edges, edges[1:], strict=False):
+    for start, end in itertools.pairwise([edges[0], *edges]):
         for row in rows[start:end]:
             kept.append(row)
         for budget in (None, 3):
