@@ -25,14 +25,15 @@ from datetime import datetime, timedelta
 from typing import Any, Self
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
-from django.db.models import DateTimeField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
+from django.db.models import DateTimeField, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from chat.database import database_unreachable, database_up_since
+from chat.engine.claim_read import claimed_read, claimed_reread
 from chat.engine.dispatch import dispatch_run
-from chat.models import Message, Run, RunStatus
+from chat.models import Run, RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -80,42 +81,39 @@ class Claim:
 
 
 def run_claim(*, run_id: Any) -> Claim | None:
-    """Take the run's lease if it is free or stale; None when someone else holds it or it ended."""
+    """Take the run's lease if it is free or stale; None when someone else holds it or it ended.
+
+    The run comes with its conversation, the conversation's owner, and the
+    conversation's last position (chat/engine/claim_read.py).
+    """
     now = timezone.now()
     token = uuid.uuid4()
-    claim = {"status": RunStatus.RUNNING, "lease": token, "heartbeat_at": now}
     # The common case first: a queued run nobody has started.
-    first = bool(
-        Run.objects.filter(pk=run_id, status=RunStatus.QUEUED, started_at__isnull=True).update(
-            started_at=now, **claim
+    if connection.vendor == "postgresql":
+        run = claimed_read(run_id, now=now, token=token)
+        if run is not None:
+            return Claim(run, token, first=True)
+    else:
+        started = Run.objects.filter(
+            pk=run_id, status=RunStatus.QUEUED, started_at__isnull=True
+        ).update(started_at=now, status=RunStatus.RUNNING, lease=token, heartbeat_at=now)
+        if started:
+            return Claim(claimed_reread(run_id), token, first=True)
+    free = Q(lease__isnull=True) | Q(heartbeat_at__isnull=True)
+    stale = stale_cutoff(now)
+    claimed = (
+        Run.objects.filter(pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+        .filter(free | Q(heartbeat_at__lt=stale) if stale else free)
+        .update(
+            started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())),
+            status=RunStatus.RUNNING,
+            lease=token,
+            heartbeat_at=now,
         )
     )
-    if not first:
-        free = Q(lease__isnull=True) | Q(heartbeat_at__isnull=True)
-        stale = stale_cutoff(now)
-        claimed = (
-            Run.objects.filter(pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
-            .filter(free | Q(heartbeat_at__lt=stale) if stale else free)
-            .update(
-                started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())),
-                **claim,
-            )
-        )
-        if not claimed:
-            return None
-    # The conversation's last position comes along: a regenerated answer goes after
-    # the answer it replaces, not after its question (chat/engine/run.py).
-    last_position = (
-        Message.objects.filter(conversation_id=OuterRef("conversation_id"))
-        .order_by("-position")
-        .values("position")[:1]
-    )
-    run = (
-        Run.objects.select_related("conversation", "conversation__owner", "trigger_message")
-        .annotate(last_position=Subquery(last_position))
-        .get(pk=run_id)
-    )
-    return Claim(run, token, first)
+    if not claimed:
+        return None
+    return Claim(claimed_reread(run_id), token, first=False)
 
 
 def run_write(run: Run, token: uuid.UUID, **fields: Any) -> None:

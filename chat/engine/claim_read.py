@@ -1,0 +1,128 @@
+"""A claimed run as the run loop reads it: the run, its conversation and owner, its last position.
+
+Every run is claimed once at least (chat/engine/lease.py `run_claim`), and the
+ORM's `select_related` with an annotated subquery cost more to build than the
+database took to answer it. Here the statement is written once, and the rows
+become instances as the ORM would make them (each field's converters, then
+`from_db`). On PostgreSQL the claim of a queued run and this read are one
+statement (`claimed_read`); elsewhere, and for a take-over, the claim is its
+own UPDATE and the read follows it (`claimed_reread`).
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.db.models import Field, Model
+
+from chat.models import Conversation, Run, RunStatus
+
+# What follows a claim: the run, its conversation, the conversation's owner, and
+# the position of the conversation's last message (superseded ones too): a
+# regenerated answer goes after the answer it replaces (chat/engine/run.py).
+_READ = """
+SELECT {run}, {conversation}, {owner},
+    (SELECT position FROM chat_message WHERE conversation_id = claimed.conversation_id
+     ORDER BY position DESC LIMIT 1)
+FROM {source}
+JOIN chat_conversation ON chat_conversation.id = claimed.conversation_id
+JOIN {owner_table} ON {owner_table}.id = chat_conversation.owner_id
+"""
+
+# A queued run nobody started, claimed (the parameters: started_at, status, lease,
+# heartbeat_at, then the run's id and the status it must have).
+_CLAIM = """
+WITH claimed AS (
+    UPDATE chat_run SET started_at = %s, status = %s, lease = %s, heartbeat_at = %s
+    WHERE id = %s AND status = %s AND started_at IS NULL
+    RETURNING *
+)
+"""
+
+
+def claimed_read(run_id: Any, *, now: datetime, token: uuid.UUID) -> Run | None:
+    """Claim a queued run nobody started and read it, in one statement; None if it is not one.
+
+    PostgreSQL only (a data-modifying WITH).
+    """
+    params = [
+        _prepared("started_at", now),
+        RunStatus.RUNNING.value,
+        _prepared("lease", token),
+        _prepared("heartbeat_at", now),
+        _prepared("id", run_id),
+        RunStatus.QUEUED.value,
+    ]
+    return _read(_CLAIM + _statement("claimed"), params)
+
+
+def claimed_reread(run_id: Any) -> Run:
+    """The run this worker claimed (with its own UPDATE), as `claimed_read` gives it."""
+    params = [_prepared("id", run_id)]
+    run = _read(_statement("chat_run AS claimed") + " WHERE claimed.id = %s", params)
+    if run is None:
+        raise Run.DoesNotExist(f"run {run_id} is gone")
+    return run
+
+
+def _prepared(name: str, value: Any) -> Any:
+    field: Field[Any, Any] = Run._meta.get_field(name)  # type: ignore[assignment]
+    return field.get_db_prep_value(value, connection)
+
+
+@functools.cache
+def _statement(source: str) -> str:
+    owner = get_user_model()
+    return _READ.format(
+        run=_columns("claimed", Run),
+        conversation=_columns("chat_conversation", Conversation),
+        owner=_columns(owner._meta.db_table, owner),
+        source=source,
+        owner_table=connection.ops.quote_name(owner._meta.db_table),
+    )
+
+
+def _columns(alias: str, model: type[Model]) -> str:
+    quote = connection.ops.quote_name
+    return ", ".join(f"{quote(alias)}.{quote(field.column)}" for field in _fields(model))
+
+
+def _fields(model: type[Model]) -> list[Any]:
+    return list(model._meta.concrete_fields)
+
+
+def _read(sql: str, params: list[Any]) -> Run | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = iter(row)
+    run: Run = _instance(Run, "claimed", values)
+    conversation = _instance(Conversation, "chat_conversation", values)
+    owner_model = get_user_model()
+    owner = _instance(owner_model, owner_model._meta.db_table, values)
+    Conversation._meta.get_field("owner").set_cached_value(conversation, owner)
+    Run._meta.get_field("conversation").set_cached_value(run, conversation)
+    vars(run)["last_position"] = next(values)  # as the ORM sets an annotation
+    return run
+
+
+def _instance(model: type[Model], alias: str, values: Iterator[Any]) -> Any:
+    """The model's instance from the next of `values`, converted as the ORM does."""
+    fields = _fields(model)
+    taken = [next(values) for _ in fields]
+    for index, field in enumerate(fields):
+        column = field.get_col(alias)  # a foreign key's is its target's (a UUID)
+        for converter in [
+            *connection.ops.get_db_converters(column),
+            *column.get_db_converters(connection),
+        ]:
+            taken[index] = converter(taken[index], column, connection)
+    return model.from_db(connection.alias, [field.attname for field in fields], taken)
