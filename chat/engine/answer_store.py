@@ -46,6 +46,7 @@ from chat.models import (
     RunStatus,
     ToolExecution,
 )
+from chat.statements import row_insert
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +270,7 @@ def _answer_rows(
         **answer_figures(completion),
     )
     model_call.response_message = message  # filled by chat/engine/model_calls.py, unsaved
-    model_call.save(force_insert=True)
+    row_insert(model_call)
     executions = [
         execution_build(run=run, message=message, call=call, step=run.steps) for call in calls
     ]
@@ -283,7 +284,10 @@ def _answer_rows(
         elif call in plan.held:
             execution.status = ExecutionStatus.AWAITING_APPROVAL
             events.append(approval_requested_event(execution))
-    ToolExecution.objects.bulk_create(executions)
+    if len(executions) == 1:
+        row_insert(executions[0])
+    else:
+        ToolExecution.objects.bulk_create(executions)
     return message, executions
 
 
@@ -315,7 +319,7 @@ def assistant_message_create(
 
     The caller holds the run's lease and row lock, in the transaction that commits it.
     """
-    message = Message.objects.create(
+    message = Message(
         id=message_id,
         conversation_id=run.conversation_id,
         run=run,
@@ -323,4 +327,5 @@ def assistant_message_create(
         role=Role.ASSISTANT,
         **fields,
     )
+    row_insert(message)
     return message, ("message.completed", {"message": message_to_api(message)})

@@ -19,6 +19,7 @@ from chat.engine.lease import worker_name
 from chat.history import message_to_api
 from chat.live.event_types import Event
 from chat.models import ExecutionStatus, Message, Role, Run, ToolExecution
+from chat.statements import row_insert
 from tools.audit import arguments_for_audit
 from tools.models import Resource
 from tools.results import ToolResult
@@ -76,7 +77,7 @@ def tool_message_create(
     )
     for field, value in link.items():
         setattr(message, field, value)
-    message.save(force_insert=True)
+    row_insert(message)
     return message
 
 

@@ -34,6 +34,7 @@ from chat.database import database_unreachable, database_up_since
 from chat.engine.claim_read import claimed_read, claimed_reread
 from chat.engine.dispatch import dispatch_run
 from chat.models import Run, RunStatus
+from chat.statements import rows_update
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,8 @@ def run_write(run: Run, token: uuid.UUID, **fields: Any) -> None:
     (held to commit) and checks the lease in one statement.
     """
     fields.setdefault("heartbeat_at", timezone.now())
-    written = Run.objects.filter(pk=run.pk, lease=token, status=RunStatus.RUNNING).update(**fields)
+    ours = {"id": run.pk, "lease": token, "status": RunStatus.RUNNING}
+    written = rows_update(Run, ours, **fields)
     if not written:
         raise LeaseLost(str(run.pk))
     for name, value in fields.items():

@@ -31,6 +31,7 @@ from chat.models import (
 from chat.prompts import system_prompt_for
 from chat.selectors import current_messages
 from chat.services.turn_lock import idle_conversation
+from chat.statements import row_insert
 from chat.telemetry.propagation import turn_trace_parent
 
 
@@ -61,14 +62,15 @@ def run_start(
         # Each row names the other: the ids are chosen first, and the foreign
         # keys are checked at commit.
         message_id = uuid.uuid4()
-        run = Run.objects.create(
+        run = Run(
             conversation=locked,
             mode=locked.mode,
             system_prompt=system_prompt_for(locked),
             trace_parent=turn_trace_parent(),
             trigger_message_id=message_id,
         )
-        message = Message.objects.create(
+        row_insert(run)
+        message = Message(
             id=message_id,
             conversation=locked,
             run=run,
@@ -76,6 +78,7 @@ def run_start(
             role=Role.USER,
             content=content,
         )
+        row_insert(message)
         if superseded:
             _superseded_publish(run, superseded)
         # So that the user's other tabs (and any client) see it before the run starts.
