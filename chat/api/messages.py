@@ -45,8 +45,8 @@ from chat.models import ACTIVE_RUN_STATUSES, Run
 from chat.selectors import (
     conversation_get,
     message_list_with_executions,
-    run_detail,
     run_final_message,
+    run_shown,
     run_user_message,
 )
 from chat.services.runs import run_regenerate, run_start
@@ -221,11 +221,12 @@ async def _wait_for_end(run: Run, timeout: float) -> None:
 
 def _answer(run: Run, user: User) -> tuple[dict[str, Any], bool]:
     """The run now, with the final answer if it has ended or else the user's message."""
-    fresh = run_detail(run_id=run.pk, user=user)
+    shown = run_shown(run_id=run.pk, user=user)
+    fresh = shown.run
     ended = fresh.status not in ACTIVE_RUN_STATUSES
     message = run_final_message(run=fresh) if ended else run_user_message(run=fresh)
     return {
-        "run": run_data(fresh),
+        "run": run_data(fresh, shown.calls, shown.executions),
         "message": message_data(message) if message is not None else None,
     }, ended
 

@@ -84,9 +84,17 @@ def _execution_data(execution: ToolExecution) -> dict[str, Any]:
     }
 
 
-def run_data(run: Run) -> dict[str, Any]:
-    """A run as the API shows it (RunSerializer's fields), from `run_detail`'s prefetched rows."""
-    calls = list(run.model_call_rows.all())
+def run_data(
+    run: Run,
+    calls: list[ModelCall] | None = None,
+    executions: list[ToolExecution] | None = None,
+) -> dict[str, Any]:
+    """A run as the API shows it (RunSerializer's fields), from `run_shown`'s rows.
+
+    Without `calls` and `executions`, from `run_detail`'s prefetched rows.
+    """
+    calls = list(run.model_call_rows.all()) if calls is None else calls
+    executions = list(run.tool_executions.all()) if executions is None else executions
     prompt = [c.prompt_tokens for c in calls if c.prompt_tokens is not None]
     completion = [c.completion_tokens for c in calls if c.completion_tokens is not None]
     return {
@@ -107,5 +115,5 @@ def run_data(run: Run) -> dict[str, Any]:
             "completion_tokens": sum(completion) if completion else None,
         },
         "model_call_log": [_model_call_data(call) for call in calls],
-        "tool_executions": [_execution_data(e) for e in run.tool_executions.all()],
+        "tool_executions": [_execution_data(e) for e in executions],
     }

@@ -22,7 +22,7 @@ from chat.live.events import event_envelope
 from chat.live.sse import sse_response
 from chat.live.streams import MAX_SEQ, run_event_stream
 from chat.models import RunStatus
-from chat.selectors import run_detail, run_event_list, run_get
+from chat.selectors import run_event_list, run_get, run_shown
 from chat.services.runs import run_cancel
 
 SEQ = re.compile(r"[0-9]{1,19}")
@@ -49,7 +49,8 @@ class RunDetailApi(APIView):
     )
     def get(self, request: Request, run_id: uuid.UUID) -> Response:
         """The run, or 404."""
-        return Response(run_data(run_detail(run_id=run_id, user=request.user)))
+        shown = run_shown(run_id=run_id, user=request.user)
+        return Response(run_data(shown.run, shown.calls, shown.executions))
 
 
 class RunEventListApi(APIView):
@@ -161,4 +162,5 @@ class RunCancelApi(APIView):
     def post(self, request: Request, run_id: uuid.UUID) -> Response:
         """Cancel it and answer the run as it now is."""
         run = run_cancel(run=run_get(run_id=run_id, user=request.user))
-        return Response(run_data(run_detail(run_id=run.pk, user=request.user)))
+        shown = run_shown(run_id=run.pk, user=request.user)
+        return Response(run_data(shown.run, shown.calls, shown.executions))

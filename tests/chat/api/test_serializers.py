@@ -1,4 +1,8 @@
-"""A run built directly (run_data) is what RunSerializer makes of it, to the byte."""
+"""A run built directly (run_data) is what RunSerializer makes of it, to the byte.
+
+Both from the rows `run_shown` reads with constant statements (every answer
+to a POST reads them) and from `run_detail`'s ORM prefetches.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,9 @@ from rest_framework.renderers import JSONRenderer
 
 from chat.api.run_data import run_data
 from chat.api.serializers import RunSerializer
+from chat.exceptions import RunNotFound
 from chat.models import ExecutionStatus, Run, RunStatus
-from chat.selectors import run_detail
+from chat.selectors import run_detail, run_shown
 from tests.chat.api.conftest import stored_turn
 from tests.factories import ModelCallFactory, RunFactory, ToolExecutionFactory
 
@@ -22,10 +27,18 @@ def rendered(data) -> bytes:
     return JSONRenderer().render(data)
 
 
+def same_every_way(run, user) -> dict:
+    fresh = run_detail(run_id=run.pk, user=user)
+    shown = run_shown(run_id=run.pk, user=user)
+    data = run_data(shown.run, shown.calls, shown.executions)
+    assert rendered(data) == rendered(RunSerializer(fresh).data)
+    assert rendered(run_data(fresh)) == rendered(data)
+    return data
+
+
 def test_a_finished_turn_is_the_same_both_ways(conversation, user):
     run = stored_turn(conversation)
-    fresh = run_detail(run_id=run.pk, user=user)
-    assert rendered(run_data(fresh)) == rendered(RunSerializer(fresh).data)
+    same_every_way(run, user)
 
 
 def test_a_run_with_every_optional_field_set_or_empty_is_the_same_both_ways(conversation, user):
@@ -60,14 +73,12 @@ def test_a_run_with_every_optional_field_set_or_empty_is_the_same_both_ways(conv
     ToolExecutionFactory(
         run=run, message=message, started_at=None, finished_at=None, duration_ms=None
     )
-    fresh = run_detail(run_id=run.pk, user=user)
-    assert rendered(run_data(fresh)) == rendered(RunSerializer(fresh).data)
+    same_every_way(run, user)
 
 
 def test_a_queued_run_is_the_same_both_ways(conversation, user):
     run = RunFactory(conversation=conversation)
-    fresh = run_detail(run_id=run.pk, user=user)
-    assert rendered(run_data(fresh)) == rendered(RunSerializer(fresh).data)
+    same_every_way(run, user)
 
 
 def test_a_forced_replay_with_a_replayed_call_is_the_same_both_ways(conversation, user):
@@ -84,10 +95,20 @@ def test_a_forced_replay_with_a_replayed_call_is_the_same_both_ways(conversation
     ToolExecutionFactory(
         run=run, message=message, status=ExecutionStatus.REPLAYED, replayed_from=recorded
     )
-    fresh = run_detail(run_id=run.pk, user=user)
-    data = run_data(fresh)
+    data = same_every_way(run, user)
     assert data["replay_of"] == str(original.pk)
     assert (data["replay_tools"], data["replay_mode"]) == ("recorded", "forced")
     assert data["model_call_log"][0]["forced_answer"] == {"content": "84", "tool_calls": []}
     assert data["tool_executions"][0]["replayed_from"] == str(recorded.pk)
-    assert rendered(data) == rendered(RunSerializer(fresh).data)
+
+
+@pytest.mark.parametrize("run_id", ["not-a-uuid", "00000000-0000-0000-0000-000000000000"])
+def test_a_malformed_or_unknown_run_id_is_not_found(user, run_id):
+    with pytest.raises(RunNotFound):
+        run_shown(run_id=run_id, user=user)
+
+
+def test_another_users_run_is_not_found(conversation, other_user):
+    run = stored_turn(conversation)
+    with pytest.raises(RunNotFound):
+        run_shown(run_id=run.pk, user=other_user)
