@@ -149,8 +149,10 @@ def model_suggestions_ask(
     """
     if not final.content:
         return None
-    history = history if history is not None else history_load(run)
-    history.append(final)
+    if history is None:
+        history = history_load(run)  # the answer is stored: read back with the rest
+    else:
+        history.append(final)
     try:
         provider, choice = provider_for(run.conversation.model)
     except UnknownModel:

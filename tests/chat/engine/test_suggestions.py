@@ -88,6 +88,48 @@ def test_the_model_adds_its_own_after_the_answer(user, llm_server, settings):
     assert call.status == "succeeded"
 
 
+def test_a_run_taken_over_after_its_answer_sends_that_answer_once(user, llm_server, settings):
+    # The worker stored the final answer, then died before the run's end: the
+    # run taken over asks for the follow-ups with the history read back.
+    import uuid
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from chat.engine.run import run_advance
+    from chat.models import RunStatus
+
+    settings.LLM_SUGGESTIONS = "on"
+    settings.TOOLCHAT_RESTART_GRACE_S = 0
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    stale = timezone.now() - timedelta(minutes=5)
+    run = Run.objects.create(
+        conversation=conversation,
+        mode=conversation.mode,
+        status=RunStatus.RUNNING,
+        lease=uuid.uuid4(),
+        heartbeat_at=stale,
+        started_at=stale,
+    )
+    question = Message.objects.create(
+        conversation=conversation, run=run, position=0, role=Role.USER, content="hi"
+    )
+    Run.objects.filter(pk=run.pk).update(trigger_message=question)
+    Message.objects.create(
+        conversation=conversation, run=run, position=1, role=Role.ASSISTANT, content="Hello!"
+    )
+    llm_server.push(text_reply(json.dumps({"suggestions": ["What time is it?"]})))
+
+    run_advance(run_id=run.pk)
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED, run.error
+    sent = llm_server.requests[-1]["messages"]
+    assert [m for m in sent if m["role"] == "assistant"] == [
+        {"role": "assistant", "content": "Hello!"}
+    ], sent
+
+
 def test_a_model_that_answers_garbage_leaves_the_turn_alone(user, llm_server, settings):
     settings.LLM_SUGGESTIONS = "on"
     conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
