@@ -44,7 +44,7 @@ class StoredMessage(Protocol):
     """What `message_to_openai` reads of a stored message: a Message, or a HistoryRow."""
 
     @property
-    def id(self) -> Any: ...
+    def position(self) -> int: ...
     @property
     def role(self) -> str: ...
     @property
@@ -62,7 +62,6 @@ class HistoryRow(NamedTuple):
     history reads cost more than the query (chat/selectors.py `history_rows`).
     """
 
-    id: Any
     position: int
     role: str
     content: str | None
@@ -91,7 +90,7 @@ def message_to_openai(message: StoredMessage) -> OpenAIMessage:
         return data
     if role in (Role.SYSTEM, Role.USER):
         return {"role": str(role), "content": message.content or ""}
-    raise ValueError(f"message {message.id} has the unknown role {role!r}")
+    raise ValueError(f"the message at {message.position} has the unknown role {role!r}")
 
 
 def message_to_api(message: Message) -> dict[str, Any]:

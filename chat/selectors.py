@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 # What message_to_openai reads; the other columns stay in the database.
-HISTORY_COLUMNS = ("id", "position", "role", "content", "tool_calls", "tool_call_id")
+HISTORY_COLUMNS = ("position", "role", "content", "tool_calls", "tool_call_id")
 # Where a bounded history load looks first for the end of the leading system rows.
 HEAD_POSITIONS = 16
 
@@ -129,7 +129,7 @@ def history_rows(
         if len(newest) < window:
             return newest  # fewer rows than the window: that is the whole conversation
         first = newest[0].position
-        leading = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 0 and row[1] < first]
+        leading = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 0 and row[0] < first]
         turn = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
         if turn is not None:
             # Trimming cuts only where a user message begins a turn, so the
@@ -172,7 +172,7 @@ WHERE {_CURRENT} AND role = 'system' AND position BETWEEN 0 AND COALESCE(
     (SELECT position FROM chat_message WHERE {_CURRENT} AND role <> 'system'
      ORDER BY position LIMIT 1),
     0) - 1
-ORDER BY 2
+ORDER BY position
 """  # noqa: S608
 _HISTORY_WINDOW_NEAR = _HISTORY_WINDOW.format(near="%(near)s")
 _HISTORY_WINDOW = _HISTORY_WINDOW.format(near=_NEWEST)

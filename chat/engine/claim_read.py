@@ -27,12 +27,12 @@ from chat.models import Conversation, Run, RunStatus
 # the position of the conversation's last message (superseded ones too): a
 # regenerated answer goes after the answer it replaces (chat/engine/run.py).
 _READ = """
-SELECT {run}, {conversation}, {owner},
+SELECT {run}, {conversation},{owner}
     (SELECT position FROM chat_message WHERE conversation_id = claimed.conversation_id
      ORDER BY position DESC LIMIT 1)
 FROM {source}
 JOIN chat_conversation ON chat_conversation.id = claimed.conversation_id
-JOIN {owner_table} ON {owner_table}.id = chat_conversation.owner_id
+{owner_join}
 """
 
 # A queued run nobody started, claimed (the parameters: started_at, status, lease,
@@ -78,14 +78,29 @@ def _prepared(name: str, value: Any) -> Any:
 
 @functools.cache
 def _statement(source: str) -> str:
-    owner = get_user_model()
+    owner, quote = get_user_model(), connection.ops.quote_name
+    table = quote(owner._meta.db_table)
+    joined = _owner_joined()
     return _READ.format(
         run=_columns("claimed", Run),
         conversation=_columns("chat_conversation", Conversation),
-        owner=_columns(owner._meta.db_table, owner),
+        owner=f" {_columns(owner._meta.db_table, owner)}," if joined else "",
         source=source,
-        owner_table=connection.ops.quote_name(owner._meta.db_table),
+        owner_join=(
+            f"JOIN {table} ON {table}.{quote(owner._meta.pk.column)} = chat_conversation.owner_id"
+            if joined
+            else ""
+        ),
     )
+
+
+def _owner_joined() -> bool:
+    """Whether the user model's columns are all in its own table, to be read with the claim.
+
+    Django's user is; one that inherits another concrete model's table is read
+    when it is first used instead.
+    """
+    return not get_user_model()._meta.parents
 
 
 def _columns(alias: str, model: type[Model]) -> str:
@@ -106,9 +121,10 @@ def _read(sql: str, params: list[Any]) -> Run | None:
     values = iter(row)
     run: Run = _instance(Run, "claimed", values)
     conversation = _instance(Conversation, "chat_conversation", values)
-    owner_model = get_user_model()
-    owner = _instance(owner_model, owner_model._meta.db_table, values)
-    Conversation._meta.get_field("owner").set_cached_value(conversation, owner)
+    if _owner_joined():
+        owner_model = get_user_model()
+        owner = _instance(owner_model, owner_model._meta.db_table, values)
+        Conversation._meta.get_field("owner").set_cached_value(conversation, owner)
     Run._meta.get_field("conversation").set_cached_value(run, conversation)
     vars(run)["last_position"] = next(values)  # as the ORM sets an annotation
     return run

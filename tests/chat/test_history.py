@@ -685,7 +685,7 @@ def stored_rows(spec: list[tuple[str, Any]]) -> list[HistoryRow]:
             calls = [call(call_id) for call_id in extra] or None
         content = "said" if role != "assistant" or not calls else None
         tool_call_id = extra if role == "tool" else ""
-        rows.append(HistoryRow(position, position, role, content, calls, tool_call_id))
+        rows.append(HistoryRow(position, role, content, calls, tool_call_id))
     return rows
 
 
@@ -710,7 +710,7 @@ def test_an_answer_to_a_call_read_with_the_history_repairs_the_whole_again():
     read = stored_rows([("user", None), ("assistant", ["a"])])
     kept = RunHistory(read)
     assert kept.messages()[-1]["content"] == INTERRUPTED_TOOL_CONTENT
-    kept.append(HistoryRow(2, 2, "tool", "84", None, "a"))
+    kept.append(HistoryRow(2, "tool", "84", None, "a"))
     assert kept.messages() == [user("said"), asking(call("a")), answer("a", "84")]
 
 
