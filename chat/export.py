@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from chat.history import message_to_openai, repair
+from chat.history_rows import HISTORY_COLUMNS
 from chat.models import ACTIVE_RUN_STATUSES, Conversation, Message, ModelCall, Role, Run, RunStatus
 from chat.prompts import system_prompt_for
-from chat.selectors import HISTORY_COLUMNS, current_messages
+from chat.selectors import current_messages
 from tools.registry import registry as tool_registry
 
 # Only what message_to_openai reads, plus the run the message belongs to.

@@ -37,13 +37,13 @@ from chat.engine.lease import run_write
 from chat.engine.model_calls import model_call
 from chat.engine.request import request_build
 from chat.history import RunHistory
+from chat.history_rows import history_rows
 from chat.live.events import event_publish
 from chat.llm import provider_for
 from chat.llm.base import Completion
 from chat.llm.endpoints import UnknownModel
 from chat.models import CallStatus, ModelCall, ModelCallPurpose, Run
 from chat.prompts import run_system_prompt
-from chat.selectors import history_rows
 
 # The original's calls that are steps of its turn (the follow-ups are not).
 _STEP_PURPOSES = (ModelCallPurpose.TOOLS, ModelCallPurpose.DECIDE, ModelCallPurpose.COMPOSE)

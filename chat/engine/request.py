@@ -10,10 +10,10 @@ from django.conf import settings
 
 from chat.engine.continuation import DECISION_FORMAT, decider_instruction
 from chat.history import RunHistory
+from chat.history_rows import history_rows
 from chat.llm.base import ChatRequest
 from chat.models import ModelCallPurpose, Run
 from chat.prompts import run_system_prompt
-from chat.selectors import history_rows
 from tools.registry import registry as tool_registry
 
 

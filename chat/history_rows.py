@@ -1,0 +1,126 @@
+"""The rows a model's history is built from: a conversation's newest, read as tuples.
+
+A run reads them once (chat/engine/request.py `history_load`); the statements
+are constant SQL, written once, on SQLite as on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connection
+
+from chat.history import HistoryRow
+from chat.models import Conversation, Message, Role
+
+# What message_to_openai reads; the other columns stay in the database.
+HISTORY_COLUMNS = ("position", "role", "content", "tool_calls", "tool_call_id")
+# Where a bounded history load looks first for the end of the leading system rows.
+HEAD_POSITIONS = 16
+
+
+def history_rows(
+    *,
+    conversation: Conversation,
+    max_messages: int | None = None,
+    last_position: int | None = None,
+) -> list[HistoryRow]:
+    """The stored rows a model's history is built from, in order (`build_model_history`).
+
+    Read as HistoryRow tuples, not model instances: a long history is hundreds of rows.
+
+    With `max_messages`, only the newest rows that trimming could keep are
+    read (twice the budget, from the first user message in that window), plus
+    the leading system rows: the load stays flat however long the
+    conversation grows, and the result is what trimming the whole history
+    would give. A run loop keeps these rows and appends what it stores, so it
+    reads the history once per run, not once per model call.
+
+    `last_position`, when the caller read it (a claimed run has it), lets a
+    conversation shorter than the window be read with the plain query: its
+    positions count every row ever stored, so the current ones are fewer.
+    """
+    window = max(2 * (max_messages or 0), 20)
+    short = last_position is not None and last_position < window
+    if max_messages is not None and not short:
+        # One statement of two parts, each a range of the (conversation, position)
+        # index: the newest `window` rows (from the position of the window-th
+        # newest, NULL when there are fewer, and then every row, to the last),
+        # and the system rows that lead the conversation, before its first turn
+        # (`_HISTORY_WINDOW`).
+        rows = _history_read(
+            _HISTORY_WINDOW_NEAR if last_position is not None else _HISTORY_WINDOW,
+            conversation,
+            near=last_position,
+            reach=2 * window,
+            edge=window - 1,
+            head=HEAD_POSITIONS,
+        )
+        newest = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 1]
+        if len(newest) < window:
+            return newest  # fewer rows than the window: that is the whole conversation
+        first = newest[0].position
+        leading = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 0 and row[0] < first]
+        turn = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
+        if turn is not None:
+            # Trimming cuts only where a user message begins a turn, so the
+            # rows before the window's first one would be cut anyway.
+            return leading + newest[turn:]
+        # else: one turn longer than the window; read it all (below).
+    return [HistoryRow(*row) for row in _history_read(_HISTORY_ALL, conversation)]
+
+
+# The history's reads are constant statements: Django took longer to build the
+# windowed one than the database took to answer it, and ran a converter for
+# every row of every column. (Built from constants alone: S608 below.)
+_COLUMNS = ", ".join(HISTORY_COLUMNS)
+_CURRENT = "conversation_id = %(conversation)s AND superseded_at IS NULL"
+_NEWEST = f"(SELECT position FROM chat_message WHERE {_CURRENT} ORDER BY position DESC LIMIT 1)"  # noqa: S608
+_HISTORY_ALL = f"SELECT {_COLUMNS} FROM chat_message WHERE {_CURRENT} ORDER BY position"  # noqa: S608
+
+# PostgreSQL must read only the rows it returns, whatever it believes of the
+# conversation's length (its statistics know few conversations, and a long one
+# grew since): every part is a range bounded at both ends (an OR of the two
+# parts, or one bound, let it read the whole conversation and filter it), and
+# each edge is looked for among the `reach` newest positions before `near` (the
+# last position a claimed run read, superseded rows too; else the newest), or
+# the first `head`, before the whole conversation is searched (a search it may
+# make by sorting every row): only when rows were superseded in bulk, or many
+# system rows lead.
+_HISTORY_WINDOW = f"""
+SELECT {_COLUMNS}, 1 AS part FROM chat_message
+WHERE {_CURRENT} AND position BETWEEN COALESCE(
+    (SELECT position FROM chat_message WHERE {_CURRENT} AND position >= {{near}} - %(reach)s
+     ORDER BY position DESC LIMIT 1 OFFSET %(edge)s),
+    (SELECT position FROM chat_message WHERE {_CURRENT}
+     ORDER BY position DESC LIMIT 1 OFFSET %(edge)s),
+    0) AND {_NEWEST}
+UNION ALL
+SELECT {_COLUMNS}, 0 AS part FROM chat_message
+WHERE {_CURRENT} AND role = 'system' AND position BETWEEN 0 AND COALESCE(
+    (SELECT position FROM chat_message WHERE {_CURRENT} AND role <> 'system'
+     AND position < %(head)s ORDER BY position LIMIT 1),
+    (SELECT position FROM chat_message WHERE {_CURRENT} AND role <> 'system'
+     ORDER BY position LIMIT 1),
+    0) - 1
+ORDER BY position
+"""  # noqa: S608
+_HISTORY_WINDOW_NEAR = _HISTORY_WINDOW.format(near="%(near)s")
+_HISTORY_WINDOW = _HISTORY_WINDOW.format(near=_NEWEST)
+
+
+def _history_read(sql: str, conversation: Conversation, **params: Any) -> list[tuple[Any, ...]]:
+    """A history statement's rows, their tool calls decoded as the model's field does."""
+    pk: Any = Message._meta.pk
+    params["conversation"] = pk.get_db_prep_value(conversation.pk, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    calls = HISTORY_COLUMNS.index("tool_calls")
+    field: Any = Message._meta.get_field("tool_calls")
+    return [
+        (*row[:calls], field.from_db_value(row[calls], None, connection), *row[calls + 1 :])
+        if row[calls] is not None
+        else row
+        for row in rows
+    ]
