@@ -36,8 +36,8 @@ def measure(messages: int, repeat: int) -> dict[str, Any]:
     from django.test.utils import CaptureQueriesContext
     from queries_per_turn import seed_history
 
-    from chat.models import Message
     from chat.history_rows import HISTORY_COLUMNS
+    from chat.models import Message
     from chat.selectors import history_for_model
 
     user = get_user_model().objects.create_user("bench", password="bench-password-1")
