@@ -48,7 +48,7 @@ def redis_settings(settings, url: str) -> None:
     settings.TOOLCHAT_TASKS_IN_PROCESS = False
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "chat.live.redis_layer.RedisChannelLayer",
             "CONFIG": {"hosts": [{"address": url}]},
         }
     }

@@ -1,13 +1,21 @@
-"""Sending stored events to the channel layer: one event loop per process, batches in order.
+"""Sending stored events to the channel layer, in commit order, without failing the caller.
 
-`async_to_sync(layer.group_send)` from a worker thread makes a new event loop
-for every call, and channels_redis makes a new connection pool (a TCP
-connection and its handshake) for every loop: under 200 concurrent turns a
-tenth of a worker's CPU went there. Here one daemon thread per process runs
-one loop that keeps one pool, and a queue feeds it the committed batches in
-commit order. The caller does not wait: the events are stored already, and a
-client that misses one (Redis down, the process exiting) reads it from the
-database on its next catch-up.
+A layer that can send from a thread without an event loop (`group_send_now`,
+chat/live/redis_layer.py) is sent to by the committing thread itself, right
+after its commit: no hand-off, so no wait for another thread to get the GIL
+while the run's thread computes. After a failed send (Redis down or slow) the
+live path is skipped for SEND_RETRY_S, so that a run does not wait on Redis at
+every commit.
+
+Any other layer has coroutines only. `async_to_sync(layer.group_send)` from a
+worker thread makes a new event loop for every call, and channels_redis makes
+a new connection pool (a TCP connection and its handshake) for every loop:
+under 200 concurrent turns a tenth of a worker's CPU went there. For those, one
+daemon thread per process runs one loop that keeps one pool, and a queue feeds
+it the committed batches in commit order.
+
+Either way the events are stored already: a client that misses one (Redis
+down, the process exiting) reads it from the database on its next catch-up.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -23,6 +32,9 @@ logger = logging.getLogger(__name__)
 # Batches waiting to be sent, at most; beyond it (Redis down for long) they are
 # dropped from the live path, never from the database.
 MAX_PENDING = 10_000
+# After a send from the committing thread failed, how long those threads skip
+# the live path (clients read the database meanwhile) before they try again.
+SEND_RETRY_S = 5.0
 
 GroupMessage = tuple[str, dict[str, Any]]
 """A channel-layer message and the group it goes to: (group, message)."""
@@ -86,8 +98,33 @@ class _Sender:
 
 
 _sender = _Sender()
+_now_skipped_until = 0.0  # the monotonic time until which `group_send_now` is not tried
 
 
 def layer_send(layer: Any, messages: list[GroupMessage]) -> None:
-    """Queue `(group, message)` pairs for the layer; returns at once, sends in order."""
-    _sender.submit(layer, messages)
+    """Send `(group, message)` pairs to the layer in order; never raises.
+
+    From this thread at once where the layer has `group_send_now`; otherwise
+    queued for the process's sender thread, and this returns at once.
+    """
+    if getattr(layer, "group_send_now", None) is None:
+        _sender.submit(layer, messages)
+        return
+    global _now_skipped_until
+    if time.monotonic() < _now_skipped_until:
+        return
+    try:
+        layer.group_send_now(messages)
+    except Exception:
+        _now_skipped_until = time.monotonic() + SEND_RETRY_S
+        logger.exception(
+            "could not send events %s to the channel layer; live sends resume in %.0f s, "
+            "and clients read these from the database",
+            _described(messages),
+            SEND_RETRY_S,
+        )
+
+
+def _described(messages: list[GroupMessage]) -> str:
+    events = (message.get("event", {}) for _, message in messages)
+    return ", ".join(f"{event.get('type')} #{event.get('seq')}" for event in events)

@@ -213,7 +213,9 @@ CHANNEL_LAYER_SOCKET_TIMEOUT_S = 15.0
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels_redis' own, plus a send of a commit's events in two round
+            # trips (chat/live/redis_layer.py).
+            "BACKEND": "chat.live.redis_layer.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [
                     {

@@ -152,7 +152,7 @@ def test_without_redis_channels_are_in_memory_and_tasks_run_in_process():
 def test_with_redis_channels_and_celery_use_it():
     dumped = dump_settings(**PRODUCTION_ENV)
     layer = dumped["CHANNEL_LAYERS"]["default"]
-    assert layer["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert layer["BACKEND"] == "chat.live.redis_layer.RedisChannelLayer"
     (host,) = layer["CONFIG"]["hosts"]
     assert host["address"] == PRODUCTION_ENV["REDIS_URL"]
     # Above channels_redis's 5 s blocking pop, which redis-py 8's 5 s default would race.

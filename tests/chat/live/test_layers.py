@@ -52,7 +52,7 @@ def redis_layer_config(redis_url, monkeypatch):
     monkeypatch.setenv("REDIS_URL", redis_url)
     values = runpy.run_path(str(BASE_SETTINGS))
     config = values["CHANNEL_LAYERS"]["default"]
-    assert config["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert config["BACKEND"] == "chat.live.redis_layer.RedisChannelLayer"
     return config["CONFIG"]
 
 

@@ -1,12 +1,20 @@
-"""Events go to the channel layer from one loop per process, in the order they were queued."""
+"""Events go to the channel layer in the order they were committed, and a failed send never fails the caller.
+
+A layer with coroutines only is sent to from one loop per process; one that
+can send without a loop, by the committing thread.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import threading
+import time
 from typing import Any
 
+import pytest
+
+from chat.live import sender
 from chat.live.sender import layer_send
 from tests.assertions import wait_until
 
@@ -77,3 +85,51 @@ def test_a_forked_process_sends_from_a_loop_of_its_own():
     _, status = os.waitpid(pid, 0)
     assert os.read(read, 16) == b"sent"
     assert status == 0
+
+
+class BlockingLayer:
+    """A layer that sends from the caller's thread (as chat/live/redis_layer.py's does)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, list[tuple[str, dict[str, Any]]]]] = []
+        self.failing = False
+
+    def group_send_now(self, messages: list[tuple[str, dict[str, Any]]]) -> int:
+        if self.failing:
+            raise ConnectionError("redis went away")
+        self.calls.append((threading.get_ident(), list(messages)))
+        return 0
+
+
+@pytest.fixture
+def sends_resume(monkeypatch):
+    """A clean slate for the blocking path's pause, and a short one."""
+    monkeypatch.setattr(sender, "_now_skipped_until", 0.0)
+    monkeypatch.setattr(sender, "SEND_RETRY_S", 0.3)
+
+
+def test_a_layer_that_sends_without_a_loop_is_sent_to_by_the_committing_thread(sends_resume):
+    layer = BlockingLayer()
+    layer_send(layer, [("g", {"n": 1}), ("h", {"n": 1})])
+    layer_send(layer, [("g", {"n": 2})])
+    # Done when layer_send returns, from this thread: nothing waits for another.
+    here = threading.get_ident()
+    assert layer.calls == [
+        (here, [("g", {"n": 1}), ("h", {"n": 1})]),
+        (here, [("g", {"n": 2})]),
+    ]
+
+
+def test_after_a_failed_send_the_live_path_is_skipped_for_a_while_then_tried_again(
+    sends_resume, caplog
+):
+    layer = BlockingLayer()
+    layer.failing = True
+    layer_send(layer, [("g", {"event": {"type": "run.started", "seq": 7}})])  # does not raise
+    assert "could not send events run.started #7" in caplog.text
+    layer.failing = False
+    layer_send(layer, [("g", {"n": 8})])
+    assert layer.calls == []  # skipped: Redis is not asked at every commit while it is down
+    time.sleep(0.35)
+    layer_send(layer, [("g", {"n": 9})])
+    assert [call for _, call in layer.calls] == [[("g", {"n": 9})]]

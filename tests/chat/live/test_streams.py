@@ -106,7 +106,7 @@ async def test_a_redis_that_is_gone_still_gets_every_event_from_the_database(use
     # Redis that was killed. Subscribing, publishing and reading all fail.
     use_layer(
         settings,
-        "channels_redis.core.RedisChannelLayer",
+        "chat.live.redis_layer.RedisChannelLayer",
         hosts=[{"address": f"redis://127.0.0.1:{free_port()}/0", "socket_connect_timeout": 1}],
     )
     run = await make_run(user)
