@@ -68,3 +68,8 @@ class RedisCache(DjangoRedisCache):
                     client = _clients[key] = SharedClient(servers, **options)
         # Django's own lazily made client, given before it is made.
         self.__dict__["_cache"] = client
+
+    def redis(self) -> Any:
+        """The process's `redis.Redis` for writes: for what the cache API cannot do in one step."""
+        client: SharedClient = self.__dict__["_cache"]
+        return client.get_client(write=True)

@@ -7,7 +7,6 @@ import asyncio
 import pytest
 import redis
 from asgiref.sync import sync_to_async
-from django.core.cache import caches
 
 from chat.message_rate import message_rate_check
 from tests.factories import UserFactory
@@ -43,4 +42,7 @@ def test_requests_in_their_own_async_contexts_share_the_processes_redis_connecti
     made = _connections_made(redis_url) - before
     # At most one per thread that asked at once (asgiref's pool), never one per request.
     assert made <= 12, f"{made} Redis connections for {len(users)} rate checks"
-    assert caches["default"].get(f"throttle_messages_{users[0].pk}")  # counted
+    counted = redis.Redis.from_url(redis_url).zcard(
+        f"cache-test:1:rate:throttle_messages_{users[0].pk}"
+    )
+    assert counted == 1
