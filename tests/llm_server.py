@@ -65,6 +65,8 @@ class Reply:
     # Close the connection with a TCP reset before any response: a server whose
     # handler raised before its first byte (llama-cpp-python refusing to stream tools).
     drop: bool = False
+    # Wait this long after `data: [DONE]` before the bytes that end the body.
+    hold_after_done_s: float = 0.0
 
 
 def text_reply(content: str, **kwargs: Any) -> Reply:
@@ -171,6 +173,7 @@ class ScriptedLLMServer:
         self.models: list[str] | None = None
         self.rejected: list[tuple[dict[str, Any], str]] = []
         self.open_streams = 0  # streamed answers whose client is still connected
+        self.connections = 0  # TCP connections accepted, over the server's life
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
 
@@ -199,6 +202,11 @@ class ScriptedLLMServer:
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
 
             def do_POST(self) -> None:
                 server._handle(self)
@@ -452,6 +460,8 @@ class ScriptedLLMServer:
                 if reply.chunk_delay_s:
                     time.sleep(reply.chunk_delay_s)
             write(b"data: [DONE]\n\n")
+            if reply.hold_after_done_s:
+                time.sleep(reply.hold_after_done_s)
             handler.wfile.write(b"0\r\n\r\n")
             handler.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):

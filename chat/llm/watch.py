@@ -16,6 +16,13 @@ the SDK keeps only the last one: the server's words are kept on the watch
 tell what the server said before; and an error that a retry will not change
 (`chat.llm.limits.final_error`: a refusal) is marked `x-should-retry: false`,
 which the SDK obeys.
+
+And it reads a stream to its very end. The SDK stops reading at the `[DONE]`
+event and closes the response, before the bytes that end the HTTP body:
+httpcore then closes the connection rather than return it to the pool, so
+every streamed call opened a new one, with its TCP and TLS handshakes
+(openai/openai-python#95, #3580). `WatchedStream` reads the rest of the body
+as soon as it sees `[DONE]`, before passing that event on.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import contextvars
 import dataclasses
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -126,6 +134,25 @@ class WatchedTransport(httpx2.BaseTransport):
         self.inner.close()
 
 
+def _rest_read(pieces: Iterator[bytes]) -> bytes:
+    """What the body still holds after `[DONE]` (normally nothing), read to its end.
+
+    Reading the end is what lets httpcore keep the connection. A server that
+    sends more, or breaks the connection now, takes nothing from the answer,
+    which is complete: what was read is passed on, and the connection is
+    closed, as the SDK would have.
+    """
+    rest = b""
+    try:
+        for piece in pieces:
+            rest += piece
+            if len(rest) > AFTER_DONE_MAX_BYTES:
+                break
+    except httpx2.HTTPError:
+        pass
+    return rest
+
+
 # An error body longer than this is not an API error object: it is left to the SDK unread.
 ERROR_BODY_MAX = 64 * 1024
 
@@ -163,6 +190,14 @@ def _error_read(
     )
 
 
+# The SSE event that ends an OpenAI stream, at the start of a line. Inside an
+# event's JSON a line break is written `\n`, so a model's text cannot match.
+_DONE_EVENT = re.compile(rb"[\r\n]data: ?\[DONE\]")
+# What a stream may still send after `[DONE]` that is read to reuse its
+# connection; beyond it, the connection is closed, as the SDK would have.
+AFTER_DONE_MAX_BYTES = 64 * 1024
+
+
 class WatchedStream(httpx2.SyncByteStream):
     """A response body that checks its call's watch at each piece (an SSE comment too)."""
 
@@ -171,8 +206,17 @@ class WatchedStream(httpx2.SyncByteStream):
         self.watch = watch
 
     def __iter__(self) -> Iterator[bytes]:
-        for piece in self.inner:
+        pieces = iter(self.inner)
+        # The end of what came before: `[DONE]` may come in two pieces, and the
+        # body's start is a line's start.
+        tail = b"\n"
+        for piece in pieces:
             self.watch.check()
+            seen = tail + piece
+            if _DONE_EVENT.search(seen):
+                yield piece + _rest_read(pieces)
+                return
+            tail = seen[-16:]
             yield piece
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ recorded.
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -111,3 +112,22 @@ def test_a_tool_with_a_long_text_field_is_offered_without_crashing_the_server(ll
         assert isinstance(events[-1], Done)
         (called,) = events[-1].completion.tool_calls
         assert called.name == "record_note"
+
+
+def test_streamed_calls_to_a_real_server_share_one_connection(llama, caplog):
+    """llama-cpp-python's server (uvicorn) keeps the connection: each streamed call reuses it.
+
+    The openai SDK stops reading at `[DONE]` and would close it every time
+    (chat/llm/watch.py reads the body's end).
+    """
+    from chat.llm.openai_provider import OpenAIProvider
+
+    provider = OpenAIProvider(api_key="sk-local", base_url=llama, timeout_s=120, max_retries=0)
+    request = ChatRequest(
+        model=MODEL, messages=[{"role": "user", "content": "Say hi."}], max_tokens=4
+    )
+    caplog.set_level(logging.DEBUG, logger="httpcore2.connection")
+    for _ in range(3):
+        assert isinstance(list(provider.stream(request))[-1], Done)
+    connects = [r for r in caplog.records if r.getMessage().startswith("connect_tcp.started")]
+    assert len(connects) == 1

@@ -419,3 +419,36 @@ def test_the_history_goes_into_the_body_without_the_sdks_walk_over_it(server, mo
     request = server.requests[0]
     assert request["messages"] == history
     assert list(request)[:3] == ["model", "stream", "messages"]  # where the SDK puts them
+
+
+def test_streamed_calls_share_one_connection(server, provider):
+    """The SDK stops reading at `[DONE]`; the rest of the body is read so the connection is kept."""
+    for number in range(5):
+        server.push(text_reply(f"answer {number}"))
+        assert complete(provider, ChatRequest(model="m", messages=USER)).content == (
+            f"answer {number}"
+        )
+    assert server.connections == 1
+
+
+def test_a_server_that_holds_the_body_open_after_done_still_answers(server):
+    provider = OpenAIProvider(api_key="test", base_url=server.base_url, timeout_s=1, max_retries=0)
+    server.push(text_reply("all there", hold_after_done_s=3))
+    completion, took = timed_complete(provider, ChatRequest(model="m", messages=USER))
+    # The read after [DONE] timed out: the answer was complete, so it is not an error.
+    assert completion.content == "all there"
+    assert took < 2.5
+
+
+def test_done_written_inside_the_answer_does_not_end_the_stream(server, provider):
+    text = "say data: [DONE]\n\ndata: [DONE] now"
+    server.push(text_reply(text, chunk_delay_s=0.1))
+    started = time.monotonic()
+    arrivals = [
+        (event.text, time.monotonic() - started)
+        for event in provider.stream(ChatRequest(model="m", messages=USER))
+        if isinstance(event, TextDelta)
+    ]
+    assert "".join(piece for piece, _ in arrivals) == text
+    # Word by word as they were sent, not all at the end.
+    assert arrivals[-1][1] - arrivals[0][1] > 0.3
