@@ -99,6 +99,12 @@ def llama_server() -> Iterator[str]:
                 "chatml-function-calling",
                 "--n_ctx",
                 "4096",
+                # Keep evaluated prompts (a step's tools and history come back in
+                # the next call): the prompt, not the answer, is most of a call here.
+                "--cache",
+                "true",
+                "--cache_size",
+                str(512 * 1024 * 1024),
                 "--host",
                 "127.0.0.1",
                 "--port",
@@ -141,7 +147,7 @@ def llama(llama_server: str, settings: Any) -> Iterator[str]:
     settings.LLM_MODEL = LLAMA_MODEL
     settings.LLM_COMPOSE_MODEL = ""
     settings.LLM_MAX_RETRIES = 2
-    settings.LLM_MAX_TOKENS = 256
+    settings.LLM_MAX_TOKENS = 128
     settings.LLM_TIMEOUT_S = 120
     settings.LLM_CALL_DEADLINE_S = 300
     yield llama_server

@@ -235,7 +235,7 @@ def llama_proxied(llama_server, litellm_proxy, settings):
     settings.LLM_MODEL = MODEL
     settings.LLM_COMPOSE_MODEL = ""
     settings.LLM_MAX_RETRIES = 1  # behind a gateway, as docs/providers.md advises
-    settings.LLM_MAX_TOKENS = 256
+    settings.LLM_MAX_TOKENS = 128
     settings.LLM_TIMEOUT_S = 120
     settings.LLM_CALL_DEADLINE_S = 300
     yield proxy
