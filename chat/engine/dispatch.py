@@ -24,8 +24,9 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import close_old_connections, connections
 from kombu.exceptions import OperationalError
+
+from chat.database import connections_tidy
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +55,15 @@ def in_process_backlog() -> int:
 
 
 def _run_in_thread(function: Callable[..., Any], *args: Any) -> None:
-    close_old_connections()
+    connections_tidy()
     try:
         function(*args)
     except Exception:
         logger.exception("background task %s%s failed", getattr(function, "name", function), args)
     finally:
-        # Each pool thread has its own connection; give it back between jobs.
-        connections.close_all()
+        # Each pool thread has its own connection: a pooled one goes back between
+        # jobs, a SQLite one stays open for the next.
+        connections_tidy()
 
 
 def _submit(function: Callable[..., Any], delay_s: float | None, *args: Any) -> None:
