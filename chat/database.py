@@ -62,16 +62,19 @@ def connections_tidy() -> None:
     statements, at every task and socket message; Django's `close_old_connections`
     closed it each time, since connections are not persistent (a request's
     thread lives for one request, these live for the process). One that a job
-    left in a transaction is closed (its work rolled back); a pooled PostgreSQL
-    connection goes back to its pool, as before.
+    left in a transaction, or on which a statement failed, is closed (a new one
+    is opened by the next query); a pooled PostgreSQL connection goes back to
+    its pool, as before.
     """
     for conn in connections.all(initialized_only=True):
         if conn.connection is None:
             continue
-        if conn.vendor == "sqlite" and conn.get_autocommit():
-            # A failed statement leaves a SQLite connection usable (Django's own
-            # health check says so too): nothing to look at again.
-            conn.errors_occurred = False
+        if (
+            conn.vendor == "sqlite"
+            and conn.get_autocommit()
+            and not conn.errors_occurred
+            and not conn.connection.in_transaction  # a raw BEGIN too
+        ):
             continue
         conn.close()
 

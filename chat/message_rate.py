@@ -52,8 +52,9 @@ LOCK_POLL_S = 0.002
 
 # KEYS[1]: the user's posts in the window, scored by time; ARGV: now, the
 # window in seconds, the budget, a unique member for this post. Returns
-# {allowed, posts in the window, the oldest one's time when refused}. As DRF
-# counts: a post exactly one window old has left it.
+# {allowed, posts in the window, the oldest one's time when refused (now, when
+# a budget of 0 refuses an empty window)}. As DRF counts: a post exactly one
+# window old has left it.
 _COUNT_IN_WINDOW = """
 local now = tonumber(ARGV[1])
 local duration = tonumber(ARGV[2])
@@ -61,7 +62,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - duration)
 local count = redis.call('ZCARD', KEYS[1])
 if count >= tonumber(ARGV[3]) then
     local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-    return {0, count, oldest[2]}
+    return {0, count, oldest[2] or ARGV[1]}
 end
 redis.call('ZADD', KEYS[1], now, ARGV[4])
 redis.call('EXPIRE', KEYS[1], math.ceil(duration))

@@ -37,9 +37,13 @@ from chat.live.sender import GroupMessage
 # 2**31, so a step of a microsecond is several units of its last place.
 _SCORE_STEP = 1e-6
 
-# The blocking sends wait this long at most, to connect or for a reply: they
-# hold up a run's thread, and Redis answers them in well under a millisecond.
+# The blocking sends wait this long at most for each step (a connection from the
+# pool, the connect, each reply): they hold up a run's thread, and Redis
+# answers them in well under a millisecond.
 SEND_TIMEOUT_S = 1.0
+# Connections a process's blocking sends keep to each Redis host, at most: a send
+# holds one for two round trips, so a few serve a worker's fifty threads.
+SEND_CONNECTIONS = 10
 
 # KEYS: each message's channel key, in order; ARGV: the messages, then each
 # one's score, then each key's capacity, then the time before which a channel's
@@ -145,11 +149,12 @@ class RedisChannelLayer(_RedisChannelLayer):
 
     def _client(self, index: int) -> redis.Redis:
         """A blocking client for host `index`: one pool per process, shared by its threads."""
+        if self._clients_pid != os.getpid():
+            # A forked child must not share its parent's sockets, nor inherit a lock
+            # that a thread of the parent held at the fork.
+            self._clients_lock, self._score_lock = threading.Lock(), threading.Lock()
+            self._clients, self._clients_pid = {}, os.getpid()
         with self._clients_lock:
-            if (
-                self._clients_pid != os.getpid()
-            ):  # a forked child must not share its parent's sockets
-                self._clients, self._clients_pid = {}, os.getpid()
             client = self._clients.get(index)
             if client is None:
                 client = self._clients[index] = redis.Redis(
@@ -159,8 +164,16 @@ class RedisChannelLayer(_RedisChannelLayer):
 
 
 def _blocking_pool(host: dict[str, Any]) -> redis.ConnectionPool:
-    """channels_redis' `create_pool`, for redis-py's blocking client, with short timeouts."""
-    host = {**host, "socket_timeout": SEND_TIMEOUT_S, "socket_connect_timeout": SEND_TIMEOUT_S}
-    if "address" in host:
-        return redis.ConnectionPool.from_url(host.pop("address"), **host)
-    return redis.ConnectionPool(**host)
+    """channels_redis' `create_pool`, for redis-py's blocking client: a few connections, short waits."""
+    host = dict(host)
+    address = host.pop("address", None)
+    limits = {"max_connections": SEND_CONNECTIONS, "timeout": SEND_TIMEOUT_S}
+    if address is not None:
+        pool = redis.BlockingConnectionPool.from_url(address, **host, **limits)
+    else:
+        pool = redis.BlockingConnectionPool(**host, **limits)  # type: ignore[no-untyped-call]
+    # After from_url: options in the address's query string would win otherwise.
+    pool.connection_kwargs.update(
+        socket_timeout=SEND_TIMEOUT_S, socket_connect_timeout=SEND_TIMEOUT_S
+    )
+    return pool

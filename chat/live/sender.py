@@ -33,8 +33,10 @@ logger = logging.getLogger(__name__)
 # dropped from the live path, never from the database.
 MAX_PENDING = 10_000
 # After a send from the committing thread failed, how long those threads skip
-# the live path (clients read the database meanwhile) before they try again.
-SEND_RETRY_S = 5.0
+# the live path (clients read the database meanwhile) before they try again:
+# long enough that a Redis that does not answer holds up a run's commits once
+# a second at most, short enough that a blip freezes no stream for long.
+SEND_RETRY_S = 1.0
 
 GroupMessage = tuple[str, dict[str, Any]]
 """A channel-layer message and the group it goes to: (group, message)."""

@@ -21,8 +21,8 @@ And it reads a stream to its very end. The SDK stops reading at the `[DONE]`
 event and closes the response, before the bytes that end the HTTP body:
 httpcore then closes the connection rather than return it to the pool, so
 every streamed call opened a new one, with its TCP and TLS handshakes
-(openai/openai-python#95, #3580). `WatchedStream` reads the rest of the body
-as soon as it sees `[DONE]`, before passing that event on.
+(openai/openai-python#95, #3580). When the SDK closes a stream that has
+sent `[DONE]`, `WatchedStream` first reads the rest of the body.
 """
 
 from __future__ import annotations
@@ -134,23 +134,25 @@ class WatchedTransport(httpx2.BaseTransport):
         self.inner.close()
 
 
-def _rest_read(pieces: Iterator[bytes]) -> bytes:
-    """What the body still holds after `[DONE]` (normally nothing), read to its end.
+def _rest_read(pieces: Iterator[bytes], watch: Watch) -> None:
+    """Read what the body still holds after `[DONE]` (normally nothing but its end).
 
-    Reading the end is what lets httpcore keep the connection. A server that
-    sends more, or breaks the connection now, takes nothing from the answer,
-    which is complete: what was read is passed on, and the connection is
-    closed, as the SDK would have.
+    Reading the end is what lets httpcore keep the connection. The answer is
+    complete and already passed on: a server that goes on sending (keep-alive
+    comments) is read for AFTER_DONE_S at most, a broken connection or a watch
+    that ends the call stops the read, and the connection is then closed, as
+    the SDK would have.
     """
-    rest = b""
+    until = time.monotonic() + AFTER_DONE_S
+    read = 0
     try:
         for piece in pieces:
-            rest += piece
-            if len(rest) > AFTER_DONE_MAX_BYTES:
-                break
-    except httpx2.HTTPError:
+            watch.check()
+            read += len(piece)
+            if read > AFTER_DONE_MAX_BYTES or time.monotonic() > until:
+                return
+    except (httpx2.HTTPError, Interrupted):
         pass
-    return rest
 
 
 # An error body longer than this is not an API error object: it is left to the SDK unread.
@@ -193,9 +195,11 @@ def _error_read(
 # The SSE event that ends an OpenAI stream, at the start of a line. Inside an
 # event's JSON a line break is written `\n`, so a model's text cannot match.
 _DONE_EVENT = re.compile(rb"[\r\n]data: ?\[DONE\]")
-# What a stream may still send after `[DONE]` that is read to reuse its
-# connection; beyond it, the connection is closed, as the SDK would have.
+# What a stream may still send after `[DONE]`, and for how long, that is read
+# to reuse its connection; beyond either, the connection is closed, as the SDK
+# would have.
 AFTER_DONE_MAX_BYTES = 64 * 1024
+AFTER_DONE_S = 0.5
 
 
 class WatchedStream(httpx2.SyncByteStream):
@@ -204,20 +208,25 @@ class WatchedStream(httpx2.SyncByteStream):
     def __init__(self, inner: Any, watch: Watch) -> None:
         self.inner = inner
         self.watch = watch
+        self.pieces: Iterator[bytes] | None = None
+        self.done = False  # `[DONE]` came
 
     def __iter__(self) -> Iterator[bytes]:
-        pieces = iter(self.inner)
+        self.pieces = iter(self.inner)
         # The end of what came before: `[DONE]` may come in two pieces, and the
         # body's start is a line's start.
         tail = b"\n"
-        for piece in pieces:
+        for piece in self.pieces:
             self.watch.check()
             seen = tail + piece
             if _DONE_EVENT.search(seen):
-                yield piece + _rest_read(pieces)
-                return
+                self.done = True
             tail = seen[-16:]
             yield piece
 
     def close(self) -> None:
+        # The SDK closes the response once it has read `[DONE]`, with the body's
+        # end still unread: read it, so that the connection can be kept.
+        if self.done and self.pieces is not None:
+            _rest_read(self.pieces, self.watch)
         self.inner.close()

@@ -11,19 +11,21 @@ import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 from django.core.cache import cache, caches
 from rest_framework.throttling import ScopedRateThrottle
 
 from chat.exceptions import RateLimited
-from chat.message_rate import message_rate_check
+from chat.message_rate import MessageRateThrottle, message_rate_check
 from tests.plugins.services import free_port
 
 pytestmark = pytest.mark.django_db
 
 POSTS = 12
 BUDGET = 5
+MESSAGES_VIEW = SimpleNamespace(throttle_scope="messages")
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -87,12 +89,21 @@ def test_a_post_one_window_old_no_longer_counts(user, rate_cache, monkeypatch):
     cache.clear()
     for _ in range(BUDGET):
         message_rate_check(user)
-    with pytest.raises(RateLimited) as refused:
-        message_rate_check(user)
-    assert refused.value.details["retry_after"] == 1
+    throttle = MessageRateThrottle()
+    assert not throttle.allow_request(SimpleNamespace(user=user, META={}), MESSAGES_VIEW)
+    # DRF's wait: until the oldest post (made just now) leaves the one-second window.
+    assert 0.5 < throttle.wait() <= 1.0
     time.sleep(1.05)
     message_rate_check(user)  # the window has moved past the burst
     cache.clear()
+
+
+def test_a_budget_of_none_refuses_every_post(user, rate_cache, monkeypatch):
+    monkeypatch.setattr(ScopedRateThrottle, "THROTTLE_RATES", {"messages": "0/min"})
+    cache.clear()
+    with pytest.raises(RateLimited) as refused:
+        message_rate_check(user)
+    assert refused.value.details["retry_after"] == 60
 
 
 def test_counts_that_drf_left_in_the_cache_do_not_get_in_the_way(user, rate_cache, monkeypatch):

@@ -47,7 +47,7 @@ def test_task_threads_keep_a_sqlite_connection_and_give_a_pooled_one_back(llm_se
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_connection_left_in_a_transaction_is_closed_and_an_idle_one_kept():
+def test_an_idle_connection_is_kept_and_one_left_in_a_transaction_or_after_an_error_is_not():
     connection.ensure_connection()
     idle = connection.connection
     connections_tidy()
@@ -55,9 +55,23 @@ def test_a_connection_left_in_a_transaction_is_closed_and_an_idle_one_kept():
         assert connection.connection is None  # given back to the pool
         return
     assert connection.connection is idle
-    connection.set_autocommit(False)
-    UserFactory(username="half-done")
-    connections_tidy()
-    assert connection.connection is None
-    assert User.objects.count() >= 0  # the next query opens a new one, in autocommit
-    assert connection.get_autocommit()
+
+    def left(state: str) -> None:
+        """A job that ends with its connection in `state`."""
+        connection.ensure_connection()
+        if state == "autocommit off":
+            connection.set_autocommit(False)
+            UserFactory()
+        elif state == "raw BEGIN":
+            with connection.cursor() as cursor:
+                cursor.execute("BEGIN")
+        elif state == "a statement failed":
+            connection.errors_occurred = True  # as Django's error wrapper marks it
+
+    for state in ("autocommit off", "raw BEGIN", "a statement failed"):
+        left(state)
+        connections_tidy()
+        assert connection.connection is None, state
+        assert User.objects.filter(username="nobody").count() == 0  # a new one, which works
+        assert connection.get_autocommit(), state
+        assert not connection.connection.in_transaction, state

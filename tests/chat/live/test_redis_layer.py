@@ -138,9 +138,39 @@ def test_a_redis_that_does_not_answer_holds_a_commit_s_send_for_a_second_at_most
     monkeypatch.setattr(sender, "_now_skipped_until", 0.0)
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
         port = silent.getsockname()[1]
-        layer = RedisChannelLayer(hosts=[{"address": f"redis://127.0.0.1:{port}/0"}])
+        # A read timeout in the address, as REDIS_URL may carry: the send's own still holds.
+        address = f"redis://127.0.0.1:{port}/0?socket_timeout=30"
+        layer = RedisChannelLayer(hosts=[{"address": address}])
         started = time.monotonic()
         layer_send(layer, [("conversation.a", {"event": {"type": "run.started", "seq": 1}})])
         waited = time.monotonic() - started
     assert waited < SEND_TIMEOUT_S + 0.5
     assert "could not send events run.started #1" in caplog.text
+
+
+async def test_a_host_given_as_host_and_port_is_sent_to(redis_url):
+    host, port = redis_url.removeprefix("redis://").split("/")[0].split(":")
+    worker = RedisChannelLayer(hosts=[(host, int(port))])
+    web = RedisChannelLayer(hosts=[redis_url])
+    channel = await web.new_channel()
+    await web.group_add("conversation.t", channel)
+    assert await sent(worker, [("conversation.t", {"n": 1})]) == 0
+    assert (await received(web, channel, 1))[0]["n"] == 1
+    await web.flush()
+    await web.close_pools()
+
+
+async def test_threads_sending_at_once_lose_nothing_and_keep_each_one_s_order(layers):
+    worker, web = layers(capacity=1000), layers(capacity=1000)
+    channel = await web.new_channel()
+    await web.group_add("conversation.a", channel)
+
+    def commits(thread: int) -> None:
+        for n in range(20):
+            worker.group_send_now([("conversation.a", {"thread": thread, "n": n})])
+
+    await asyncio.gather(*(asyncio.to_thread(commits, thread) for thread in range(8)))
+    got = await received(web, channel, 160)
+    for thread in range(8):
+        assert [m["n"] for m in got if m["thread"] == thread] == list(range(20))
+    assert await nothing_more(web, channel)
