@@ -79,13 +79,13 @@ class ScopedThrottle(ScopedRateThrottle):
 
     def allow_request(self, request: Any, view: Any) -> bool:
         scope = getattr(view, self.scope_attr, None)
-        user = getattr(request, "user", None)
-        who = user.pk if user is not None and user.is_authenticated else self.get_ident(request)
         self.window: tuple[int, float] | None = None
         try:
             backend = caches["default"]
             if isinstance(backend, RedisCache):
                 return self._counted_in_redis(backend, request, view)
+            user = getattr(request, "user", None)
+            who = user.pk if user is not None and user.is_authenticated else self.get_ident(request)
             with _counted_alone(f"throttle-lock:{scope}:{who}"):
                 return super().allow_request(request, view)
         except Exception as exc:

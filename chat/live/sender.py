@@ -91,11 +91,9 @@ class _Sender:
                     await layer.group_send(group, message)
                 except Exception:
                     # The event is stored; a client that missed it gets it on resume.
-                    event = message.get("event", {})
                     logger.exception(
-                        "could not send event %s #%s to the channel layer",
-                        event.get("type"),
-                        event.get("seq"),
+                        "could not send event %s to the channel layer",
+                        _described([(group, message)]),
                     )
 
 
