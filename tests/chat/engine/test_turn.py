@@ -431,12 +431,15 @@ def test_runs_waiting_on_their_model_hold_no_database_connection(llm_server, use
         ),
         what="every run's heartbeat to beat during its model call",
     )
-    # Four runs in flight, each with a heartbeat: the connections taken from the
-    # pool are this test's own, however the samples fall between beats.
+    # Four runs in flight, each with a heartbeat. The beats' thread takes a pooled
+    # connection for a few milliseconds each beat (longer on a loaded machine), so
+    # the samples are spread over several beats: between beats, the connections
+    # taken from the pool are this test's own.
     in_use = []
-    for _ in range(10):
+    for _ in range(20):
         stats = connection.pool.get_stats()
         in_use.append(stats["pool_size"] - stats["pool_available"])
+        time.sleep(0.037)  # not a multiple of the beats' 0.2 s
     assert min(in_use) <= 1, in_use
     assert all(wait_for_run(run).status == RunStatus.COMPLETED for run in runs)
 
