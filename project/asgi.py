@@ -14,10 +14,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from chat.engine.recovery import start_in_process_recovery  # noqa: E402
 from chat.live.routing import websocket_urlpatterns  # noqa: E402
 from chat.live.ws_auth import websocket_application  # noqa: E402
+from project.request_threads import KeptRequestThreads  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # Each request's sync code on a thread kept between requests: see the module.
+        "http": KeptRequestThreads(django_asgi_app),
         # Origin-checked and authenticated: see chat/live/ws_auth.py.
         "websocket": websocket_application(URLRouter(websocket_urlpatterns)),
     }

@@ -1,8 +1,9 @@
 """What every API view shares: async views, one URL for several operations, paging, SSE.
 
 - `AsyncApiView`: a DRF APIView whose handlers may await. Under ASGI, Django
-  runs a request's sync code in a thread (one per request, in asgiref's
-  thread-sensitive mode), so a sync view that waits for a run to end would
+  runs a request's sync code in a thread (the request's own while it lasts,
+  in asgiref's thread-sensitive mode; project/request_threads.py keeps these
+  threads between requests), so a sync view that waits for a run to end would
   hold a thread for minutes. This view authenticates, checks permissions and
   throttles exactly as DRF does (in that thread, briefly), then awaits its
   handler on the event loop.
