@@ -32,6 +32,7 @@ from typing import Any
 import openai
 from stack import STEPS_MARK, ScriptedLLMServer, percentile, stepping_responder, write_results
 
+from chat.llm.limits import tools_for_model
 from tools.builtin.calculator import calculator
 from tools.registry import load_tool_modules, registry
 
@@ -62,9 +63,10 @@ class BareTurn:
 
 
 def offered_tools() -> list[dict[str, Any]]:
-    """The `tools` parameter the app sends: every registered tool, as the registry writes it."""
+    """The `tools` parameter the app sends: every registered tool, as the registry writes it,
+    with its large bounds in words (chat/llm/limits.py), as the provider sends them."""
     load_tool_modules(BUILTIN_TOOL_MODULES)  # already imported under Django: a no-op
-    return registry.openai_tools()
+    return tools_for_model(registry.openai_tools())
 
 
 def make_client(base_url: str, api_key: str = "sk-bench") -> openai.OpenAI:

@@ -341,6 +341,7 @@ def run_rounds(
         "answer": answer,
         "tools_offered": [tool["function"]["name"] for tool in tools],
         "same_tools_offered_by_all": len(offered) == 1,
+        "tool_lists_offered": sorted(offered),
         "bare_steps_p50_ms": {step: percentile(v, 0.5) for step, v in bare_steps.items()},
     }
     return samples, checks
@@ -681,7 +682,9 @@ def main() -> None:
             production.run_ids.get("two_pass", [])
         )
     if not checks["same_tools_offered_by_all"]:
-        print("warning: the app and the bare loop did not offer the model the same tools")
+        print("warning: the app and the bare loop did not offer the model the same tools:")
+        for listed in checks["tool_lists_offered"]:
+            print("  ", [tool["function"]["name"] for tool in json.loads(listed)])
 
     queries = None
     if not args.no_queries:
