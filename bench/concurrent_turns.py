@@ -13,6 +13,11 @@ ModelCall rows) and the most connections PostgreSQL had open at once
 
     .venv/bin/python bench/concurrent_turns.py [--turns 20] [--delay 1.0] [--concurrency 50]
     .venv/bin/python bench/concurrent_turns.py --turns 200 --delay 0.5   # DESIGN.md's budget
+    .venv/bin/python bench/concurrent_turns.py --turns 400 --delay 0.5 --profile
+
+`--profile` runs py-spy (the thread holding the GIL) on the web process and
+on each worker while the turns run, and prints each one's top entries; the
+collapsed stacks are written beside the JSON (`concurrent_turns.<process>.folded`).
 
 Prints a table and writes bench/results/concurrent_turns.json.
 """
@@ -28,9 +33,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from profile_turn import profile_start, profile_stop, summarize
 from stack import (
     BENCH_ENV,
     machine_cpu,
@@ -122,6 +129,11 @@ def main() -> None:
         help="how long each POST waits for its run (?wait=true&timeout=), in seconds",
     )
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy on the web process and the workers while the turns run",
+    )
+    parser.add_argument(
         "--db-pool",
         type=int,
         help="DATABASE_POOL_MAX_SIZE of every process (default: the project's, 10)",
@@ -206,10 +218,19 @@ def main() -> None:
             ConnectionWatch(stack["env"]["DATABASE_URL"]) as connections,
             ThreadPoolExecutor(max_workers=args.turns) as pool,
         ):
+            results = Path(__file__).resolve().parent / "results"
+            folded = {name: results / f"concurrent_turns.{name}.folded" for name in stack["pids"]}
+            spies = []
+            if args.profile:
+                for name, pid in stack["pids"].items():
+                    folded[name].unlink(missing_ok=True)
+                    spies.append((profile_start(pid, folded[name]), folded[name]))
             cpu_before = cpu_seconds(stack["pids"], stack["service_pids"])
             started = time.perf_counter()
             outcomes = list(pool.map(post, conversations))
             wall = time.perf_counter() - started
+            for spy, path in spies:
+                profile_stop(spy, path)
             cpu_used = {
                 name: after - cpu_before[name]
                 for name, after in cpu_seconds(stack["pids"], stack["service_pids"]).items()
@@ -306,6 +327,14 @@ def main() -> None:
     for step, values in segments.items():
         p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
         print(f"{step:<48}{p50:>9.2f}{p95:>9.2f}{max(values):>9.2f}")
+    profiles = {name: summarize(path, top=20) for name, path in folded.items() if args.profile}
+    for name, profile in profiles.items():
+        print(f"\n{name}: {profile['samples']} samples holding the GIL; self time:")
+        for entry, share in profile["self_by_function"]:
+            print(f"  {share:5.1f}%  {entry}")
+        print("  inclusive, toolchat's own functions:")
+        for entry, share in profile["inclusive_ours"]:
+            print(f"  {share:5.1f}%  {entry}")
     path = write_results(
         f"concurrent_turns_pool{args.db_pool}" if args.db_pool else "concurrent_turns",
         {
@@ -327,6 +356,7 @@ def main() -> None:
             "latencies_s": sorted(latencies),
             "summary": dict(table),
             "segments_p50_s": {step: percentile(v, 0.5) for step, v in segments.items()},
+            "profiles": profiles,
         },
     )
     print(f"written to {path}")

@@ -153,6 +153,22 @@ def short(file: str) -> str:
     return file.rsplit("/lib/python3", 1)[-1] if "/lib/python3" in file else file
 
 
+def profile_start(pid: int, folded: Path) -> subprocess.Popen:
+    """py-spy recording the running web process (the thread holding the GIL)."""
+    py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+    command = [py_spy, "record", "--pid", str(pid), "--rate", "250", "--format", "raw"]
+    command += ["--full-filenames", "--gil", "-o", str(folded.with_suffix(".part"))]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def profile_stop(process: subprocess.Popen, folded: Path) -> None:
+    """Stop py-spy (it writes its samples on SIGINT); add them to `folded`."""
+    process.send_signal(signal.SIGINT)
+    process.wait(60)
+    with folded.open("a") as out:
+        out.write(folded.with_suffix(".part").read_text())
+
+
 def summarize(folded: Path, top: int) -> dict[str, Any]:
     """Self time by module and by function, and inclusive time of our functions."""
     by_module: collections.Counter[str] = collections.Counter()

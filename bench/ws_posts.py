@@ -25,15 +25,11 @@ import asyncio
 import json
 import os
 import platform
-import shutil
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from concurrent_turns import cpu_seconds
-from profile_turn import summarize
+from profile_turn import profile_start, profile_stop, summarize
 from stack import percentile, running_stack, write_results
 
 # py-spy's collapsed stacks of the web process (`--profile`), for a flame graph.
@@ -96,22 +92,6 @@ def runs_settle(timeout: float) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"runs still active after {timeout:.0f} s")
         time.sleep(0.2)
-
-
-def profile_start(pid: int, folded: Path) -> subprocess.Popen:
-    """py-spy recording the running web process (the thread holding the GIL)."""
-    py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
-    command = [py_spy, "record", "--pid", str(pid), "--rate", "250", "--format", "raw"]
-    command += ["--full-filenames", "--gil", "-o", str(folded.with_suffix(".part"))]
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def profile_stop(process: subprocess.Popen, folded: Path) -> None:
-    """Stop py-spy (it writes its samples on SIGINT); add them to `folded`."""
-    process.send_signal(signal.SIGINT)
-    process.wait(60)
-    with folded.open("a") as out:
-        out.write(folded.with_suffix(".part").read_text())
 
 
 def main() -> None:

@@ -13,10 +13,11 @@ of a set of kept single-thread executors for the whole request
 the request: its sync code still runs on one thread, its own while it lasts,
 one call after another; the thread simply outlives it. Up to `KEEP` idle
 executors are kept; a burst of more requests at once makes more, which end
-after their request, as before.
+after their request, as Django's own do.
 
 On a kept thread a SQLite connection is kept too (`connection_created` marks
-it persistent), unless the request left it unusable: Django's
+it persistent; on the first `KEEP_CONNECTED` idle threads), unless the
+request left it unusable: Django's
 `close_old_connections` still closes one whose statement failed or whose
 autocommit was left off, and `connections_tidy` one left inside a raw
 transaction. A pooled PostgreSQL connection goes back to its pool at the end
@@ -32,7 +33,7 @@ from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext
 from django.core.signals import request_finished
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
@@ -40,10 +41,13 @@ from chat.database import connections_tidy
 
 logger = logging.getLogger(__name__)
 
-# Idle executors kept for the next requests: about the requests a process serves
-# at once in steady use; a burst above it costs a thread start per request, as
-# Django's own handler does for every request.
-KEEP = 32
+# Idle executors kept for the next requests. An idle thread costs about 20 KiB;
+# starting one, 0.2 ms of CPU and more under load (a tenth of the web process's
+# samples under 400 turns at once, with 32 kept). On SQLite only the first
+# KEEP_CONNECTED keep their connection too (each may cache up to 2 MB of pages):
+# about the requests a small site serves at once.
+KEEP = 256
+KEEP_CONNECTED = 32
 
 _kept = threading.local()
 
@@ -76,17 +80,21 @@ request_finished.connect(_tidy_after_request, dispatch_uid="toolchat-kept-tidy")
 class KeptRequestThreads:
     """ASGI middleware: each HTTP request's sync code runs on a kept thread (see the module)."""
 
-    def __init__(self, app: Any, *, keep: int = KEEP) -> None:
+    def __init__(self, app: Any, *, keep: int = KEEP, keep_connected: int = KEEP_CONNECTED) -> None:
         self.app = app
         self.keep = keep
-        # Used from the event loop's thread only.
+        self.keep_connected = min(keep, keep_connected)
+        # Used from the event loop's thread only. `_idle` keep their thread's
+        # connections; `_spare` (beyond keep_connected) have closed theirs.
         self._idle: list[ThreadPoolExecutor] = []
+        self._spare: list[ThreadPoolExecutor] = []
+        self._sqlite = connections[DEFAULT_DB_ALIAS].vendor == "sqlite"
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        executor = self._idle.pop() if self._idle else self._new()
+        executor = self._take()
         finished = False
         try:
             async with ThreadSensitiveContext(executor=executor):
@@ -95,7 +103,14 @@ class KeptRequestThreads:
         finally:
             self._give_back(executor, finished)
 
-    def _new(self) -> ThreadPoolExecutor:
+    def kept(self) -> int:
+        """Idle executors kept for the next requests."""
+        return len(self._idle) + len(self._spare)
+
+    def _take(self) -> ThreadPoolExecutor:
+        for idle in (self._idle, self._spare):
+            if idle:
+                return idle.pop()
         return ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="toolchat-request", initializer=_mark_kept
         )
@@ -105,8 +120,13 @@ class KeptRequestThreads:
         # is the response's close), so a finished request left its thread idle.
         # One that raised or was cancelled may have left a call running: its
         # executor is not lent again.
-        if finished and len(self._idle) < self.keep:
+        if finished and len(self._idle) < self.keep_connected:
             self._idle.append(executor)
+            return
+        if finished and self.kept() < self.keep:
+            if self._sqlite:
+                executor.submit(connections.close_all)
+            self._spare.append(executor)
             return
         executor.submit(connections.close_all)  # after whatever is still running
         executor.shutdown(wait=False)
