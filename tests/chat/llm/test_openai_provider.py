@@ -19,6 +19,7 @@ from chat.llm.base import (
     StreamRestart,
     TextDelta,
 )
+from chat.llm.limits import tools_for_model
 from chat.llm.openai_call import Known
 from chat.llm.openai_provider import OpenAIProvider
 from tests.assertions import wait_until
@@ -404,7 +405,8 @@ def test_the_history_goes_into_the_body_without_the_sdks_walk_over_it(server, mo
     transform = sdk_completions.maybe_transform
 
     def counting(data, *args, **kwargs):
-        walked.append(len(data.get("messages") or ()) if isinstance(data, dict) else 0)
+        if isinstance(data, dict):  # the messages and the tools' schemas it would walk
+            walked.append(len(data.get("messages") or ()) + len(data.get("tools") or ()))
         return transform(data, *args, **kwargs)
 
     monkeypatch.setattr(sdk_completions, "maybe_transform", counting)
@@ -418,7 +420,9 @@ def test_the_history_goes_into_the_body_without_the_sdks_walk_over_it(server, mo
     assert max(walked) == 0
     request = server.requests[0]
     assert request["messages"] == history
-    assert list(request)[:3] == ["model", "stream", "messages"]  # where the SDK puts them
+    assert request["tools"] == tools_for_model(TOOLS)
+    # Where the SDK puts them, as it did when it transformed them itself.
+    assert list(request) == ["model", "stream", "messages", *["stream_options"] * stream, "tools"]
 
 
 def test_streamed_calls_share_one_connection(server, provider):
