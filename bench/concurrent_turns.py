@@ -14,6 +14,7 @@ ModelCall rows) and the most connections PostgreSQL had open at once
     .venv/bin/python bench/concurrent_turns.py [--turns 20] [--delay 1.0] [--concurrency 50]
     .venv/bin/python bench/concurrent_turns.py --turns 200 --delay 0.5   # DESIGN.md's budget
     .venv/bin/python bench/concurrent_turns.py --turns 400 --delay 0.5 --profile
+    .venv/bin/python bench/concurrent_turns.py --turns 200 --delay 0.5 --rounds 3   # steady state
 
 `--profile` runs py-spy (the thread holding the GIL) on the web process and
 on each worker while the turns run, and prints each one's top entries; the
@@ -129,6 +130,12 @@ def main() -> None:
         help="how long each POST waits for its run (?wait=true&timeout=), in seconds",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="post the turns this many times; the figures are the last round's",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="py-spy on the web process and the workers while the turns run",
@@ -210,31 +217,39 @@ def main() -> None:
         # then one turn alone, three times: the yardstick of the concurrent run.
         warmup = alone()
         solo = percentile([alone() for _ in range(3)], 0.5)
-        conversations = [
-            str(Conversation.objects.create(owner=user, title=f"bench {i}").id)
-            for i in range(args.turns)
-        ]
-        with (
-            ConnectionWatch(stack["env"]["DATABASE_URL"]) as connections,
-            ThreadPoolExecutor(max_workers=args.turns) as pool,
-        ):
-            results = Path(__file__).resolve().parent / "results"
-            folded = {name: results / f"concurrent_turns.{name}.folded" for name in stack["pids"]}
-            spies = []
-            if args.profile:
-                for name, pid in stack["pids"].items():
-                    folded[name].unlink(missing_ok=True)
-                    spies.append((profile_start(pid, folded[name]), folded[name]))
-            cpu_before = cpu_seconds(stack["pids"], stack["service_pids"])
-            started = time.perf_counter()
-            outcomes = list(pool.map(post, conversations))
-            wall = time.perf_counter() - started
-            for spy, path in spies:
-                profile_stop(spy, path)
-            cpu_used = {
-                name: after - cpu_before[name]
-                for name, after in cpu_seconds(stack["pids"], stack["service_pids"]).items()
-            }
+        results = Path(__file__).resolve().parent / "results"
+        folded = {name: results / f"concurrent_turns.{name}.folded" for name in stack["pids"]}
+        per_round: list[float] = []
+        for number in range(args.rounds):
+            # Every round on fresh conversations; the figures are the last round's
+            # (the earlier ones warm the servers' threads and pools to the load).
+            conversations = [
+                str(Conversation.objects.create(owner=user, title=f"bench {number}.{i}").id)
+                for i in range(args.turns)
+            ]
+            last = number == args.rounds - 1
+            with (
+                ConnectionWatch(stack["env"]["DATABASE_URL"]) as connections,
+                ThreadPoolExecutor(max_workers=args.turns) as pool,
+            ):
+                spies = []
+                if args.profile and last:
+                    for name, pid in stack["pids"].items():
+                        folded[name].unlink(missing_ok=True)
+                        spies.append((profile_start(pid, folded[name]), folded[name]))
+                cpu_before = cpu_seconds(stack["pids"], stack["service_pids"])
+                started = time.perf_counter()
+                outcomes = list(pool.map(post, conversations))
+                wall = time.perf_counter() - started
+                for spy, path in spies:
+                    profile_stop(spy, path)
+                cpu_used = {
+                    name: after - cpu_before[name]
+                    for name, after in cpu_seconds(stack["pids"], stack["service_pids"]).items()
+                }
+            per_round.append(
+                1000 * (cpu_used["web"] + cpu_used["workers"] + cpu_used["database"]) / args.turns
+            )
 
         errors = [error for _, _, error in outcomes if error]
         # What the database says about the turns that did not complete for the client.
@@ -320,6 +335,9 @@ def main() -> None:
     ]
     for name, value in table:
         print(f"{name:<44}{value:>10.2f}")
+    if args.rounds > 1:
+        print("CPU ms per turn, web + workers + database, round by round:")
+        print("  " + ", ".join(f"{value:.1f}" for value in per_round))
     for error in errors[:5]:
         print(f"error: {error}")
     print("\nwhere a turn's time goes (from the database)")
@@ -357,6 +375,8 @@ def main() -> None:
             "summary": dict(table),
             "segments_p50_s": {step: percentile(v, 0.5) for step, v in segments.items()},
             "profiles": profiles,
+            "rounds": args.rounds,
+            "cpu_ms_per_turn_by_round": per_round,
         },
     )
     print(f"written to {path}")

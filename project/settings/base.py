@@ -60,16 +60,20 @@ INSTALLED_APPS = [
     "chat",
 ]
 
+# Three of Django's middleware through project/middleware.py: their hooks run on
+# the event loop under ASGI, not through a thread hand-off each. The security,
+# session, CSRF and clickjacking ones keep Django's paths: the deploy checks
+# look for those by name.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # ServeStatic (a maintained WhiteNoise fork) is async-capable: with it every
     # middleware is, so async views (?wait=true, SSE) hold no thread while they wait.
     "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "project.middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "project.middleware.AuthenticationMiddleware",
+    "project.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A request's W3C traceparent, continued by the turn it starts (docs/observability.md).
     "chat.telemetry.middleware.TraceContextMiddleware",
