@@ -3,11 +3,11 @@
 Under ASGI, Django's `MiddlewareMixin` sends every `process_request` and
 `process_response` of every middleware through `sync_to_async`: a hand-off
 to the request's thread and back, about 0.13 ms of CPU each, and a wait for
-the GIL each under load. The stack in MIDDLEWARE made eleven of them a
-request before the view did anything. The classes here run their hooks
-inline on the event loop, and keep the hand-off where a hook may reach the
-database (messages added or read are stored in the cookie or the session,
-which may load from the database): five hand-offs fewer a request.
+the GIL each under load. The stack in MIDDLEWARE made thirteen of them a
+request. The classes here run their hooks inline on the event loop, and
+keep the hand-off where a hook may reach the database (messages added or
+read are stored in the cookie or the session, which may load from the
+database): five hand-offs fewer a request.
 
 Django's security, session, CSRF and clickjacking middleware stay as they
 are: `manage.py check --deploy` looks for them under their own dotted paths

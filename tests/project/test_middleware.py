@@ -126,8 +126,8 @@ def test_an_api_request_hands_off_to_its_thread_only_where_it_must(monkeypatch):
     answer = browse(steps)
     assert answer.status_code == 200
     hooks = [c for c in calls if ".process_" in c]
-    # Django's own middleware made eleven hand-offs before the view; the three
-    # made inline here make none.
+    # Django's own middleware made thirteen hand-offs a request; the three made
+    # inline here make none.
     assert not [
         c
         for c in hooks
