@@ -17,19 +17,28 @@ after their request, as Django's own do.
 
 On a kept thread a SQLite connection is kept too (`connection_created` marks
 it persistent; on the first `KEEP_CONNECTED` idle threads), unless the
-request left it unusable: Django's
-`close_old_connections` still closes one whose statement failed or whose
-autocommit was left off, and `connections_tidy` one left inside a raw
-transaction. A pooled PostgreSQL connection goes back to its pool at the end
-of every request, as before.
+request left it with autocommit off (Django's `close_old_connections` closes
+it) or inside a raw transaction (`connections_tidy`). After a failed
+statement Django asks the connection whether it is usable, and SQLite's
+always is: it is kept. A pooled PostgreSQL connection goes back to its pool
+at the end of every request, as before.
+
+One instance serves one event loop (uvicorn's, one a process): its lists of
+idle executors are not locked. Idle threads are not trimmed: after a burst,
+up to `KEEP` stay for the life of the process (about 5 MiB for all of them).
+A task that a request starts and that outlives it gets a `RuntimeError` from
+asgiref at its first thread-sensitive call (the request's context has
+exited): tasks that live for the process are started in a context of their
+own (chat/live/run_ends.py).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from asgiref.sync import ThreadSensitiveContext
 from django.core.signals import request_finished
@@ -40,6 +49,7 @@ from django.db.backends.signals import connection_created
 from chat.database import connections_tidy
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Idle executors kept for the next requests. An idle thread costs about 20 KiB;
 # starting one, 0.2 ms of CPU and more under load (a tenth of the web process's
@@ -77,6 +87,34 @@ connection_created.connect(_keep_sqlite_connection, dispatch_uid="toolchat-kept-
 request_finished.connect(_tidy_after_request, dispatch_uid="toolchat-kept-tidy")
 
 
+class _RequestExecutor(ThreadPoolExecutor):
+    """One kept thread, and whether a call submitted to it has not finished yet.
+
+    `submit` is called from the event loop's thread, and a call finishes on the
+    executor's own: each counter has one writer.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            max_workers=1, thread_name_prefix="toolchat-request", initializer=_mark_kept
+        )
+        self._submitted = 0
+        self._finished = 0
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        self._submitted += 1
+        return super().submit(self._counted, fn, *args, **kwargs)
+
+    def _counted(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._finished += 1
+
+    def busy(self) -> bool:
+        return self._finished < self._submitted
+
+
 class KeptRequestThreads:
     """ASGI middleware: each HTTP request's sync code runs on a kept thread (see the module)."""
 
@@ -86,8 +124,8 @@ class KeptRequestThreads:
         self.keep_connected = min(keep, keep_connected)
         # Used from the event loop's thread only. `_idle` keep their thread's
         # connections; `_spare` (beyond keep_connected) have closed theirs.
-        self._idle: list[ThreadPoolExecutor] = []
-        self._spare: list[ThreadPoolExecutor] = []
+        self._idle: list[_RequestExecutor] = []
+        self._spare: list[_RequestExecutor] = []
         self._sqlite = connections[DEFAULT_DB_ALIAS].vendor == "sqlite"
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -107,23 +145,23 @@ class KeptRequestThreads:
         """Idle executors kept for the next requests."""
         return len(self._idle) + len(self._spare)
 
-    def _take(self) -> ThreadPoolExecutor:
+    def _take(self) -> _RequestExecutor:
         for idle in (self._idle, self._spare):
             if idle:
                 return idle.pop()
-        return ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="toolchat-request", initializer=_mark_kept
-        )
+        return _RequestExecutor()
 
-    def _give_back(self, executor: ThreadPoolExecutor, finished: bool) -> None:
-        # Django's handler waits for every sync call of its request (the last one
-        # is the response's close), so a finished request left its thread idle.
-        # One that raised or was cancelled may have left a call running: its
-        # executor is not lent again.
-        if finished and len(self._idle) < self.keep_connected:
+    def _give_back(self, executor: _RequestExecutor, finished: bool) -> None:
+        # Django's handler awaits its request's sync calls, and queues its last
+        # ones (the request_finished signal, the response's close) behind any call
+        # a disconnect abandoned, so its thread is usually idle by now. One still
+        # busy (a call submitted and not awaited), or whose request raised, is not
+        # lent again: the next request would wait behind it.
+        reusable = finished and not executor.busy()
+        if reusable and len(self._idle) < self.keep_connected:
             self._idle.append(executor)
             return
-        if finished and self.kept() < self.keep:
+        if reusable and self.kept() < self.keep:
             if self._sqlite:
                 executor.submit(connections.close_all)
             self._spare.append(executor)

@@ -105,3 +105,43 @@ def test_a_connection_left_inside_a_transaction_is_not_kept(thread_urls, opened)
     assert second["in_transaction"] is False
     if connection.vendor == "sqlite":
         assert len(opened) == 2  # a new connection, not the one left in its transaction
+
+
+def test_a_thread_left_busy_by_its_request_is_not_lent_to_the_next():
+    # A request that started a sync call and answered without waiting for it:
+    # the next request must not queue behind that call on the same thread.
+    from asgiref.sync import sync_to_async
+
+    seen: list[int] = []
+    left: list[asyncio.Future[None]] = []
+
+    def slow() -> None:
+        seen.append(threading.get_ident())
+        threading.Event().wait(0.5)
+
+    def quick() -> None:
+        seen.append(threading.get_ident())
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["path"] == "/leave-busy/":
+            left.append(asyncio.ensure_future(sync_to_async(slow)()))
+            await asyncio.sleep(0.05)  # submitted, and running
+        else:
+            await sync_to_async(quick)()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    kept = KeptRequestThreads(app)
+
+    async def go() -> float:
+        transport = httpx.ASGITransport(app=kept)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            await http.get("/leave-busy/")
+            started = asyncio.get_running_loop().time()
+            await http.get("/next/")
+            return asyncio.get_running_loop().time() - started
+
+    took = asyncio.run(go())
+    assert len(seen) == 2
+    assert seen[0] != seen[1]
+    assert took < 0.3  # it did not wait behind the busy thread's call
