@@ -158,16 +158,23 @@ def _send(events: list[RunEvent]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    # A POST waiting for the end hears of it alone, not of every delta: on the
+    # layer's pub/sub channel of run ends where it has one (chat/live/run_ends.py),
+    # else in the run's end group.
+    published = hasattr(layer, "run_ends_channel")
     messages = []
+    ended_runs = []
     for event in events:
         message = {"type": "run.event", "event": event_envelope(event)}
         messages.append((conversation_group(event.conversation_id), message))
         if event.type in TERMINAL_EVENTS:
-            # A POST waiting for the end hears of it alone, not of every delta.
-            messages.append((run_end_group(event.run_id), message))
+            if published:
+                ended_runs.append(str(event.run_id))
+            else:
+                messages.append((run_end_group(event.run_id), message))
     if isinstance(layer, ThreadSafeInMemoryChannelLayer):
         # In this process: straight to the receivers' loops, no sender thread.
         for group, message in messages:
             layer.group_send_soon(group, message)
         return
-    layer_send(layer, messages)
+    layer_send(layer, messages, ended_runs=ended_runs)

@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
+import redis.asyncio
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
+from channels_redis.utils import create_pool
 from django.core.exceptions import ImproperlyConfigured
 
 from chat.live.sender import GroupMessage
@@ -88,29 +90,47 @@ class RedisChannelLayer(_RedisChannelLayer):
         self._clients: dict[int, redis.Redis] = {}
         self._clients_pid: int | None = None
 
-    def group_send_now(self, messages: Sequence[GroupMessage]) -> int:
+    def group_send_now(
+        self, messages: Sequence[GroupMessage], *, ended_runs: Sequence[str] = ()
+    ) -> int:
         """Send each `(group, message)` to its group's channels, in order; from a thread without a loop.
 
         Blocks for two round trips to Redis (one pipeline, one script) per
-        host involved. Returns how many deliveries were dropped because a
-        channel was full; raises what redis-py raises.
+        host involved. `ended_runs` are published on `run_ends_channel()` in
+        the first pipeline (chat/live/run_ends.py: the web processes' waits).
+        Returns how many deliveries were dropped because a channel was full;
+        raises what redis-py raises.
         """
-        if not messages:
+        if not messages and not ended_runs:
             return 0
         members: dict[str, list[str]] = {}
-        for index, groups in self._groups_by_host(messages).items():
+        by_host = self._groups_by_host(messages)
+        if ended_runs:
+            by_host.setdefault(0, [])
+        for index, groups in by_host.items():
             pipe = self._client(index).pipeline(transaction=False)
             for group in groups:
                 key = self._group_key(group)
                 pipe.zremrangebyscore(key, min=0, max=int(time.time()) - self.group_expiry)
                 pipe.zrange(key, 0, -1)
+            if index == 0:
+                for run_id in ended_runs:
+                    pipe.publish(self.run_ends_channel(), run_id)
             replies = pipe.execute()
-            for group, channels in zip(groups, replies[1::2], strict=True):
+            for group, channels in zip(groups, replies[1 : 2 * len(groups) : 2], strict=True):
                 members[group] = [channel.decode("utf8") for channel in channels]
         dropped = 0
         for index, (keys, arguments) in self._additions(members, messages).items():
             dropped += int(self._client(index).eval(_ADD_IN_ORDER, len(keys), *keys, *arguments))
         return dropped
+
+    def run_ends_channel(self) -> str:
+        """The pub/sub channel on the first host where the workers tell of every run's end."""
+        return f"{self.prefix}:run-ends"
+
+    def run_ends_client(self) -> redis.asyncio.Redis:
+        """A client of its own (on the caller's loop) for the subscription to `run_ends_channel`."""
+        return redis.asyncio.Redis(connection_pool=create_pool(self.hosts[0]))
 
     def _groups_by_host(self, messages: Sequence[GroupMessage]) -> dict[int, list[str]]:
         by_host: dict[int, list[str]] = defaultdict(list)

@@ -1,28 +1,43 @@
 """A run's end, told at once to whoever in this process waits for it.
 
-`POST …/messages/?wait=true` needs a run's end, not its events. In the
-embedded default (no Redis) every run ends in the web process itself, so the
-wait needs neither the channel layer (a hop through the event sender's
-thread, then one onto the request's loop) nor a read of the database to
-learn what the process already knows: `events_publish` calls
-`run_end_notify` when a terminal event commits, and that sets the waiters'
-events on their own loops.
+`POST …/messages/?wait=true` needs a run's end, not its events. Waiters
+register here (`run_end_signal`); `run_end_notify` sets their events on their
+own loops. Who calls it:
 
-A waiter that registered too late (the run ended first) or whose run ended in
-another process (`manage.py recover_runs`, a Celery worker) is not told:
-`chat.live.streams.run_end_wait` reads the database first and again after
-every quiet spell, so a missed signal costs seconds, never the wait.
+- in the embedded default (no Redis), every run ends in the web process
+  itself: `events_publish` calls it when a terminal event commits, so the
+  wait needs neither the channel layer nor a read of the database;
+- with Redis, the worker that commits an end publishes the run's id on one
+  pub/sub channel (`RedisChannelLayer.group_send_now`), and each web process
+  keeps one subscription to it per event loop (`run_ends_listen`), which
+  calls it. A wait joined and left a channel-layer group of its own before,
+  five round trips to Redis and a receive loop per POST.
+
+A waiter that registered too late (the run ended first), or that was not
+told (the subscription down, Redis restarting, a run ended by
+`manage.py recover_runs`), reads the database: `chat.live.streams` reads it
+first and again after every quiet spell, so a missed signal costs seconds,
+never the wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import logging
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
+logger = logging.getLogger(__name__)
+
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+# How long a wait lets the loop's first subscription come up before it reads the
+# database anyway; and how long a failed subscription waits before it tries again.
+SUBSCRIBE_WAIT_S = 1.0
+LISTEN_RETRY_S = 1.0
 
 _lock = threading.Lock()
 _waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
@@ -53,3 +68,69 @@ def run_end_notify(run_id: Any) -> None:
     for loop, event in waiting:
         with contextlib.suppress(RuntimeError):  # its loop has closed: nobody waits
             loop.call_soon_threadsafe(event.set)
+
+
+class _RunEndListener:
+    """One loop's subscription to the workers' run ends; calls `run_end_notify` for each."""
+
+    def __init__(self, layer: Any) -> None:
+        self.subscribed = asyncio.Event()
+        self.first_try = True  # a wait lets the first subscription come up
+        # In a context of its own: the request that starts it must not lend it
+        # its context (its thread, which asgiref refuses once it has ended, and
+        # its trace) for the life of the process.
+        self.task = asyncio.get_running_loop().create_task(
+            self._listen(layer), context=contextvars.Context()
+        )
+
+    async def _listen(self, layer: Any) -> None:
+        channel = layer.run_ends_channel()
+        while True:
+            client = layer.run_ends_client()
+            pubsub = client.pubsub()
+            try:
+                await pubsub.subscribe(channel)
+                async for message in pubsub.listen():
+                    if message["type"] == "subscribe":
+                        self.subscribed.set()
+                        self.first_try = False
+                    elif message["type"] == "message":
+                        run_end_notify(message["data"].decode())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning(
+                    "the subscription to run ends failed (%s: %s); waits read the database "
+                    "until it is back, tried again in %.0f s",
+                    type(exc).__name__,
+                    exc,
+                    LISTEN_RETRY_S,
+                )
+            finally:
+                self.subscribed.clear()
+                self.first_try = False
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+                    await client.aclose()
+            await asyncio.sleep(LISTEN_RETRY_S)
+
+
+_listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _RunEndListener] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def run_ends_listen(layer: Any) -> None:
+    """Make sure this loop hears of the workers' run ends (see the module); never raises.
+
+    The loop's first call waits for the subscription, up to SUBSCRIBE_WAIT_S,
+    so that its waiter misses no end; later calls find it up (or, while
+    Redis is unreachable, trying again) and return at once.
+    """
+    loop = asyncio.get_running_loop()
+    listener = _listeners.get(loop)
+    if listener is None or listener.task.done():
+        listener = _listeners[loop] = _RunEndListener(layer)
+    if listener.first_try and not listener.subscribed.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(listener.subscribed.wait(), SUBSCRIBE_WAIT_S)

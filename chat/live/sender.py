@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -101,11 +102,12 @@ _sender = _Sender()
 _now_skipped_until = 0.0  # the monotonic time until which `group_send_now` is not tried
 
 
-def layer_send(layer: Any, messages: list[GroupMessage]) -> None:
+def layer_send(layer: Any, messages: list[GroupMessage], *, ended_runs: Sequence[str] = ()) -> None:
     """Send `(group, message)` pairs to the layer in order; never raises.
 
-    From this thread at once where the layer has `group_send_now`; otherwise
-    queued for the process's sender thread, and this returns at once.
+    From this thread at once where the layer has `group_send_now` (which also
+    publishes `ended_runs`, chat/live/run_ends.py); otherwise queued for the
+    process's sender thread, and this returns at once.
     """
     if getattr(layer, "group_send_now", None) is None:
         _sender.submit(layer, messages)
@@ -114,7 +116,7 @@ def layer_send(layer: Any, messages: list[GroupMessage]) -> None:
     if time.monotonic() < _now_skipped_until:
         return
     try:
-        layer.group_send_now(messages)
+        layer.group_send_now(messages, ended_runs=ended_runs)
     except Exception:
         _now_skipped_until = time.monotonic() + SEND_RETRY_S
         logger.exception(

@@ -33,7 +33,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat.live.events import conversation_group, event_envelope, run_end_group
-from chat.live.run_ends import TERMINAL_EVENTS, run_end_signal
+from chat.live.run_ends import TERMINAL_EVENTS, run_end_signal, run_ends_listen
 from chat.models import Conversation, Run, RunStatus
 from chat.selectors import stored_events
 from chat.telemetry.metrics import event_lag_observe
@@ -241,18 +241,22 @@ async def run_end_wait(*, run: Run, timeout: float) -> bool:
 
     For `POST .../messages/?wait=true`, which needs the end and not the events.
     Where runs execute in this process (no Redis), the end's commit wakes it
-    directly (chat/live/run_ends.py); otherwise the run's terminal event,
-    which goes out only once the end has committed, ends it: the wait listens
-    to the run's end group, not to the conversation's every event. The
-    database is read at the start and after every quiet spell (CATCH_UP_S,
-    doubling up to MAX_CATCH_UP_S), so a dropped message or a failed layer
-    costs seconds, never the whole wait.
+    directly; with chat.live.redis_layer's layer, the workers' publish of the
+    end does (chat/live/run_ends.py). With another layer (channels_redis' own,
+    for Sentinel), the run's terminal event, which goes out only once the end
+    has committed, ends it: the wait listens to the run's end group, not to
+    the conversation's every event. The database is read at the start and
+    after every quiet spell (CATCH_UP_S, doubling up to MAX_CATCH_UP_S), so a
+    dropped message or a failed layer costs seconds, never the whole wait.
     """
     if settings.TOOLCHAT_TASKS_IN_PROCESS:
         return await _run_end_wait_here(run, timeout)
+    layer = get_channel_layer()
+    if hasattr(layer, "run_ends_channel"):
+        await run_ends_listen(layer)
+        return await _run_end_wait_here(run, timeout)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    layer = get_channel_layer()
     group = run_end_group(run.pk)
     channel: str | None = None
     listening = False
@@ -299,10 +303,10 @@ async def run_end_wait(*, run: Run, timeout: float) -> bool:
 
 
 async def _run_end_wait_here(run: Run, timeout: float) -> bool:
-    """`run_end_wait` where the run executes in this process: its end's commit is the signal.
+    """`run_end_wait` on this process's signal of the end (chat/live/run_ends.py).
 
     The database is read first (the run may have ended before the signal was
-    set up) and after every quiet spell (a run ended by another process).
+    set up) and after every quiet spell (an end this process was not told of).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

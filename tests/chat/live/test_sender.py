@@ -94,7 +94,9 @@ class BlockingLayer:
         self.calls: list[tuple[int, list[tuple[str, dict[str, Any]]]]] = []
         self.failing = False
 
-    def group_send_now(self, messages: list[tuple[str, dict[str, Any]]]) -> int:
+    def group_send_now(
+        self, messages: list[tuple[str, dict[str, Any]]], *, ended_runs: Any = ()
+    ) -> int:
         if self.failing:
             raise ConnectionError("redis went away")
         self.calls.append((threading.get_ident(), list(messages)))

@@ -240,3 +240,73 @@ async def test_an_idle_stream_leaves_the_database_alone_and_a_quiet_one_catches_
         await following
     assert [e["type"] for e in events] == ["tool.progress", "run.completed"]
     assert reads == [0, 1]
+
+
+async def worker_publishes_end(redis_url: str, *runs: Any) -> None:
+    """A worker's layer (another process's) tells of the runs' ends, from a thread without a loop."""
+    from chat.live.redis_layer import RedisChannelLayer
+
+    worker = RedisChannelLayer(hosts=[{"address": redis_url}])
+    await asyncio.to_thread(worker.group_send_now, [], ended_runs=[str(r.pk) for r in runs])
+
+
+@pytest.mark.redis
+async def test_a_wait_on_redis_wakes_at_the_workers_publish_of_the_end(
+    user, settings, monkeypatch, redis_url
+):
+    # The run ends in a worker: nothing in this process is told but by Redis, and
+    # no poll could wake the wait in time.
+    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+    use_layer(settings, "chat.live.redis_layer.RedisChannelLayer", hosts=[{"address": redis_url}])
+    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+    run = await make_run(user)
+    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
+    await asyncio.sleep(0.3)  # subscribed, and waiting on the signal
+    await end_without_event(run)
+    await worker_publishes_end(redis_url, run)
+    await asyncio.wait({waiting}, timeout=5)
+    assert waiting.done(), "the end's publish did not wake the wait"
+    assert waiting.result() is True
+
+
+@pytest.mark.redis
+async def test_several_waits_on_redis_each_wake_at_their_own_runs_end(
+    user, settings, monkeypatch, redis_url
+):
+
+    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+    use_layer(settings, "chat.live.redis_layer.RedisChannelLayer", hosts=[{"address": redis_url}])
+    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+    runs = [await make_run(user) for _ in range(3)]
+    waits = [asyncio.create_task(run_end_wait(run=run, timeout=60)) for run in runs]
+    await asyncio.sleep(0.3)
+    await end_without_event(runs[1])
+    await worker_publishes_end(redis_url, runs[1])
+    await asyncio.wait({waits[1]}, timeout=5)
+    assert waits[1].done()
+    assert waits[1].result() is True
+    assert not waits[0].done()  # not woken by another run's end
+    assert not waits[2].done()
+    for run in (runs[0], runs[2]):
+        await end_without_event(run)
+    await worker_publishes_end(redis_url, runs[0], runs[2])
+    await asyncio.wait({waits[0], waits[2]}, timeout=5)
+    assert [w.result() for w in waits] == [True, True, True]
+
+
+async def test_a_wait_whose_subscription_cannot_connect_reads_the_database(user, settings, caplog):
+
+    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+    use_layer(
+        settings,
+        "chat.live.redis_layer.RedisChannelLayer",
+        hosts=[{"address": f"redis://127.0.0.1:{free_port()}/0", "socket_connect_timeout": 1}],
+    )
+    run = await make_run(user)
+    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
+    await asyncio.sleep(0.1)
+    await end_without_event(run)
+    await asyncio.wait({waiting}, timeout=10)
+    assert waiting.done(), "the wait did not look at the database"
+    assert waiting.result() is True
+    assert "the subscription to run ends failed" in caplog.text
