@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from profile_turn import profile_start, profile_stop, summarize
+from profile_turn import profile_print, profile_start, profile_stop, summarize
 from stack import (
     BENCH_ENV,
     machine_cpu,
@@ -347,12 +347,7 @@ def main() -> None:
         print(f"{step:<48}{p50:>9.2f}{p95:>9.2f}{max(values):>9.2f}")
     profiles = {name: summarize(path, top=20) for name, path in folded.items() if args.profile}
     for name, profile in profiles.items():
-        print(f"\n{name}: {profile['samples']} samples holding the GIL; self time:")
-        for entry, share in profile["self_by_function"]:
-            print(f"  {share:5.1f}%  {entry}")
-        print("  inclusive, toolchat's own functions:")
-        for entry, share in profile["inclusive_ours"]:
-            print(f"  {share:5.1f}%  {entry}")
+        profile_print(name, profile)
     path = write_results(
         f"concurrent_turns_pool{args.db_pool}" if args.db_pool else "concurrent_turns",
         {

@@ -169,6 +169,16 @@ def profile_stop(process: subprocess.Popen, folded: Path) -> None:
         out.write(folded.with_suffix(".part").read_text())
 
 
+def profile_print(title: str, profile: dict[str, Any]) -> None:
+    """`summarize`'s figures of one process under `title`: self time, then ours inclusive."""
+    print(f"\n{title}, {profile['samples']} samples holding the GIL; self time:")
+    for name, share in profile["self_by_function"]:
+        print(f"  {share:5.1f}%  {name}")
+    print("  toolchat's functions, inclusive:")
+    for name, share in profile["inclusive_ours"]:
+        print(f"  {share:5.1f}%  {name}")
+
+
 def summarize(folded: Path, top: int) -> dict[str, Any]:
     """Self time by module and by function, and inclusive time of our functions."""
     by_module: collections.Counter[str] = collections.Counter()

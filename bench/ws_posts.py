@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from concurrent_turns import cpu_seconds
-from profile_turn import profile_start, profile_stop, summarize
+from profile_turn import profile_print, profile_start, profile_stop, summarize
 from stack import percentile, running_stack, write_results
 
 # py-spy's collapsed stacks of the web process (`--profile`), for a flame graph.
@@ -164,12 +164,7 @@ def main() -> None:
             f"{row['cpu_s']['database']:>7}{row['cpu_s']['other']:>9}"
         )
     if profile:
-        print(f"\nthe web process, {profile['samples']} samples holding the GIL; self time:")
-        for name, share in profile["self_by_function"]:
-            print(f"  {share:5.1f}%  {name}")
-        print("toolchat's functions, inclusive:")
-        for name, share in profile["inclusive_ours"]:
-            print(f"  {share:5.1f}%  {name}")
+        profile_print("the web process", profile)
     path = write_results(
         "ws_posts",
         {

@@ -169,16 +169,21 @@ async def test_a_wait_in_the_process_that_runs_the_turn_wakes_at_the_ends_commit
     assert waiting.result() is True
 
 
-async def test_a_wait_in_process_still_sees_an_end_that_sent_no_signal(user, settings, monkeypatch):
-    # Ended by another process (recover_runs, a worker): the database tells.
-    settings.TOOLCHAT_TASKS_IN_PROCESS = True
+async def ended_unannounced_is_seen(user) -> bool:
+    """A wait on a run that ends with no word to this process: whether the database told it."""
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
     await asyncio.sleep(0.1)
     await end_without_event(run)
     await asyncio.wait({waiting}, timeout=10)
     assert waiting.done(), "the wait did not look at the database again"
-    assert waiting.result() is True
+    return waiting.result()
+
+
+async def test_a_wait_in_process_still_sees_an_end_that_sent_no_signal(user, settings, monkeypatch):
+    # Ended by another process (recover_runs, a worker): the database tells.
+    settings.TOOLCHAT_TASKS_IN_PROCESS = True
+    assert await ended_unannounced_is_seen(user)
 
 
 async def test_a_wait_in_process_gives_up_at_its_timeout(user, settings):
@@ -250,15 +255,19 @@ async def worker_publishes_end(redis_url: str, *runs: Any) -> None:
     await asyncio.to_thread(worker.group_send_now, [], ended_runs=[str(r.pk) for r in runs])
 
 
-@pytest.mark.redis
-async def test_a_wait_on_redis_wakes_at_the_workers_publish_of_the_end(
-    user, settings, monkeypatch, redis_url
-):
-    # The run ends in a worker: nothing in this process is told but by Redis, and
-    # no poll could wake the wait in time.
+@pytest.fixture
+def waits_on_redis(settings, monkeypatch, redis_url):
+    """This process a web process on Redis, whose runs end in workers; no poll in time."""
     settings.TOOLCHAT_TASKS_IN_PROCESS = False
     use_layer(settings, "chat.live.redis_layer.RedisChannelLayer", hosts=[{"address": redis_url}])
     monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+
+
+@pytest.mark.redis
+async def test_a_wait_on_redis_wakes_at_the_workers_publish_of_the_end(
+    user, waits_on_redis, redis_url
+):
+    # The run ends in a worker: nothing in this process is told but by Redis.
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
     await asyncio.sleep(0.3)  # subscribed, and waiting on the signal
@@ -271,12 +280,8 @@ async def test_a_wait_on_redis_wakes_at_the_workers_publish_of_the_end(
 
 @pytest.mark.redis
 async def test_several_waits_on_redis_each_wake_at_their_own_runs_end(
-    user, settings, monkeypatch, redis_url
+    user, waits_on_redis, redis_url
 ):
-
-    settings.TOOLCHAT_TASKS_IN_PROCESS = False
-    use_layer(settings, "chat.live.redis_layer.RedisChannelLayer", hosts=[{"address": redis_url}])
-    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
     runs = [await make_run(user) for _ in range(3)]
     waits = [asyncio.create_task(run_end_wait(run=run, timeout=60)) for run in runs]
     await asyncio.sleep(0.3)
@@ -295,18 +300,11 @@ async def test_several_waits_on_redis_each_wake_at_their_own_runs_end(
 
 
 async def test_a_wait_whose_subscription_cannot_connect_reads_the_database(user, settings, caplog):
-
     settings.TOOLCHAT_TASKS_IN_PROCESS = False
     use_layer(
         settings,
         "chat.live.redis_layer.RedisChannelLayer",
         hosts=[{"address": f"redis://127.0.0.1:{free_port()}/0", "socket_connect_timeout": 1}],
     )
-    run = await make_run(user)
-    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
-    await asyncio.sleep(0.1)
-    await end_without_event(run)
-    await asyncio.wait({waiting}, timeout=10)
-    assert waiting.done(), "the wait did not look at the database"
-    assert waiting.result() is True
+    assert await ended_unannounced_is_seen(user)
     assert "the subscription to run ends failed" in caplog.text
