@@ -182,12 +182,16 @@ def test_killing_the_server_mid_call_gives_an_error_and_the_next_call_restarts_i
 def test_a_server_that_exited_between_calls_is_restarted_and_the_next_call_succeeds(
     llm_server, mcp_servers, user
 ):
-    mcp_servers({"t": stdio_server()})
+    hub = mcp_servers({"t": stdio_server()})
     conversation = ConversationFactory(owner=user)
     run = turn(llm_server, conversation, [("t__whoami", {})])
     pid = int(executions(run)[0].content)
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: exited(pid), what="the server to exit")
+    # Between calls: the hub has read the end of the server's output. (A call sent
+    # in the very millisecond the server dies, before that, is "lost during the
+    # call", which a loaded CI machine once made this test see.)
+    wait_until(lambda: not hub._connections["t"]._alive, what="the hub to see the exit")
 
     run = turn(llm_server, conversation, [("t__whoami", {})])
     (execution,) = executions(run)
