@@ -35,8 +35,8 @@ def _provider(found: Endpoint) -> ChatProvider:
             word_delay_s=settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS / 1000, name=found.name
         )
     # Imported here so that the offline default never loads the SDK.
-    from chat.llm.openai_call import Known
     from chat.llm.openai_provider import OpenAIProvider
+    from chat.llm.request_body import Known
 
     return OpenAIProvider(
         api_key=found.api_key,

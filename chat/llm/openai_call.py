@@ -1,8 +1,9 @@
 """One completion asked of an OpenAI-compatible server: its requests, retries and deadlines.
 
 Its SDK clients come from chat/llm/openai_client.py, a stream's chunks are
-read by chat/llm/stream_read.py and an answer becomes a Completion in
-chat/llm/answer_read.py; chat/llm/watch.py, the watch on a call, only
+read by chat/llm/stream_read.py, an answer becomes a Completion in
+chat/llm/answer_read.py, and a request's body is built by
+chat/llm/request_body.py; chat/llm/watch.py, the watch on a call, only
 borrows the SDK's error class.
 
 The SDK does the HTTP work: one client (one connection pool) per process and
@@ -27,11 +28,10 @@ cut and asked again, within the call's deadline). A server that ignores
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import time
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import openai
@@ -63,8 +63,8 @@ from chat.llm.limits import (
     refused_parameter,
     server_limits,
     streaming_tools_refused,
-    tools_for_model,
 )
+from chat.llm.request_body import request_body, requests_sent
 from chat.llm.stream_read import StreamRead, chunk_tidy, chunk_usage, stream_finish_reason
 from chat.llm.watch import (
     AttemptDeadline,
@@ -109,16 +109,6 @@ class StreamUnusable(Exception):
         super().__init__(why)
         self.learned = learned
         self.spent = spent
-
-
-@dataclasses.dataclass(frozen=True)
-class Known:
-    """What a provider's configuration says its server cannot do (docs/providers.md)."""
-
-    stream: bool = True  # False: no request is streamed
-    stream_tools: bool = True  # False: a request that offers tools is not streamed
-    stream_usage: bool = True  # False: `stream_options` is never sent
-    parallel_tool_calls: bool | None = None  # sent with the tools when set
 
 
 class Call:
@@ -187,26 +177,14 @@ class Call:
             client = self.provider.client
             if retries != self.provider.max_attempts - 1:
                 client = client.with_options(max_retries=retries)
-            arguments = self.limits.arguments(
-                _optional_arguments(
-                    self.request,
-                    stream=stream,
-                    token_limit=self.provider.token_limit_param,
-                    known=self.provider.known,
-                )
+            body = request_body(
+                self.request,
+                self.limits,
+                stream=stream,
+                token_limit=self.provider.token_limit_param,
+                known=self.provider.known,
+                forced=self.forced,
             )
-            if self.forced is not None:
-                arguments["tool_choice"] = self.forced
-            # The history and the tools go into the body as they are, not through the
-            # SDK's transform, which checks each message against every TypedDict of
-            # its unions: about 0.25 ms a message with the GIL held, 100 ms for 400
-            # (twice a turn), and 1 ms for a dozen tools' schemas, all already in
-            # OpenAI's shape. Each keeps its place in the body (an empty value is
-            # given, which extra_body replaces), so the bytes are the same.
-            history = {"messages": self._messages()}
-            if "tools" in arguments:
-                history["tools"] = arguments["tools"]
-                arguments["tools"] = []
             try:
                 with watching(self.watch):
                     if stream:
@@ -214,22 +192,22 @@ class Call:
                             model=self.request.model,
                             messages=[],
                             stream=True,
-                            extra_body=history,
-                            **arguments,
+                            extra_body=body.raw,
+                            **body.arguments,
                         )
-                        self.attempts += _requests_sent(chunks.response.request.headers)
+                        self.attempts += requests_sent(chunks.response.request.headers)
                         return chunks
                     raw = client.chat.completions.with_raw_response.create(
                         model=self.request.model,
                         messages=[],
                         stream=False,
-                        extra_body=history,
-                        **arguments,
+                        extra_body=body.raw,
+                        **body.arguments,
                     )
-                    self.attempts += _requests_sent(raw.http_response.request.headers)
+                    self.attempts += requests_sent(raw.http_response.request.headers)
                     return raw.http_response
             except openai.APIStatusError as exc:
-                self.attempts += _requests_sent(exc.request.headers)
+                self.attempts += requests_sent(exc.request.headers)
                 if not self.limits.content_text and null_content_refused(
                     error_message(exc), self.request.messages
                 ):
@@ -246,7 +224,9 @@ class Call:
                     continue
                 refused = ""
                 if exc.status_code in (400, 422):
-                    refused = refused_parameter(error_message(exc), error_object(exc), arguments)
+                    refused = refused_parameter(
+                        error_message(exc), error_object(exc), body.arguments
+                    )
                 if not refused:
                     raise
                 older = parameter_refused(self.provider.base_url, self.request.model, refused)
@@ -257,17 +237,8 @@ class Call:
                 retries = self._retries_left()
             except openai.OpenAIError as exc:
                 if isinstance(exc, openai.APIError):
-                    self.attempts += _requests_sent(exc.request.headers)
+                    self.attempts += requests_sent(exc.request.headers)
                 raise
-
-    def _messages(self) -> list[dict[str, Any]]:
-        """The history as this server takes it."""
-        if not self.limits.content_text:
-            return self.request.messages
-        return [
-            {**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None else m
-            for m in self.request.messages
-        ]
 
     def _streamed(self) -> Generator[StreamEvent, None, Completion | None]:
         """One streamed request: its completion, or None when it was cut and is asked again."""
@@ -484,33 +455,3 @@ class Call:
 
     def failed(self, exc: openai.OpenAIError) -> Exception:
         return failed(exc, self.attempts, self.watch.said)
-
-
-def _optional_arguments(
-    request: ChatRequest, *, stream: bool, token_limit: str, known: Known = Known()
-) -> dict[str, Any]:
-    """The request's optional fields, each sent only when set (tool_choice only with tools)."""
-    arguments: dict[str, Any] = {}
-    if stream and known.stream_usage:
-        arguments["stream_options"] = {"include_usage": True}
-    if request.tools:
-        arguments["tools"] = tools_for_model(request.tools)
-        if request.tool_choice:
-            arguments["tool_choice"] = request.tool_choice
-        if known.parallel_tool_calls is not None:
-            arguments["parallel_tool_calls"] = known.parallel_tool_calls
-    if request.response_format:
-        arguments["response_format"] = request.response_format
-    if request.max_tokens:
-        arguments[token_limit] = request.max_tokens
-    if request.temperature is not None:
-        arguments["temperature"] = request.temperature
-    return arguments
-
-
-def _requests_sent(request_headers: Mapping[str, str]) -> int:
-    """How many requests one SDK call sent: the SDK numbers its retries in a request header."""
-    try:
-        return int(request_headers.get("x-stainless-retry-count", "0")) + 1
-    except ValueError:
-        return 1

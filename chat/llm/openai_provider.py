@@ -13,8 +13,9 @@ from collections.abc import Iterator, Mapping
 
 from chat.llm.base import ChatRequest, StreamEvent
 from chat.llm.limits import token_limit_name
-from chat.llm.openai_call import Call, Known
+from chat.llm.openai_call import Call
 from chat.llm.openai_client import openai_client
+from chat.llm.request_body import Known
 from chat.llm.watch import Watch
 
 

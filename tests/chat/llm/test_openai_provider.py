@@ -20,8 +20,8 @@ from chat.llm.base import (
     TextDelta,
 )
 from chat.llm.limits import tools_for_model
-from chat.llm.openai_call import Known
 from chat.llm.openai_provider import OpenAIProvider
+from chat.llm.request_body import Known
 from tests.assertions import wait_until
 from tests.llm_server import ScriptedLLMServer, error_reply, text_reply, tool_calls_reply
 
