@@ -38,6 +38,12 @@ TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 # database anyway; and how long a failed subscription waits before it tries again.
 SUBSCRIBE_WAIT_S = 1.0
 LISTEN_RETRY_S = 1.0
+# A subscription quiet this long is sent a PING, and opened again when nothing
+# comes back within PONG_WAIT_S. A connection a NAT or a proxy dropped, or a hung
+# Redis, gives no error; without the PING every later end would go unheard, and
+# the waits would end only from their reads of the database (seconds each).
+KEEPALIVE_S = 15.0
+PONG_WAIT_S = 5.0
 
 _lock = threading.Lock()
 _waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
@@ -90,12 +96,7 @@ class _RunEndListener:
             pubsub = client.pubsub()
             try:
                 await pubsub.subscribe(channel)
-                async for message in pubsub.listen():
-                    if message["type"] == "subscribe":
-                        self.subscribed.set()
-                        self.first_try = False
-                    elif message["type"] == "message":
-                        run_end_notify(message["data"].decode())
+                await self._read(pubsub)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -113,6 +114,24 @@ class _RunEndListener:
                     await pubsub.aclose()
                     await client.aclose()
             await asyncio.sleep(LISTEN_RETRY_S)
+
+    async def _read(self, pubsub: Any) -> None:
+        """Tell of each end heard; raises when the connection stops answering (see KEEPALIVE_S)."""
+        pinged = False
+        while True:
+            message = await pubsub.get_message(timeout=PONG_WAIT_S if pinged else KEEPALIVE_S)
+            if message is None:  # quiet for the whole wait
+                if pinged:
+                    raise ConnectionError(f"no answer to a PING in {PONG_WAIT_S:g} s")
+                await pubsub.ping()
+                pinged = True
+                continue
+            pinged = False
+            if message["type"] == "subscribe":
+                self.subscribed.set()
+                self.first_try = False
+            elif message["type"] == "message":
+                run_end_notify(message["data"].decode())
 
 
 _listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _RunEndListener] = (

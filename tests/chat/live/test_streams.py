@@ -8,6 +8,7 @@ is gone) may slow a stream down to polling, but never end or break it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -297,6 +298,78 @@ async def test_several_waits_on_redis_each_wake_at_their_own_runs_end(
     await worker_publishes_end(redis_url, runs[0], runs[2])
     await asyncio.wait({waits[0], waits[2]}, timeout=5)
     assert [w.result() for w in waits] == [True, True, True]
+
+
+class SilencingRelay:
+    """A TCP relay to Redis whose open connections can go silent: kept open, nothing passed.
+
+    What a NAT or a proxy that dropped a connection's state does, or a Redis
+    host that hung: no error, no close, no answer. Connections opened after
+    `silence` are relayed again.
+    """
+
+    def __init__(self, target: str) -> None:
+        host, port = target.removeprefix("redis://").split("/")[0].split(":")
+        self.target = (host, int(port))
+        self.silenced: list[asyncio.StreamWriter] = []
+        self.open: list[asyncio.StreamWriter] = []
+        self.connections = 0
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return f"redis://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/0"
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+        for writer in self.open:
+            writer.close()
+
+    def silence(self) -> None:
+        self.silenced.extend(self.open)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self.open += [writer, up_writer]
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            while data := await source.read(65536):
+                if sink not in self.silenced:
+                    sink.write(data)
+                    await sink.drain()
+
+        with contextlib.suppress(ConnectionError):
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+@pytest.mark.redis
+async def test_a_subscription_gone_silent_is_found_by_its_ping_and_opened_again(
+    user, settings, monkeypatch, redis_url, caplog
+):
+    # The subscription's connection stops passing anything, with no error: only an
+    # unanswered PING shows it. Without one, every later end went unheard.
+    monkeypatch.setattr("chat.live.run_ends.KEEPALIVE_S", 0.3)
+    monkeypatch.setattr("chat.live.run_ends.PONG_WAIT_S", 0.3)
+    monkeypatch.setattr("chat.live.run_ends.LISTEN_RETRY_S", 0.1)
+    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+    relay = SilencingRelay(redis_url)
+    async with relay as relayed:
+        use_layer(settings, "chat.live.redis_layer.RedisChannelLayer", hosts=[{"address": relayed}])
+        run = await make_run(user)
+        waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
+        await asyncio.sleep(1.0)  # subscribed, and quiet for three PINGs, each answered
+        assert relay.connections == 1
+        assert "no answer" not in caplog.text
+        relay.silence()
+        await wait_until_async(lambda: relay.connections == 2, timeout=5)
+        assert "the subscription to run ends failed" in caplog.text
+        await asyncio.sleep(0.3)  # subscribed again
+        await end_without_event(run)
+        await worker_publishes_end(redis_url, run)
+        await asyncio.wait({waiting}, timeout=5)
+        assert waiting.done(), "the end's publish did not reach the subscription opened again"
+        assert waiting.result() is True
 
 
 async def test_a_wait_whose_subscription_cannot_connect_reads_the_database(user, settings, caplog):
