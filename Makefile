@@ -94,7 +94,7 @@ test-python:
 	$$venv/bin/python -m pip install --quiet --upgrade pip && \
 	$$venv/bin/python -m pip install --quiet -e ".[dev]" && \
 	echo "== Python $$version" && \
-	{ TOOLCHAT_TEST_DB=sqlite $$venv/bin/python -m pytest -p no:cacheprovider $(PYTEST_ARGS) || [ $$? -eq 5 ]; }
+	{ TOOLCHAT_TEST_DB=sqlite $$venv/bin/python -m pytest -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || [ $$? -eq 5 ]; }
 
 # The attack suite alone (tests/attack_suite.py, docs/security.md), on PostgreSQL.
 attack: $(VENV)/.installed-dev
