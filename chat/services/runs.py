@@ -79,11 +79,14 @@ def run_start(
             content=content,
         )
         row_insert(message)
+        # Queued first on commit, before the events below are sent: the run's first
+        # token waits on the queue, and a client reads the events by seq whatever
+        # their order of arrival (a send to Redis takes half a millisecond).
+        transaction.on_commit(lambda: dispatch_run(run.pk))
         if superseded:
             _superseded_publish(run, superseded)
         # So that the user's other tabs (and any client) see it before the run starts.
         events_publish(run=run, events=[_user_message_event(message)])
-        transaction.on_commit(lambda: dispatch_run(run.pk))
     return run
 
 
