@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP goes to Django, WebSockets to Channels' router."""
 
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -10,11 +11,16 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings.base")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from chat.engine.recovery import start_in_process_recovery  # noqa: E402
 from chat.live.routing import websocket_urlpatterns  # noqa: E402
 from chat.live.ws_auth import websocket_application  # noqa: E402
 from project.request_threads import KeptRequestThreads  # noqa: E402
+
+# The event loop takes the GIL from a computing thread after this long, not after
+# Python's 5 ms: a token or an event handed to the loop went out that much later.
+sys.setswitchinterval(settings.TOOLCHAT_SWITCH_INTERVAL_MS / 1000)
 
 application = ProtocolTypeRouter(
     {
