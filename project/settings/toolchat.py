@@ -133,17 +133,6 @@ if TOOLCHAT_OFFLINE_WORD_DELAY_MS < 0:
         "use 0 or more milliseconds."
     )
 
-# Python's thread switch interval in the web process (project/asgi.py): how long
-# the event loop may wait for the GIL behind a thread that computes. Python's 5 ms
-# default held a streamed token that long behind the thread reading the rest of
-# the answer (the runs' threads of the embedded default, the requests' threads).
-TOOLCHAT_SWITCH_INTERVAL_MS = env_float("TOOLCHAT_SWITCH_INTERVAL_MS", 0.5)
-if not 0 < TOOLCHAT_SWITCH_INTERVAL_MS <= 1000:
-    raise ImproperlyConfigured(
-        f"TOOLCHAT_SWITCH_INTERVAL_MS={env_str('TOOLCHAT_SWITCH_INTERVAL_MS')!r}: "
-        "use more than 0 and at most 1000 milliseconds."
-    )
-
 # --- Tools and limits ---------------------------------------------------------------
 
 TOOLCHAT_TOOL_MODULES = env_list(
