@@ -18,8 +18,9 @@ from chat.live.routing import websocket_urlpatterns  # noqa: E402
 from chat.live.ws_auth import websocket_application  # noqa: E402
 from project.request_threads import KeptRequestThreads  # noqa: E402
 
-# The event loop takes the GIL from a computing thread after this long, not after
-# Python's 5 ms: a token or an event handed to the loop went out that much later.
+# How long the event loop may wait for the GIL behind a thread that computes: 0.5 ms
+# in the embedded default, whose runs' threads share this process (a token handed
+# to the loop waited up to Python's 5 ms); Python's own with workers elsewhere.
 sys.setswitchinterval(settings.TOOLCHAT_SWITCH_INTERVAL_MS / 1000)
 
 application = ProtocolTypeRouter(
