@@ -1,7 +1,6 @@
 """ASGI entry point: HTTP goes to Django, WebSockets to Channels' router."""
 
 import os
-import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -11,17 +10,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings.base")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.conf import settings  # noqa: E402
 
 from chat.engine.recovery import start_in_process_recovery  # noqa: E402
 from chat.live.routing import websocket_urlpatterns  # noqa: E402
 from chat.live.ws_auth import websocket_application  # noqa: E402
 from project.request_threads import KeptRequestThreads  # noqa: E402
-
-# How long the event loop may wait for the GIL behind a thread that computes: 0.5 ms
-# in the embedded default, whose runs' threads share this process (a token handed
-# to the loop waited up to Python's 5 ms); Python's own with workers elsewhere.
-sys.setswitchinterval(settings.TOOLCHAT_SWITCH_INTERVAL_MS / 1000)
 
 application = ProtocolTypeRouter(
     {

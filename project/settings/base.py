@@ -17,7 +17,7 @@ from typing import Any
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from project.settings.env import env_bool, env_float, env_int, env_list, env_str
+from project.settings.env import env_bool, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -274,19 +274,6 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # so a POST still returns at once (see chat/tasks.py).
 TOOLCHAT_TASKS_IN_PROCESS = not REDIS_URL
 TOOLCHAT_IN_PROCESS_WORKERS = env_int("TOOLCHAT_IN_PROCESS_WORKERS", 8)
-# Python's thread switch interval in the web process (project/asgi.py): how long its
-# event loop may wait for the GIL behind a thread that computes. In the embedded
-# default a streamed token waited up to Python's 5 ms behind the run's thread reading
-# the rest of the answer; with workers elsewhere the web process gains no latency
-# from a shorter one, and 200 turns at once cost a tenth more CPU with 0.5 ms.
-TOOLCHAT_SWITCH_INTERVAL_MS = env_float(
-    "TOOLCHAT_SWITCH_INTERVAL_MS", 0.5 if TOOLCHAT_TASKS_IN_PROCESS else 5.0
-)
-if not 0 < TOOLCHAT_SWITCH_INTERVAL_MS <= 1000:
-    raise ImproperlyConfigured(
-        f"TOOLCHAT_SWITCH_INTERVAL_MS={env_str('TOOLCHAT_SWITCH_INTERVAL_MS')!r}: "
-        "use more than 0 and at most 1000 milliseconds."
-    )
 # --- REST API ---------------------------------------------------------------------
 
 REST_FRAMEWORK = {

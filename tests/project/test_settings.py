@@ -202,8 +202,6 @@ def test_a_default_system_prompt_is_on_unless_set_to_none():
         ("DJANGO_DEBUG", "maybe"),
         ("TOOLCHAT_OFFLINE_WORD_DELAY_MS", "fast"),
         ("TOOLCHAT_OFFLINE_WORD_DELAY_MS", "-5"),
-        ("TOOLCHAT_SWITCH_INTERVAL_MS", "0"),
-        ("TOOLCHAT_SWITCH_INTERVAL_MS", "soon"),
     ],
 )
 def test_a_bad_value_fails_with_a_message_naming_the_variable(variable, value):
@@ -212,28 +210,6 @@ def test_a_bad_value_fails_with_a_message_naming_the_variable(variable, value):
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("django.core.exceptions.ImproperlyConfigured: ")
     assert f"{variable}={value!r}" in last_line
-
-
-@pytest.mark.parametrize(
-    ("redis", "set_to", "interval"),
-    [(False, None, 0.0005), (False, "2", 0.002), (True, None, 0.005), (True, "0.5", 0.0005)],
-)
-def test_the_embedded_web_process_hands_the_gil_over_sooner_than_python_does(
-    tmp_path, redis, set_to, interval
-):
-    # Python's 5 ms held a token handed to the event loop behind a run's thread; with
-    # workers elsewhere the web process keeps Python's default (a shorter one cost CPU).
-    env = {"DJANGO_DEBUG": "1", "DATABASE_URL": f"sqlite:///{tmp_path}/db.sqlite3"}
-    if redis:
-        env["REDIS_URL"] = "redis://127.0.0.1:1/0"  # never connected to here
-    if set_to is not None:
-        env["TOOLCHAT_SWITCH_INTERVAL_MS"] = set_to
-    serve = run(
-        ["-c", "import sys; from project.asgi import application; print(sys.getswitchinterval())"],
-        **env,
-    )
-    assert serve.returncode == 0, serve.stderr
-    assert float(serve.stdout.strip().splitlines()[-1]) == pytest.approx(interval)
 
 
 def test_a_fresh_make_run_start_prints_no_warnings(tmp_path):
