@@ -7,8 +7,10 @@ client that resumes with the last `seq` it saw reads the rest from RunEvent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +25,14 @@ from chat.live.sender import layer_send
 from chat.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
+
+# After handing streamed text to a socket's loop in this process, the run's thread
+# lets go of the GIL this long. Otherwise the loop waited for it (Python gives it
+# over after 5 ms) while the thread read the rest of a fast answer: the first token
+# reached the client with the answer's end, not at its start (docs/performance.md,
+# round eight). Deltas are sent at most every TOOLCHAT_DELTA_INTERVAL_S, so this is
+# a fraction of a millisecond a call, of wall time only.
+DELTA_HANDOFF_YIELD_S = 0.0002
 
 
 def conversation_group(conversation_id: Any) -> str:
@@ -174,7 +184,17 @@ def _send(events: list[RunEvent]) -> None:
                 messages.append((run_end_group(event.run_id), message))
     if isinstance(layer, ThreadSafeInMemoryChannelLayer):
         # In this process: straight to the receivers' loops, no sender thread.
-        for group, message in messages:
-            layer.group_send_soon(group, message)
+        handed = sum(layer.group_send_soon(group, message) for group, message in messages)
+        if handed and _off_loop() and any(event.type == "message.delta" for event in events):
+            time.sleep(DELTA_HANDOFF_YIELD_S)
         return
     layer_send(layer, messages, ended_runs=ended_runs)
+
+
+def _off_loop() -> bool:
+    """Whether this thread runs no event loop (a run's thread; never a socket's loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return True
+    return False

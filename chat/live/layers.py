@@ -56,14 +56,15 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
             with contextlib.suppress(ChannelFull):
                 await self.send(channel, message)
 
-    def group_send_soon(self, group: str, message: dict[str, Any]) -> None:
+    def group_send_soon(self, group: str, message: dict[str, Any]) -> int:
         """Queue `message` for every channel of `group`, from any thread, without waiting.
 
         Each channel gets it on the loop that receives on it, in the order of
         the calls; a channel that has not received yet (its loop unknown) gets it
         in its queue now, as `send` would. A full channel drops it (the stream
-        reads it from the database).
+        reads it from the database). Returns how many were handed to a loop.
         """
+        handed = 0
         for channel in list(self.groups.get(group, {})):
             loop = self._loops.get(channel)
             if loop is None or not loop.is_running():
@@ -71,6 +72,8 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
                 continue
             with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
                 loop.call_soon_threadsafe(self._put, channel, message)
+                handed += 1
+        return handed
 
     def _put(self, channel: str, message: dict[str, Any]) -> None:
         queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))

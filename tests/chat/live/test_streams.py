@@ -212,9 +212,10 @@ async def test_a_stream_closed_while_receiving_does_not_wait_for_the_receive(use
 class LayerThatDropsTheEnd(ThreadSafeInMemoryChannelLayer):
     """Delivers every event but a run's end: a message dropped, with nothing after it."""
 
-    def group_send_soon(self, group: str, message: dict[str, Any]) -> None:
-        if (message.get("event") or {}).get("type") != "run.completed":
-            super().group_send_soon(group, message)
+    def group_send_soon(self, group: str, message: dict[str, Any]) -> int:
+        if (message.get("event") or {}).get("type") == "run.completed":
+            return 0
+        return super().group_send_soon(group, message)
 
 
 async def test_an_idle_stream_leaves_the_database_alone_and_a_quiet_one_catches_up(
