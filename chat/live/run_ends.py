@@ -117,16 +117,22 @@ class _RunEndListener:
 
     async def _read(self, pubsub: Any) -> None:
         """Tell of each end heard; raises when the connection stops answering (see KEEPALIVE_S)."""
+        loop = asyncio.get_running_loop()
         pinged = False
+        due = loop.time() + KEEPALIVE_S  # the PING's, then the answer's
         while True:
-            message = await pubsub.get_message(timeout=PONG_WAIT_S if pinged else KEEPALIVE_S)
-            if message is None:  # quiet for the whole wait
+            # None also when redis-py consumed a reply itself (a health check's pong,
+            # a RESP3 push): only the deadline says the connection has been quiet.
+            message = await pubsub.get_message(timeout=max(0.0, due - loop.time()))
+            if message is None:
+                if loop.time() < due:
+                    continue
                 if pinged:
                     raise ConnectionError(f"no answer to a PING in {PONG_WAIT_S:g} s")
                 await pubsub.ping()
-                pinged = True
+                pinged, due = True, loop.time() + PONG_WAIT_S
                 continue
-            pinged = False
+            pinged, due = False, loop.time() + KEEPALIVE_S
             if message["type"] == "subscribe":
                 self.subscribed.set()
                 self.first_try = False

@@ -314,19 +314,26 @@ class SilencingRelay:
         self.target = (host, int(port))
         self.silenced: list[asyncio.StreamWriter] = []
         self.open: list[asyncio.StreamWriter] = []
+        self.relays: list[asyncio.Task[None]] = []
         self.connections = 0
 
     async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.server = await asyncio.start_server(self._accepted, "127.0.0.1", 0)
         return f"redis://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/0"
 
     async def __aexit__(self, *exc: object) -> None:
         self.server.close()
         for writer in self.open:
             writer.close()
+        for relay in self.relays:
+            relay.cancel()
+        await asyncio.gather(*self.relays, return_exceptions=True)
 
     def silence(self) -> None:
         self.silenced.extend(self.open)
+
+    def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.relays.append(asyncio.create_task(self._relay(reader, writer)))
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -338,9 +345,18 @@ class SilencingRelay:
                 if sink not in self.silenced:
                     sink.write(data)
                     await sink.drain()
+            sink.close()  # one side closed: so does the other
 
         with contextlib.suppress(ConnectionError):
             await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+def subscribed() -> bool:
+    """Whether this loop's subscription to run ends is up."""
+    from chat.live.run_ends import _listeners
+
+    listener = _listeners.get(asyncio.get_running_loop())
+    return listener is not None and listener.subscribed.is_set()
 
 
 @pytest.mark.redis
@@ -350,7 +366,7 @@ async def test_a_subscription_gone_silent_is_found_by_its_ping_and_opened_again(
     # The subscription's connection stops passing anything, with no error: only an
     # unanswered PING shows it. Without one, every later end went unheard.
     monkeypatch.setattr("chat.live.run_ends.KEEPALIVE_S", 0.3)
-    monkeypatch.setattr("chat.live.run_ends.PONG_WAIT_S", 0.3)
+    monkeypatch.setattr("chat.live.run_ends.PONG_WAIT_S", 1.0)
     monkeypatch.setattr("chat.live.run_ends.LISTEN_RETRY_S", 0.1)
     monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
     settings.TOOLCHAT_TASKS_IN_PROCESS = False
@@ -359,18 +375,43 @@ async def test_a_subscription_gone_silent_is_found_by_its_ping_and_opened_again(
         use_layer(settings, "chat.live.redis_layer.RedisChannelLayer", hosts=[{"address": relayed}])
         run = await make_run(user)
         waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
-        await asyncio.sleep(1.0)  # subscribed, and quiet for three PINGs, each answered
+        await wait_until_async(subscribed, timeout=5)
+        await asyncio.sleep(1.0)  # quiet for three PINGs, each answered
         assert relay.connections == 1
         assert "no answer" not in caplog.text
         relay.silence()
-        await wait_until_async(lambda: relay.connections == 2, timeout=5)
+        await wait_until_async(lambda: relay.connections == 2, timeout=10)
         assert "the subscription to run ends failed" in caplog.text
-        await asyncio.sleep(0.3)  # subscribed again
+        await wait_until_async(subscribed, timeout=5)
         await end_without_event(run)
         await worker_publishes_end(redis_url, run)
         await asyncio.wait({waiting}, timeout=5)
         assert waiting.done(), "the end's publish did not reach the subscription opened again"
         assert waiting.result() is True
+
+
+@pytest.mark.redis
+async def test_a_subscription_with_redis_health_checks_stays_up_while_quiet(
+    user, settings, monkeypatch, redis_url, caplog
+):
+    # redis-py answers its own health checks' pongs and returns no message for them:
+    # that is not the PING's answer, and not a reason to open the subscription again.
+    monkeypatch.setattr("chat.live.run_ends.KEEPALIVE_S", 0.3)
+    monkeypatch.setattr("chat.live.run_ends.PONG_WAIT_S", 0.3)
+    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+    checked = {"address": redis_url, "health_check_interval": 0.05}  # as REDIS_URL's ?…=1 does
+    use_layer(settings, "chat.live.redis_layer.RedisChannelLayer", hosts=[checked])
+    run = await make_run(user)
+    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
+    await wait_until_async(subscribed, timeout=5)
+    await asyncio.sleep(2.0)  # six PINGs, and health checks between them
+    assert "the subscription to run ends failed" not in caplog.text
+    await end_without_event(run)
+    await worker_publishes_end(redis_url, run)
+    await asyncio.wait({waiting}, timeout=5)
+    assert waiting.done()
+    assert waiting.result() is True
 
 
 async def test_a_wait_whose_subscription_cannot_connect_reads_the_database(user, settings, caplog):
