@@ -81,11 +81,13 @@ def run_start(
         row_insert(message)
         # Queued first on commit, before the events below are sent: the run's first
         # token waits on the queue, and a client reads the events by seq whatever
-        # their order of arrival (a send to Redis takes half a millisecond).
-        transaction.on_commit(lambda: dispatch_run(run.pk))
+        # their order of arrival (a send to Redis takes half a millisecond). Robust:
+        # a dispatch that raises must not keep the events from being sent.
+        transaction.on_commit(lambda: dispatch_run(run.pk), robust=True)
         if superseded:
             _superseded_publish(run, superseded)
-        # So that the user's other tabs (and any client) see it before the run starts.
+        # So that the user's other tabs (and any client) see it, ahead of the run's
+        # events (its seq is lower, and streams deliver in seq order).
         events_publish(run=run, events=[_user_message_event(message)])
     return run
 
