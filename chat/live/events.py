@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -30,9 +31,12 @@ logger = logging.getLogger(__name__)
 # lets go of the GIL this long. Otherwise the loop waited for it (Python gives it
 # over after 5 ms) while the thread read the rest of a fast answer: the first token
 # reached the client with the answer's end, not at its start (docs/performance.md,
-# round eight). Deltas are sent at most every TOOLCHAT_DELTA_INTERVAL_S, so this is
-# a fraction of a millisecond a call, of wall time only.
+# round eight). Wall time of the run's thread only, a fraction of a millisecond a call.
 DELTA_HANDOFF_YIELD_S = 0.0002
+# At most once this often in a run, whatever TOOLCHAT_DELTA_INTERVAL_S says (0
+# sends every token): the wait that matters is the first token's.
+DELTA_HANDOFF_YIELD_EVERY_S = 0.05
+_yields = threading.local()
 
 
 def conversation_group(conversation_id: Any) -> str:
@@ -185,16 +189,20 @@ def _send(events: list[RunEvent]) -> None:
     if isinstance(layer, ThreadSafeInMemoryChannelLayer):
         # In this process: straight to the receivers' loops, no sender thread.
         handed = sum(layer.group_send_soon(group, message) for group, message in messages)
-        if handed and _off_loop() and any(event.type == "message.delta" for event in events):
-            time.sleep(DELTA_HANDOFF_YIELD_S)
+        deltas = [event for event in events if event.type == "message.delta"]
+        if handed and deltas:
+            _handoff_yield(deltas[0].run_id)
         return
     layer_send(layer, messages, ended_runs=ended_runs)
 
 
-def _off_loop() -> bool:
-    """Whether this thread runs no event loop (a run's thread; never a socket's loop)."""
+def _handoff_yield(run_id: Any) -> None:
+    """Let a loop of this process take the GIL (see DELTA_HANDOFF_YIELD_S); never on a loop."""
+    now = time.monotonic()
+    if getattr(_yields, "run", None) == run_id and now - _yields.last < DELTA_HANDOFF_YIELD_EVERY_S:
+        return
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return True
-    return False
+        _yields.run, _yields.last = run_id, now
+        time.sleep(DELTA_HANDOFF_YIELD_S)
