@@ -37,11 +37,12 @@ from stack import BENCH_ENV, running_stack, stepping_responder, write_results
 PROBE = Path(__file__).resolve().parent / "timeline"
 
 
-def probe_installed(log: Path, processes: int, timeout: float = 30.0) -> None:
+def probe_installed(log: Path, programs: list[str], timeout: float = 30.0) -> None:
+    """Wait for the probe in the servers (not in `migrate` and the like, which also load it)."""
     deadline = time.monotonic() + timeout
-    while log.read_text().count("probe installed") < processes:
+    while not all(f"probe installed {program}" in log.read_text() for program in programs):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the probe was not installed in {processes} processes")
+            raise TimeoutError(f"the probe was not installed in {', '.join(programs)}")
         time.sleep(0.1)
 
 
@@ -83,7 +84,7 @@ def timeline(log: Path, warmup: int, statements: bool) -> list[dict[str, Any]]:
     for start, end in zip(sends, ends, strict=True):
         counts: collections.Counter[str] = collections.Counter()
         for stamp, label in lines[start + 1 : end + 1]:
-            if label == "probe installed" or (not statements and label == "< SQL"):
+            if label.startswith("probe installed") or (not statements and label == "< SQL"):
                 continue
             counts[label] += 1
             seen[(label, counts[label])].append((stamp - lines[start][0]) * 1000)
@@ -105,7 +106,8 @@ def main() -> None:
 
     log = Path(tempfile.mkdtemp(prefix="toolchat-timeline-")) / "timeline.log"
     log.touch()
-    probe_env = {"PYTHONPATH": str(PROBE), "TOOLCHAT_TIMELINE_LOG": str(log)}
+    path = os.pathsep.join(filter(None, [str(PROBE), os.environ.get("PYTHONPATH")]))
+    probe_env = {"PYTHONPATH": path, "TOOLCHAT_TIMELINE_LOG": str(log)}
     turns = args.warmup + args.turns
     if args.embedded:
         from tests.llm_server import ScriptedLLMServer
@@ -116,7 +118,7 @@ def main() -> None:
         try:
             with running_embedded(llm) as server:
                 logging.disable(logging.INFO)
-                probe_installed(log, 1)
+                probe_installed(log, ["uvicorn"])
                 socket_turns(Client("embedded", server, server["token"]), log, turns)
         finally:
             llm.stop()
@@ -125,7 +127,7 @@ def main() -> None:
         extra = {**BENCH_ENV, **PRODUCTION_ENV, **probe_env}
         with running_stack(responder=stepping_responder(), workers=1, extra_env=extra) as stack:
             logging.disable(logging.INFO)
-            probe_installed(log, 2)
+            probe_installed(log, ["uvicorn", "celery"])
             server = {"http": stack["http"], "ws": stack["ws"]}
             socket_turns(Client("production", server, production_token()), log, turns)
         variant = "production"

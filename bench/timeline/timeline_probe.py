@@ -126,4 +126,7 @@ def install(path: str) -> None:
         mark(f"task {task.name} started")
 
     task_prerun.connect(task_started, weak=False)
-    mark("probe installed")
+    program = (
+        "uvicorn" if "uvicorn" in sys.orig_argv else "celery" if "celery" in sys.orig_argv else ""
+    )
+    mark(f"probe installed {program}")
