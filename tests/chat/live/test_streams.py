@@ -257,6 +257,14 @@ async def worker_publishes_end(redis_url: str, *runs: Any) -> None:
     await asyncio.to_thread(worker.group_send_now, [], ended_runs=[str(r.pk) for r in runs])
 
 
+async def woken_by_the_workers_end(redis_url: str, run: Any, waiting: asyncio.Task[Any]) -> bool:
+    """The run ends in a worker, which publishes it: whether the wait woke, told of the end."""
+    await end_without_event(run)
+    await worker_publishes_end(redis_url, run)
+    await asyncio.wait({waiting}, timeout=5)
+    return waiting.done() and waiting.result() is True
+
+
 @pytest.fixture
 def waits_on_redis(settings, monkeypatch, redis_url):
     """This process a web process on Redis, whose runs end in workers; no poll in time."""
@@ -273,11 +281,7 @@ async def test_a_wait_on_redis_wakes_at_the_workers_publish_of_the_end(
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
     await asyncio.sleep(0.3)  # subscribed, and waiting on the signal
-    await end_without_event(run)
-    await worker_publishes_end(redis_url, run)
-    await asyncio.wait({waiting}, timeout=5)
-    assert waiting.done(), "the end's publish did not wake the wait"
-    assert waiting.result() is True
+    assert await woken_by_the_workers_end(redis_url, run, waiting), "the publish did not wake it"
 
 
 @pytest.mark.redis
@@ -383,11 +387,7 @@ async def test_a_subscription_gone_silent_is_found_by_its_ping_and_opened_again(
         await wait_until_async(lambda: relay.connections == 2, timeout=10)
         assert "the subscription to run ends failed" in caplog.text
         await wait_until_async(subscribed, timeout=5)
-        await end_without_event(run)
-        await worker_publishes_end(redis_url, run)
-        await asyncio.wait({waiting}, timeout=5)
-        assert waiting.done(), "the end's publish did not reach the subscription opened again"
-        assert waiting.result() is True
+        assert await woken_by_the_workers_end(redis_url, run, waiting), "not heard once reopened"
 
 
 @pytest.mark.redis
@@ -407,11 +407,7 @@ async def test_a_subscription_with_redis_health_checks_stays_up_while_quiet(
     await wait_until_async(subscribed, timeout=5)
     await asyncio.sleep(2.0)  # six PINGs, and health checks between them
     assert "the subscription to run ends failed" not in caplog.text
-    await end_without_event(run)
-    await worker_publishes_end(redis_url, run)
-    await asyncio.wait({waiting}, timeout=5)
-    assert waiting.done()
-    assert waiting.result() is True
+    assert await woken_by_the_workers_end(redis_url, run, waiting)
 
 
 async def test_a_wait_whose_subscription_cannot_connect_reads_the_database(user, settings, caplog):
