@@ -363,17 +363,22 @@ def subscribed() -> bool:
     return listener is not None and listener.subscribed.is_set()
 
 
+def pings_soon(monkeypatch, settings, *, pong_wait_s: float) -> None:
+    """A web process on Redis whose subscription PINGs after 0.3 s of quiet; no poll in time."""
+    monkeypatch.setattr("chat.live.run_ends.KEEPALIVE_S", 0.3)
+    monkeypatch.setattr("chat.live.run_ends.PONG_WAIT_S", pong_wait_s)
+    monkeypatch.setattr("chat.live.run_ends.LISTEN_RETRY_S", 0.1)
+    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+
+
 @pytest.mark.redis
 async def test_a_subscription_gone_silent_is_found_by_its_ping_and_opened_again(
     user, settings, monkeypatch, redis_url, caplog
 ):
     # The subscription's connection stops passing anything, with no error: only an
     # unanswered PING shows it. Without one, every later end went unheard.
-    monkeypatch.setattr("chat.live.run_ends.KEEPALIVE_S", 0.3)
-    monkeypatch.setattr("chat.live.run_ends.PONG_WAIT_S", 1.0)
-    monkeypatch.setattr("chat.live.run_ends.LISTEN_RETRY_S", 0.1)
-    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
-    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+    pings_soon(monkeypatch, settings, pong_wait_s=1.0)
     relay = SilencingRelay(redis_url)
     async with relay as relayed:
         use_layer(settings, "chat.live.redis_layer.RedisChannelLayer", hosts=[{"address": relayed}])
@@ -396,10 +401,7 @@ async def test_a_subscription_with_redis_health_checks_stays_up_while_quiet(
 ):
     # redis-py answers its own health checks' pongs and returns no message for them:
     # that is not the PING's answer, and not a reason to open the subscription again.
-    monkeypatch.setattr("chat.live.run_ends.KEEPALIVE_S", 0.3)
-    monkeypatch.setattr("chat.live.run_ends.PONG_WAIT_S", 0.3)
-    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
-    settings.TOOLCHAT_TASKS_IN_PROCESS = False
+    pings_soon(monkeypatch, settings, pong_wait_s=0.3)
     checked = {"address": redis_url, "health_check_interval": 0.05}  # as REDIS_URL's ?…=1 does
     use_layer(settings, "chat.live.redis_layer.RedisChannelLayer", hosts=[checked])
     run = await make_run(user)
