@@ -249,6 +249,35 @@ def _closed(tail: Sequence[Mapping[str, Any]]) -> bool:
 def repair(messages: Sequence[Mapping[str, Any]]) -> list[OpenAIMessage]:
     """Make a history obey the pairing rule: fill missing answers, drop strays, regroup."""
     history = [_normalized(message) for message in messages]
+    # What the engine stores already obeys it: one pass says so (a third of the
+    # time of the pairing below, on a long history).
+    return history if _paired(history) else _rebuilt(history)
+
+
+def _paired(history: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a normalized history obeys the pairing rule, so that repairing keeps it as it is.
+
+    Each assistant message's calls are answered right after it, each once (in
+    any order), and no other tool message is there. `_rebuilt` gives such a
+    history back unchanged (a test holds the two to each other).
+    """
+    waiting: set[str] = set()
+    for message in history:
+        if message.get("role") == "tool":
+            call_id = str(message.get("tool_call_id"))
+            if call_id not in waiting:
+                return False
+            waiting.discard(call_id)
+            continue
+        if waiting:
+            return False
+        if "tool_calls" in message and message.get("role") == "assistant":
+            waiting = {str(call.get("id")) for call in message["tool_calls"]}
+    return not waiting
+
+
+def _rebuilt(history: list[OpenAIMessage]) -> list[OpenAIMessage]:
+    """A normalized history rebuilt to obey the pairing rule (`repair`)."""
     callers: dict[str, list[int]] = {}
     for index, message in enumerate(history):
         for call_id in _call_ids(message):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import ConfigDict, TypeAdapter
@@ -17,6 +17,9 @@ from pydantic import ConfigDict, TypeAdapter
 from chat.history import (
     HistoryRow,
     RunHistory,
+    _normalized,
+    _paired,
+    _rebuilt,
     build_model_history,
     message_chars,
     message_to_api,
@@ -638,6 +641,18 @@ def test_any_history_becomes_valid(history, max_messages, max_chars):
     )
     # Over budget only when the newest turn alone is too big.
     assert fits or not users or tail[0] is users[-1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(history=messy_histories())
+def test_a_history_already_paired_is_kept_as_rebuilding_it_would_give(history):
+    # `repair` skips the pairing's rebuild when one pass finds nothing to do:
+    # the shortcut must give what the rebuild gives, for any history.
+    paired = _paired([_normalized(m) for m in history])
+    event(f"paired: {paired}")
+    assert repair(history) == _rebuilt([_normalized(m) for m in history])
+    # What repair gives takes the shortcut the next time (a stored history does).
+    assert _paired(repair(history))
 
 
 @pytest.mark.django_db
