@@ -75,26 +75,34 @@ def history_rows(
 # every row of every column. (Built from constants alone: S608 below.)
 _COLUMNS = ", ".join(HISTORY_COLUMNS)
 _CURRENT = "conversation_id = %(conversation)s AND superseded_at IS NULL"
-_NEWEST = f"(SELECT position FROM chat_message WHERE {_CURRENT} ORDER BY position DESC LIMIT 1)"  # noqa: S608
+# The conversation's last position, superseded rows too (as the claim reads it):
+# without a filter, PostgreSQL finds it at the index's end whatever its statistics.
+_LAST = (
+    "(SELECT position FROM chat_message WHERE conversation_id = %(conversation)s"
+    " ORDER BY position DESC LIMIT 1)"
+)
 _HISTORY_ALL = f"SELECT {_COLUMNS} FROM chat_message WHERE {_CURRENT} ORDER BY position"  # noqa: S608
 
 # PostgreSQL must read only the rows it returns, whatever it believes of the
 # conversation's length (its statistics know few conversations, and a long one
-# grew since): every part is a range bounded at both ends (an OR of the two
+# grew since; a new database has none, and then it sorts a conversation's rows
+# to find one end): every part is a range bounded at both ends (an OR of the two
 # parts, or one bound, let it read the whole conversation and filter it), and
-# each edge is looked for among the `reach` newest positions before `near` (the
-# last position a claimed run read, superseded rows too; else the newest), or
+# each edge is looked for among the `reach` positions before `near` (the last
+# position, superseded rows too, that a claimed run read or `_LAST` reads), or
 # the first `head`, before the whole conversation is searched (a search it may
 # make by sorting every row): only when rows were superseded in bulk, or many
-# system rows lead.
+# system rows lead. The newest rows end at `near`; `reach` past it allows for
+# rows stored since it was read.
 _HISTORY_WINDOW = f"""
 SELECT {_COLUMNS}, 1 AS part FROM chat_message
 WHERE {_CURRENT} AND position BETWEEN COALESCE(
-    (SELECT position FROM chat_message WHERE {_CURRENT} AND position >= {{near}} - %(reach)s
+    (SELECT position FROM chat_message WHERE {_CURRENT}
+     AND position BETWEEN {{near}} - %(reach)s AND {{near}} + %(reach)s
      ORDER BY position DESC LIMIT 1 OFFSET %(edge)s),
     (SELECT position FROM chat_message WHERE {_CURRENT}
      ORDER BY position DESC LIMIT 1 OFFSET %(edge)s),
-    0) AND {_NEWEST}
+    0) AND {{near}} + %(reach)s
 UNION ALL
 SELECT {_COLUMNS}, 0 AS part FROM chat_message
 WHERE {_CURRENT} AND role = 'system' AND position BETWEEN 0 AND COALESCE(
@@ -106,7 +114,7 @@ WHERE {_CURRENT} AND role = 'system' AND position BETWEEN 0 AND COALESCE(
 ORDER BY position
 """  # noqa: S608
 _HISTORY_WINDOW_NEAR = _HISTORY_WINDOW.format(near="%(near)s")
-_HISTORY_WINDOW = _HISTORY_WINDOW.format(near=_NEWEST)
+_HISTORY_WINDOW = _HISTORY_WINDOW.format(near=_LAST)
 
 
 def _history_read(sql: str, conversation: Conversation, **params: Any) -> list[tuple[Any, ...]]:

@@ -229,22 +229,31 @@ def rows_read(node: dict) -> float:
 
 
 @pytest.mark.postgres
-def test_a_bounded_history_load_reads_its_window_not_the_conversation(user):
+@pytest.mark.parametrize("claimed", [False, True], ids=["read alone", "read by a claimed run"])
+@pytest.mark.parametrize("analyzed", [True, False], ids=["statistics", "no statistics yet"])
+def test_a_bounded_history_load_reads_its_window_not_the_conversation(user, claimed, analyzed):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    # A table of many short conversations, as PostgreSQL's statistics know it.
+    from chat.history_rows import history_rows
+
+    # A table of many short conversations, as PostgreSQL's statistics know it
+    # (or before it has any: a new database, until autovacuum's first ANALYZE).
     for _ in range(150):
         fill(ConversationFactory(owner=user), 24)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE chat_message")
+    if analyzed:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE chat_message")
     # Grown since the statistics were taken, as most conversations are: PostgreSQL
     # expects few rows of it, and must still not read them all.
     conversation = ConversationFactory(owner=user)
     fill(conversation, 6000)
     with CaptureQueriesContext(connection) as queries:
-        history = history_for_model(conversation=conversation, max_messages=400)
-    assert len(history) <= 401
+        if claimed:  # the claim read the conversation's last position (chat/engine/claim_read.py)
+            rows = history_rows(conversation=conversation, max_messages=400, last_position=5999)
+            assert rows[-1].position == 5999
+        else:
+            assert len(history_for_model(conversation=conversation, max_messages=400)) <= 401
     (query,) = queries.captured_queries
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query['sql']}")
