@@ -6,7 +6,7 @@ are constant SQL, written once, on SQLite as on PostgreSQL.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 
@@ -17,6 +17,17 @@ from chat.models import Conversation, Message, Role
 HISTORY_COLUMNS = ("position", "role", "content", "tool_calls", "tool_call_id")
 # Where a bounded history load looks first for the end of the leading system rows.
 HEAD_POSITIONS = 16
+
+
+class HistoryRead(NamedTuple):
+    """A history's rows, and whether they are all the conversation's current rows."""
+
+    rows: list[HistoryRow]
+    whole: bool  # False: older rows were left out, as trimming would cut them
+    # With older rows left out, the fewest messages the newest of them, the turn
+    # the window's edge fell in, would add: its user message and the others
+    # read of it that are not tool messages (repair drops only those).
+    edge: int = 0
 
 
 def history_rows(
@@ -40,9 +51,23 @@ def history_rows(
     conversation shorter than the window be read with the plain query: its
     positions count every row ever stored, so the current ones are fewer.
     """
-    window = max(2 * (max_messages or 0), 20)
-    short = last_position is not None and last_position < window
-    if max_messages is not None and not short:
+    window = None if max_messages is None else max(2 * max_messages, 20)
+    return history_read(conversation=conversation, window=window, last_position=last_position).rows
+
+
+def history_read(
+    *, conversation: Conversation, window: int | None, last_position: int | None = None
+) -> HistoryRead:
+    """The conversation's current rows, or its newest `window` from a turn's start (`history_rows`).
+
+    The rows begin where a user message begins a turn, after the leading
+    system rows: trimming cuts only there. `whole` says whether they are
+    every current row, and `edge` how many messages at least the turn before
+    them would add: a caller that trims them can tell whether that turn, and
+    so any older one, could have fit (chat/engine/request.py `history_load`).
+    """
+    short = last_position is not None and window is not None and last_position < window
+    if window is not None and not short:
         # One statement of two parts, each a range of the (conversation, position)
         # index: the newest `window` rows (from the position of the window-th
         # newest, NULL when there are fewer, and then every row, to the last),
@@ -58,16 +83,20 @@ def history_rows(
         )
         newest = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 1]
         if len(newest) < window:
-            return newest  # fewer rows than the window: that is the whole conversation
+            # Fewer rows than the window: that is the whole conversation.
+            return HistoryRead(newest, whole=True)
         first = newest[0].position
         leading = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 0 and row[0] < first]
         turn = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
         if turn is not None:
             # Trimming cuts only where a user message begins a turn, so the
             # rows before the window's first one would be cut anyway.
-            return leading + newest[turn:]
+            edge = 1 + sum(1 for row in newest[:turn] if row.role != Role.TOOL)
+            return HistoryRead(leading + newest[turn:], whole=False, edge=edge)
         # else: one turn longer than the window; read it all (below).
-    return [HistoryRow(*row) for row in _history_read(_HISTORY_ALL, conversation)]
+    return HistoryRead(
+        [HistoryRow(*row) for row in _history_read(_HISTORY_ALL, conversation)], True
+    )
 
 
 # The history's reads are constant statements: Django took longer to build the

@@ -139,8 +139,12 @@ def test_run_user_message_is_the_message_that_started_the_run(
     assert run_user_message(run=RunFactory(conversation=conversation)) is None
 
 
-def _random_conversation(owner, seed, turns):
-    """A conversation with leading system rows, parallel tool calls, and a long last turn."""
+def _random_conversation(owner, seed, turns, *, strays=0.0):
+    """A conversation with leading system rows, parallel tool calls, and a long last turn.
+
+    With `strays`, that share of the turns also holds a run of tool messages
+    that answer no call (a repair drops them).
+    """
     import random
 
     rng = random.Random(seed)
@@ -166,6 +170,14 @@ def _random_conversation(owner, seed, turns):
             for call_id in ids:
                 add(
                     role=Role.TOOL, tool_call_id=call_id, name="calculator", content='{"result": 1}'
+                )
+        if rng.random() < strays:
+            for stray in range(rng.randint(1, 12)):
+                add(
+                    role=Role.TOOL,
+                    tool_call_id=f"lost_{turn}_{stray}",
+                    name="calculator",
+                    content="",
                 )
         add(role=Role.ASSISTANT, content=f"answer {turn}")
     Message.objects.bulk_create(rows)
@@ -206,6 +218,119 @@ def test_a_bounded_history_load_equals_trimming_when_rows_were_superseded(user, 
         current, system_prompt=system_prompt_for(conversation), max_messages=8
     )
     assert history_for_model(conversation=conversation, max_messages=8) == expected
+
+
+def run_history_sent(run) -> list[dict]:
+    """What a run's first model call is sent of its history (chat/engine/request.py)."""
+    from chat.engine.request import history_load, history_messages
+
+    return history_messages(history_load(run))
+
+
+def whole_history_trimmed(conversation, run) -> list[dict]:
+    """What trimming every current row of the conversation gives, for a run's budgets."""
+    from django.conf import settings
+
+    from chat.history import build_model_history
+    from chat.prompts import run_system_prompt
+
+    return build_model_history(
+        Message.objects.filter(conversation=conversation, superseded_at=None).order_by("position"),
+        system_prompt=run_system_prompt(run),
+        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
+        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
+    )
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("budget", [3, 8, 16, 25])
+@pytest.mark.parametrize("claimed", [False, True], ids=["unclaimed", "claimed"])
+@pytest.mark.parametrize("strays", [0.0, 0.5], ids=["paired", "strays"])
+def test_a_run_s_history_is_what_trimming_the_whole_conversation_gives(
+    user, settings, seed, budget, claimed, strays
+):
+    # A run reads the budget and a quarter first, and twice the budget when it
+    # cannot tell that no older turn would fit: with stray answers, which
+    # repair drops, a window's rows may give fewer messages than the budget.
+    settings.TOOLCHAT_HISTORY_MAX_MESSAGES = budget
+    conversation = _random_conversation(user, seed, turns=15 + seed, strays=strays)
+    run = RunFactory(conversation=conversation)
+    if claimed:
+        vars(run)["last_position"] = conversation.messages.order_by("position").last().position
+    assert run_history_sent(run) == whole_history_trimmed(conversation, run)
+
+
+def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
+    user, settings, django_assert_num_queries
+):
+    settings.TOOLCHAT_HISTORY_MAX_MESSAGES = 16  # a first read of 20 rows, then 32
+    conversation = ConversationFactory(owner=user)
+    fill(conversation, 400)  # turns of 4 rows: trimming the 20 rows cuts some
+    run = RunFactory(conversation=conversation)
+    with django_assert_num_queries(1):
+        sent = run_history_sent(run)
+    assert len(sent) == 13 and sent == whole_history_trimmed(conversation, run)
+
+    # A turn of 16 stray tool messages across the window's edge: the rows read
+    # from the window's first user message are 4, and the stray turn may give
+    # as few as 2 messages, so an older turn might fit. It does: repair drops
+    # the strays, and two turns of `fill` fit besides.
+    noisy = ConversationFactory(owner=user)
+    fill(noisy, 40)
+    rows = [
+        Message(role=Role.USER, content="noisy"),
+        *(
+            Message(role=Role.TOOL, tool_call_id=f"lost_{i}", name="calculator", content="")
+            for i in range(16)
+        ),
+        Message(role=Role.ASSISTANT, content="ok"),
+        Message(role=Role.USER, content="again"),
+        Message(role=Role.ASSISTANT, content="sure"),
+        Message(role=Role.USER, content="more"),
+        Message(role=Role.ASSISTANT, content="fine"),
+    ]
+    for position, row in enumerate(rows, start=40):
+        row.conversation, row.position = noisy, position
+    Message.objects.bulk_create(rows)
+    run = RunFactory(conversation=noisy)
+    with django_assert_num_queries(2):
+        sent = run_history_sent(run)
+    assert [m["content"] for m in sent[-6:]] == ["noisy", "ok", "again", "sure", "more", "fine"]
+    assert len(sent) == 15 and sent == whole_history_trimmed(noisy, run)
+
+    # The same turn with its calls made, across the same edge: the window holds
+    # only the answers, which might have been strays too, so it is read again.
+    paired = ConversationFactory(owner=user)
+    fill(paired, 40)
+    ids = [f"call_{i}" for i in range(15)]
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "calculator", "arguments": "{}"}}
+        for i in ids
+    ]
+    rows[1:17] = [
+        Message(role=Role.ASSISTANT, tool_calls=calls),
+        *(Message(role=Role.TOOL, tool_call_id=i, name="calculator", content="1") for i in ids),
+    ]
+    for position, row in enumerate(rows, start=40):
+        row.pk, row.conversation, row.position = None, paired, position
+    Message.objects.bulk_create(rows)
+    run = RunFactory(conversation=paired)
+    with django_assert_num_queries(2):
+        sent = run_history_sent(run)
+    assert len(sent) == 5 and sent == whole_history_trimmed(paired, run)
+
+    # A turn of 16 answers without calls (an imported conversation's) across
+    # the edge: those read could not fit beside the 4 newest, so no older turn could.
+    chatty = ConversationFactory(owner=user)
+    fill(chatty, 40)
+    rows[1:17] = [Message(role=Role.ASSISTANT, content=f"part {i}") for i in range(16)]
+    for position, row in enumerate(rows, start=40):
+        row.pk, row.conversation, row.position = None, chatty, position
+    Message.objects.bulk_create(rows)
+    run = RunFactory(conversation=chatty)
+    with django_assert_num_queries(1):
+        sent = run_history_sent(run)
+    assert len(sent) == 5 and sent == whole_history_trimmed(chatty, run)
 
 
 def test_a_bounded_history_load_takes_one_query_at_any_length(user, django_assert_num_queries):
