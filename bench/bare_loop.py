@@ -129,10 +129,14 @@ def bare_turn(
     model: str = "bench-model",
     mode: str = "two_pass",
     max_steps: int = 5,
+    history: list[dict[str, Any]] | None = None,
 ) -> BareTurn:
-    """Run one turn: model with tools, tool calls, then the answer (`two_pass` or `loop`)."""
+    """Run one turn: model with tools, tool calls, then the answer (`two_pass` or `loop`).
+
+    `history`: the messages before the user's, as a loop that keeps its conversation sends them.
+    """
     started = time.perf_counter()
-    messages: list[dict[str, Any]] = [{"role": "user", "content": content}]
+    messages: list[dict[str, Any]] = [*(history or []), {"role": "user", "content": content}]
     steps: dict[str, float] = {}
     tool_steps = calls_made = 0
     while True:

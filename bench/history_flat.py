@@ -13,6 +13,11 @@ grows with the history shows in the run's segments (printed per length). A
 model call's latency_ms is timed around the openai SDK's call, so building
 and sending the request is in it, not in the overhead.
 
+Beside it, in the same rounds, the bare loop (bench/bare_loop.py) runs the
+same two-pass turn with the history toolchat sent at each length already in
+its list, as a loop that keeps its conversation in memory would: its turn's
+wall time is the yardstick for what sending that history costs anyway.
+
     .venv/bin/python bench/history_flat.py [--lengths 10,1000,10000] [--rounds 15] [--warmup 2]
 
 The check: the p50 overheads of all lengths within 10% of the smallest. Past
@@ -32,6 +37,7 @@ import os
 import time
 from urllib.parse import urlsplit
 
+from bare_loop import bare_turn, make_client, offered_tools
 from compare import PRODUCTION_ENV, machine_info
 from queries_per_turn import seed_history
 from stack import BENCH_ENV, percentile, running_stack, stepping_responder, write_results
@@ -96,6 +102,9 @@ def main() -> None:
         )
         headers = {"Authorization": f"Token {token.key}", "Content-Type": "application/json"}
         llm = stack["llm"]
+        bare_client, bare_tools = make_client(llm.base_url), offered_tools()
+        histories: dict[int, list[dict]] = {}  # what toolchat sent before the user's message
+        bare: dict[int, list[float]] = {n: [] for n in lengths}
 
         def turn(length: int) -> tuple[float, str, int]:
             """A turn on a fresh conversation of `length` messages: POST ms, run id, sent."""
@@ -115,7 +124,17 @@ def main() -> None:
                 raise RuntimeError(f"the turn did not complete: {response.status} {payload}")
             if payload["run"]["model_calls"] != 2:
                 raise RuntimeError(f"not a two-pass turn: {payload['run']}")
+            histories.setdefault(length, llm.requests[0]["messages"][:-1])
             return elapsed, str(payload["run"]["id"]), len(llm.requests[0]["messages"])
+
+        def bare_two_pass(length: int) -> float:
+            """The bare loop's turn with the history toolchat sent at `length`, in ms."""
+            llm.clear()
+            history = histories[length]
+            turn = bare_turn(bare_client, tools=bare_tools, content="what is 12*7", history=history)
+            if turn.model_calls != 2 or len(llm.requests[0]["messages"]) != len(history) + 1:
+                raise RuntimeError(f"the bare loop's turn was not the same: {turn}")
+            return turn.total_ms
 
         print(
             f"{args.warmup} + {args.rounds} rounds of {', '.join(map(str, lengths))} "
@@ -126,8 +145,10 @@ def main() -> None:
             shift = number % len(lengths)
             for length in lengths[shift:] + lengths[:shift]:
                 elapsed, run_id, first_request = turn(length)
+                bare_ms = bare_two_pass(length)
                 if number < args.warmup:
                     continue
+                bare[length].append(bare_ms)
                 times = turn_times(run_id)
                 times["post"] = elapsed
                 times["post overhead"] = elapsed - times["model"] - times["tool"]
@@ -150,7 +171,7 @@ def main() -> None:
     )
     header = f"{'stored':>7}{'sent':>6}{'run p50':>9}{'model':>7}{'tool':>6}"
     header += f"{'overhead p50':>14}{'p25-p75':>15}{'p95':>7}{'vs least':>10}{'POST ovh p50':>14}"
-    print(header)
+    print(header + f"{'bare turn p50':>15}")
     for length in lengths:
         row = figures[length]
         overhead = row["overhead"]
@@ -159,7 +180,7 @@ def main() -> None:
             f"{length:>7}{'/'.join(map(str, sorted(sent[length]))):>6}{row['run']['p50']:>9.1f}"
             f"{row['model']['p50']:>7.1f}{row['tool']['p50']:>6.1f}{overhead['p50']:>14.1f}"
             f"{middle:>15}{overhead['p95']:>7.1f}{overhead['p50'] / base - 1:>+10.1%}"
-            f"{row['post overhead']['p50']:>14.1f}"
+            f"{row['post overhead']['p50']:>14.1f}{percentile(bare[length], 0.5):>15.1f}"
         )
     worst = max(figures[length]["overhead"]["p50"] for length in lengths) / base - 1
     flat = worst <= FLAT_WITHIN
@@ -206,6 +227,8 @@ def main() -> None:
                 for n, rows in segments.items()
             },
             "samples_ms": samples,
+            "bare_two_pass_ms": {n: spread(v) for n, v in bare.items()},
+            "bare_samples_ms": bare,
         },
     )
     print(f"written to {path}")
