@@ -269,7 +269,8 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
     run = RunFactory(conversation=conversation)
     with django_assert_num_queries(1):
         sent = run_history_sent(run)
-    assert len(sent) == 13 and sent == whole_history_trimmed(conversation, run)
+    assert len(sent) == 13
+    assert sent == whole_history_trimmed(conversation, run)
 
     # A turn of 16 stray tool messages across the window's edge: the rows read
     # from the window's first user message are 4, and the stray turn may give
@@ -296,7 +297,8 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
     with django_assert_num_queries(2):
         sent = run_history_sent(run)
     assert [m["content"] for m in sent[-6:]] == ["noisy", "ok", "again", "sure", "more", "fine"]
-    assert len(sent) == 15 and sent == whole_history_trimmed(noisy, run)
+    assert len(sent) == 15
+    assert sent == whole_history_trimmed(noisy, run)
 
     # The same turn with its calls made, across the same edge: the window holds
     # only the answers, which might have been strays too, so it is read again.
@@ -317,7 +319,8 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
     run = RunFactory(conversation=paired)
     with django_assert_num_queries(2):
         sent = run_history_sent(run)
-    assert len(sent) == 5 and sent == whole_history_trimmed(paired, run)
+    assert len(sent) == 5
+    assert sent == whole_history_trimmed(paired, run)
 
     # A turn of 16 answers without calls (an imported conversation's) across
     # the edge: those read could not fit beside the 4 newest, so no older turn could.
@@ -330,7 +333,8 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
     run = RunFactory(conversation=chatty)
     with django_assert_num_queries(1):
         sent = run_history_sent(run)
-    assert len(sent) == 5 and sent == whole_history_trimmed(chatty, run)
+    assert len(sent) == 5
+    assert sent == whole_history_trimmed(chatty, run)
 
 
 def test_a_bounded_history_load_takes_one_query_at_any_length(user, django_assert_num_queries):
