@@ -58,8 +58,14 @@ def new_conversation(page: Page, mode: str = "two_pass") -> None:
 
 
 def ask(page: Page, text: str) -> None:
+    """Type a message and send it, as soon as the page takes one.
+
+    The page takes none while it knows a run is active (its answer's text may
+    show before the run's end does): Enter then leaves the text in the box.
+    """
     box = page.get_by_label("Message", exact=True)
     box.fill(text)
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
     box.press("Enter")
 
 
