@@ -258,21 +258,24 @@ def _paired(history: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a normalized history obeys the pairing rule, so that repairing keeps it as it is.
 
     Each assistant message's calls are answered right after it, each once (in
-    any order), and no other tool message is there. `_rebuilt` gives such a
-    history back unchanged (a test holds the two to each other).
+    any order), and no other tool message is there; every id is a string, as
+    stored ones are. `_rebuilt` gives such a history back unchanged (a test
+    holds the two to each other).
     """
     waiting: set[str] = set()
     for message in history:
         if message.get("role") == "tool":
-            call_id = str(message.get("tool_call_id"))
-            if call_id not in waiting:
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or call_id not in waiting:
                 return False
             waiting.discard(call_id)
             continue
         if waiting:
             return False
         if "tool_calls" in message and message.get("role") == "assistant":
-            waiting = {str(call.get("id")) for call in message["tool_calls"]}
+            waiting = {call.get("id") for call in message["tool_calls"]}
+            if not all(isinstance(call_id, str) for call_id in waiting):
+                return False
     return not waiting
 
 

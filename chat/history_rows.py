@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from django.db import connection
 
-from chat.history import HistoryRow
+from chat.history import HistoryRow, RunHistory
 from chat.models import Conversation, Message, Role
 
 # What message_to_openai reads; the other columns stay in the database.
@@ -23,48 +23,40 @@ class HistoryRead(NamedTuple):
     """A history's rows, and whether they are all the conversation's current rows."""
 
     rows: list[HistoryRow]
-    whole: bool  # False: older rows were left out, as trimming would cut them
-    # With older rows left out, the fewest messages the newest of them, the turn
-    # the window's edge fell in, would add: its user message and the others
-    # read of it that are not tool messages (repair drops only those).
+    whole: bool  # False: rows before the first user message read were left out
+    # With rows left out, the fewest messages they would add to a history cut
+    # anywhere before its first user message: those read of them that are not
+    # tool messages (repair drops only those) nor leading system rows (kept).
     edge: int = 0
 
 
-def history_rows(
-    *,
-    conversation: Conversation,
-    max_messages: int | None = None,
-    last_position: int | None = None,
-) -> list[HistoryRow]:
-    """The stored rows a model's history is built from, in order (`build_model_history`).
+def history_rows(*, conversation: Conversation) -> list[HistoryRow]:
+    """Every current row of a conversation, in order, as `build_model_history` takes them.
 
-    Read as HistoryRow tuples, not model instances: a long history is hundreds of rows.
-
-    With `max_messages`, only the newest rows that trimming could keep are
-    read (twice the budget, from the first user message in that window), plus
-    the leading system rows: the load stays flat however long the
-    conversation grows, and the result is what trimming the whole history
-    would give. A run loop keeps these rows and appends what it stores, so it
-    reads the history once per run, not once per model call.
-
-    `last_position`, when the caller read it (a claimed run has it), lets a
-    conversation shorter than the window be read with the plain query: its
-    positions count every row ever stored, so the current ones are fewer.
+    Read as HistoryRow tuples, not model instances: a long history is hundreds
+    of rows. A model's history within budgets reads only the rows trimming
+    could keep (`history_kept`).
     """
-    window = None if max_messages is None else max(2 * max_messages, 20)
-    return history_read(conversation=conversation, window=window, last_position=last_position).rows
+    return history_read(conversation=conversation, window=None).rows
 
 
 def history_read(
     *, conversation: Conversation, window: int | None, last_position: int | None = None
 ) -> HistoryRead:
-    """The conversation's current rows, or its newest `window` from a turn's start (`history_rows`).
+    """The conversation's current rows, or its newest `window` from a turn's start.
+
+    Only the newest rows that trimming could keep are read, plus the leading
+    system rows: the load stays flat however long the conversation grows.
+    `last_position`, when the caller read it (a claimed run has it), lets a
+    conversation shorter than the window be read with the plain query (its
+    positions count every row ever stored, so the current ones are fewer),
+    and bounds the search for the window's edge.
 
     The rows begin where a user message begins a turn, after the leading
     system rows: trimming cuts only there. `whole` says whether they are
-    every current row, and `edge` how many messages at least the turn before
-    them would add: a caller that trims them can tell whether that turn, and
-    so any older one, could have fit (chat/engine/request.py `history_load`).
+    every current row, and `edge` how many messages at least the rows before
+    them would add: a caller that trims them can tell whether an older cut
+    could have fit (`history_kept`).
     """
     short = last_position is not None and window is not None and last_position < window
     if window is not None and not short:
@@ -85,18 +77,52 @@ def history_read(
         if len(newest) < window:
             # Fewer rows than the window: that is the whole conversation.
             return HistoryRead(newest, whole=True)
-        first = newest[0].position
-        leading = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 0 and row[0] < first]
         turn = next((i for i, row in enumerate(newest) if row.role == Role.USER), None)
         if turn is not None:
             # Trimming cuts only where a user message begins a turn, so the
-            # rows before the window's first one would be cut anyway.
-            edge = 1 + sum(1 for row in newest[:turn] if row.role != Role.TOOL)
+            # rows before the window's first one would be cut anyway; the
+            # leading system rows, before any user or assistant row, it keeps.
+            cut = newest[turn].position
+            leading = [HistoryRow(*row[:-1]) for row in rows if row[-1] == 0 and row[0] < cut]
+            led = {row.position for row in leading}
+            edge = sum(
+                1 for row in newest[:turn] if row.role != Role.TOOL and row.position not in led
+            )
             return HistoryRead(leading + newest[turn:], whole=False, edge=edge)
         # else: one turn longer than the window; read it all (below).
     return HistoryRead(
         [HistoryRow(*row) for row in _history_read(_HISTORY_ALL, conversation)], True
     )
+
+
+def history_kept(
+    *,
+    conversation: Conversation,
+    system_prompt: str,
+    max_messages: int,
+    max_chars: int | None = None,
+    last_position: int | None = None,
+) -> RunHistory:
+    """The history a run keeps: what trimming every current row to the budgets would give.
+
+    It reads the newest rows for the message budget and a quarter more, from
+    a turn's start (`history_read`). Each older cut makes the history longer:
+    when trimming what was read cuts some of it, or the messages the rows
+    before it would add at least (`edge`) could not fit beside it, no older
+    cut would fit either, and the history is what trimming the whole
+    conversation gives. Otherwise (repair may have dropped stray tool answers
+    among the rows read, or the window's edge fell in a long turn) it reads
+    twice the budget, then every row, until one of those holds.
+    """
+    limits = {"max_messages": max_messages, "max_chars": max_chars}
+    windows = (max(max_messages + max_messages // 4, 20), max(2 * max_messages, 20), None)
+    for window in windows:
+        read = history_read(conversation=conversation, window=window, last_position=last_position)
+        history = RunHistory(read.rows, system_prompt=system_prompt)
+        kept = len(history.messages(**limits))
+        if read.whole or kept < len(history.messages()) or kept + read.edge > max_messages:
+            break
+    return history
 
 
 # The history's reads are constant statements: Django took longer to build the
@@ -117,27 +143,27 @@ _HISTORY_ALL = f"SELECT {_COLUMNS} FROM chat_message WHERE {_CURRENT} ORDER BY p
 # grew since; a new database has none, and then it sorts a conversation's rows
 # to find one end): every part is a range bounded at both ends (an OR of the two
 # parts, or one bound, let it read the whole conversation and filter it), and
-# each edge is looked for among the `reach` positions before `near` (the last
-# position, superseded rows too, that a claimed run read or `_LAST` reads), or
-# the first `head`, before the whole conversation is searched (a search it may
-# make by sorting every row): only when rows were superseded in bulk, or many
-# system rows lead. The newest rows end at `near`; `reach` past it allows for
-# rows stored since it was read.
+# each edge is looked for among the positions from `reach` before `near` (the
+# last position, superseded rows too, that a claimed run read or `_LAST`
+# reads), or the first `head`, before the whole conversation is searched (a
+# search it may make by sorting every row): only when rows were superseded in
+# bulk, or many system rows lead. The newest rows end at `_LAST`. The leading
+# system rows are those before the first user or assistant row: a tool row
+# before it answers no call, and repair drops it.
 _HISTORY_WINDOW = f"""
 SELECT {_COLUMNS}, 1 AS part FROM chat_message
 WHERE {_CURRENT} AND position BETWEEN COALESCE(
-    (SELECT position FROM chat_message WHERE {_CURRENT}
-     AND position BETWEEN {{near}} - %(reach)s AND {{near}} + %(reach)s
+    (SELECT position FROM chat_message WHERE {_CURRENT} AND position >= {{near}} - %(reach)s
      ORDER BY position DESC LIMIT 1 OFFSET %(edge)s),
     (SELECT position FROM chat_message WHERE {_CURRENT}
      ORDER BY position DESC LIMIT 1 OFFSET %(edge)s),
-    0) AND {{near}} + %(reach)s
+    0) AND {_LAST}
 UNION ALL
 SELECT {_COLUMNS}, 0 AS part FROM chat_message
 WHERE {_CURRENT} AND role = 'system' AND position BETWEEN 0 AND COALESCE(
-    (SELECT position FROM chat_message WHERE {_CURRENT} AND role <> 'system'
+    (SELECT position FROM chat_message WHERE {_CURRENT} AND role IN ('user', 'assistant')
      AND position < %(head)s ORDER BY position LIMIT 1),
-    (SELECT position FROM chat_message WHERE {_CURRENT} AND role <> 'system'
+    (SELECT position FROM chat_message WHERE {_CURRENT} AND role IN ('user', 'assistant')
      ORDER BY position LIMIT 1),
     0) - 1
 ORDER BY position

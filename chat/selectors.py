@@ -18,7 +18,7 @@ from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquer
 
 from chat.exceptions import ConversationNotFound, ResourceNotFound, RunNotFound
 from chat.history import build_model_history
-from chat.history_rows import history_rows
+from chat.history_rows import history_kept, history_rows
 from chat.models import (
     ACTIVE_RUN_STATUSES,
     Conversation,
@@ -75,13 +75,19 @@ def history_for_model(
     max_messages: int | None = None,
     max_chars: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The messages to send to a model: valid OpenAI history, in one query."""
-    return build_model_history(
-        history_rows(conversation=conversation, max_messages=max_messages),
+    """The messages to send to a model: valid OpenAI history, usually in one query."""
+    if max_messages is None:
+        return build_model_history(
+            history_rows(conversation=conversation),
+            system_prompt=system_prompt_for(conversation),
+            max_chars=max_chars,
+        )
+    return history_kept(
+        conversation=conversation,
         system_prompt=system_prompt_for(conversation),
         max_messages=max_messages,
         max_chars=max_chars,
-    )
+    ).messages(max_messages=max_messages, max_chars=max_chars)
 
 
 # --- The REST API's reads -------------------------------------------------------------

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from chat.engine.continuation import DECISION_FORMAT, decider_instruction
 from chat.history import RunHistory
-from chat.history_rows import history_read, history_rows
+from chat.history_rows import history_kept
 from chat.llm.base import ChatRequest
 from chat.models import ModelCallPurpose, Run
 from chat.prompts import run_system_prompt
@@ -31,28 +31,16 @@ def request_hash(request: ChatRequest) -> str:
 def history_load(run: Run) -> RunHistory:
     """The run's history for its model calls, from the rows of its conversation; kept by the run.
 
-    It reads the newest rows for the message budget and a quarter more, from
-    a turn's start (`history_read`). Each older turn makes the history
-    longer: when trimming what was read cuts some of it, or when the messages
-    of the turn the window's edge fell in would not fit beside it, no older
-    turn would have been kept, and the history is what trimming the whole
-    conversation gives. Otherwise (repair dropped many stray tool answers,
-    which may be that turn's too) it reads again with `history_rows`' window
-    of twice the budget, as every run did before.
+    Read with as few rows as give what trimming the whole conversation gives
+    (`history_kept`): for a long conversation, the budget and a quarter.
     """
-    budget = settings.TOOLCHAT_HISTORY_MAX_MESSAGES
-    limits = {"max_messages": budget, "max_chars": settings.TOOLCHAT_HISTORY_MAX_CHARS}
-    last = getattr(run, "last_position", None)
-    prompt = run_system_prompt(run)
-    read = history_read(
-        conversation=run.conversation, window=max(budget + budget // 4, 20), last_position=last
+    return history_kept(
+        conversation=run.conversation,
+        system_prompt=run_system_prompt(run),
+        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
+        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
+        last_position=getattr(run, "last_position", None),
     )
-    history = RunHistory(read.rows, system_prompt=prompt)
-    kept = len(history.messages(**limits))
-    if read.whole or kept < len(history.messages()) or kept + read.edge > budget:
-        return history  # what trimming the whole conversation gives
-    rows = history_rows(conversation=run.conversation, max_messages=budget, last_position=last)
-    return RunHistory(rows, system_prompt=prompt)
 
 
 def history_messages(history: RunHistory) -> list[dict[str, Any]]:

@@ -655,6 +655,13 @@ def test_a_history_already_paired_is_kept_as_rebuilding_it_would_give(history):
     assert _paired(repair(history))
 
 
+@pytest.mark.parametrize("call_id", [1, None], ids=["a number", "none"])
+def test_ids_that_are_not_strings_are_repaired_as_rebuilding_gives(call_id):
+    # Stored ids are strings; a caller's dicts might not be: no shortcut for them.
+    history = [user("q"), asking(call(call_id)), answer(call_id, "1")]
+    assert repair(history) == _rebuilt([_normalized(m) for m in history])
+
+
 @pytest.mark.django_db
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -6,6 +6,9 @@ import json
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from chat.exceptions import ConversationNotFound
 from chat.history import message_to_api
@@ -275,7 +278,9 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
     # A turn of 16 stray tool messages across the window's edge: the rows read
     # from the window's first user message are 4, and the stray turn may give
     # as few as 2 messages, so an older turn might fit. It does: repair drops
-    # the strays, and two turns of `fill` fit besides.
+    # the strays, and two turns of `fill` fit besides. The wider window (32
+    # rows) gives 15 messages, and what it left out might add a single one
+    # (a reply, as far as it can tell): so every row is read.
     noisy = ConversationFactory(owner=user)
     fill(noisy, 40)
     rows = [
@@ -294,7 +299,7 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
         row.conversation, row.position = noisy, position
     Message.objects.bulk_create(rows)
     run = RunFactory(conversation=noisy)
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(3):
         sent = run_history_sent(run)
     assert [m["content"] for m in sent[-6:]] == ["noisy", "ok", "again", "sure", "more", "fine"]
     assert len(sent) == 15
@@ -337,6 +342,165 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
     assert sent == whole_history_trimmed(chatty, run)
 
 
+def _pairs(count: int) -> list[Message]:
+    return [
+        row
+        for i in range(count)
+        for row in (
+            Message(role=Role.USER, content=f"q{i}"),
+            Message(role=Role.ASSISTANT, content=f"a{i}"),
+        )
+    ]
+
+
+def _stray(i: int) -> Message:
+    return Message(role=Role.TOOL, tool_call_id=f"lost{i}", name="calculator", content="")
+
+
+# Rows before a window's first user message that are not an older turn (found
+# in review): each history must still be what trimming the whole gives.
+UNUSUAL_STARTS = {
+    # Leading system rows reaching into the window: trimming keeps them all.
+    "leading system rows in the window": lambda: [
+        *(Message(role=Role.SYSTEM, content=f"sys{i}") for i in range(15)),
+        *_pairs(5),
+    ],
+    # An assistant's greeting before any user message: a cut at 0 keeps it.
+    "a greeting first": lambda: [
+        Message(role=Role.ASSISTANT, content="hi"),
+        Message(role=Role.USER, content="q"),
+        *(_stray(i) for i in range(5)),
+        Message(role=Role.ASSISTANT, content="a"),
+        *_pairs(6),
+    ],
+    # Stray answers, then a system row: once repair drops them, it leads.
+    "strays, then instructions": lambda: [
+        *(_stray(i) for i in range(21)),
+        Message(role=Role.SYSTEM, content="late instructions"),
+        *_pairs(5),
+    ],
+    # A turn of 25 stray answers: twice the budget still sees only strays.
+    "strays past the wider window": lambda: [
+        *_pairs(2),
+        Message(role=Role.USER, content="q2"),
+        *(_stray(i) for i in range(25)),
+        Message(role=Role.ASSISTANT, content="a2"),
+        *_pairs(1),
+    ],
+}
+
+
+@pytest.mark.parametrize("claimed", [False, True], ids=["unclaimed", "claimed"])
+@pytest.mark.parametrize("budget", [8, 16])
+@pytest.mark.parametrize("start", UNUSUAL_STARTS)
+def test_a_run_s_history_is_the_whole_s_trimming_whatever_precedes_its_window(
+    user, settings, start, budget, claimed
+):
+    settings.TOOLCHAT_HISTORY_MAX_MESSAGES = budget
+    conversation = ConversationFactory(owner=user, system_prompt="P")
+    rows = UNUSUAL_STARTS[start]()
+    for position, row in enumerate(rows):
+        row.conversation, row.position = conversation, position
+    Message.objects.bulk_create(rows)
+    run = RunFactory(conversation=conversation)
+    if claimed:
+        vars(run)["last_position"] = len(rows) - 1
+    assert run_history_sent(run) == whole_history_trimmed(conversation, run)
+    assert history_for_model(
+        conversation=conversation, max_messages=budget
+    ) == whole_history_trimmed(conversation, run)
+
+
+@st.composite
+def hostile_conversations(draw: st.DrawFn) -> tuple[list[dict], set[int]]:
+    """Rows and the positions superseded: instructions and strays before the first turn,
+    calls with reused ids and missing, repeated or unknown answers, runs of strays."""
+    ids = st.sampled_from([f"c{i}" for i in range(6)])
+    text = st.sampled_from(["", "x", "hello", "a longer piece of text " * 3])
+
+    def tool(call_id: str) -> dict:
+        return {
+            "role": Role.TOOL,
+            "tool_call_id": call_id,
+            "name": "calculator",
+            "content": draw(text),
+        }
+
+    rows: list[dict] = [
+        {"role": Role.SYSTEM, "content": draw(text)} for _ in range(draw(st.integers(0, 30)))
+    ]
+    for _ in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from([Role.ASSISTANT, Role.TOOL, Role.SYSTEM]))
+        rows.append(tool(draw(ids)) if kind == Role.TOOL else {"role": kind, "content": draw(text)})
+    for _turn in range(draw(st.integers(1, 14))):
+        rows.append({"role": Role.USER, "content": draw(text)})
+        for _step in range(draw(st.integers(0, 3))):
+            kind = draw(st.sampled_from(["call", "call", "strays", "text", "system"]))
+            if kind == "call":
+                called = draw(st.lists(ids, min_size=1, max_size=4))
+                calls = [
+                    {
+                        "id": i,
+                        "type": "function",
+                        "function": {"name": "calculator", "arguments": "{}"},
+                    }
+                    for i in called
+                ]
+                rows.append(
+                    {"role": Role.ASSISTANT, "content": draw(st.none() | text), "tool_calls": calls}
+                )
+                rows.extend(
+                    tool(i) for i in draw(st.lists(st.sampled_from([*called, "zz"]), max_size=6))
+                )
+            elif kind == "strays":
+                rows.extend(tool(draw(ids)) for _ in range(draw(st.integers(1, 25))))
+            else:
+                role = Role.SYSTEM if kind == "system" else Role.ASSISTANT
+                rows.append({"role": role, "content": draw(text)})
+        if draw(st.booleans()):
+            rows.append({"role": Role.ASSISTANT, "content": draw(text)})
+    superseded = draw(st.sets(st.integers(0, len(rows) - 1), max_size=max(1, len(rows) // 5)))
+    return rows, superseded
+
+
+@hypothesis_settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    spec=hostile_conversations(),
+    budget=st.integers(3, 30),
+    max_chars=st.sampled_from([400_000, 0, 5, 30, 100, 300]),
+    claimed=st.booleans(),
+)
+def test_any_run_s_history_is_what_trimming_the_whole_conversation_gives(
+    user, settings, spec, budget, max_chars, claimed
+):
+    # Written after a review found shapes the first version got wrong (and the
+    # one before it too): it holds `history_kept` to the whole's trimming.
+    from django.utils import timezone
+
+    rows, superseded = spec
+    settings.TOOLCHAT_HISTORY_MAX_MESSAGES = budget
+    settings.TOOLCHAT_HISTORY_MAX_CHARS = max_chars
+    conversation = ConversationFactory(owner=user, system_prompt="P")
+    now = timezone.now()
+    Message.objects.bulk_create(
+        Message(
+            conversation=conversation,
+            position=position,
+            superseded_at=now if position in superseded else None,
+            **fields,
+        )
+        for position, fields in enumerate(rows)
+    )
+    run = RunFactory(conversation=conversation)
+    if claimed:
+        vars(run)["last_position"] = len(rows) - 1
+    assert run_history_sent(run) == whole_history_trimmed(conversation, run)
+
+
 def test_a_bounded_history_load_takes_one_query_at_any_length(user, django_assert_num_queries):
     for turns in (10, 1000):
         conversation = _random_conversation(user, 1, turns=turns)
@@ -364,7 +528,7 @@ def test_a_bounded_history_load_reads_its_window_not_the_conversation(user, clai
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from chat.history_rows import history_rows
+    from chat.history_rows import history_read
 
     # A table of many short conversations, as PostgreSQL's statistics know it
     # (or before it has any: a new database, until autovacuum's first ANALYZE).
@@ -379,7 +543,7 @@ def test_a_bounded_history_load_reads_its_window_not_the_conversation(user, clai
     fill(conversation, 6000)
     with CaptureQueriesContext(connection) as queries:
         if claimed:  # the claim read the conversation's last position (chat/engine/claim_read.py)
-            rows = history_rows(conversation=conversation, max_messages=400, last_position=5999)
+            rows = history_read(conversation=conversation, window=800, last_position=5999).rows
             assert rows[-1].position == 5999
         else:
             assert len(history_for_model(conversation=conversation, max_messages=400)) <= 401
