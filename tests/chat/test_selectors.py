@@ -263,6 +263,20 @@ def test_a_run_s_history_is_what_trimming_the_whole_conversation_gives(
     assert run_history_sent(run) == whole_history_trimmed(conversation, run)
 
 
+def sent_after_forty_rows(user, rows: list[Message], django_assert_num_queries, *, reads: int):
+    """What a run is sent of 40 rows of `fill` and then `rows`, read in `reads` statements."""
+    conversation = ConversationFactory(owner=user)
+    fill(conversation, 40)
+    for position, row in enumerate(rows, start=40):
+        row.pk, row.conversation, row.position = None, conversation, position
+    Message.objects.bulk_create(rows)
+    run = RunFactory(conversation=conversation)
+    with django_assert_num_queries(reads):
+        sent = run_history_sent(run)
+    assert sent == whole_history_trimmed(conversation, run)
+    return sent
+
+
 def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
     user, settings, django_assert_num_queries
 ):
@@ -281,8 +295,6 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
     # the strays, and two turns of `fill` fit besides. The wider window (32
     # rows) gives 15 messages, and what it left out might add a single one
     # (a reply, as far as it can tell): so every row is read.
-    noisy = ConversationFactory(owner=user)
-    fill(noisy, 40)
     rows = [
         Message(role=Role.USER, content="noisy"),
         *(
@@ -295,20 +307,12 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
         Message(role=Role.USER, content="more"),
         Message(role=Role.ASSISTANT, content="fine"),
     ]
-    for position, row in enumerate(rows, start=40):
-        row.conversation, row.position = noisy, position
-    Message.objects.bulk_create(rows)
-    run = RunFactory(conversation=noisy)
-    with django_assert_num_queries(3):
-        sent = run_history_sent(run)
+    sent = sent_after_forty_rows(user, rows, django_assert_num_queries, reads=3)
     assert [m["content"] for m in sent[-6:]] == ["noisy", "ok", "again", "sure", "more", "fine"]
     assert len(sent) == 15
-    assert sent == whole_history_trimmed(noisy, run)
 
     # The same turn with its calls made, across the same edge: the window holds
     # only the answers, which might have been strays too, so it is read again.
-    paired = ConversationFactory(owner=user)
-    fill(paired, 40)
     ids = [f"call_{i}" for i in range(15)]
     calls = [
         {"id": i, "type": "function", "function": {"name": "calculator", "arguments": "{}"}}
@@ -318,28 +322,12 @@ def test_a_run_reads_its_history_again_when_an_older_turn_might_have_fit(
         Message(role=Role.ASSISTANT, tool_calls=calls),
         *(Message(role=Role.TOOL, tool_call_id=i, name="calculator", content="1") for i in ids),
     ]
-    for position, row in enumerate(rows, start=40):
-        row.pk, row.conversation, row.position = None, paired, position
-    Message.objects.bulk_create(rows)
-    run = RunFactory(conversation=paired)
-    with django_assert_num_queries(2):
-        sent = run_history_sent(run)
-    assert len(sent) == 5
-    assert sent == whole_history_trimmed(paired, run)
+    assert len(sent_after_forty_rows(user, rows, django_assert_num_queries, reads=2)) == 5
 
     # A turn of 16 answers without calls (an imported conversation's) across
     # the edge: those read could not fit beside the 4 newest, so no older turn could.
-    chatty = ConversationFactory(owner=user)
-    fill(chatty, 40)
     rows[1:17] = [Message(role=Role.ASSISTANT, content=f"part {i}") for i in range(16)]
-    for position, row in enumerate(rows, start=40):
-        row.pk, row.conversation, row.position = None, chatty, position
-    Message.objects.bulk_create(rows)
-    run = RunFactory(conversation=chatty)
-    with django_assert_num_queries(1):
-        sent = run_history_sent(run)
-    assert len(sent) == 5
-    assert sent == whole_history_trimmed(chatty, run)
+    assert len(sent_after_forty_rows(user, rows, django_assert_num_queries, reads=1)) == 5
 
 
 def _pairs(count: int) -> list[Message]:
