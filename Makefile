@@ -101,7 +101,7 @@ attack: $(VENV)/.installed-dev
 	TOOLCHAT_TEST_DB=postgres $(BIN)/python -m pytest -m attack $(PYTEST_ARGS)
 
 # Mutation testing of the pure guards and decisions (chat/engine/continuation.py,
-# chat/history.py; [tool.mutmut] in pyproject.toml), not part of `make test`: a
+# chat/history.py, chat/history_guards.py; [tool.mutmut] in pyproject.toml), not part of `make test`: a
 # few minutes on two cores. docs/testing.md lists the survivors and why each is harmless.
 mutation: $(VENV)/.installed-dev
 	$(BIN)/mutmut run --max-children $(or $(MUTATION_JOBS),2)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chat.history import message_to_openai, repair
+from chat.history import message_to_openai
+from chat.history_guards import repair
 from chat.history_rows import HISTORY_COLUMNS
 from chat.models import ACTIVE_RUN_STATUSES, Conversation, Message, ModelCall, Role, Run, RunStatus
 from chat.prompts import system_prompt_for

@@ -17,17 +17,12 @@ from pydantic import ConfigDict, TypeAdapter
 from chat.history import (
     HistoryRow,
     RunHistory,
-    _normalized,
-    _paired,
-    _rebuilt,
     build_model_history,
-    message_chars,
     message_to_api,
     message_to_openai,
-    repair,
     tool_call_to_openai,
-    trim,
 )
+from chat.history_guards import _normalized, _paired, _rebuilt, message_chars, repair, trim
 from chat.models import Message, Role
 from chat.selectors import history_for_model
 from tests.factories import (
