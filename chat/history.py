@@ -182,6 +182,9 @@ class RunHistory:
         self._converted: list[OpenAIMessage] = []
         self._repaired: list[OpenAIMessage] = []
         self._repaired_rows = -1  # rows the repaired history covers; -1 before the first
+        # The last trimming, by (rows covered, budgets): a load checks it, then the
+        # first model call asks for it again (chat/history_rows.py `history_kept`).
+        self._trimmed: tuple[tuple[int, int | None, int | None], list[OpenAIMessage]] | None = None
 
     def append(self, row: StoredMessage) -> None:
         """A row the run stored, after those it read."""
@@ -201,7 +204,13 @@ class RunHistory:
             else:
                 self._repaired = repair([*self._head, *self._converted])
         self._repaired_rows = len(self._converted)
-        return trim(self._repaired, max_messages=max_messages, max_chars=max_chars)
+        key = (self._repaired_rows, max_messages, max_chars)
+        if self._trimmed is None or self._trimmed[0] != key:
+            self._trimmed = (
+                key,
+                trim(self._repaired, max_messages=max_messages, max_chars=max_chars),
+            )
+        return list(self._trimmed[1])
 
 
 def _closed(tail: Sequence[Mapping[str, Any]]) -> bool:
