@@ -19,8 +19,13 @@ its list, as a loop that keeps its conversation in memory would: its turn's
 wall time is the yardstick for what sending that history costs anyway.
 
     .venv/bin/python bench/history_flat.py [--lengths 10,1000,10000] [--rounds 15] [--warmup 2]
+        [--collector]
 
-The check: the p50 overheads of all lengths within 10% of the smallest. Past
+The check: the p50 overheads of all lengths within 10% of the smallest. The
+mean and the largest show what a p50 does not: a pause in a few turns (the
+garbage collector's full pass, project/collector.py); `--collector` starts
+the servers with bench/collector/ on their PYTHONPATH and prints each
+process's full passes during the timed rounds. Past
 TOOLCHAT_HISTORY_MAX_MESSAGES (400) every turn sends the same number of
 messages, so the change from one length to the next is printed too.
 Prints a table and writes bench/results/history_flat.json.
@@ -34,7 +39,9 @@ import itertools
 import json
 import logging
 import os
+import tempfile
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from bare_loop import bare_turn, make_client, offered_tools
@@ -45,6 +52,22 @@ from turn_overhead import breakdown
 
 FLAT_WITHIN = 0.10  # the issue's budget: overhead at every length within 10%
 TURN_TIMEOUT_S = 30
+COLLECTOR_PROBE = Path(__file__).resolve().parent / "collector"
+
+
+def collector_passes(log: Path, since: float, until: float) -> dict[str, dict[str, float]]:
+    """The servers' full collector passes between two times, by process: count, ms, frozen."""
+    passes: dict[str, dict[str, float]] = {}
+    for line in log.read_text().splitlines():
+        pid, role, ended, ms, frozen = line.split("\t")
+        if role == "other" or not since <= float(ended) <= until:
+            continue
+        row = passes.setdefault(f"{role} {pid}", {"passes": 0, "ms": 0.0, "longest": 0.0})
+        row["passes"] += 1
+        row["ms"] += float(ms)
+        row["longest"] = max(row["longest"], float(ms))
+        row["frozen"] = int(frozen)
+    return passes
 
 
 def turn_times(run_id: str) -> dict[str, float]:
@@ -61,9 +84,10 @@ def turn_times(run_id: str) -> dict[str, float]:
 
 
 def spread(values: list[float]) -> dict[str, float]:
-    """p50, the middle half (p25 to p75), p95 and the extremes of a list of ms."""
+    """p50, the middle half (p25 to p75), p95, the mean and the extremes of a list of ms."""
     return {
         "n": len(values),
+        "mean": sum(values) / len(values),
         "p50": percentile(values, 0.5),
         "p25": percentile(values, 0.25),
         "p75": percentile(values, 0.75),
@@ -80,6 +104,9 @@ def main() -> None:
     parser.add_argument("--lengths", default="10,1000,10000", help="stored messages before a turn")
     parser.add_argument("--rounds", type=int, default=15, help="timed turns of each length")
     parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    parser.add_argument(
+        "--collector", action="store_true", help="count the servers' full collector passes"
+    )
     args = parser.parse_args()
     lengths = [int(value) for value in args.lengths.split(",")]
 
@@ -87,9 +114,14 @@ def main() -> None:
     samples: dict[int, dict[str, list[float]]] = {n: {} for n in lengths}
     segments: dict[int, dict[str, list[float]]] = {n: {} for n in lengths}
     sent: dict[int, set[int]] = {n: set() for n in lengths}
-    with running_stack(
-        responder=stepping_responder(), workers=1, extra_env={**BENCH_ENV, **PRODUCTION_ENV}
-    ) as stack:
+    extra_env = {**BENCH_ENV, **PRODUCTION_ENV}
+    probe_log = Path(tempfile.mkdtemp(prefix="toolchat-collector-")) / "passes.log"
+    probe_log.touch()
+    if args.collector:
+        path = os.pathsep.join(filter(None, [str(COLLECTOR_PROBE), os.environ.get("PYTHONPATH")]))
+        extra_env |= {"PYTHONPATH": path, "TOOLCHAT_COLLECTOR_LOG": str(probe_log)}
+    timed = [0.0, 0.0]  # when the timed rounds began and ended
+    with running_stack(responder=stepping_responder(), workers=1, extra_env=extra_env) as stack:
         from django.contrib.auth import get_user_model
         from rest_framework.authtoken.models import Token
 
@@ -142,6 +174,8 @@ def main() -> None:
             flush=True,
         )
         for number in range(args.warmup + args.rounds):
+            if number == args.warmup:
+                timed[0] = time.time()
             shift = number % len(lengths)
             for length in lengths[shift:] + lengths[:shift]:
                 elapsed, run_id, first_request = turn(length)
@@ -158,6 +192,7 @@ def main() -> None:
                     if value is not None:
                         segments[length].setdefault(step, []).append(value)
                 sent[length].add(first_request)
+        timed[1] = time.time()
         client.close()
 
     figures = {
@@ -170,7 +205,8 @@ def main() -> None:
         "production stack, model at once)"
     )
     header = f"{'stored':>7}{'sent':>6}{'run p50':>9}{'model':>7}{'tool':>6}"
-    header += f"{'overhead p50':>14}{'p25-p75':>15}{'p95':>7}{'vs least':>10}{'POST ovh p50':>14}"
+    header += f"{'overhead p50':>14}{'p25-p75':>15}{'p95':>7}{'mean':>7}{'max':>7}{'vs least':>10}"
+    header += f"{'POST ovh p50':>14}"
     print(header + f"{'bare turn p50':>15}")
     for length in lengths:
         row = figures[length]
@@ -179,7 +215,8 @@ def main() -> None:
         print(
             f"{length:>7}{'/'.join(map(str, sorted(sent[length]))):>6}{row['run']['p50']:>9.1f}"
             f"{row['model']['p50']:>7.1f}{row['tool']['p50']:>6.1f}{overhead['p50']:>14.1f}"
-            f"{middle:>15}{overhead['p95']:>7.1f}{overhead['p50'] / base - 1:>+10.1%}"
+            f"{middle:>15}{overhead['p95']:>7.1f}{overhead['mean']:>7.1f}{overhead['max']:>7.1f}"
+            f"{overhead['p50'] / base - 1:>+10.1%}"
             f"{row['post overhead']['p50']:>14.1f}{percentile(bare[length], 0.5):>15.1f}"
         )
     worst = max(figures[length]["overhead"]["p50"] for length in lengths) / base - 1
@@ -207,6 +244,17 @@ def main() -> None:
     for step in steps:
         values = [percentile(segments[length].get(step, []), 0.5) for length in lengths]
         print(f"{step:<48}" + "".join(f"{value:>9.1f}" for value in values))
+    passes = collector_passes(probe_log, *timed) if args.collector else None
+    if passes is not None:
+        print("\nthe servers' full collector passes during the timed rounds")
+        print(f"{'process':<16}{'frozen':>9}{'passes':>8}{'ms':>9}{'longest ms':>12}")
+        for name, row in sorted(passes.items()):
+            print(
+                f"{name:<16}{row['frozen']:>9}{row['passes']:>8}{row['ms']:>9.1f}"
+                f"{row['longest']:>12.1f}"
+            )
+        if not passes:
+            print("(none)")
     machine["load_average_end"] = os.getloadavg()
     path = write_results(
         "history_flat",
@@ -229,6 +277,7 @@ def main() -> None:
             "samples_ms": samples,
             "bare_two_pass_ms": {n: spread(v) for n, v in bare.items()},
             "bare_samples_ms": bare,
+            "collector_passes": passes,
         },
     )
     print(f"written to {path}")

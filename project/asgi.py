@@ -14,6 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from chat.engine.recovery import start_in_process_recovery  # noqa: E402
 from chat.live.routing import websocket_urlpatterns  # noqa: E402
 from chat.live.ws_auth import websocket_application  # noqa: E402
+from project.collector import collector_freeze  # noqa: E402
 from project.request_threads import KeptRequestThreads  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -28,3 +29,6 @@ application = ProtocolTypeRouter(
 # Without Redis the runs execute in this process: after a restart, pick up the
 # ones that were cut off (with Redis, Celery beat does this).
 start_in_process_recovery()
+
+# Last: what this process loaded stays out of the collector's full passes.
+collector_freeze()

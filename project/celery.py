@@ -3,7 +3,12 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown, worker_shutdown
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings.base")
 
@@ -18,6 +23,19 @@ def telemetry_start(**kwargs: object) -> None:
     from chat.telemetry.provider import tracing_start
 
     tracing_start()
+
+
+@worker_ready.connect
+@worker_process_init.connect
+def loaded_freeze(**kwargs: object) -> None:
+    """A worker ready to take tasks (and each process a prefork pool starts) freezes what it loaded.
+
+    See project/collector.py: the collector's full passes then walk only what
+    the turns made, not the app's modules.
+    """
+    from project.collector import collector_freeze
+
+    collector_freeze()
 
 
 @worker_process_shutdown.connect
