@@ -16,6 +16,14 @@ every chunk (llama-cpp-python), usage under `x_groq`. `chunk_tidy` takes
 those out of a chunk, or puts them in the shape the assembly takes, and keeps
 what toolchat uses in a `StreamRead`. The provider that sends the requests is
 chat/llm/openai_call.py.
+
+The chunks are the JSON objects the server sent, as dicts, not the SDK's
+`ChatCompletionChunk` models: building one took about 65 microseconds with
+the GIL held, most of a streamed answer's CPU (a 500-token answer read in 18
+to 20 ms of CPU rather than 56 to 63; docs/performance.md, round ten). What a
+server sends is read here field by field, whatever its shape: `chunk_tidy`
+first makes every chunk's `choices` a list of objects, each with a `delta`
+object, and its tool calls a list of objects.
 """
 
 from __future__ import annotations
@@ -23,9 +31,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from openai.types.chat import ChatCompletionChunk
-
 from chat.llm.lenient import REASONING_FIELDS, arguments_text, reasoning_details_text, usage_read
+
+Chunk = dict[str, Any]
+"""One streamed chunk: the JSON object the server sent."""
+
+
+def _items(value: Any) -> list[Any]:
+    """A JSON array's items; nothing for anything else."""
+    return value if isinstance(value, list) else []
 
 
 def _joined(so_far: Any, piece: Any) -> Any:
@@ -68,31 +82,35 @@ class Assembly:
     model: str = ""
     choices: dict[int, ChoiceParts] = dataclasses.field(default_factory=dict)
 
-    def add(self, chunk: ChatCompletionChunk) -> list[str]:
-        """Take one (tidied) chunk in; the text it adds, piece by piece."""
+    def add(self, chunk: Chunk) -> list[str]:
+        """Take one chunk in (tidied by `chunk_tidy`); the text it adds, piece by piece."""
         if not self.started:
             self.started = True
-            self.id, self.model = chunk.id or "", chunk.model or ""
+            self.id, self.model = _text(chunk.get("id")), _text(chunk.get("model"))
         texts = []
-        for choice in chunk.choices:
-            parts = self.choices.setdefault(choice.index, ChoiceParts())
-            delta = choice.delta
-            if isinstance(delta.content, str):
+        for choice in chunk["choices"]:
+            index = choice.get("index")
+            parts = self.choices.setdefault(index if isinstance(index, int) else 0, ChoiceParts())
+            delta = choice["delta"]
+            content = delta.get("content")
+            if isinstance(content, str):
                 if parts.content is None:
                     parts.content = []
-                parts.content.append(delta.content)
-                if delta.content:
-                    texts.append(delta.content)
-            for call in delta.tool_calls or []:
-                while len(parts.calls) <= call.index:
+                parts.content.append(content)
+                if content:
+                    texts.append(content)
+            for call in delta.get("tool_calls") or ():
+                while len(parts.calls) <= call["index"]:
                     parts.calls.append(CallParts())
-                built = parts.calls[call.index]
-                built.id = _joined(built.id, call.id)
-                if call.function is not None:
-                    built.name = _joined(built.name, call.function.name)
-                    built.arguments = _joined(built.arguments, call.function.arguments)
-            if choice.finish_reason:
-                parts.finish_reason = choice.finish_reason
+                built = parts.calls[call["index"]]
+                built.id = _joined(built.id, call.get("id"))
+                function = call.get("function")
+                if isinstance(function, dict):
+                    built.name = _joined(built.name, function.get("name"))
+                    built.arguments = _joined(built.arguments, function.get("arguments"))
+            finish = choice.get("finish_reason")
+            if finish and isinstance(finish, str):
+                parts.finish_reason = finish
         return texts
 
     @property
@@ -115,66 +133,79 @@ class StreamRead:
     # chunk (llama-cpp-python) must not have them joined into one long name.
     calls: dict[int, tuple[str | None, str | None]] = dataclasses.field(default_factory=dict)
     # The server's index of each call -> its place in the list, in the order calls came.
-    places: dict[int, int] = dataclasses.field(default_factory=dict)
+    places: dict[int | str, int] = dataclasses.field(default_factory=dict)
 
 
-def chunk_tidy(chunk: ChatCompletionChunk, read: StreamRead) -> None:
-    """Take out of a chunk what the assembly must not see, keeping the reasoning.
+def chunk_tidy(chunk: Chunk, read: StreamRead) -> None:
+    """Put a chunk in the shape the assembly reads, and take out what it must not see.
 
-    The reasoning (`reasoning_content`, `reasoning`, else the readable text of
-    `reasoning_details`) is gathered here, and `reasoning_details` dropped (its
-    entries' `index` may be a string); message `annotations` are dropped (some
-    servers stream them without an `index`, and toolchat does not use them); a
-    tool call delta
-    without an `index` gets its place in the list, an `index` that is not the
-    next place (Anthropic's first call is 1 when text came before it) is
-    mapped to its place in the order the calls came, arguments sent as a JSON
-    object are encoded as the string the API sends, and a call's id and name
-    sent again in a later chunk (llama-cpp-python) are not sent on, since the
-    assembly would join them.
+    Its `choices` become a list of objects, each with a `delta` object whose
+    `tool_calls` (if any) are a list of objects: whatever else a server sent
+    there is dropped. The reasoning (`reasoning_content`, `reasoning`, else the
+    readable text of `reasoning_details`) is gathered here, and
+    `reasoning_details` dropped (its entries' `index` may be a string); message
+    `annotations` are dropped (some servers stream them without an `index`,
+    and toolchat does not use them); a tool call delta without an `index`
+    gets its place in the list, an `index` that is not the next place
+    (Anthropic's first call is 1 when text came before it) is mapped to its
+    place in the order the calls came, arguments sent as a JSON object are
+    encoded as the string the API sends, and a call's id and name sent again
+    in a later chunk (llama-cpp-python) are not sent on, since the assembly
+    would join them.
     """
-    for choice in chunk.choices:
-        delta = choice.delta
-        extra = delta.model_extra
-        if extra:
-            said = [extra.pop(name, None) for name in REASONING_FIELDS]
-            said = [value for value in said if isinstance(value, str) and value]
-            details = reasoning_details_text(extra.pop("reasoning_details", None))
+    choices = [choice for choice in _items(chunk.get("choices")) if isinstance(choice, dict)]
+    chunk["choices"] = choices
+    for choice in choices:
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = choice["delta"] = {}
+        said = [delta.pop(name, None) for name in REASONING_FIELDS]
+        said = [value for value in said if isinstance(value, str) and value]
+        details = reasoning_details_text(delta.pop("reasoning_details", None))
+        if said or details:
             read.reasoning.extend(said or [details])
-            extra.pop("annotations", None)
-        for position, call in enumerate(delta.tool_calls or []):
-            if getattr(call, "index", None) is None:
-                call.index = position
+        delta.pop("annotations", None)
+        if "tool_calls" not in delta:
+            continue
+        calls = [call for call in _items(delta["tool_calls"]) if isinstance(call, dict)]
+        delta["tool_calls"] = calls
+        for position, call in enumerate(calls):
+            index = call.get("index")
+            if not isinstance(index, int | str):
+                index = position
             # The assembly takes an index as a place in the list, with no gaps.
-            call.index = read.places.setdefault(call.index, len(read.places))
+            call["index"] = read.places.setdefault(index, len(read.places))
             _call_delta_tidy(call, read.calls)
 
 
-def _call_delta_tidy(call: Any, seen: dict[int, tuple[str | None, str | None]]) -> None:
+def _call_delta_tidy(call: dict[str, Any], seen: dict[int, tuple[str | None, str | None]]) -> None:
     """One tool call delta, as the accumulator can take it (see `chunk_tidy`)."""
-    first_id, first_name = seen.get(call.index, (None, None))
-    if first_id is not None and call.id == first_id:
-        call.id = None
-    if call.function is None:
-        seen[call.index] = (first_id or call.id, first_name)
+    index = call["index"]
+    first_id, first_name = seen.get(index, (None, None))
+    if first_id is not None and call.get("id") == first_id:
+        call["id"] = None
+    function = call.get("function")
+    if not isinstance(function, dict):
+        call["function"] = None
+        seen[index] = (first_id or call.get("id"), first_name)
         return
-    if first_name is not None and call.function.name == first_name:
-        call.function.name = None
-    # Typed as a string, but not validated: a server may send an object.
-    arguments: object = call.function.arguments
+    if first_name is not None and function.get("name") == first_name:
+        function["name"] = None
+    # A server may send the arguments as an object.
+    arguments = function.get("arguments")
     if not isinstance(arguments, str | None):
-        call.function.arguments = arguments_text(arguments)
-    seen[call.index] = (first_id or call.id, first_name or call.function.name)
+        function["arguments"] = arguments_text(arguments)
+    seen[index] = (first_id or call.get("id"), first_name or function.get("name"))
 
 
-def chunk_usage(chunk: ChatCompletionChunk) -> tuple[int | None, int | None]:
+def chunk_usage(chunk: Chunk) -> tuple[int | None, int | None]:
     """The usage a chunk reports (Groq's in `x_groq.usage`), or (None, None)."""
-    if chunk.usage is not None:
-        return chunk.usage.prompt_tokens, chunk.usage.completion_tokens
-    extra = chunk.model_extra
-    if extra and "x_groq" in extra:
-        return usage_read(extra)
-    return None, None
+    return usage_read(chunk)
+
+
+def _text(value: Any) -> str:
+    """A chunk's id or model as text ("" when it sent none)."""
+    return value if isinstance(value, str) else ("" if value is None else str(value))
 
 
 def stream_finish_reason(state: Assembly) -> str:

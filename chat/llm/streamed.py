@@ -125,12 +125,16 @@ def _stream_open(call: Call) -> Any:
 def _chunks_read(call: Call, chunks: Any, read: StreamRead) -> Iterator[StreamEvent]:
     """Yield the text of the stream's chunks; `read` keeps the rest, as far as it got."""
     for chunk in chunks:
-        if chunk.object and chunk.object != "chat.completion.chunk":
+        if not isinstance(chunk, dict):
+            continue  # not a JSON object: nothing a chunk would say
+        kind = chunk.get("object")
+        if kind and kind != "chat.completion.chunk":
             continue  # not a chunk (Azure's content-filter notes); as .stream() does
         chunk_tidy(chunk, read)
-        read.spoke = read.spoke or any(c.delta.role for c in chunk.choices)
+        deltas = [choice["delta"] for choice in chunk["choices"]]
+        read.spoke = read.spoke or any(delta.get("role") for delta in deltas)
         if read.first_token_ms is None and any(
-            c.delta.content or c.delta.tool_calls for c in chunk.choices
+            delta.get("content") or delta.get("tool_calls") for delta in deltas
         ):
             read.first_token_ms = int((time.monotonic() - call.started) * 1000)
         for text in read.state.add(chunk):
