@@ -39,8 +39,8 @@ import django  # noqa: E402
 django.setup()
 
 import openai  # noqa: E402
-
 from stack import percentile, write_results  # noqa: E402
+
 from chat.llm.base import ChatRequest, Done  # noqa: E402
 from chat.llm.openai_provider import OpenAIProvider  # noqa: E402
 from tests.llm_server import ScriptedLLMServer, text_reply  # noqa: E402
@@ -108,7 +108,9 @@ def main() -> None:
         print(row)
     for words in lengths:
         typed, ours = (figures[name][words]["cpu_ms_p50"] for name in variants)
-        print(f"{words} words: toolchat's whole call takes {ours / typed:.2f}x the typed read's CPU")
+        print(
+            f"{words} words: toolchat's whole call takes {ours / typed:.2f}x the typed read's CPU"
+        )
     path = write_results(
         "stream_cpu", {"rounds": args.rounds, "figures": figures, "samples_ms": samples}
     )
