@@ -676,3 +676,15 @@ def test_an_approval_rule_that_fails_asks_for_approval_and_a_failing_describe_fa
     assert spec.needs_approval({"target": "mars"}) is True
     assert spec.describe_call({"target": "mars"}) == "launch(target='mars')"
     assert build_spec(launch).needs_approval({"target": "mars"}) is False
+
+
+def test_a_request_that_changes_its_tools_leaves_the_registered_schema_as_it_was():
+    spec = SCHEMAS.get("t_datetime")
+    offered = spec.openai_tool()
+    offered["function"]["parameters"]["properties"]["value"]["format"] = "changed"
+    offered["function"]["parameters"]["required"].append("extra")
+
+    again = spec.openai_tool()["function"]["parameters"]
+    assert again["properties"]["value"]["format"] == "date"
+    assert "extra" not in again["required"]
+    assert again == spec.parameters
