@@ -3,9 +3,9 @@
 CPython's cyclic collector runs a full pass over every object it tracks once
 the objects that survived its younger passes since the last full one reach a
 quarter of those it already holds. A started web process or worker holds
-about 150,000 (Django, DRF, Channels, Celery, and the openai SDK's types,
-which its client loads on its first request), and a full pass over them took
-50 to 85 ms with the GIL held: every thread of the process, the event loop
+150,000 to 200,000 (Django, DRF, Channels, Celery, and the openai SDK's
+types, which its client loads on its first request), and a full pass over
+them took 50 to 100 ms with the GIL held: every thread of the process, the event loop
 that streams deltas to the sockets included, stops meanwhile.
 
 Short turns leave few survivors, and such a pass came once or twice in

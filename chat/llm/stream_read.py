@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from chat.llm.lenient import REASONING_FIELDS, arguments_text, reasoning_details_text, usage_read
+from chat.llm.lenient import REASONING_FIELDS, arguments_text, reasoning_details_text
 
 Chunk = dict[str, Any]
 """One streamed chunk: the JSON object the server sent."""
@@ -196,11 +196,6 @@ def _call_delta_tidy(call: dict[str, Any], seen: dict[int, tuple[str | None, str
     if not isinstance(arguments, str | None):
         function["arguments"] = arguments_text(arguments)
     seen[index] = (first_id or call.get("id"), first_name or function.get("name"))
-
-
-def chunk_usage(chunk: Chunk) -> tuple[int | None, int | None]:
-    """The usage a chunk reports (Groq's in `x_groq.usage`), or (None, None)."""
-    return usage_read(chunk)
 
 
 def _text(value: Any) -> str:

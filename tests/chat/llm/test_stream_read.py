@@ -14,7 +14,8 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState, ContentDeltaEvent
 from openai.types.chat import ChatCompletionChunk
 
-from chat.llm.stream_read import Assembly, StreamRead, chunk_tidy, chunk_usage, stream_finish_reason
+from chat.llm.lenient import usage_read
+from chat.llm.stream_read import Assembly, StreamRead, chunk_tidy, stream_finish_reason
 
 
 def chunk(*, delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any):
@@ -150,7 +151,7 @@ def test_what_a_server_sends_in_odd_shapes_is_read_around_not_raised():
     assert ours.answer.text == "Half and half."
     assert ours.answer.calls == []
     assert stream_finish_reason(ours) == "stop"
-    assert chunk_usage(answer_text[-1]) == (None, 6)  # a count that is not a number is not one
+    assert usage_read(answer_text[-1]) == (None, 6)  # a count that is not a number is not one
 
 
 def test_a_call_without_an_index_or_a_function_takes_its_place_and_arguments_come_as_text():
