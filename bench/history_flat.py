@@ -115,9 +115,10 @@ def main() -> None:
     segments: dict[int, dict[str, list[float]]] = {n: {} for n in lengths}
     sent: dict[int, set[int]] = {n: set() for n in lengths}
     extra_env = {**BENCH_ENV, **PRODUCTION_ENV}
-    probe_log = Path(tempfile.mkdtemp(prefix="toolchat-collector-")) / "passes.log"
-    probe_log.touch()
+    probe_log: Path | None = None
     if args.collector:
+        probe_log = Path(tempfile.mkdtemp(prefix="toolchat-collector-")) / "passes.log"
+        probe_log.touch()
         path = os.pathsep.join(filter(None, [str(COLLECTOR_PROBE), os.environ.get("PYTHONPATH")]))
         extra_env |= {"PYTHONPATH": path, "TOOLCHAT_COLLECTOR_LOG": str(probe_log)}
     timed = [0.0, 0.0]  # when the timed rounds began and ended
@@ -244,7 +245,7 @@ def main() -> None:
     for step in steps:
         values = [percentile(segments[length].get(step, []), 0.5) for length in lengths]
         print(f"{step:<48}" + "".join(f"{value:>9.1f}" for value in values))
-    passes = collector_passes(probe_log, *timed) if args.collector else None
+    passes = collector_passes(probe_log, *timed) if probe_log is not None else None
     if passes is not None:
         print("\nthe servers' full collector passes during the timed rounds")
         print(f"{'process':<16}{'frozen':>9}{'passes':>8}{'ms':>9}{'longest ms':>12}")
