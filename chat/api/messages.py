@@ -12,6 +12,7 @@ The last two wait on the event loop (an async view), never in a thread.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Any
@@ -156,6 +157,20 @@ class MessageCreateApi(AsyncApiView):
             "(null if the run failed or was cancelled).",
         )
 
+    def post_first(self, request: Request, conversation_id: uuid.UUID) -> _Posted:
+        """On the request's thread, after authentication: the checks, then the run started."""
+        conversation = conversation_get(conversation_id=conversation_id, user=request.user)
+        query = self.QuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        body = self.InputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = run_start(
+            conversation=conversation,
+            content=body.validated_data["content"],
+            replaces=body.validated_data.get("replaces"),
+        )
+        return _Posted(run, query.validated_data["wait"], query.validated_data["timeout"])
+
     @extend_schema(
         tags=TAG,
         operation_id="messages_create",
@@ -186,27 +201,26 @@ class MessageCreateApi(AsyncApiView):
             docs.example("Waited (?wait=true)", {"run": docs.RUN, "message": docs.ANSWER_MESSAGE}),
         ],
     )
-    async def post(self, request: Request, conversation_id: uuid.UUID) -> HttpResponseBase:
-        """Start the run; answer at once, after it, or as its event stream."""
-        user = request.user
-        conversation = await sync_to_async(conversation_get)(
-            conversation_id=conversation_id, user=user
-        )
-        query = self.QuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        body = self.InputSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        run = await sync_to_async(run_start)(
-            conversation=conversation,
-            content=body.validated_data["content"],
-            replaces=body.validated_data.get("replaces"),
-        )
+    async def post(
+        self, request: Request, first: _Posted, conversation_id: uuid.UUID
+    ) -> HttpResponseBase:
+        """Answer at once, after the run, or as its event stream."""
+        run = first.run
         if accepts_event_stream(request):
             return sse_response(run_event_stream(run=run))
-        if query.validated_data["wait"]:
-            await _wait_for_end(run, query.validated_data["timeout"])
-        data, ended = await sync_to_async(_answer)(run, user)
+        if first.wait:
+            await _wait_for_end(run, first.timeout)
+        data, ended = await sync_to_async(_answer)(run, request.user)
         return Response(data, status=status.HTTP_200_OK if ended else status.HTTP_202_ACCEPTED)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Posted:
+    """A post's run, and how long its request waits for the end."""
+
+    run: Run
+    wait: bool
+    timeout: float
 
 
 async def _wait_for_end(run: Run, timeout: float) -> None:

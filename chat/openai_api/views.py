@@ -168,6 +168,10 @@ class ChatCompletionView(OpenAIView, AsyncApiView):
     throttle_classes = [MessageRateThrottle]
     throttle_scope = "messages"
 
+    def post_first(self, request: Request) -> _Started:
+        """On the request's thread, after authentication: the request read, the turn started."""
+        return _start(request.user, request.data, request.META)
+
     @extend_schema(
         tags=TAG,
         operation_id="openai_chat_completions",
@@ -194,9 +198,8 @@ class ChatCompletionView(OpenAIView, AsyncApiView):
             docs.example("The answer", docs.COMPLETION),
         ],
     )
-    async def post(self, request: Request) -> Any:
-        """Start the turn; answer when it ends, or stream it."""
-        started = await sync_to_async(_start)(request.user, request.data, request.META)
+    async def post(self, request: Request, started: _Started) -> Any:
+        """Answer when the turn ends, or stream it."""
         headers = {
             "X-Toolchat-Run-Id": str(started.run.pk),
             "X-Toolchat-Conversation-Id": str(started.conversation.pk),

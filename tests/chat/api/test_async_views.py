@@ -1,0 +1,88 @@
+"""chat/api/base.py `AsyncApiView`: what a waited post hands to its thread, and what it answers.
+
+Driven through the real ASGI application (Django's handler, the kept request
+threads), as uvicorn serves it, with the turn run in this process's threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from asgiref import sync as asgiref_sync
+from django.core.asgi import get_asgi_application
+from rest_framework.authtoken.models import Token
+
+from project.request_threads import KeptRequestThreads
+from tests.factories import ConversationFactory, UserFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def post(path: str, token: str, body: dict[str, Any]) -> httpx.Response:
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=KeptRequestThreads(get_asgi_application()))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            return await http.post(path, json=body, headers={"Authorization": f"Token {token}"})
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def handoffs(monkeypatch) -> list[str]:
+    """The functions every `sync_to_async` hands to a thread, by name, in order."""
+    calls: list[str] = []
+    real = asgiref_sync.SyncToAsync.__call__
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(asgiref_sync.SyncToAsync, "__call__", counted)
+    return calls
+
+
+def test_a_waited_post_hands_off_to_its_thread_twice(handoffs):
+    user = UserFactory()
+    token = Token.objects.create(user=user).key
+    conversation = ConversationFactory(owner=user)
+    answer = post(
+        f"/api/v1/conversations/{conversation.id}/messages/?wait=true", token, {"content": "2+2"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["Content-Type"] == "application/json"
+    assert answer.json()["run"]["status"] == "completed"
+    assert "4" in answer.json()["message"]["content"]
+    # Authentication, the checks and the run's start in one; the wait's first read
+    # of the run; the answer. Not the render: Django's handler sends a response
+    # that still has a `render` method through the thread once more.
+    ours = [c for c in handoffs if not c.startswith(DJANGOS)]
+    assert ours == ["AsyncApiView._initial_then", "_run_ended", "_answer"], handoffs
+
+
+# Django's hand-offs: its middleware's hooks, its request signals, the response's close.
+DJANGOS = (
+    "SecurityMiddleware.",
+    "SessionMiddleware.",
+    "CsrfViewMiddleware.",
+    "XFrameOptionsMiddleware.",
+    "Signal.asend",
+    "HttpResponseBase.close",
+)
+
+
+def test_the_first_part_answers_in_order_unauthenticated_missing_then_invalid(handoffs):
+    user = UserFactory()
+    token = Token.objects.create(user=user).key
+    missing = "/api/v1/conversations/00000000-0000-4000-8000-000000000000/messages/"
+    assert post(missing, "not-a-token", {"content": []}).status_code == 401
+    assert post(missing, token, {"content": []}).status_code == 404
+    theirs = ConversationFactory(owner=UserFactory())
+    assert post(f"/api/v1/conversations/{theirs.id}/messages/", token, {}).status_code == 404
+    mine = ConversationFactory(owner=user)
+    invalid = post(f"/api/v1/conversations/{mine.id}/messages/?timeout=-1", token, {"content": []})
+    assert invalid.status_code == 400
+    assert invalid.json()["field"] == "timeout"
+    assert not mine.messages.exists()
