@@ -226,6 +226,10 @@ class Client:
         return first, total
 
 
+# bench/peer/assistant.py's model name.
+PEER_MODEL = "bench-peer-model"
+
+
 class Peer:
     """django-ai-assistant's turn, in-process in its own virtualenv (bench/peer/), over a pipe."""
 
@@ -335,8 +339,12 @@ def run_rounds(
         for trial in trials[shift:] + trials[:shift]:
             trial()
     # The app and the bare loop share the model server: every request that offered
-    # tools should have offered the very same list.
-    offered = {json.dumps(r["tools"], sort_keys=True) for r in llm.requests if r.get("tools")}
+    # tools should have offered the very same list (the peer offers its own calculator).
+    offered = {
+        json.dumps(r["tools"], sort_keys=True)
+        for r in llm.requests
+        if r.get("tools") and r.get("model") != PEER_MODEL
+    }
     checks = {
         "answer": answer,
         "tools_offered": [tool["function"]["name"] for tool in tools],

@@ -31,7 +31,8 @@ class CalculatorAssistant(AIAssistant):
     id = "calculator_assistant"
     name = "Calculator"
     instructions = "You answer questions, using the calculator for arithmetic."
-    model = "bench-model"
+    # Its own name: compare.py tells its requests from the app's and the bare loop's.
+    model = "bench-peer-model"
 
     def get_llm(self):
         # The scripted OpenAI-compatible server of the benchmark, not OpenAI.
