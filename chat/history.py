@@ -182,9 +182,10 @@ class RunHistory:
         self._converted: list[OpenAIMessage] = []
         self._repaired: list[OpenAIMessage] = []
         self._repaired_rows = -1  # rows the repaired history covers; -1 before the first
-        # The last trimming, by (rows covered, budgets): a load checks it, then the
-        # first model call asks for it again (chat/history_rows.py `history_kept`).
-        self._trimmed: tuple[tuple[int, int | None, int | None], list[OpenAIMessage]] | None = None
+        # The trimmings of the repaired history so far, by budgets: a load checks one,
+        # then the first model call asks for it again (chat/history_rows.py
+        # `history_kept`). Emptied when rows are added.
+        self._trimmed: dict[tuple[int | None, int | None], list[OpenAIMessage]] = {}
 
     def append(self, row: StoredMessage) -> None:
         """A row the run stored, after those it read."""
@@ -194,23 +195,38 @@ class RunHistory:
         self, *, max_messages: int | None = None, max_chars: int | None = None
     ) -> list[OpenAIMessage]:
         """The history for a model call: prompt first, repaired, trimmed (a new list)."""
+        return list(self._trim(max_messages, max_chars))
+
+    def sizes(self, *, max_messages: int | None, max_chars: int | None) -> tuple[int, int]:
+        """How many messages `messages()` gives untrimmed, and trimmed to these budgets."""
+        return len(self._repair()), len(self._trim(max_messages, max_chars))
+
+    def _trim(self, max_messages: int | None, max_chars: int | None) -> list[OpenAIMessage]:
+        repaired = self._repair()
+        key = (max_messages, max_chars)
+        trimmed = self._trimmed.get(key)
+        if trimmed is None:
+            trimmed = self._trimmed[key] = trim(
+                repaired, max_messages=max_messages, max_chars=max_chars
+            )
+        return trimmed
+
+    def _repair(self) -> list[OpenAIMessage]:
+        """The rows so far converted and repaired (each row converted once)."""
+        if self._repaired_rows == len(self._rows):
+            return self._repaired
         self._converted.extend(message_to_openai(row) for row in self._rows[len(self._converted) :])
         if self._repaired_rows < 0:
             self._repaired = repair([*self._head, *self._converted])
-        elif self._repaired_rows < len(self._converted):
+        else:
             tail = self._converted[self._repaired_rows :]
             if _closed(tail):
                 self._repaired = [*self._repaired, *repair(tail)]
             else:
                 self._repaired = repair([*self._head, *self._converted])
         self._repaired_rows = len(self._converted)
-        key = (self._repaired_rows, max_messages, max_chars)
-        if self._trimmed is None or self._trimmed[0] != key:
-            self._trimmed = (
-                key,
-                trim(self._repaired, max_messages=max_messages, max_chars=max_chars),
-            )
-        return list(self._trimmed[1])
+        self._trimmed.clear()
+        return self._repaired
 
 
 def _closed(tail: Sequence[Mapping[str, Any]]) -> bool:

@@ -114,13 +114,12 @@ def history_kept(
     among the rows read, or the window's edge fell in a long turn) it reads
     twice the budget, then every row, until one of those holds.
     """
-    limits = {"max_messages": max_messages, "max_chars": max_chars}
     windows = (max(max_messages + max_messages // 4, 20), max(2 * max_messages, 20), None)
     for window in windows:
         read = history_read(conversation=conversation, window=window, last_position=last_position)
         history = RunHistory(read.rows, system_prompt=system_prompt)
-        kept = len(history.messages(**limits))
-        if read.whole or kept < len(history.messages()) or kept + read.edge > max_messages:
+        whole, kept = history.sizes(max_messages=max_messages, max_chars=max_chars)
+        if read.whole or kept < whole or kept + read.edge > max_messages:
             break
     return history
 
