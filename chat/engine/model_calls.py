@@ -77,11 +77,13 @@ def model_call(
     step: int,
     call_id: uuid.UUID | None = None,
     on_delta: Callable[[TextDelta | StreamRestart], None] | None = None,
+    hasher: Callable[[ChatRequest], str] = request_hash,
 ) -> Called:
     """Ask the model `request` for the run, under its lease, and record the call.
 
     `call_id` is the id the call's opening announced (the answer's, and the
-    row's). Text deltas and restarts go to `on_delta` as they arrive. Raises
+    row's). Text deltas and restarts go to `on_delta` as they arrive. `hasher`
+    gives the row's `request_hash` (a run's `RequestHasher`). Raises
     LeaseLost when the run was cancelled or taken over meanwhile, and
     re-raises what no provider should raise, each after storing the failed row.
     """
@@ -95,6 +97,7 @@ def model_call(
             step=step,
             call_id=call_id,
             on_delta=on_delta,
+            hasher=hasher,
         )
         record(called.row, called.completion)
     model_call_observe(run, called.row, called.completion)
@@ -111,6 +114,7 @@ def _call(
     step: int,
     call_id: uuid.UUID | None,
     on_delta: Callable[[TextDelta | StreamRestart], None] | None,
+    hasher: Callable[[ChatRequest], str],
 ) -> Called:
     row = call_row(
         run,
@@ -122,7 +126,7 @@ def _call(
         started_at=timezone.now(),
     )
     row.message_count = len(request.messages)
-    row.request_hash = request_hash(request)
+    row.request_hash = hasher(request)
     row.tools_offered = [tool["function"]["name"] for tool in request.tools or []]
     completion: Completion | None = None
     connection_release()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from chat.database import HOLD_WHILE_UNREACHABLE_S, database_retry
 from chat.engine.answer import decision_completion
@@ -27,13 +27,13 @@ from chat.engine.answer_store import Step, StepOutcome, answer_store
 from chat.engine.deltas import DeltaBuffer
 from chat.engine.finish import run_fail
 from chat.engine.model_calls import model_call
-from chat.engine.request import request_build
+from chat.engine.request import request_build, request_hash
 from chat.engine.suggestions import tool_suggestions
 from chat.history import RunHistory
 from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.llm import provider_for
-from chat.llm.base import StreamRestart, TextDelta
+from chat.llm.base import ChatRequest, StreamRestart, TextDelta
 from chat.llm.endpoints import UnknownModel
 from chat.models import ModelCallPurpose, Run
 
@@ -75,11 +75,13 @@ def model_step(
     history: RunHistory,
     instruction: str | None = None,
     announce: Sequence[Event] | None = (),
+    hasher: Callable[[ChatRequest], str] = request_hash,
 ) -> Step:
     """One model call, streamed to the run's events; its answer stored at `position`.
 
     `history` is the conversation's (`chat.engine.request.history_load`),
-    kept by the run loop. The step's `message.created` is published first,
+    kept by the run loop, and `hasher` the run's `RequestHasher` (the call
+    row's `request_hash`). The step's `message.created` is published first,
     after the events in `announce` (the run's `run.started`, on its first
     step); `announce=None` when the caller published it already.
     """
@@ -114,6 +116,7 @@ def model_step(
             step=opening.step,
             call_id=opening.message_id,
             on_delta=on_delta,
+            hasher=hasher,
         )
     except BaseException:
         buffer.flush()  # what was shown stays shown

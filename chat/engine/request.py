@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from typing import Any
 
 from django.conf import settings
@@ -18,7 +19,11 @@ from tools.registry import registry as tool_registry
 
 
 def request_hash(request: ChatRequest) -> str:
-    """A hash of exactly what the model is sent: the audit's proof of the request."""
+    """A hash of exactly what the model is sent: the audit's proof of the request.
+
+    SHA-256 of the request's model, messages, tools and tool_choice as JSON
+    with sorted keys (`RequestHasher` gives the same for a run's calls).
+    """
     payload = {
         "model": request.model,
         "messages": request.messages,
@@ -26,6 +31,43 @@ def request_hash(request: ChatRequest) -> str:
         "tool_choice": request.tool_choice,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+class RequestHasher:
+    """`request_hash` for one run's model calls, each message of its history encoded once.
+
+    A run's calls send one history that grows (chat/history.py `RunHistory`
+    hands each call the same message dicts): the compose call's request
+    begins with the tools call's messages. In the sorted JSON the messages
+    come first (before `model`, `tool_choice`, `tools`), so the hash's state
+    after a request's messages is kept, and a request that begins with those
+    very messages (the same objects; nothing changes a sent message) goes on
+    from it. Otherwise the messages are encoded from the first. The digest is
+    `request_hash`'s, byte for byte (tests/chat/engine/test_request_hash.py).
+    """
+
+    def __init__(self) -> None:
+        self._messages: list[Any] = []  # the last request's, held: their ids stay theirs
+        self._state = hashlib.sha256(b'{"messages": [')
+
+    def __call__(self, request: ChatRequest) -> str:
+        messages = request.messages
+        held = len(self._messages)
+        prefix = messages[:held]
+        if len(prefix) == held and all(map(operator.is_, prefix, self._messages)):
+            state, added = self._state.copy(), messages[held:]
+        else:
+            state, held, added = hashlib.sha256(b'{"messages": ['), 0, messages
+        if added:
+            encoded = json.dumps(added, sort_keys=True)[1:-1]  # in one call, unbracketed
+            state.update(((", " if held else "") + encoded).encode())
+        self._messages, self._state = list(messages), state.copy()
+        rest = json.dumps(
+            {"model": request.model, "tool_choice": request.tool_choice, "tools": request.tools},
+            sort_keys=True,
+        )
+        state.update(b"], " + rest[1:].encode())
+        return state.hexdigest()
 
 
 def history_load(run: Run) -> RunHistory:

@@ -37,7 +37,7 @@ from chat.engine.forced_replay import forced_replay_run
 from chat.engine.lease import LeaseLost, run_claim, run_recheck_later
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import StepOpening, model_step, step_open
-from chat.engine.request import history_load
+from chat.engine.request import RequestHasher, history_load
 from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, worker_lets_go
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.engine.turn_end import answer_complete, direct_complete
@@ -116,6 +116,7 @@ class _Turn:
     inline: list[ToolExecution] = dataclasses.field(default_factory=list)  # to run here, now
     position: int = 0  # where the next answer goes
     kept: RunHistory | None = None  # the history, read once, then kept up to date
+    hasher: RequestHasher = dataclasses.field(default_factory=RequestHasher)  # its calls' hashes
     following: _Next | None = None  # what follows the step's calls, once decided
     final: Message | None = None  # the final answer, once stored
     empty: int = 0  # answers with no text in a row (one is asked again)
@@ -239,6 +240,7 @@ def _model_step(turn: _Turn) -> Trigger:
             position=turn.position,
             history=turn.history(),
             announce=turn.announce or (),
+            hasher=turn.hasher,
         )
         turn.announce = None
     else:
@@ -253,6 +255,7 @@ def _model_step(turn: _Turn) -> Trigger:
             position=turn.position,
             history=turn.history(),
             announce=None if following.announced else (),
+            hasher=turn.hasher,
         )
     return _answer_trigger(turn, step)
 
