@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
+from asgiref import sync as asgiref_sync
 
 from chat.llm.limits import server_limits_reset
 from tests.attack_suite import ATTACKS, matches
@@ -26,6 +28,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if long:
         config.hook.pytest_deselected(items=long)
         items[:] = [item for item in items if item.get_closest_marker("long") is None]
+
+
+@pytest.fixture
+def handoffs(monkeypatch) -> list[str]:
+    """The functions every `sync_to_async` hands to a thread, by name, in order (counted only)."""
+    calls: list[str] = []
+    real = asgiref_sync.SyncToAsync.__call__
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(asgiref_sync.SyncToAsync, "__call__", counted)
+    return calls
 
 
 @pytest.fixture

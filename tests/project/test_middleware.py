@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from asgiref import sync as asgiref_sync
 from django.contrib.sessions.models import Session
 from django.core.asgi import get_asgi_application
 from rest_framework.authtoken.models import Token
@@ -109,23 +108,15 @@ def test_a_message_added_by_one_page_is_shown_on_the_next():
     assert "was added successfully" in shown.text
 
 
-def test_an_api_request_hands_off_to_its_thread_only_where_it_must(monkeypatch):
+def test_an_api_request_hands_off_to_its_thread_only_where_it_must(handoffs):
     token = Token.objects.create(user=UserFactory()).key
-    calls: list[str] = []
-    real = asgiref_sync.SyncToAsync.__call__
-
-    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        calls.append(getattr(self.func, "__qualname__", repr(self.func)))
-        return await real(self, *args, **kwargs)
-
-    monkeypatch.setattr(asgiref_sync.SyncToAsync, "__call__", counted)
 
     async def steps(http: httpx.AsyncClient) -> httpx.Response:
         return await http.get("/api/v1/conversations/", headers={"Authorization": f"Token {token}"})
 
     answer = browse(steps)
     assert answer.status_code == 200
-    hooks = [c for c in calls if ".process_" in c]
+    hooks = [c for c in handoffs if ".process_" in c]
     # Django's own middleware made thirteen hand-offs a request; the three made
     # inline here make none.
     assert not [

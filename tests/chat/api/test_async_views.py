@@ -11,7 +11,6 @@ from typing import Any
 
 import httpx
 import pytest
-from asgiref import sync as asgiref_sync
 from django.core.asgi import get_asgi_application
 from rest_framework.authtoken.models import Token
 
@@ -28,20 +27,6 @@ def post(path: str, token: str, body: dict[str, Any]) -> httpx.Response:
             return await http.post(path, json=body, headers={"Authorization": f"Token {token}"})
 
     return asyncio.run(go())
-
-
-@pytest.fixture
-def handoffs(monkeypatch) -> list[str]:
-    """The functions every `sync_to_async` hands to a thread, by name, in order."""
-    calls: list[str] = []
-    real = asgiref_sync.SyncToAsync.__call__
-
-    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        calls.append(getattr(self.func, "__qualname__", repr(self.func)))
-        return await real(self, *args, **kwargs)
-
-    monkeypatch.setattr(asgiref_sync.SyncToAsync, "__call__", counted)
-    return calls
 
 
 def test_a_waited_post_hands_off_to_its_thread_twice(handoffs):
