@@ -194,7 +194,11 @@ class RunHistory:
     def messages(
         self, *, max_messages: int | None = None, max_chars: int | None = None
     ) -> list[OpenAIMessage]:
-        """The history for a model call: prompt first, repaired, trimmed (a new list)."""
+        """The history for a model call: prompt first, repaired, trimmed (a new list).
+
+        The list is new; its message dicts are the history's own, handed to every
+        call (chat/engine/request.py `RequestHasher` relies on it): read-only.
+        """
         return list(self._trim(max_messages, max_chars))
 
     def sizes(self, *, max_messages: int | None, max_chars: int | None) -> tuple[int, int]:

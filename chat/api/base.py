@@ -29,7 +29,6 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
-from django.template.response import SimpleTemplateResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers
@@ -51,15 +50,18 @@ class AsyncApiView(APIView):
     and of the event loop (and, under load, a wait for the GIL each), so the
     view makes as few as it can:
 
-    - A handler's first sync part (the reads and writes that start its work)
-      may be a method of its own, `<method>_first(request, *args, **kwargs)`:
-      it runs on the request's thread right after authentication, permissions
-      and throttles, in the same hand-off, and what it returns is the async
-      handler's `first` argument. Its errors are answered as the handler's.
-    - The answer is rendered on the event loop (a JSON body of a few hundred
-      bytes; the view's responses are no bigger) and handed to Django as a
-      plain `HttpResponse`: Django's async handler sends a response that still
-      has a `render` method through the request's thread to render it.
+    - An async handler's first sync part (the reads and writes that start its
+      work) may be a method of its own, `<handler>_first(request, *args,
+      **kwargs)`: it runs on the request's thread right after authentication,
+      permissions and throttles, in the same hand-off, and what it returns is
+      the handler's `first` argument (HEAD, which Django routes to `get`,
+      takes `get_first`). Its errors are answered as the handler's.
+    - The answer is rendered on the event loop and handed to Django as a
+      plain `HttpResponse` (with the DRF response's `data` and `exception`,
+      for in-process callers): Django's async handler sends a response that
+      still has a `render` method through the request's thread to render it.
+      A waited answer is a few KB (the run, the answer and its HTML); JSON of
+      100 KB renders in about 0.13 ms.
     """
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
@@ -79,10 +81,9 @@ class AsyncApiView(APIView):
                 if method in self.http_method_names
                 else self.http_method_not_allowed
             )
-            first = (
-                getattr(self, method + "_first", None) if method in self.http_method_names else None
-            )
+            first = getattr(self, handler.__name__ + "_first", None)
             if not inspect.iscoroutinefunction(handler):
+                # OPTIONS and 405 (Django makes a view's other handlers all async or all sync).
                 response = await sync_to_async(self._initial_then)(
                     handler, drf_request, args, kwargs
                 )
@@ -112,7 +113,7 @@ class AsyncApiView(APIView):
 
 def rendered(response: HttpResponseBase) -> HttpResponseBase:
     """A DRF `Response` rendered here, as the plain `HttpResponse` it then is; others as they are."""
-    if not isinstance(response, SimpleTemplateResponse):
+    if not isinstance(response, Response):
         return response
     response.render()
     plain = HttpResponse(
@@ -121,7 +122,11 @@ def rendered(response: HttpResponseBase) -> HttpResponseBase:
         reason=response.reason_phrase,
         headers=dict(response.items()),
     )
+    if "Content-Type" not in response:
+        del plain["Content-Type"]  # DRF leaves an empty body without one; so does the copy
     plain.cookies = response.cookies
+    plain.data = response.data  # type: ignore[attr-defined]
+    plain.exception = response.exception  # type: ignore[attr-defined]
     return plain
 
 

@@ -7,13 +7,20 @@ threads), as uvicorn serves it, with the turn run in this process's threads.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import httpx
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.asgi import get_asgi_application
+from django.test import RequestFactory
 from rest_framework.authtoken.models import Token
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
 
+from chat.api.base import AsyncApiView
 from project.request_threads import KeptRequestThreads
 from tests.factories import ConversationFactory, UserFactory
 
@@ -71,3 +78,55 @@ def test_the_first_part_answers_in_order_unauthenticated_missing_then_invalid(ha
     assert invalid.status_code == 400
     assert invalid.json()["field"] == "timeout"
     assert not mine.messages.exists()
+
+
+def test_an_in_process_client_still_reads_the_answers_data(api, conversation):
+    # DRF's test client and any in-process caller read `data` and `exception`.
+    response = api.post(
+        f"/api/v1/conversations/{conversation.id}/messages/", {"content": "hi"}, format="json"
+    )
+    assert response.status_code == 202
+    assert response.data["message"]["content"] == "hi"
+    assert response.exception is False
+    refused = api.post(
+        f"/api/v1/conversations/{conversation.id}/messages/", {"content": ""}, format="json"
+    )
+    assert refused.status_code == 400
+    assert refused.data["field"] == "content"
+    assert refused.exception is True
+
+
+class _Probe(AsyncApiView):
+    """A view of the base class's own shapes: a first part for GET (and so HEAD), an empty 204."""
+
+    permission_classes = [AllowAny]
+
+    def get_first(self, request: Request) -> str:
+        return "started on the thread"
+
+    async def get(self, request: Request, first: str) -> Response:
+        return Response({"first": first})
+
+    async def delete(self, request: Request) -> Response:
+        return Response(status=204)
+
+
+def call(view: type[AsyncApiView], method: str) -> Any:
+    request = getattr(RequestFactory(), method)("/probe/")
+    return async_to_sync(view.as_view())(request)
+
+
+@pytest.mark.parametrize("method", ["get", "head"])
+def test_get_and_head_both_start_with_get_first(method):
+    response = call(_Probe, method)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    if method == "get":
+        assert json.loads(response.content) == {"first": "started on the thread"}
+
+
+def test_an_empty_answer_has_no_content_type():
+    response = call(_Probe, "delete")
+    assert response.status_code == 204
+    assert response.content == b""
+    assert "Content-Type" not in response
