@@ -16,17 +16,12 @@ from hypothesis import strategies as st
 from chat.engine.request import RequestHasher, request_hash
 from chat.history import HistoryRow, RunHistory
 from chat.llm.base import ChatRequest
+from tools.registry import registry
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "calculator",
-            "description": "Arithmetic, «exactly».",
-            "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}},
-        },
-    }
-]
+
+def tools() -> list[dict[str, Any]]:
+    """The schemas a run offers: the registry's own tools."""
+    return registry.openai_tools()
 
 
 def rows(turns: int) -> list[HistoryRow]:
@@ -53,7 +48,7 @@ def test_a_runs_calls_hash_as_request_hash_does():
     hasher = RequestHasher()
     limits = {"max_messages": 40, "max_chars": None}
     # The tools call, then the compose call after the answer and its tool result.
-    tools_call = ChatRequest("m", history.messages(**limits), tools=TOOLS, tool_choice="auto")
+    tools_call = ChatRequest("m", history.messages(**limits), tools=tools(), tool_choice="auto")
     assert hasher(tools_call) == request_hash(tools_call)
     call = {"id": "c", "type": "function", "function": {"name": "calculator", "arguments": "{}"}}
     history.append(HistoryRow(121, "assistant", None, [call], ""))
@@ -68,7 +63,7 @@ def test_a_runs_calls_hash_as_request_hash_does():
     # request no longer begins with the last one's messages.
     history.append(HistoryRow(123, "assistant", None, [{**call, "id": "d"}], ""))
     history.append(HistoryRow(124, "tool", "85", None, "d"))
-    step = ChatRequest("m", history.messages(**limits), tools=TOOLS, tool_choice="auto")
+    step = ChatRequest("m", history.messages(**limits), tools=tools(), tool_choice="auto")
     assert step.messages[1] is not tools_call.messages[1]
     assert hasher(step) == request_hash(step)
 
@@ -78,7 +73,7 @@ def test_empty_and_tool_choice_shapes_hash_alike():
     for request in (
         ChatRequest("m", []),
         ChatRequest(
-            "m", [], tools=TOOLS, tool_choice={"type": "function", "function": {"name": "x"}}
+            "m", [], tools=tools(), tool_choice={"type": "function", "function": {"name": "x"}}
         ),
         ChatRequest("m", [{"role": "user", "content": "hi"}]),
         ChatRequest("other", [{"role": "user", "content": "hi"}]),
@@ -117,5 +112,5 @@ def test_any_sequence_of_requests_hashes_as_request_hash_does(
     hasher = RequestHasher()
     for indexes, model, offered in picks:
         messages = [pool[index % len(pool)] for index in indexes]
-        request = ChatRequest(model, messages, tools=TOOLS if offered else None)
+        request = ChatRequest(model, messages, tools=tools() if offered else None)
         assert hasher(request) == request_hash(request)
