@@ -36,7 +36,7 @@ def post(path: str, token: str, body: dict[str, Any]) -> httpx.Response:
     return asyncio.run(go())
 
 
-def test_a_waited_post_hands_off_to_its_thread_twice(handoffs):
+def test_a_waited_post_hands_off_to_its_thread_three_times(handoffs):
     user = UserFactory()
     token = Token.objects.create(user=user).key
     conversation = ConversationFactory(owner=user)
