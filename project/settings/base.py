@@ -140,6 +140,19 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
             "reconnect_timeout": 5,
         }
     }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
+    "DATABASE_PREPARED_STATEMENTS", default=True
+):
+    # A statement a connection has run five times (psycopg's default threshold) is
+    # prepared: PostgreSQL parses and plans it once, not at every run. A turn runs
+    # the same 28 statements each time, and planning them was a third of
+    # PostgreSQL's CPU per turn (docs/performance.md, round twelve). It needs
+    # psycopg's server-side binding (values sent apart from the SQL), which Django
+    # leaves off. A pooler that does not keep prepared statements (PgBouncer in
+    # transaction mode before 1.21, or without max_prepared_statements) needs 0.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"server_side_binding": True, "prepare_threshold": 5}
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

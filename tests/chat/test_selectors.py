@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 from chat.exceptions import ConversationNotFound
 from chat.history import message_to_api
+from chat.history_rows import _HISTORY_WINDOW, _HISTORY_WINDOW_NEAR, HEAD_POSITIONS
 from chat.models import Conversation, Message, Role, RunStatus
 from chat.prompts import system_prompt_for
 from chat.selectors import conversation_get, history_for_model, message_list, run_user_message
@@ -543,3 +546,76 @@ def test_a_bounded_history_load_reads_its_window_not_the_conversation(user, clai
     # reading the whole conversation (6,000 rows, several times) would make the
     # turn's history grow with its length.
     assert rows_read(plan["Plan"]) <= 3200, json.dumps(plan, indent=1)[:4000]
+    # A connection that has run it five times keeps it prepared (the settings'
+    # DATABASE_PREPARED_STATEMENTS), and PostgreSQL may then run one plan made
+    # for any values: that plan must read the window alone too.
+    window = 800 if claimed else 400 + 400 // 4
+    generic = generic_plan(
+        _HISTORY_WINDOW_NEAR if claimed else _HISTORY_WINDOW,
+        {
+            "conversation": conversation.pk,
+            "near": 5999,
+            "reach": 2 * window,
+            "edge": window - 1,
+            "head": HEAD_POSITIONS,
+        },
+    )
+    assert rows_read(generic["Plan"]) <= 4 * window, json.dumps(generic, indent=1)[:4000]
+
+
+def generic_plan(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of a statement's generic plan: the one PostgreSQL may keep for any values.
+
+    The statement is prepared under a name, its %(name)s placeholders numbered,
+    and run once with `params` while `plan_cache_mode` forces the generic plan.
+    """
+    from django.db import connection
+
+    names: list[str] = []
+
+    def numbered(match: re.Match[str]) -> str:
+        if match[1] not in names:
+            names.append(match[1])
+        return f"${names.index(match[1]) + 1}"
+
+    statement = re.sub(r"%\((\w+)\)s", numbered, sql)
+    types = ", ".join("uuid" if isinstance(params[name], uuid.UUID) else "bigint" for name in names)
+    values = ", ".join(
+        f"'{params[name]}'" if isinstance(params[name], uuid.UUID) else str(int(params[name]))
+        for name in names
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"PREPARE generic_read ({types}) AS {statement}")
+        try:
+            cursor.execute("SET plan_cache_mode = force_generic_plan")
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic_read ({values})")
+            (plan,) = cursor.fetchone()[0]
+        finally:
+            cursor.execute("RESET plan_cache_mode")
+            cursor.execute("DEALLOCATE generic_read")
+    return plan
+
+
+@pytest.mark.postgres
+def test_a_connection_prepares_the_history_read_it_keeps_running(user):
+    """DATABASE_PREPARED_STATEMENTS: PostgreSQL plans a turn's statements once a connection."""
+    from django.db import connection
+
+    from chat.history_rows import history_read
+
+    conversation = ConversationFactory(owner=user)
+    fill(conversation, 40)
+
+    def prepared() -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
+            return [row[0] for row in cursor.fetchall() if "AS part" in row[0]]
+
+    runs = [
+        history_read(conversation=conversation, window=20, last_position=39).rows for _ in range(7)
+    ]
+    assert runs[-1] == runs[0]
+    assert [row.position for row in runs[-1]] == list(range(20, 40))
+    # psycopg prepares it at its sixth run on this connection, with $n placeholders.
+    (statement,) = prepared()
+    assert "$1" in statement
