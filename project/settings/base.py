@@ -145,7 +145,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
 ):
     # A statement a connection has run five times (psycopg's default threshold) is
     # prepared: PostgreSQL parses and plans it once, not at every run. A turn runs
-    # the same 28 statements each time, and planning them was a third of
+    # the same statements each time, and planning them was a third of
     # PostgreSQL's CPU per turn (docs/performance.md, round twelve). It needs
     # psycopg's server-side binding (values sent apart from the SQL), which Django
     # leaves off. A pooler that does not keep prepared statements (PgBouncer in
