@@ -6,6 +6,7 @@ someone else's object: the API never has to remember to check ownership.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from chat.models import (
     ToolExecution,
 )
 from chat.prompts import system_prompt_for
+from chat.statements import model_columns
 from tools.models import Resource
 
 if TYPE_CHECKING:
@@ -203,17 +205,18 @@ def run_shown(*, run_id: uuid.UUID | str, user: AbstractBaseUser | AnonymousUser
     quarters of the answer's CPU to build; RunNotFound for someone else's run.
     """
     try:
-        found = list(Run.objects.raw(_RUN_OWNED, [_run_pk(run_id), user.pk]))
+        owned, calls, executions_read = _run_statements()
+        found = list(Run.objects.raw(owned, [_run_pk(run_id), user.pk]))
     except (ValidationError, ValueError):
         found = []
     if not found:
         raise RunNotFound("Run not found.")
     run = found[0]
     key = [_run_pk(run.pk)]
-    executions = list(ToolExecution.objects.raw(_RUN_EXECUTIONS, key))
+    executions = list(ToolExecution.objects.raw(executions_read, key))
     for execution in executions:
         vars(execution)["conversation_id"] = run.conversation_id  # as run_detail annotates it
-    return RunShown(run, list(ModelCall.objects.raw(_RUN_CALLS, key)), executions)
+    return RunShown(run, list(ModelCall.objects.raw(calls, key)), executions)
 
 
 def _run_pk(run_id: Any) -> Any:
@@ -221,14 +224,18 @@ def _run_pk(run_id: Any) -> Any:
     return pk.get_db_prep_value(pk.to_python(run_id), connection)
 
 
-_RUN_OWNED = """
-SELECT chat_run.* FROM chat_run JOIN chat_conversation ON chat_conversation.id = chat_run.conversation_id
-WHERE chat_run.id = %s AND chat_conversation.owner_id = %s
-"""
-_RUN_CALLS = "SELECT * FROM chat_modelcall WHERE run_id = %s ORDER BY started_at, step"
-_RUN_EXECUTIONS = (
-    "SELECT * FROM chat_toolexecution WHERE run_id = %s ORDER BY created_at, tool_call_id"
-)
+@functools.cache
+def _run_statements() -> tuple[str, str, str]:
+    """The run's, its model calls' and its tool executions' reads (`run_shown`), built once."""
+    return (
+        f"SELECT {model_columns(Run)} FROM chat_run"  # noqa: S608 (built from the models)
+        " JOIN chat_conversation ON chat_conversation.id = chat_run.conversation_id"
+        " WHERE chat_run.id = %s AND chat_conversation.owner_id = %s",
+        f"SELECT {model_columns(ModelCall)} FROM chat_modelcall"  # noqa: S608
+        " WHERE run_id = %s ORDER BY started_at, step",
+        f"SELECT {model_columns(ToolExecution)} FROM chat_toolexecution"  # noqa: S608
+        " WHERE run_id = %s ORDER BY created_at, tool_call_id",
+    )
 
 
 def runs_to_replay(
@@ -264,14 +271,17 @@ def run_final_message(*, run: Run) -> Message | None:
     """The answer of a completed run: its last assistant message (None for any other run)."""
     if run.status != RunStatus.COMPLETED:
         return None
-    answers = Message.objects.raw(_FINAL_MESSAGE, [_run_pk(run.pk), Role.ASSISTANT.value])
+    answers = Message.objects.raw(_final_message(), [_run_pk(run.pk), Role.ASSISTANT.value])
     return next(iter(answers), None)
 
 
-# The run's last answer (a constant statement: read with every `?wait=true` answer).
-_FINAL_MESSAGE = (
-    "SELECT * FROM chat_message WHERE run_id = %s AND role = %s ORDER BY position DESC LIMIT 1"
-)
+@functools.cache
+def _final_message() -> str:
+    """The run's last answer (a constant statement: read with every `?wait=true` answer)."""
+    return (
+        f"SELECT {model_columns(Message)} FROM chat_message"  # noqa: S608 (built from the model)
+        " WHERE run_id = %s AND role = %s ORDER BY position DESC LIMIT 1"
+    )
 
 
 def run_user_message(*, run: Run) -> Message | None:

@@ -20,6 +20,19 @@ from django.db import connection
 from django.db.models import Field, Model
 
 
+@functools.cache
+def model_columns(model: type[Model], alias: str | None = None) -> str:
+    """The model's columns, each named, for a hand-written statement's SELECT or RETURNING.
+
+    Not `*`: a prepared statement whose result gains a column (a migration
+    run while the app goes on) fails until its connection drops it, and
+    psycopg keeps a pooled connection's for as long as the connection lives.
+    """
+    quote = connection.ops.quote_name
+    table = quote(alias or model._meta.db_table)
+    return ", ".join(f"{table}.{quote(field.column)}" for field in model._meta.concrete_fields)
+
+
 def row_insert(instance: Model) -> None:
     """INSERT a new row as `instance.save(force_insert=True)` would; the instance is then saved."""
     model = type(instance)

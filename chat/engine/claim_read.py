@@ -22,6 +22,7 @@ from django.db import connection
 from django.db.models import Field, Model
 
 from chat.models import Conversation, Run, RunStatus
+from chat.statements import model_columns
 
 # What follows a claim: the run, its conversation, the conversation's owner, and
 # the position of the conversation's last message (superseded ones too): a
@@ -82,9 +83,9 @@ def _statement(source: str) -> str:
     table = quote(owner._meta.db_table)
     joined = _owner_joined()
     return _READ.format(
-        run=_columns("claimed", Run),
-        conversation=_columns("chat_conversation", Conversation),
-        owner=f" {_columns(owner._meta.db_table, owner)}," if joined else "",
+        run=model_columns(Run, "claimed"),
+        conversation=model_columns(Conversation),
+        owner=f" {model_columns(owner)}," if joined else "",
         source=source,
         owner_join=(
             f"JOIN {table} ON {table}.{quote(owner._meta.pk.column)} = chat_conversation.owner_id"
@@ -101,11 +102,6 @@ def _owner_joined() -> bool:
     when it is first used instead.
     """
     return not get_user_model()._meta.parents
-
-
-def _columns(alias: str, model: type[Model]) -> str:
-    quote = connection.ops.quote_name
-    return ", ".join(f"{quote(alias)}.{quote(field.column)}" for field in _fields(model))
 
 
 def _fields(model: type[Model]) -> list[Any]:

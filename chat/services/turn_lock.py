@@ -8,6 +8,7 @@ race the lock did not.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,6 +18,7 @@ from django.utils import timezone
 
 from chat.exceptions import Conflict
 from chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
+from chat.statements import model_columns
 
 
 @contextmanager
@@ -47,12 +49,17 @@ def idle_conversation(conversation: Conversation) -> Iterator[tuple[Conversation
 # statement (the ACTIVE_RUN_STATUSES are its three parameters after the id).
 _LOCK_FOR_TURN = """
 UPDATE chat_conversation SET updated_at = %s WHERE id = %s
-RETURNING *,
+RETURNING {columns},
     (SELECT id FROM chat_run WHERE conversation_id = chat_conversation.id
      AND status IN (%s, %s, %s) LIMIT 1) AS active_run_id,
     (SELECT position FROM chat_message WHERE conversation_id = chat_conversation.id
      ORDER BY position DESC LIMIT 1) AS last_position
 """
+
+
+@functools.cache
+def _lock_for_turn_sql() -> str:
+    return _LOCK_FOR_TURN.format(columns=model_columns(Conversation))
 
 
 def _lock_for_turn(conversation_id: Any) -> tuple[Conversation, Any, int | None]:
@@ -69,7 +76,7 @@ def _lock_for_turn(conversation_id: Any) -> tuple[Conversation, Any, int | None]
         pk.get_db_prep_value(conversation_id, connection),
         *(status.value for status in ACTIVE_RUN_STATUSES),
     ]
-    rows = list(Conversation.objects.raw(_LOCK_FOR_TURN, params))
+    rows = list(Conversation.objects.raw(_lock_for_turn_sql(), params))
     if not rows:
         raise Conversation.DoesNotExist(f"conversation {conversation_id} is gone")
     # The two subqueries' columns, which raw() sets on the instance as they came.

@@ -148,8 +148,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
     # the same statements each time, and planning them was a third of
     # PostgreSQL's CPU per turn (docs/performance.md, round twelve). It needs
     # psycopg's server-side binding (values sent apart from the SQL), which Django
-    # leaves off. A pooler that does not keep prepared statements (PgBouncer in
-    # transaction mode before 1.21, or without max_prepared_statements) needs 0.
+    # leaves off. A pooler that does not keep prepared statements needs 0 (PgBouncer
+    # in transaction mode keeps them from 1.22, with max_prepared_statements, and
+    # with a libpq of 17 or later in psycopg).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"server_side_binding": True, "prepare_threshold": 5}
     )
