@@ -127,18 +127,17 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_b
     # psycopg 3's pool (Django 5.1+). Pooled connections must not also be persistent;
     # with CONN_HEALTH_CHECKS (above) Django has the pool check a connection when
     # it is taken, so one that a database restart broke is replaced, not used.
-    DATABASES["default"]["OPTIONS"] = {
-        "pool": {
-            "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
-            # A task thread holds a connection only while it queries (it gives it
-            # back before waiting on a model or a tool): threads may outnumber it.
-            "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20),
-            "timeout": 10,
-            # A reconnection that keeps failing (the database is down) starts over
-            # after 5 s, where psycopg's default doubles its wait for 5 minutes:
-            # so the pool is back within seconds of the database, not a minute.
-            "reconnect_timeout": 5,
-        }
+    # Beside the URL's own options (?sslmode=require, for a managed PostgreSQL).
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("DATABASE_POOL_MIN_SIZE", 1),
+        # A task thread holds a connection only while it queries (it gives it
+        # back before waiting on a model or a tool): threads may outnumber it.
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", 20),
+        "timeout": 10,
+        # A reconnection that keeps failing (the database is down) starts over
+        # after 5 s, where psycopg's default doubles its wait for 5 minutes:
+        # so the pool is back within seconds of the database, not a minute.
+        "reconnect_timeout": 5,
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool(
     "DATABASE_PREPARED_STATEMENTS", default=True

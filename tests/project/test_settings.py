@@ -139,6 +139,24 @@ def test_the_pool_can_be_turned_off():
     assert "pool" not in database.get("OPTIONS", {})
 
 
+def test_the_database_urls_own_options_are_kept_beside_the_pool():
+    # A managed PostgreSQL's URL says how to connect (TLS): the pool must not drop it.
+    url = PRODUCTION_ENV["DATABASE_URL"] + "?sslmode=require&connect_timeout=5"
+    database = dump_settings(**{**PRODUCTION_ENV, "DATABASE_URL": url})["DATABASES"]["default"]
+    assert database["OPTIONS"]["sslmode"] == "require"
+    assert database["OPTIONS"]["connect_timeout"] == 5
+    assert database["OPTIONS"]["pool"]["max_size"] == 20
+
+
+def test_postgresql_prepares_repeated_statements_unless_turned_off():
+    database = dump_settings(**PRODUCTION_ENV)["DATABASES"]["default"]
+    assert database["OPTIONS"]["server_side_binding"] is True
+    assert database["OPTIONS"]["prepare_threshold"] == 5
+    off = dump_settings(**PRODUCTION_ENV, DATABASE_PREPARED_STATEMENTS="0")["DATABASES"]["default"]
+    assert "server_side_binding" not in off["OPTIONS"]
+    assert "prepare_threshold" not in off["OPTIONS"]
+
+
 def test_without_redis_channels_are_in_memory_and_tasks_run_in_process():
     dumped = dump_settings(DJANGO_DEBUG="1")
     assert (
