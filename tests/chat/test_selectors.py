@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -549,8 +550,12 @@ def test_a_bounded_history_load_reads_its_window_not_the_conversation(user, clai
     # A connection that has run it five times keeps it prepared (the settings'
     # DATABASE_PREPARED_STATEMENTS), and PostgreSQL may then run one plan made
     # for any values: that plan must read the window alone too.
+    if not connection.features.uses_server_side_binding:
+        return  # nothing is prepared (DATABASE_PREPARED_STATEMENTS=0)
     window = 800 if claimed else 400 + 400 // 4
+    last = 5999 if claimed else None
     generic = generic_plan(
+        lambda: history_read(conversation=conversation, window=window, last_position=last),
         _HISTORY_WINDOW_NEAR if claimed else _HISTORY_WINDOW,
         {
             "conversation": conversation.pk,
@@ -563,36 +568,35 @@ def test_a_bounded_history_load_reads_its_window_not_the_conversation(user, clai
     assert rows_read(generic["Plan"]) <= 4 * window, json.dumps(generic, indent=1)[:4000]
 
 
-def generic_plan(sql: str, params: dict[str, Any]) -> dict[str, Any]:
-    """EXPLAIN ANALYZE of a statement's generic plan: the one PostgreSQL may keep for any values.
+def generic_plan(read: Callable[[], object], sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the statement `read` runs, prepared by this connection, in its generic plan.
 
-    The statement is prepared under a name, its %(name)s placeholders numbered,
-    and run once with `params` while `plan_cache_mode` forces the generic plan.
+    The plan PostgreSQL may keep for any values, forced (for the rest of the
+    test's transaction) before `read` runs often enough to be prepared; then
+    the prepared statement itself, with the parameter types psycopg gave it,
+    is explained with `params` (named as `sql` names them).
     """
     from django.db import connection
 
     names: list[str] = []
-
-    def numbered(match: re.Match[str]) -> str:
-        if match[1] not in names:
-            names.append(match[1])
-        return f"${names.index(match[1]) + 1}"
-
-    statement = re.sub(r"%\((\w+)\)s", numbered, sql)
-    types = ", ".join("uuid" if isinstance(params[name], uuid.UUID) else "bigint" for name in names)
-    values = ", ".join(
-        f"'{params[name]}'" if isinstance(params[name], uuid.UUID) else str(int(params[name]))
-        for name in names
-    )
+    for name in re.findall(r"%\((\w+)\)s", sql):
+        if name not in names:
+            names.append(name)  # psycopg numbers them in this order: $1, $2, ...
     with connection.cursor() as cursor:
-        cursor.execute(f"PREPARE generic_read ({types}) AS {statement}")
-        try:
-            cursor.execute("SET plan_cache_mode = force_generic_plan")
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic_read ({values})")
-            (plan,) = cursor.fetchone()[0]
-        finally:
-            cursor.execute("RESET plan_cache_mode")
-            cursor.execute("DEALLOCATE generic_read")
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        for _ in range(6):
+            read()
+        cursor.execute(
+            "SELECT name, parameter_types::text[] FROM pg_prepared_statements"
+            " WHERE NOT from_sql AND statement LIKE %s",
+            ["%1 AS part%"],
+        )
+        ((name, types),) = cursor.fetchall()
+        values = ", ".join(
+            f"'{params[key]}'::{kind}" for key, kind in zip(names, types, strict=True)
+        )
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name} ({values})")
+        (plan,) = cursor.fetchone()[0]
     return plan
 
 
@@ -602,6 +606,9 @@ def test_a_connection_prepares_the_history_read_it_keeps_running(user):
     from django.db import connection
 
     from chat.history_rows import history_read
+
+    if not connection.features.uses_server_side_binding:
+        pytest.skip("DATABASE_PREPARED_STATEMENTS=0: nothing is prepared")
 
     conversation = ConversationFactory(owner=user)
     fill(conversation, 40)
