@@ -14,10 +14,18 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
-from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    InterfaceError,
+    NotSupportedError,
+    OperationalError,
+    connection,
+    connections,
+)
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -106,3 +114,43 @@ def database_retry(write: Callable[[], T], *, within_s: float) -> T:
             logger.warning("the database is unreachable (%s); trying again", exc)
         connections[DEFAULT_DB_ALIAS].close()  # a broken connection is not used again
         time.sleep(RETRY_EVERY_S)
+
+
+# PostgreSQL's refusal to run a prepared statement whose result's columns changed
+# since it was prepared (SQLSTATE 0A000, feature_not_supported).
+_RESULT_CHANGED = "cached plan must not change result type"
+
+
+def prepared_statements_renewed(
+    execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]
+) -> Any:
+    """Run a statement; if its prepared plan outlived a schema change, prepare it anew.
+
+    A pooled connection keeps the statements it prepared (DATABASE_PREPARED_STATEMENTS)
+    until it sees a ROLLBACK or a DEALLOCATE ALL (psycopg then forgets them too).
+    A migration that changes a column they return (a wider CharField), run while
+    the app goes on, makes PostgreSQL refuse them. Outside a transaction the
+    statement is run again once, after a DEALLOCATE ALL; inside one the
+    transaction is already aborted, and its rollback makes the next try work.
+    """
+    try:
+        return execute(sql, params, many, context)
+    except NotSupportedError as exc:
+        conn: BaseDatabaseWrapper = context["connection"]
+        if _RESULT_CHANGED not in str(exc) or conn.in_atomic_block or not conn.get_autocommit():
+            raise
+        logger.info("a prepared statement outlived a schema change; preparing it anew")
+        with conn.cursor() as cursor:
+            cursor.execute("DEALLOCATE ALL")
+        return execute(sql, params, many, context)
+
+
+def prepared_statements_guard(connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """`connection_created`'s receiver: a connection that prepares statements renews them."""
+    wrappers = connection.execute_wrappers
+    if (
+        connection.vendor == "postgresql"
+        and getattr(connection.features, "uses_server_side_binding", False)
+        and prepared_statements_renewed not in wrappers
+    ):
+        wrappers.append(prepared_statements_renewed)

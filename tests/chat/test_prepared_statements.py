@@ -66,3 +66,46 @@ def test_a_column_added_while_the_app_runs_breaks_none_of_its_prepared_reads(use
         assert cursor.fetchone()[0] >= 4
     request.getfixturevalue("migrated_meanwhile")
     reads()
+
+
+@pytest.fixture
+def widened_meanwhile() -> Iterator[None]:
+    """A column the reads return made wider by another connection (a migration), then put back."""
+    params = connection.get_connection_params()
+    where = {key: params[key] for key in ("dbname", "user", "host", "port") if params.get(key)}
+    with psycopg.connect(**where, autocommit=True) as other:
+        other.execute("ALTER TABLE chat_message ALTER COLUMN model TYPE varchar(200)")
+        try:
+            yield
+        finally:
+            other.execute("ALTER TABLE chat_message ALTER COLUMN model TYPE varchar(128)")
+
+
+def test_a_column_widened_while_the_app_runs_is_read_again_at_once_outside_a_transaction(
+    user, request
+):
+    conversation = ConversationFactory(owner=user)
+    run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
+    MessageFactory(conversation=conversation, run=run, role=Role.ASSISTANT, content="42")
+    for _ in range(6):
+        assert run_final_message(run=run).content == "42"
+    request.getfixturevalue("widened_meanwhile")
+    # Its result's columns changed: PostgreSQL refuses the prepared statement,
+    # which is prepared anew and run again.
+    assert run_final_message(run=run).content == "42"
+    assert run_final_message(run=run).content == "42"
+
+
+def test_inside_a_transaction_it_fails_once_and_the_next_transaction_reads_again(user, request):
+    from django.db import NotSupportedError, transaction
+
+    conversation = ConversationFactory(owner=user)
+    run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
+    MessageFactory(conversation=conversation, run=run, role=Role.ASSISTANT, content="42")
+    for _ in range(6):
+        assert run_final_message(run=run).content == "42"
+    request.getfixturevalue("widened_meanwhile")
+    with pytest.raises(NotSupportedError), transaction.atomic():
+        run_final_message(run=run)  # the transaction is aborted: it cannot be run again
+    with transaction.atomic():
+        assert run_final_message(run=run).content == "42"
