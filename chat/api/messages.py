@@ -210,7 +210,7 @@ class MessageCreateApi(AsyncApiView):
             return sse_response(run_event_stream(run=run))
         if first.wait:
             await _wait_for_end(run, first.timeout)
-        data, ended = await sync_to_async(_answer)(run, request.user)
+        data, ended = await sync_to_async(_answer)(run, request.user, final=first.wait)
         return Response(data, status=status.HTTP_200_OK if ended else status.HTTP_202_ACCEPTED)
 
 
@@ -233,11 +233,15 @@ async def _wait_for_end(run: Run, timeout: float) -> None:
         logger.exception("waiting for the end of run %s failed", run.pk)
 
 
-def _answer(run: Run, user: User) -> tuple[dict[str, Any], bool]:
-    """The run now, with the final answer if it has ended or else the user's message."""
+def _answer(run: Run, user: User, *, final: bool) -> tuple[dict[str, Any], bool]:
+    """The run now, with its final answer if `final` and it has ended, else the user's message.
+
+    A post that does not wait is answered 202 with its question, as documented,
+    even when its run was quick enough to end before the answer was read.
+    """
     shown = run_shown(run_id=run.pk, user=user)
     fresh = shown.run
-    ended = fresh.status not in ACTIVE_RUN_STATUSES
+    ended = final and fresh.status not in ACTIVE_RUN_STATUSES
     message = run_final_message(run=fresh) if ended else run_user_message(run=fresh)
     return {
         "run": run_data(fresh, shown.calls, shown.executions),
@@ -283,5 +287,5 @@ class RegenerateApi(APIView):
         conversation = conversation_get(conversation_id=conversation_id, user=request.user)
         self.InputSerializer(data=request.data).is_valid(raise_exception=True)
         run = run_regenerate(conversation=conversation)
-        data, _ = _answer(run, request.user)
+        data, _ = _answer(run, request.user, final=False)
         return Response(data, status=status.HTTP_202_ACCEPTED)

@@ -158,6 +158,22 @@ def test_posting_stores_the_message_and_a_queued_run(api, conversation):
     assert (message.role, message.content, message.run_id) == (Role.USER, "hello", run.id)
 
 
+@pytest.mark.django_db(transaction=True)  # the run starts at the post's commit
+def test_a_post_that_does_not_wait_answers_202_with_its_question_even_if_its_run_ended(
+    api, conversation, settings
+):
+    settings.TOOLCHAT_TASKS_EAGER = True  # the run ends inside the post, before its answer
+    response = api.post(url(conversation), {"content": "What is 2+2?"}, format="json")
+
+    assert response.status_code == 202
+    body = response.json()
+    assert body["run"]["status"] == "completed"  # the run as it stands
+    assert (body["message"]["role"], body["message"]["content"]) == ("user", "What is 2+2?")
+    regenerated = api.post(f"/api/v1/conversations/{conversation.id}/regenerate/", format="json")
+    assert regenerated.status_code == 202
+    assert regenerated.json()["message"]["role"] == "user"
+
+
 @pytest.mark.django_db
 def test_posting_while_a_run_is_active_is_a_409_naming_the_run(api, conversation):
     first = api.post(url(conversation), {"content": "one"}, format="json").json()
