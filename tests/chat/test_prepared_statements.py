@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from chat.models import Role, RunStatus
+from chat.models import Role, Run, RunStatus
 from chat.selectors import run_final_message, run_shown
 from chat.services.turn_lock import idle_conversation
 from tests.factories import ConversationFactory, MessageFactory, RunFactory
@@ -81,31 +81,32 @@ def widened_meanwhile() -> Iterator[None]:
             other.execute("ALTER TABLE chat_message ALTER COLUMN model TYPE varchar(128)")
 
 
-def test_a_column_widened_while_the_app_runs_is_read_again_at_once_outside_a_transaction(
-    user, request
-):
+@pytest.fixture
+def answer_prepared(user) -> Run:
+    """A completed run whose answer's read this connection has run often enough to prepare."""
     conversation = ConversationFactory(owner=user)
     run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
     MessageFactory(conversation=conversation, run=run, role=Role.ASSISTANT, content="42")
     for _ in range(6):
         assert run_final_message(run=run).content == "42"
-    request.getfixturevalue("widened_meanwhile")
+    return run
+
+
+def test_a_column_widened_while_the_app_runs_is_read_again_at_once_outside_a_transaction(
+    answer_prepared, widened_meanwhile
+):
     # Its result's columns changed: PostgreSQL refuses the prepared statement,
     # which is prepared anew and run again.
-    assert run_final_message(run=run).content == "42"
-    assert run_final_message(run=run).content == "42"
+    assert run_final_message(run=answer_prepared).content == "42"
+    assert run_final_message(run=answer_prepared).content == "42"
 
 
-def test_inside_a_transaction_it_fails_once_and_the_next_transaction_reads_again(user, request):
+def test_inside_a_transaction_it_fails_once_and_the_next_transaction_reads_again(
+    answer_prepared, widened_meanwhile
+):
     from django.db import NotSupportedError, transaction
 
-    conversation = ConversationFactory(owner=user)
-    run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
-    MessageFactory(conversation=conversation, run=run, role=Role.ASSISTANT, content="42")
-    for _ in range(6):
-        assert run_final_message(run=run).content == "42"
-    request.getfixturevalue("widened_meanwhile")
     with pytest.raises(NotSupportedError), transaction.atomic():
-        run_final_message(run=run)  # the transaction is aborted: it cannot be run again
+        run_final_message(run=answer_prepared)  # the transaction is aborted: not run again
     with transaction.atomic():
-        assert run_final_message(run=run).content == "42"
+        assert run_final_message(run=answer_prepared).content == "42"
