@@ -13,6 +13,7 @@ until the pool retired it, an hour later.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -29,12 +30,26 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 TABLES = ("chat_conversation", "chat_run", "chat_message", "chat_modelcall", "chat_toolexecution")
 
 
+def migration_connection() -> psycopg.Connection[Any]:
+    """A connection of its own to the test database, as `manage.py migrate` would open."""
+    params = connection.get_connection_params()
+    where = {key: params[key] for key in ("dbname", "user", "host", "port") if params.get(key)}
+    return psycopg.connect(**where, autocommit=True)
+
+
+@pytest.fixture
+def answered(user) -> Run:
+    """A completed run and its answer."""
+    conversation = ConversationFactory(owner=user)
+    run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
+    MessageFactory(conversation=conversation, run=run, role=Role.ASSISTANT, content="42")
+    return run
+
+
 @pytest.fixture
 def migrated_meanwhile() -> Iterator[None]:
     """A column added to each table by another connection (a migration), dropped afterwards."""
-    params = connection.get_connection_params()
-    where = {key: params[key] for key in ("dbname", "user", "host", "port") if params.get(key)}
-    with psycopg.connect(**where, autocommit=True) as other:
+    with migration_connection() as other:
         for table in TABLES:
             other.execute(f"ALTER TABLE {table} ADD COLUMN added_by_a_migration integer")
         try:
@@ -44,10 +59,10 @@ def migrated_meanwhile() -> Iterator[None]:
                 other.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS added_by_a_migration")
 
 
-def test_a_column_added_while_the_app_runs_breaks_none_of_its_prepared_reads(user, request):
-    conversation = ConversationFactory(owner=user)
-    run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
-    MessageFactory(conversation=conversation, run=run, role=Role.ASSISTANT, content="42")
+def test_a_column_added_while_the_app_runs_breaks_none_of_its_prepared_reads(
+    user, answered, request
+):
+    run, conversation = answered, answered.conversation
 
     def reads() -> None:
         # What a waited post and its answer read, and what the next post locks.
@@ -71,9 +86,7 @@ def test_a_column_added_while_the_app_runs_breaks_none_of_its_prepared_reads(use
 @pytest.fixture
 def widened_meanwhile() -> Iterator[None]:
     """A column the reads return made wider by another connection (a migration), then put back."""
-    params = connection.get_connection_params()
-    where = {key: params[key] for key in ("dbname", "user", "host", "port") if params.get(key)}
-    with psycopg.connect(**where, autocommit=True) as other:
+    with migration_connection() as other:
         other.execute("ALTER TABLE chat_message ALTER COLUMN model TYPE varchar(200)")
         try:
             yield
@@ -82,14 +95,11 @@ def widened_meanwhile() -> Iterator[None]:
 
 
 @pytest.fixture
-def answer_prepared(user) -> Run:
+def answer_prepared(answered) -> Run:
     """A completed run whose answer's read this connection has run often enough to prepare."""
-    conversation = ConversationFactory(owner=user)
-    run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
-    MessageFactory(conversation=conversation, run=run, role=Role.ASSISTANT, content="42")
     for _ in range(6):
-        assert run_final_message(run=run).content == "42"
-    return run
+        assert run_final_message(run=answered).content == "42"
+    return answered
 
 
 def test_a_column_widened_while_the_app_runs_is_read_again_at_once_outside_a_transaction(
