@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from chat.exceptions import InvalidInput
+from chat.models.policies import MAX_PATTERN_CHARS, MAX_RULE_PATTERNS, PolicyDecision
 
 
 class TextField(serializers.CharField):
@@ -101,3 +104,64 @@ def flatten_errors(detail: Any, prefix: str = "") -> Iterator[tuple[str, list[st
 def _printable(key: str) -> str:
     """The key as sent, with what has no UTF-8 form (lone surrogates) escaped."""
     return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+class ToolPolicyInput(StrictInputSerializer):
+    """One tool policy rule, as the REST API and the policies file both give it.
+
+    `users` and `groups` name people and groups that must exist; a rule with
+    neither covers everyone (docs/governance.md).
+    """
+
+    tools = serializers.ListField(
+        child=TextField(max_length=MAX_PATTERN_CHARS, trim_whitespace=False),
+        allow_empty=False,
+        max_length=MAX_RULE_PATTERNS,
+        help_text="Tool name patterns, shell-style globs over the registered names: "
+        '"delete_*", "tracker__*" (an MCP server\'s tools), "calculator".',
+    )
+    users = serializers.ListField(
+        child=TextField(max_length=150), required=False, max_length=1000, default=list
+    )
+    groups = serializers.ListField(
+        child=TextField(max_length=150), required=False, max_length=1000, default=list
+    )
+    decision = serializers.ChoiceField(
+        choices=PolicyDecision.choices,
+        help_text="allow (run without asking), ask (wait for the owner's approval) or deny "
+        "(never offered; a call is refused). deny wins over ask, ask over allow.",
+    )
+    note = TextField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        default="",
+        help_text="Why the rule exists; the model reads it in a refusal.",
+    )
+
+    def validate_tools(self, value: list[str]) -> list[str]:
+        """Patterns that can match a tool name: not blank, no whitespace, no NUL."""
+        for pattern in value:
+            if not pattern or any(ch.isspace() or ch == "\x00" for ch in pattern):
+                raise serializers.ValidationError(
+                    f"{pattern!r} is not a tool name pattern (no blanks, spaces or NUL)."
+                )
+        return list(dict.fromkeys(value))
+
+    def validate_users(self, value: list[str]) -> list[Any]:
+        """The named people, who must exist."""
+        return _named(get_user_model().objects.filter(username__in=value), "username", value)
+
+    def validate_groups(self, value: list[str]) -> list[Any]:
+        """The named groups, which must exist."""
+        return _named(Group.objects.filter(name__in=value), "name", value)
+
+
+def _named(rows: Any, key: str, names: list[str]) -> list[Any]:
+    found = {getattr(row, key): row for row in rows}
+    missing = [name for name in dict.fromkeys(names) if name not in found]
+    if missing:
+        raise serializers.ValidationError(
+            f"No such {'user' if key == 'username' else 'group'}: {', '.join(map(repr, missing))}."
+        )
+    return [found[name] for name in dict.fromkeys(names)]

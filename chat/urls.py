@@ -9,6 +9,11 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("audit/", audit.audit_overview, name="audit_runs"),
     path("audit/tools.csv", audit.audit_tools_csv, name="audit_tools_csv"),
+    path(
+        "audit/tool-decisions.csv",
+        audit.audit_tool_decisions_csv,
+        name="audit_tool_decisions_csv",
+    ),
     path("audit/models.csv", audit.audit_models_csv, name="audit_models_csv"),
     path("audit/replays/", audit.audit_replays, name="audit_replays"),
     path("audit/replays/start/", audit.audit_replays_start, name="audit_replays_start"),

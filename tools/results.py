@@ -16,6 +16,7 @@ __all__ = [
     "ToolResult",
     "ToolStatus",
     "cancelled_result",
+    "denied_result",
     "interrupted_result",
     "rejected_result",
     "truncate_content",
@@ -91,6 +92,14 @@ def rejected_result(name: str, reason: str = "", *, tool_call_id: str = "") -> T
     """The result of a call that was refused at approval: it never ran."""
     error = f"The call to {name} was rejected by the user: {reason or 'no reason given'}."
     error = f"{error} It did not run."
+    return _ended_result(name, ToolStatus.REJECTED, error, reason, tool_call_id)
+
+
+def denied_result(name: str, reason: str, *, tool_call_id: str = "") -> ToolResult:
+    """The result of a call that a tool policy refuses: it never ran, and never will."""
+    error = (
+        f"The call to {name} is not allowed here ({reason}). It did not run; do not call it again."
+    )
     return _ended_result(name, ToolStatus.REJECTED, error, reason, tool_call_id)
 
 

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from chat.admin import conversations, runs, trail
+from chat.admin import conversations, policies, runs, trail
 
 admin.site.site_header = "toolchat administration"
 admin.site.site_title = "toolchat admin"
@@ -11,4 +11,4 @@ admin.site.index_title = "Conversations, runs and their audit trail"
 # every list, the lists have the width they need (the messages' latency and tokens at 1280 px).
 admin.site.enable_nav_sidebar = False
 
-__all__ = ["conversations", "runs", "trail"]
+__all__ = ["conversations", "policies", "runs", "trail"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from chat.admin.base import (
@@ -149,6 +151,7 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
             "Approval",
             {
                 "fields": (
+                    "policy_shown",
                     "decision",
                     "approved_by",
                     "decided_at",
@@ -160,6 +163,7 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
         ("Timing", {"fields": ("created_at", "started_at", "finished_at", "duration_ms")}),
     )
     readonly_fields = (
+        "policy_shown",
         "decision",
         "approval_wait",
         "arguments_pretty",
@@ -185,6 +189,19 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
     @admin.display(description="content sent to the model")
     def content_sent(self, obj: ToolExecution) -> SafeString:
         return pre(obj.content)
+
+    @admin.display(description="tool policy")
+    def policy_shown(self, obj: ToolExecution) -> SafeString:
+        if not obj.policy_decision:
+            return format_html("{}", "—")
+        if obj.policy_rule is None:
+            return format_html("{} (no rule)", obj.policy_decision)
+        return format_html(
+            '{} by <a href="{}">rule {}</a>',
+            obj.policy_decision,
+            reverse("admin:chat_toolpolicy_change", args=[obj.policy_rule]),
+            obj.policy_rule,
+        )
 
     @admin.display(description="decision")
     def decision(self, obj: ToolExecution) -> str:

@@ -176,6 +176,18 @@ TOOL_EXECUTION = {
     "duration_ms": 30,
     "attempts": 1,
     "replayed_from": None,
+    "policy": {"decision": "allow", "rule": None},
+}
+
+TOOL_POLICY = {
+    "id": 3,
+    "tools": ["delete_*", "tracker__*"],
+    "users": [],
+    "groups": ["ops"],
+    "decision": "ask",
+    "note": "Deletions and the tracker need a person's yes.",
+    "created_at": "2025-05-01T09:00:00Z",
+    "updated_at": "2025-05-01T09:00:00Z",
 }
 
 APPROVAL_EXECUTION = {

@@ -81,6 +81,7 @@ def _execution_data(execution: ToolExecution) -> dict[str, Any]:
         "duration_ms": execution.duration_ms,
         "attempts": execution.attempts,
         "replayed_from": _uuid(execution.replayed_from_id),
+        "policy": execution.policy,
     }
 
 

@@ -24,6 +24,7 @@ from chat.models import (
     Message,
     Mode,
     ModelCall,
+    PolicyDecision,
     ReplayMode,
     ReplayTools,
     Role,
@@ -245,6 +246,13 @@ class ModelCallSerializer(serializers.ModelSerializer[ModelCall]):
         read_only_fields = fields
 
 
+class PolicyVerdictSerializer(serializers.Serializer[Any]):
+    """A tool call's policy decision: allow, ask or deny, and the deciding rule's id."""
+
+    decision = serializers.ChoiceField(choices=PolicyDecision.choices)
+    rule = serializers.IntegerField(allow_null=True, help_text="A rule of /api/v1/tool-policies/.")
+
+
 class ToolExecutionSerializer(serializers.ModelSerializer[ToolExecution]):
     """The audit row of one tool call: what the model asked, what ran, what it was sent back."""
 
@@ -269,6 +277,13 @@ class ToolExecutionSerializer(serializers.ModelSerializer[ToolExecution]):
         allow_null=True,
         help_text="A `replayed` call of a replay: the original's call whose recorded result it "
         "was served. Null otherwise.",
+    )
+    policy = PolicyVerdictSerializer(
+        read_only=True,
+        allow_null=True,
+        help_text="What the tool policies decided when the call was asked for, and the rule "
+        "that decided it (null: no rule covered it). Null for a /v1 client's own tool and for "
+        "calls recorded before policies existed.",
     )
 
     class Meta:
@@ -298,6 +313,7 @@ class ToolExecutionSerializer(serializers.ModelSerializer[ToolExecution]):
             "duration_ms",
             "attempts",
             "replayed_from",
+            "policy",
         ]
         read_only_fields = fields
 

@@ -17,8 +17,10 @@ from chat.api.base import (
     page_serializer,
     paginate,
 )
-from chat.api.serializers import ToolExecutionSerializer
+from chat.api.serializers import PolicyVerdictSerializer, ToolExecutionSerializer
 from chat.inputs import StrictInputSerializer, TextField
+from chat.models import PolicyDecision
+from chat.policies import ToolPolicies, Verdict, policies_for
 from chat.selectors import tool_execution_list
 from chat.services.approvals import MAX_REASON_CHARS, tool_call_decide
 from tools.registry import registry as tool_registry
@@ -27,7 +29,10 @@ from tools.spec import ToolSpec
 TAG = ["tools"]
 
 
-def _tool_data(spec: ToolSpec) -> dict[str, Any]:
+def _tool_data(spec: ToolSpec, policies: ToolPolicies) -> dict[str, Any]:
+    covered = policies.covering(spec.name)
+    if covered is None and policies.default_deny:
+        covered = Verdict(PolicyDecision.DENY, None)
     return {
         "name": spec.name,
         "description": spec.description,
@@ -38,6 +43,7 @@ def _tool_data(spec: ToolSpec) -> dict[str, Any]:
         "requires_approval": spec.requires_approval,
         "sensitive": sorted(spec.sensitive),
         "server": spec.server or None,
+        "policy": None if covered is None else {"decision": covered.decision, "rule": covered.rule},
     }
 
 
@@ -65,6 +71,12 @@ class ToolListApi(APIView):
                 "The MCP server the tool comes from (its name is `<server>__<tool>`); "
                 "null for a tool written in Python."
             ),
+        )
+        policy = PolicyVerdictSerializer(
+            allow_null=True,
+            help_text="What the tool policies decide for your calls of it: `deny` (it is not "
+            "offered to the model), `ask` or `allow`, and the rule; null when no rule covers "
+            "it (its own `requires_approval` decides). docs/governance.md.",
         )
 
     @extend_schema(
@@ -102,6 +114,7 @@ class ToolListApi(APIView):
                             "requires_approval": False,
                             "sensitive": [],
                             "server": None,
+                            "policy": None,
                         },
                         {
                             "name": "time__get_current_time",
@@ -117,6 +130,7 @@ class ToolListApi(APIView):
                             "requires_approval": False,
                             "sensitive": [],
                             "server": "time",
+                            "policy": {"decision": "ask", "rule": 3},
                         },
                     ],
                 },
@@ -124,12 +138,13 @@ class ToolListApi(APIView):
         ],
     )
     def get(self, request: Request) -> Response:
-        """All registered tools."""
+        """All registered tools, with what the policies decide for the user's calls."""
+        policies = policies_for(request.user.pk)
         return Response(
             {
                 "next": None,
                 "previous": None,
-                "results": [_tool_data(spec) for spec in tool_registry.specs()],
+                "results": [_tool_data(spec, policies) for spec in tool_registry.specs()],
             }
         )
 

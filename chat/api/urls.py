@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chat.api import conversations, messages, models, replays, resources, runs, tools
+from chat.api import conversations, messages, models, policies, replays, resources, runs, tools
 from chat.api.base import route
 from chat.api.errors import api_not_found
 
@@ -56,6 +56,23 @@ urlpatterns = [
     path("resources/<uuid:resource_id>/", resources.ResourceDetailApi.as_view(), name="resource"),
     path("models/", models.ModelListApi.as_view(), name="models"),
     path("tools/", tools.ToolListApi.as_view(), name="tools"),
+    path(
+        "tool-policies/",
+        route(
+            get=policies.ToolPolicyListApi.as_view(),
+            post=policies.ToolPolicyCreateApi.as_view(),
+        ),
+        name="tool-policies",
+    ),
+    path(
+        "tool-policies/<int:policy_id>/",
+        route(
+            get=policies.ToolPolicyDetailApi.as_view(),
+            patch=policies.ToolPolicyUpdateApi.as_view(),
+            delete=policies.ToolPolicyDeleteApi.as_view(),
+        ),
+        name="tool-policy",
+    ),
     path("tool-executions/", tools.ToolExecutionListApi.as_view(), name="tool-executions"),
     path(
         "tool-executions/<uuid:execution_id>/approve/",

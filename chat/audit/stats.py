@@ -30,7 +30,15 @@ from chat.audit.formatting import QUESTION_CHARS
 from chat.audit.percentiles import Percentile, grouped_rows
 from chat.audit.period import Period
 from chat.audit.queries import FAILED_EXECUTION_STATUSES
-from chat.models import CallStatus, ExecutionStatus, ModelCall, Run, RunStatus, ToolExecution
+from chat.models import (
+    CallStatus,
+    ExecutionStatus,
+    ModelCall,
+    PolicyDecision,
+    Run,
+    RunStatus,
+    ToolExecution,
+)
 
 # The most rows a table shows: tool names come from models, so there is no telling how many.
 MAX_GROUPS = 100
@@ -49,6 +57,26 @@ class ToolRow:
     p50_ms: float | None
     p95_ms: float | None
     max_ms: int | None
+    # What the tool policies decided (chat/policies.py), and what people decided of those asked.
+    allowed: int = 0
+    asked: int = 0
+    approved: int = 0
+    rejected: int = 0
+    expired: int = 0
+    denied: int = 0
+
+
+# Each of a tool's calls by what was decided: by the policies, then by a person.
+_DECIDED = Q(decided_at__isnull=False)
+_REFUSED = Q(status=ExecutionStatus.REJECTED)
+DECISION_COUNTS = {
+    "allowed": Count("status", filter=Q(policy_decision=PolicyDecision.ALLOW)),
+    "asked": Count("status", filter=Q(policy_decision=PolicyDecision.ASK)),
+    "approved": Count("status", filter=_DECIDED & ~_REFUSED),
+    "rejected": Count("status", filter=_DECIDED & _REFUSED & Q(approved_by__isnull=False)),
+    "expired": Count("status", filter=_DECIDED & _REFUSED & Q(approved_by__isnull=True)),
+    "denied": Count("status", filter=Q(policy_decision=PolicyDecision.DENY)),
+}
 
 
 @dataclass(frozen=True)
@@ -158,6 +186,7 @@ def tool_stats(period: Period, *, limit: int = MAX_GROUPS, replays: bool = False
             "timeouts": Count("status", filter=Q(status=ExecutionStatus.TIMED_OUT)),
             "truncations": Count("truncated", filter=Q(truncated=True)),
             "max_ms": Max("duration_ms"),
+            **DECISION_COUNTS,
         },
         percentiles={
             "p50_ms": Percentile("duration_ms", 0.5),
@@ -176,6 +205,7 @@ def tool_stats(period: Period, *, limit: int = MAX_GROUPS, replays: bool = False
             p50_ms=_ms(row["p50_ms"]),
             p95_ms=_ms(row["p95_ms"]),
             max_ms=row["max_ms"],
+            **{key: row[key] for key in DECISION_COUNTS},
         )
         for row in rows
     ]

@@ -76,6 +76,24 @@ TOOL_COLUMNS: list[Column[ToolRow]] = [
     Column("max_ms", "Max ms", lambda r: number(r.max_ms)),
 ]
 
+# What was decided of each tool's calls: a table (and a CSV) of its own.
+DECISION_COLUMNS: list[Column[ToolRow]] = [
+    Column("tool", "Tool", lambda r: r.name, numeric=False),
+    Column("allowed", "Allowed", lambda r: number(r.allowed), title="Ran without asking"),
+    Column("asked", "Asked", lambda r: number(r.asked), title="Waited for the owner's decision"),
+    Column("approved", "Approved", lambda r: number(r.approved)),
+    Column("rejected", "Rejected", lambda r: number(r.rejected)),
+    Column(
+        "expired",
+        "Expired",
+        lambda r: number(r.expired),
+        title="Rejected after TOOL_APPROVAL_TIMEOUT_S with no decision",
+    ),
+    Column(
+        "denied", "Denied", lambda r: number(r.denied), title="Refused by a tool policy; never ran"
+    ),
+]
+
 MODEL_COLUMNS: list[Column[ModelRow]] = [
     Column("model", "Model", lambda r: r.model, numeric=False),
     Column("calls", "Calls", lambda r: number(r.calls)),
@@ -108,6 +126,10 @@ def _table(columns: Sequence[Column[T]], rows: Sequence[T]) -> Table:
 
 def tool_table(rows: Sequence[ToolRow]) -> Table:
     return _table(TOOL_COLUMNS, rows)
+
+
+def decision_table(rows: Sequence[ToolRow]) -> Table:
+    return _table(DECISION_COLUMNS, rows)
 
 
 def model_table(rows: Sequence[ModelRow]) -> Table:

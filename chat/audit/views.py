@@ -31,7 +31,12 @@ from chat.audit.queries import (
 )
 from chat.audit.replays import ReplayStartForm, replay_rows, replays_running
 from chat.audit.stats import audit_stats, model_stats, tool_stats
-from chat.audit.tables import model_table, table_csv, tool_table
+from chat.audit.tables import (
+    decision_table,
+    model_table,
+    table_csv,
+    tool_table,
+)
 from chat.audit.waterfall import run_waterfall
 from chat.comparison import comparison
 from chat.exceptions import Conflict, ConversationNotFound, InvalidInput, RunNotFound
@@ -94,6 +99,7 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
     context.update(
         stats=stats,
         tools=tool_table(stats.tools),
+        decisions=decision_table(stats.tools),
         models=model_table(stats.models),
         histogram=histogram_plot(stats.histogram),
         over_time=timeseries_plot(stats.over_time),
@@ -137,6 +143,17 @@ def audit_tools_csv(request: HttpRequest) -> HttpResponse:
         request,
         "tools",
         lambda period, replays: table_csv(tool_table(tool_stats(period, replays=replays))),
+    )
+
+
+@require_GET
+@staff_required
+def audit_tool_decisions_csv(request: HttpRequest) -> HttpResponse:
+    """The overview's table of what was decided of each tool's calls, as CSV."""
+    return _csv(
+        request,
+        "tool-decisions",
+        lambda period, replays: table_csv(decision_table(tool_stats(period, replays=replays))),
     )
 
 

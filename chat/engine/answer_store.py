@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from chat.engine.answer import repaired_tool_calls, storable_call_ids
-from chat.engine.approvals import approval_requested_event, approval_required
+from chat.engine.approvals import approval_requested_event
 from chat.engine.call_records import execution_build, execution_start, execution_started_event
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import RunEnd, run_end
@@ -30,6 +30,7 @@ from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.engine.replay_tools import tools_recorded
 from chat.engine.request import client_tool_names
 from chat.engine.suggestions import model_suggestions_wanted
+from chat.engine.tool_calls import call_answer_store
 from chat.history import message_to_api
 from chat.live.event_types import Event
 from chat.live.events import events_publish
@@ -41,12 +42,15 @@ from chat.models import (
     Message,
     ModelCall,
     ModelCallPurpose,
+    PolicyDecision,
     Role,
     Run,
     RunStatus,
     ToolExecution,
 )
+from chat.policies import Verdict, run_policies
 from chat.statements import row_insert
+from tools.results import denied_result
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +72,8 @@ class Step:
     outcome: StepOutcome
     message: Message | None = None
     executions: list[ToolExecution] = dataclasses.field(default_factory=list)
+    # The tool messages stored with the answer: the refusals of calls a policy denied.
+    answers: list[Message] = dataclasses.field(default_factory=list)
 
 
 def answer_store(
@@ -128,32 +134,50 @@ _RUN_WRITTEN = (
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
-    """What an answer asks for: its calls, those that wait for a person, and who runs them."""
+    """What an answer asks for: its calls, what the policies decided, and who runs them."""
 
     calls: list[dict[str, Any]]
-    held: list[dict[str, Any]]
+    held: list[dict[str, Any]]  # calls that wait for a person
     client: list[dict[str, Any]]  # calls of the /v1 client's own tools: returned to it
-    inline: bool  # one call, run by this worker next
+    denied: list[dict[str, Any]]  # calls a policy refuses: answered with the answer
+    verdicts: dict[str, Verdict]  # by call id, for each call of ours
+    inline: bool  # this worker goes on: it runs the one call, or none is left to run
     ending: bool  # an answer that completes the run in its own transaction
+
+    @property
+    def answered(self) -> bool:
+        """Every call of ours is answered with the answer itself (each one was refused)."""
+        return bool(self.denied) and len(self.denied) == len(self.calls) - len(self.client)
 
 
 def _plan(run: Run, calls: list[dict[str, Any]]) -> _Plan:
     client_names = client_tool_names(run)
     client = [call for call in calls if call["function"]["name"] in client_names]
     ours = [call for call in calls if call not in client]
+    policies = run_policies(run)
+    verdicts = {
+        call["id"]: policies.verdict(
+            call["function"]["name"], _decoded(call["function"]["arguments"])
+        )
+        for call in ours
+    }
+    denied = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.DENY]
     # A replay with recorded tools runs nothing, so nothing needs a person's approval.
     held = [
         call
         for call in ours
-        if not tools_recorded(run)
-        and approval_required(call["function"]["name"], _decoded(call["function"]["arguments"]))
+        if not tools_recorded(run) and verdicts[call["id"]].decision == PolicyDecision.ASK
     ]
-    inline = len(ours) == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS and not held
+    runnable = len(ours) - len(denied) - len(held)
+    # One call to run is run here; with none left (all refused) the worker goes on as well.
+    inline = not held and (
+        (runnable == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS) or (runnable == 0 and bool(ours))
+    )
     # A final answer ends the run here, unless the model's follow-ups are asked first
     # (chat/engine/turn_end.py `answer_complete`): every event of a run precedes its end. So
     # does an answer that calls only the client's tools: the client has the turn now.
     ending = (not calls and not model_suggestions_wanted(run)) or (bool(calls) and not ours)
-    return _Plan(calls, held, client, inline, ending)
+    return _Plan(calls, held, client, denied, verdicts, inline, ending)
 
 
 def _offered_calls(
@@ -183,8 +207,16 @@ def _answer_write(
         return _answer_empty(run, token, model_call, completion)
     plan = _plan(run, calls)
     before = {name: getattr(run, name) for name in _RUN_WRITTEN}
+    answers: list[Message] = []  # the refusals stored with the answer
     answer = functools.partial(
-        _answer_rows, run, model_call, completion, plan, position=position, deltas=deltas
+        _answer_rows,
+        run,
+        model_call,
+        completion,
+        plan,
+        position=position,
+        deltas=deltas,
+        answers=answers,
     )
     try:
         if plan.ending:
@@ -211,7 +243,8 @@ def _answer_write(
         raise
     if not calls or plan.ending:  # a final answer, or calls for the client only
         return Step(StepOutcome.ANSWERED, message, executions)
-    return Step(StepOutcome.CALLS if plan.inline else StepOutcome.PARKED, message, executions)
+    outcome = StepOutcome.CALLS if plan.inline else StepOutcome.PARKED
+    return Step(outcome, message, executions, answers)
 
 
 def _answer_empty(
@@ -252,6 +285,7 @@ def _answer_rows(
     deltas: list[Event],
     suggestions: list[str],
     events: list[Event],
+    answers: list[Message],
 ) -> tuple[Message, list[ToolExecution]]:
     """Store the answer, its ModelCall and its calls' audit rows; append the step's events.
 
@@ -276,19 +310,49 @@ def _answer_rows(
     ]
     events += [*deltas, completed]
     for execution, call in zip(executions, calls, strict=True):
+        verdict = plan.verdicts.get(call["id"])
+        if verdict is not None:
+            execution.policy_decision, execution.policy_rule = verdict.decision, verdict.rule
         if call in plan.client:
             execution.status = ExecutionStatus.CLIENT
-        elif plan.inline:
-            execution_start(execution)
-            events.append(execution_started_event(execution))
+        elif call in plan.denied:
+            execution.decision_reason = verdict.reason() if verdict else ""
         elif call in plan.held:
             execution.status = ExecutionStatus.AWAITING_APPROVAL
             events.append(approval_requested_event(execution))
+        elif plan.inline:
+            execution_start(execution)
+            events.append(execution_started_event(execution))
     if len(executions) == 1:
         row_insert(executions[0])
     else:
         ToolExecution.objects.bulk_create(executions)
+    answers.extend(_refusals_store(run, message, executions, plan, events))
     return message, executions
+
+
+def _refusals_store(
+    run: Run, message: Message, executions: list[ToolExecution], plan: _Plan, events: list[Event]
+) -> list[Message]:
+    """Answer the calls a policy refused, in the answer's transaction; their tool messages.
+
+    Their events go to `events`. When every call of ours was refused, the
+    step's tools have ended with the answer.
+    """
+    answers: list[Message] = []
+    for execution, call in zip(executions, plan.calls, strict=True):
+        if call in plan.denied:
+            refusal = denied_result(
+                execution.name, execution.decision_reason, tool_call_id=execution.tool_call_id
+            )
+            answered = call_answer_store(run, execution, refusal)
+            if answered is not None:
+                execution.status = refusal.status
+                answers.append(answered[0])
+                events.append(answered[1])
+    if plan.answered:
+        events.append(("tools.ended", {"message_id": str(message.pk)}))
+    return answers
 
 
 def _decoded(arguments: str) -> Any:

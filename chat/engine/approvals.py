@@ -31,12 +31,6 @@ from tools.results import rejected_result
 logger = logging.getLogger(__name__)
 
 
-def approval_required(name: str, arguments: Any) -> bool:
-    """Whether this call of the tool `name` waits for a person's decision before it runs."""
-    spec = tool_registry.get(name)
-    return spec is not None and spec.needs_approval(arguments)
-
-
 def approval_requested_event(execution: ToolExecution) -> Event:
     """The `tool_call.approval_requested` event: what the call will do, arguments masked."""
     arguments = execution.arguments if execution.arguments is not None else {}

@@ -14,6 +14,7 @@ from chat.history import RunHistory
 from chat.history_rows import history_kept
 from chat.llm.base import ChatRequest
 from chat.models import ModelCallPurpose, Run
+from chat.policies import run_policies
 from chat.prompts import run_system_prompt
 from tools.registry import registry as tool_registry
 
@@ -99,7 +100,9 @@ def request_build(
     """The request of a step: the history, the step's instruction, and the tools it offers."""
     messages = history_messages(history)
     deciding = purpose == ModelCallPurpose.DECIDE
-    tools = [*tool_registry.openai_tools(), *(run.client_tools or [])]
+    # A tool a policy denies this person is not offered (chat/policies.py).
+    ours = run_policies(run).offered(tool_registry.openai_tools())
+    tools = [*ours, *(run.client_tools or [])]
     if deciding:
         # No native tool calling: the tools are described in a system message and
         # the answer is a JSON decision (chat/engine/continuation.py).

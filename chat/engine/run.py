@@ -276,9 +276,12 @@ def _answer_trigger(turn: _Turn, step: Step) -> Trigger:
             return Trigger.APPROVAL_ASKED
         return Trigger.CALLS_QUEUED
     turn.history().append(step.message)
+    for answer in step.answers:
+        turn.history().append(answer)
     turn.last, turn.position = step.message, _after(step.message)
     turn.executions = step.executions
-    turn.inline = [e for e in step.executions if e.status != ExecutionStatus.CLIENT]
+    # The call this worker started (none when the policies refused every call of ours).
+    turn.inline = [e for e in step.executions if e.status == ExecutionStatus.RUNNING]
     return Trigger.ONE_CALL
 
 

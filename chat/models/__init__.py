@@ -2,7 +2,8 @@
 
 - conversations.py: conversations and their messages (the OpenAI shape);
 - runs.py: runs, and the events they publish;
-- audit.py: each model call and each tool execution of a run.
+- audit.py: each model call and each tool execution of a run;
+- policies.py: the rules that decide which tool calls run, wait for a person, or are refused.
 
 Everything is importable from `chat.models`, as Django and the code expect.
 """
@@ -16,6 +17,7 @@ from chat.models.audit import (
     ToolExecution,
 )
 from chat.models.conversations import MAX_STEPS_LIMIT, Conversation, Message, Mode, Role
+from chat.models.policies import PolicyDecision, ToolPolicy
 from chat.models.runs import (
     ACTIVE_RUN_STATUSES,
     ReplayMode,
@@ -36,6 +38,7 @@ __all__ = [
     "Mode",
     "ModelCall",
     "ModelCallPurpose",
+    "PolicyDecision",
     "ReplayMode",
     "ReplayTools",
     "Role",
@@ -43,4 +46,5 @@ __all__ = [
     "RunEvent",
     "RunStatus",
     "ToolExecution",
+    "ToolPolicy",
 ]

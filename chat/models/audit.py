@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -175,6 +176,11 @@ class ToolExecution(models.Model):
     # A call of a replay (its run's `replay_of` is set), fixed when the row is made: the
     # audit's statistics leave replays out of real traffic reading the index alone.
     replay = models.BooleanField(default=False, editable=False)
+    # What the tool policies decided for the call when it was asked for (chat/policies.py):
+    # allow, ask or deny, and the rule that decided it (its id, kept if the rule is deleted;
+    # NULL when no rule covered the call). Blank for a /v1 client's own tool.
+    policy_decision = models.CharField(max_length=8, blank=True, default="", editable=False)
+    policy_rule = models.PositiveIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["created_at"]
@@ -186,7 +192,16 @@ class ToolExecution(models.Model):
             # (the rows themselves hold results and are wide).
             models.Index(
                 fields=["created_at"],
-                include=["name", "status", "duration_ms", "truncated", "replay"],
+                include=[
+                    "name",
+                    "status",
+                    "duration_ms",
+                    "truncated",
+                    "replay",
+                    "policy_decision",
+                    "approved_by",
+                    "decided_at",
+                ],
                 name="toolexec_created_stats",
             ),
         ]
@@ -214,8 +229,17 @@ class ToolExecution(models.Model):
         return max(0, int((self.decided_at - self.created_at).total_seconds() * 1000))
 
     @property
+    def policy(self) -> dict[str, Any] | None:
+        """What the tool policies decided: `{"decision", "rule"}` (None for a client's tool)."""
+        if not self.policy_decision:
+            return None
+        return {"decision": self.policy_decision, "rule": self.policy_rule}
+
+    @property
     def decision(self) -> str:
-        """What was decided, in words: "approved", "rejected", "expired" or ""."""
+        """What was decided, in words: "approved", "rejected", "expired", "denied" or ""."""
+        if self.policy_decision == "deny":
+            return "denied"
         if self.decided_at is None:
             return ""
         if self.status == ExecutionStatus.REJECTED:

@@ -48,6 +48,14 @@ TOOLCHAT_RESEND_S = env_float("TOOLCHAT_RESEND_S", 30.0)
 # dead (even if its heartbeat goes on: a hung tool): it is run again if
 # idempotent, else reported interrupted. A silent heartbeat finds it sooner.
 TOOLCHAT_TOOL_GRACE_S = env_float("TOOLCHAT_TOOL_GRACE_S", 30.0)
+# What a tool no tool policy covers may do (docs/governance.md): "tool" keeps the
+# tool's own requires_approval; "deny" refuses it, for deployments that list what
+# is allowed.
+TOOLCHAT_TOOLS_DEFAULT = env_str("TOOLCHAT_TOOLS_DEFAULT", "tool").strip().lower() or "tool"
+if TOOLCHAT_TOOLS_DEFAULT not in ("tool", "deny"):
+    raise ImproperlyConfigured(
+        f'TOOLCHAT_TOOLS_DEFAULT must be "tool" or "deny", not {TOOLCHAT_TOOLS_DEFAULT!r}'
+    )
 # A call that waits for its owner's approval longer than this is rejected ("expired").
 TOOL_APPROVAL_TIMEOUT_S = env_float("TOOL_APPROVAL_TIMEOUT_S", 3600.0)
 # message.delta events are coalesced to at most one per this many seconds.

@@ -322,3 +322,41 @@ def test_an_answers_reasoning_is_shown_escaped_in_the_audit_and_the_admin(
     admin = admin_client.get(f"/admin/chat/message/{answer.pk}/change/").content.decode()
     assert shown in admin.split("Reasoning:")[1].split("</div>")[0]
     assert "<script>x()" not in audit + admin
+
+
+def test_staff_add_a_tool_policy_in_the_admin_with_one_pattern_a_line(admin_client: Client):
+    from django.contrib.auth.models import Group
+
+    from chat.models import ToolPolicy
+
+    ops = Group.objects.create(name="ops")
+    response = admin_client.post(
+        "/admin/chat/toolpolicy/add/",
+        {"tools": "delete_*\ntracker__*, calculator\n", "decision": "deny", "groups": [ops.pk]},
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    rule = ToolPolicy.objects.get()
+    assert rule.tools == ["delete_*", "tracker__*", "calculator"]
+    assert list(rule.groups.all()) == [ops]
+    page = admin_client.get("/admin/chat/toolpolicy/")
+    assert "group ops" in page.content.decode()
+    change = admin_client.get(f"/admin/chat/toolpolicy/{rule.pk}/change/").content.decode()
+    assert "delete_*\ntracker__*\ncalculator" in change
+
+
+def test_the_admin_refuses_a_pattern_the_api_would_refuse(admin_client: Client):
+    from chat.models import ToolPolicy
+
+    response = admin_client.post(
+        "/admin/chat/toolpolicy/add/", {"tools": "x" * 129, "decision": "deny"}
+    )
+    assert response.status_code == 200  # the form again, with the error
+    assert "no more than 128 characters" in response.content.decode()
+    assert not ToolPolicy.objects.exists()
+
+
+def test_a_tool_executions_page_shows_the_rule_that_decided_it(admin_client: Client, run):
+    execution = ToolExecution.objects.filter(run=run).first()
+    ToolExecution.objects.filter(pk=execution.pk).update(policy_decision="deny", policy_rule=4)
+    page = admin_client.get(f"/admin/chat/toolexecution/{execution.pk}/change/").content.decode()
+    assert 'deny by <a href="/admin/chat/toolpolicy/4/change/">rule 4</a>' in page

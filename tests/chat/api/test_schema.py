@@ -65,6 +65,12 @@ def test_every_operation_of_design_section_7_and_ours_is_described(schema):
         ("/api/v1/tool-executions/", "get"),
         ("/api/v1/tool-executions/{execution_id}/approve/", "post"),
         ("/api/v1/tool-executions/{execution_id}/reject/", "post"),
+        # Governance (DESIGN.md section 4; docs/governance.md).
+        ("/api/v1/tool-policies/", "get"),
+        ("/api/v1/tool-policies/", "post"),
+        ("/api/v1/tool-policies/{policy_id}/", "get"),
+        ("/api/v1/tool-policies/{policy_id}/", "patch"),
+        ("/api/v1/tool-policies/{policy_id}/", "delete"),
         # Beyond section 7: answer the last question again (docs/api.md).
         ("/api/v1/conversations/{conversation_id}/regenerate/", "post"),
         # ...and read the record a resource card links to.

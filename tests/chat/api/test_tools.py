@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from tests.chat.api.conftest import stored_turn
-from tests.factories import ConversationFactory
+from tests.factories import ConversationFactory, UserFactory
 from tools.registry import registry
 
 pytestmark = pytest.mark.django_db
@@ -30,6 +30,22 @@ def test_the_tools_are_listed_with_their_json_schemas_and_flags(api):
     assert calculator["requires_approval"] is False
     assert calculator["timeout_s"] > 0
     assert tools["record_note"]["idempotent"] is False
+    assert calculator["policy"] is None  # no rule: its own settings decide
+
+
+def test_the_list_says_what_the_policies_decide_for_the_user(api, user, settings):
+    from chat.models import ToolPolicy
+
+    ToolPolicy.objects.create(tools=["calc*"], decision="deny")
+    asked = ToolPolicy.objects.create(tools=["calculator", "record_note"], decision="ask")
+    ToolPolicy.objects.create(tools=["record_note"], decision="deny").users.add(UserFactory())
+    tools = {tool["name"]: tool for tool in api.get("/api/v1/tools/").json()["results"]}
+    assert tools["calculator"]["policy"]["decision"] == "deny"
+    assert tools["record_note"]["policy"] == {"decision": "ask", "rule": asked.pk}
+    assert tools["get_current_time"]["policy"] is None
+    settings.TOOLCHAT_TOOLS_DEFAULT = "deny"
+    tools = {tool["name"]: tool for tool in api.get("/api/v1/tools/").json()["results"]}
+    assert tools["get_current_time"]["policy"] == {"decision": "deny", "rule": None}
 
 
 def test_executions_are_your_own_newest_first(api, user, other_user):

@@ -127,7 +127,12 @@ def table_cells(html: str, testid: str) -> list[list[str]]:
 
 
 @pytest.mark.parametrize(
-    ("testid", "url"), [("tool-table", "tools.csv"), ("model-table", "models.csv")]
+    ("testid", "url"),
+    [
+        ("tool-table", "tools.csv"),
+        ("tool-decision-table", "tool-decisions.csv"),
+        ("model-table", "models.csv"),
+    ],
 )
 def test_the_csv_parses_and_matches_the_table(staff_client: Client, testid, url):
     for latency in (100, 200, 4000):
@@ -142,8 +147,11 @@ def test_the_csv_parses_and_matches_the_table(staff_client: Client, testid, url)
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     header, body = rows[0], rows[1:]
     assert header[0] in {"tool", "model"}
-    assert "p50_ms" in header
-    assert "p95_ms" in header
+    if testid == "tool-decision-table":
+        assert header[1:] == ["allowed", "asked", "approved", "rejected", "expired", "denied"]
+    else:
+        assert "p50_ms" in header
+        assert "p95_ms" in header
     shown = [[("" if cell == "—" else cell) for cell in row] for row in table_cells(html, testid)]
     assert body == shown
     assert body  # not two empty tables agreeing

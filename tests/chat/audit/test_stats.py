@@ -461,3 +461,32 @@ def test_the_statistics_read_their_covering_indexes_alone_on_postgresql(replays)
         if scan.startswith("Index Scan using chat_run_pkey"):
             continue  # the ten slowest runs' rows, for their question and owner
         assert scan.startswith(f"Index Only Scan using {STATS_INDEXES[table]} on {table}"), scan
+
+
+def test_each_tools_calls_are_counted_by_what_was_decided(db):
+    run = a_run()
+    message = asking_message(run)
+    decider = UserFactory()
+    now = timezone.now()
+    made = [
+        ("allow", ExecutionStatus.SUCCEEDED, None, None),
+        ("allow", ExecutionStatus.FAILED, None, None),
+        ("ask", ExecutionStatus.SUCCEEDED, decider, now),  # approved
+        ("ask", ExecutionStatus.REJECTED, decider, now),  # rejected
+        ("ask", ExecutionStatus.REJECTED, None, now),  # expired
+        ("ask", ExecutionStatus.AWAITING_APPROVAL, None, None),  # still waiting
+        ("deny", ExecutionStatus.REJECTED, None, None),
+    ]
+    for decision, status, approved_by, decided_at in made:
+        ToolExecutionFactory(
+            run=run,
+            message=message,
+            name="delete_notes",
+            status=status,
+            policy_decision=decision,
+            approved_by=approved_by,
+            decided_at=decided_at,
+        )
+    (row,) = tool_stats(last_hour())
+    counted = (row.allowed, row.asked, row.approved, row.rejected, row.expired, row.denied)
+    assert counted == (2, 4, 1, 1, 1, 1)
