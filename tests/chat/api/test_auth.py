@@ -62,7 +62,7 @@ def test_the_schema_and_its_docs_page_are_public_and_every_operation_they_list_i
     assert response.status_code == 200
     paths = json.loads(response.content)["paths"]
     operations = [
-        (method, re.sub(r"\{([^}]+)\}", lambda id: _some(item[method], id[1]), path))
+        (method, _filled(path, item[method]))
         for path, item in paths.items()
         for method in item
         if method in ("get", "post", "patch", "put", "delete")
@@ -73,12 +73,14 @@ def test_the_schema_and_its_docs_page_are_public_and_every_operation_they_list_i
         assert answer.status_code == 401, (method, path, answer.status_code)
 
 
-def _some(operation: dict, name: str) -> str:
-    """A value of the path parameter `name` of its type: an id that is not there."""
-    for parameter in operation.get("parameters", []):
-        if parameter["name"] == name and parameter["schema"].get("type") == "integer":
-            return "999999"
-    return str(SOME_ID)
+def _filled(path: str, operation: dict) -> str:
+    """The path with an id that is not there for each parameter, of the parameter's type."""
+    integers = {
+        parameter["name"]
+        for parameter in operation.get("parameters", [])
+        if parameter["schema"].get("type") == "integer"
+    }
+    return re.sub(r"\{([^}]+)\}", lambda id: "999999" if id[1] in integers else str(SOME_ID), path)
 
 
 def test_a_wrong_token_is_a_401():
