@@ -37,6 +37,7 @@ ATTACKS: dict[str, list[str]] = {
     ],
     "hostile input: NUL, lone surrogates, deep nesting, huge sizes, unknown fields and paths": [
         "tests/chat/api/test_bad_input.py",
+        "tests/chat/openai_api/test_bad_input.py",
         "tests/chat/api/test_regenerate.py::refuses_any_other",
         "tests/chat/api/test_messages.py::over_the_limit",
         "tests/chat/engine/test_hostile_text.py",

@@ -28,12 +28,20 @@ from chat.models import (
     ToolExecution,
 )
 from chat.selectors import run_final_message
+from tools.fields import MAX_JSON_DEPTH, too_deep
 from tools.registry import registry as tool_registry
 from tools.spec import TOOL_NAME_RE
 
 DEFAULT_MODE = Mode.LOOP
 # The options a run takes from the request (others are ignored, as OpenAI ignores them).
 KEPT_OPTIONS = ("temperature", "tool_choice", "response_format", "user", "metadata", "stream")
+
+# The type each kept option must have, when given (temperature and tool_choice say more).
+_OPTION_TYPES: tuple[tuple[str, type, str], ...] = (
+    ("response_format", dict, "an object"),
+    ("user", str, "a string"),
+    ("stream", bool, "a boolean"),
+)
 
 # The OpenAI error `type` of each status.
 ERROR_TYPES = {
@@ -85,6 +93,7 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
         ) from None
     if body.get("n", 1) != 1:
         raise InvalidInput("Only n=1 is supported.", field="n")
+    _nesting_check(body)
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidInput("metadata must be an object.", field="metadata")
@@ -110,7 +119,19 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
     )
 
 
+def _nesting_check(body: dict[str, Any]) -> None:
+    """Refuse a kept option nested deeper than anything stored may be (tools/fields.py)."""
+    for key in KEPT_OPTIONS:
+        if too_deep(body.get(key)):
+            raise InvalidInput(
+                f"{key} is nested more than {MAX_JSON_DEPTH} levels deep.", field=key
+            )
+
+
 def _options_check(options: dict[str, Any]) -> None:
+    for key, kind, name in _OPTION_TYPES:
+        if key in options and not isinstance(options[key], kind):
+            raise InvalidInput(f"{key} must be {name}.", field=key)
     temperature = options.get("temperature")
     if temperature is not None and (
         isinstance(temperature, bool)
@@ -125,8 +146,6 @@ def _options_check(options: dict[str, Any]) -> None:
             'tool_choice must be "none", "auto", "required" or a function.',
             field="tool_choice",
         )
-    if "response_format" in options and not isinstance(options["response_format"], dict):
-        raise InvalidInput("response_format must be an object.", field="response_format")
 
 
 def _mode_read(meta: dict[str, Any], metadata: dict[str, Any] | None) -> str | None:
@@ -160,6 +179,11 @@ def _tools_read(tools: Any) -> list[dict[str, Any]] | None:
                 field=where,
             )
         assert isinstance(function, dict)
+        if too_deep(function.get("parameters")):
+            where = f"tools[{index}].function.parameters"
+            raise InvalidInput(
+                f"{where} is nested more than {MAX_JSON_DEPTH} levels deep.", field=where
+            )
         kept = {"name": name, "parameters": function.get("parameters") or {"type": "object"}}
         if isinstance(function.get("description"), str):
             kept["description"] = function["description"]
