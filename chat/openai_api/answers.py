@@ -30,6 +30,7 @@ from chat.models import (
 from chat.selectors import run_final_message
 from tools.fields import MAX_JSON_DEPTH, too_deep
 from tools.registry import registry as tool_registry
+from tools.schema import parameters_problem
 from tools.spec import TOOL_NAME_RE
 
 DEFAULT_MODE = Mode.LOOP
@@ -161,36 +162,38 @@ def _mode_read(meta: dict[str, Any], metadata: dict[str, Any] | None) -> str | N
 
 
 def _tools_read(tools: Any) -> list[dict[str, Any]] | None:
-    """The client's own tools (it runs their calls); a name of one of ours is refused."""
+    """The client's own tools (it runs their calls), each checked before anything is stored."""
     if not tools:
         return None
     if not isinstance(tools, list) or len(tools) > 128:
         raise InvalidInput("tools must be an array of at most 128 tools.", field="tools")
-    read = []
-    for index, tool in enumerate(tools):
-        function = tool.get("function") if isinstance(tool, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        where = f"tools[{index}].function.name"
-        if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
-            raise InvalidInput(f"{where} is not a valid tool name.", field=where)
-        if tool_registry.get(name) is not None:
-            raise InvalidInput(
-                f"{where}: {name!r} is the name of one of toolchat's own tools; rename yours.",
-                field=where,
-            )
-        assert isinstance(function, dict)
-        if too_deep(function.get("parameters")):
-            where = f"tools[{index}].function.parameters"
-            raise InvalidInput(
-                f"{where} is nested more than {MAX_JSON_DEPTH} levels deep.", field=where
-            )
-        kept = {"name": name, "parameters": function.get("parameters") or {"type": "object"}}
-        if isinstance(function.get("description"), str):
-            kept["description"] = function["description"]
-        if function.get("strict") is not None:
-            kept["strict"] = bool(function["strict"])
-        read.append({"type": "function", "function": kept})
-    return read
+    return [_tool_read(tool, f"tools[{index}].function") for index, tool in enumerate(tools)]
+
+
+def _tool_read(tool: Any, where: str) -> dict[str, Any]:
+    """One client tool: a valid name none of ours has, and parameters a model can be offered."""
+    function = tool.get("function") if isinstance(tool, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+        raise InvalidInput(f"{where}.name is not a valid tool name.", field=f"{where}.name")
+    if tool_registry.get(name) is not None:
+        raise InvalidInput(
+            f"{where}.name: {name!r} is the name of one of toolchat's own tools; rename yours.",
+            field=f"{where}.name",
+        )
+    assert isinstance(function, dict)
+    # No parameters (or `{}`) is a function without any, as OpenAI reads it.
+    parameters = function.get("parameters")
+    parameters = {"type": "object"} if parameters is None or parameters == {} else parameters
+    problem = parameters_problem(parameters, f"{where}.parameters")
+    if problem is not None:
+        raise InvalidInput(problem, field=f"{where}.parameters")
+    kept = {"name": name, "parameters": parameters}
+    if isinstance(function.get("description"), str):
+        kept["description"] = function["description"]
+    if function.get("strict") is not None:
+        kept["strict"] = bool(function["strict"])
+    return {"type": "function", "function": kept}
 
 
 @dataclasses.dataclass(frozen=True)

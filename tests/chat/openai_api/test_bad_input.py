@@ -80,3 +80,36 @@ def test_a_hostile_field_is_an_openai_400_naming_it_and_nothing_is_stored(
     assert not Conversation.objects.exists()
     assert not Message.objects.exists()
     assert not Run.objects.exists()
+
+
+# --- a client tool's parameters --------------------------------------------------------------
+
+BAD_SCHEMAS = {
+    "a string's schema": ('{"type": "string"}', '"type": "object"'),
+    "a string": ('"obj"', "not a JSON object"),
+    "an array": ('["type", "object"]', "not a JSON object"),
+    "no type": ('{"properties": {"a": {"type": "string"}}}', '"type": "object"'),
+    "anyOf at the top": ('{"type": "object", "anyOf": [{"required": ["a"]}]}', "anyOf"),
+    "an unknown type": (
+        '{"type": "object", "properties": {"a": {"type": "nonsense"}}}',
+        "not valid JSON Schema",
+    ),
+    "required as a string": ('{"type": "object", "required": "a"}', "not valid JSON Schema"),
+}
+
+
+@pytest.mark.parametrize(("schema", "says"), BAD_SCHEMAS.values(), ids=BAD_SCHEMAS.keys())
+def test_a_client_tool_whose_parameters_are_no_object_schema_is_a_400_before_any_model_call(
+    v1, schema, says, llm_server
+):
+    response = v1.post(URL, body(tools=tool(schema)), content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    error = error_of(response)
+    assert (error["type"], error["param"]) == (
+        "invalid_request_error",
+        "tools[0].function.parameters",
+    )
+    assert says in error["message"]
+    assert not Conversation.objects.exists()
+    assert not Run.objects.exists()
+    assert llm_server.requests == []
