@@ -47,6 +47,8 @@ ATTACKS: dict[str, list[str]] = {
         "tests/chat/live/test_consumers.py::oversized",
         "tests/chat/live/test_consumers.py::unrouted",
         "tests/chat/live/test_consumers.py::rest_posts_rules",
+        "tests/chat/live/test_consumers.py::refuses_unknown_fields",
+        "tests/chat/live/test_consumers.py::not_utf8",
         "tests/chat/live/test_live_stack.py::hostile_frames",
     ],
     "stored cross-site scripting through what models, tools and users write": [
