@@ -51,6 +51,10 @@ ATTACKS: dict[str, list[str]] = {
         "tests/chat/live/test_consumers.py::not_utf8",
         "tests/chat/live/test_live_stack.py::hostile_frames",
     ],
+    "forged client addresses (forwarding headers)": [
+        "tests/chat/telemetry/test_metrics.py::forwarding_header",
+        "tests/chat/telemetry/test_metrics.py::forwarded_for_from_loopback",
+    ],
     "stored cross-site scripting through what models, tools and users write": [
         "tests/chat/test_markdown.py::nothing_executable",
         "tests/chat/test_markdown.py::remote_images",
