@@ -1,11 +1,12 @@
 """Telling a database that cannot be reached from a statement that failed.
 
 While PostgreSQL is down or restarting, every query fails, and none of it is
-the request's or the run's fault: the API answers 503 and asks the client to
-come back (chat/api/errors.py), and the engine leaves its run to the
-recovery sweep rather than failing it (chat/engine/run.py). A statement
-that failed (a constraint, a deadlock, bad data) is another matter, and
-keeps its usual handling.
+the request's or the run's fault: the API and the WebSocket handshake answer
+503 and ask the client to come back (chat/api/errors.py,
+chat/live/ws_auth.py), and the engine leaves its run to the recovery sweep
+rather than failing it (chat/engine/run.py). A statement that failed (a
+constraint, a deadlock, bad data) is another matter, and keeps its usual
+handling.
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ HOLD_WHILE_UNREACHABLE_S = 300.0
 # What a client or a browser is told to wait while the database is unreachable (a
 # restart takes seconds): the API's 503 (chat/api/errors.py) and the pages' (chat/views.py).
 UNAVAILABLE_RETRY_S = 5
+
+
+def unavailable_body() -> dict[str, Any]:
+    """What a client is answered while the database is unreachable, in the API's error shape."""
+    return {
+        "code": "unavailable",
+        "message": "The database is unavailable; try again in a few seconds.",
+        "details": {"retry_after": UNAVAILABLE_RETRY_S},
+    }
+
 
 # SQLSTATE classes of a connection lost or refused by the server: 08 (connection
 # exception) and 57P (the server shutting down, crashed, or not yet started).

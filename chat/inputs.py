@@ -8,7 +8,7 @@ edit sent over the socket is an edit, and an unknown field an error, on both.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar
 
 from django.contrib.auth import get_user_model
@@ -48,13 +48,23 @@ class StrictInputSerializer(serializers.Serializer[Any]):
     def validate(self, attrs: Any) -> Any:
         """Refuse unknown keys, naming the first."""
         initial = self.initial_data if isinstance(self.initial_data, Mapping) else {}
-        unknown = [key for key in initial if key not in self.fields]
+        unknown = _unknown_fields(initial, self.fields)
         if unknown:
-            # A key is echoed back: one that is not valid Unicode is shown escaped.
-            raise serializers.ValidationError(
-                {_printable(key): [self.unknown_field_message] for key in unknown}
-            )
+            raise serializers.ValidationError(unknown)
         return attrs
+
+
+def _unknown_fields(data: Mapping[str, Any], known: Collection[str]) -> dict[str, list[str]]:
+    """Each key of `data` outside `known`, with its error."""
+    # A key is echoed back: one that is not valid Unicode is shown escaped.
+    message = StrictInputSerializer.unknown_field_message
+    return {_printable(key): [message] for key in data if key not in known}
+
+
+def unknown_fields_body(data: Mapping[str, Any], known: Collection[str]) -> dict[str, Any] | None:
+    """The error body for the keys of `data` outside `known`, as a strict input gives it; or None."""
+    unknown = _unknown_fields(data, known)
+    return validation_error_body(unknown) if unknown else None
 
 
 class MessageInput(StrictInputSerializer):

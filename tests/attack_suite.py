@@ -37,6 +37,7 @@ ATTACKS: dict[str, list[str]] = {
     ],
     "hostile input: NUL, lone surrogates, deep nesting, huge sizes, unknown fields and paths": [
         "tests/chat/api/test_bad_input.py",
+        "tests/chat/openai_api/test_bad_input.py",
         "tests/chat/api/test_regenerate.py::refuses_any_other",
         "tests/chat/api/test_messages.py::over_the_limit",
         "tests/chat/engine/test_hostile_text.py",
@@ -46,7 +47,13 @@ ATTACKS: dict[str, list[str]] = {
         "tests/chat/live/test_consumers.py::oversized",
         "tests/chat/live/test_consumers.py::unrouted",
         "tests/chat/live/test_consumers.py::rest_posts_rules",
+        "tests/chat/live/test_consumers.py::refuses_unknown_fields",
+        "tests/chat/live/test_consumers.py::not_utf8",
         "tests/chat/live/test_live_stack.py::hostile_frames",
+    ],
+    "forged client addresses (forwarding headers)": [
+        "tests/chat/telemetry/test_metrics.py::forwarding_header",
+        "tests/chat/telemetry/test_metrics.py::forwarded_for_from_loopback",
     ],
     "stored cross-site scripting through what models, tools and users write": [
         "tests/chat/test_markdown.py::nothing_executable",
@@ -68,6 +75,7 @@ ATTACKS: dict[str, list[str]] = {
         "tests/tools/mcp/test_mcp_turns.py::kill",
         "tests/chat/engine/test_broker_outage.py",
         "tests/chat/engine/test_database_outage.py",
+        "tests/chat/live/test_ws_auth.py::database_is_down",
         "tests/chat/live/test_shared_limits.py",
     ],
     "approval races": [

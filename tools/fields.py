@@ -6,6 +6,11 @@ lone surrogate (JSON's "\\ud800" decodes to one). Either would fail the write
 fields replace both with U+FFFD, on every path into the database (save,
 create, bulk_create and QuerySet.update), so the rule lives in one place for
 every writer. The replacement character says where something was dropped.
+
+`storable_json` recurses once per level of nesting, as `json.dumps` and
+jsonschema do: JSON a client sends is refused at the door when it nests more
+than `MAX_JSON_DEPTH` levels (`too_deep`), so that none of them meets
+Python's recursion limit on its way in.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from django.db import models
 
 REPLACEMENT = "\ufffd"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+# Far deeper than any tool schema or request option means; far below the recursion limit.
+MAX_JSON_DEPTH = 64
 
 
 def storable_text(value: str) -> str:
@@ -43,6 +50,21 @@ def storable_json(value: Any) -> Any:
         items = [storable_json(item) for item in value]
         return value if all(a is b for a, b in zip(value, items, strict=True)) else items
     return value
+
+
+def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a JSON value nests arrays and objects more than `limit` deep (walked, not recursed)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if not isinstance(item, list | tuple):
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in item)
+    return False
 
 
 class _Storable:

@@ -1,9 +1,28 @@
-"""JSON Schema clean-up: pydantic's parameter schema made fit for OpenAI."""
+"""JSON Schema for tools: pydantic's parameter schema made fit for OpenAI, and any schema checked.
+
+`clean_schema` makes a Python tool's schema; `parameters_problem` says why a
+schema written elsewhere (an MCP server's `inputSchema`, the `parameters` of a
+/v1 client's tool) cannot be offered to a model as a function's parameters,
+before anything is stored or sent.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
+
+from jsonschema import SchemaError
+from jsonschema.validators import validator_for
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+
+from tools.fields import MAX_JSON_DEPTH, too_deep
+
+# Every model call carries every tool's schema: one this large is a mistake.
+MAX_SCHEMA_CHARS = 50_000
+# What the OpenAI API refuses at the top of a function's parameters.
+_TOP_LEVEL_REFUSED = ("anyOf", "oneOf", "allOf", "not", "enum")
 
 _SCHEMA_MAPS = {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
 _SCHEMA_LISTS = {"anyOf", "oneOf", "allOf", "prefixItems"}
@@ -90,3 +109,48 @@ def _refs(node: Any) -> set[str]:
         for item in node:
             found |= _refs(item)
     return found
+
+
+def parameters_problem(schema: Any, subject: str) -> str | None:
+    """Why a schema cannot be a function's parameters, as a sentence about `subject`, or None."""
+    problem = _shape_problem(schema) or _schema_problem(schema)
+    return f"{subject} {problem}" if problem else None
+
+
+def _shape_problem(schema: Any) -> str | None:
+    """What the model API refuses: anything but a plain, bounded object schema."""
+    if not isinstance(schema, dict):
+        return "is not a JSON object"
+    if schema.get("type") != "object":
+        return 'is not of "type": "object", which function parameters must be'
+    refused = [key for key in _TOP_LEVEL_REFUSED if key in schema]
+    if refused:
+        return f"has {', '.join(refused)} at the top level, which the model API refuses"
+    if "properties" in schema and not isinstance(schema["properties"], dict):
+        return "is not an object schema: its properties is not an object"
+    if too_deep(schema):
+        return f"is nested more than {MAX_JSON_DEPTH} levels deep"
+    try:
+        size = len(json.dumps(schema, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        return f"is not plain JSON ({exc})"
+    if size > MAX_SCHEMA_CHARS:
+        return f"is {size} characters, over {MAX_SCHEMA_CHARS}"
+    return None
+
+
+def _schema_problem(schema: dict[str, Any]) -> str | None:
+    """What JSON Schema refuses, or what no call could be checked against."""
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        return f"is not valid JSON Schema: {exc.message}"
+    try:
+        # A `$ref` that loops or points outside the schema fails every call: found now,
+        # with an instance that reaches every property (its errors do not matter).
+        probe = dict.fromkeys(schema.get("properties") or {})
+        for _error in validator_for(schema)(schema, registry=Registry()).iter_errors(probe):
+            pass
+    except (RecursionError, Unresolvable) as exc:
+        return f"cannot be checked: {type(exc).__name__}: {str(exc)[:200]}"
+    return None

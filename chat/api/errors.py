@@ -29,7 +29,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from chat.database import UNAVAILABLE_RETRY_S, database_unreachable
+from chat.database import UNAVAILABLE_RETRY_S, database_unreachable, unavailable_body
 from chat.exceptions import Conflict, InvalidInput, NotFound, RateLimited, ToolchatError
 from chat.inputs import flatten_errors, validation_error_body
 
@@ -59,13 +59,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if database_unreachable(exc):
         # Not a bug, and not the request's fault: the database is down or restarting.
         logger.warning("API request refused, the database is unreachable: %s", exc)
-        unavailable = {
-            "code": "unavailable",
-            "message": "The database is unavailable; try again in a few seconds.",
-            "details": {"retry_after": UNAVAILABLE_RETRY_S},
-        }
         return Response(
-            unavailable,
+            unavailable_body(),
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(UNAVAILABLE_RETRY_S)},
         )

@@ -34,7 +34,7 @@ from django.conf import settings
 
 from chat.database import connections_tidy
 from chat.exceptions import ToolchatError
-from chat.inputs import MessageInput, validation_error_body
+from chat.inputs import MessageInput, unknown_fields_body, validation_error_body
 from chat.live.slots import slot_give_back, slot_renew, slot_take
 from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
 from chat.message_rate import message_rate_check
@@ -51,6 +51,14 @@ CLOSE_TOO_MANY = 4429
 # Without ?after= in the URL, a client may still send `resume` as its first
 # message; live events wait this long for it, so that the replay comes first.
 RESUME_GRACE_S = 0.3
+# The fields each kind of client message may have: any other is refused, as the REST
+# API refuses one (a `message` is checked by the REST post's own serializer).
+FRAME_FIELDS = {
+    "resume": frozenset({"type", "after"}),
+    "cancel": frozenset({"type", "run_id"}),
+    "approve": frozenset({"type", "execution_id", "reason"}),
+    "reject": frozenset({"type", "execution_id", "reason"}),
+}
 
 
 class UnroutedConsumer(AsyncWebsocketConsumer):
@@ -141,26 +149,15 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.user_id is None:
             return
-        raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
-        if len(raw.encode()) > settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:
-            await self._error(
-                "too_large",
-                f"Messages to this socket are limited to "
-                f"{settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:,} bytes.",
-            )
-            return
-        try:
-            message = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            nested = " (this one is nested too deeply)" if isinstance(exc, RecursionError) else ""
-            await self._error(
-                "invalid_json", f'Send JSON objects, e.g. {{"type": "resume", "after": 0}}{nested}.'
-            )
-            return
-        if not isinstance(message, dict):
-            await self._error("invalid_message", "Send a JSON object with a `type`.")
+        message = await self._frame_read(text_data, bytes_data)
+        if message is None:
             return
         kind = message.get("type")
+        known = FRAME_FIELDS.get(kind) if isinstance(kind, str) else None
+        unknown = unknown_fields_body(message, known) if known is not None else None
+        if unknown is not None:
+            await self._invalid(unknown)
+            return
         if kind == "resume":
             await self._resume(message.get("after"))
         elif kind == "message":
@@ -176,6 +173,36 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 "unknown_type",
                 f"Unknown message type {kind!r}; use resume, message, cancel, approve or reject.",
             )
+
+    async def _frame_read(self, text_data: str | None, bytes_data: bytes | None) -> Any:
+        """The frame's JSON object, or None once the client was told what is wrong with it."""
+        raw = text_data.encode() if text_data is not None else bytes_data or b""
+        if len(raw) > settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:
+            await self._error(
+                "too_large",
+                f"Messages to this socket are limited to "
+                f"{settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:,} bytes.",
+            )
+            return None
+        try:
+            # A binary frame is read as the text it must be: UTF-8, nothing repaired.
+            message = json.loads(raw.decode("utf-8") if text_data is None else text_data)
+        except UnicodeDecodeError as exc:
+            await self._error(
+                "invalid_json",
+                f"Send JSON text in UTF-8 (byte {exc.start:,} of this frame is not).",
+            )
+            return None
+        except (ValueError, RecursionError) as exc:
+            nested = " (this one is nested too deeply)" if isinstance(exc, RecursionError) else ""
+            await self._error(
+                "invalid_json", f'Send JSON objects, e.g. {{"type": "resume", "after": 0}}{nested}.'
+            )
+            return None
+        if not isinstance(message, dict):
+            await self._error("invalid_message", "Send a JSON object with a `type`.")
+            return None
+        return message
 
     # --- client requests ------------------------------------------------------------
 
@@ -207,10 +234,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # The REST post's own serializer: the same fields, the same errors.
         message = MessageInput(data=body)
         if not message.is_valid():
-            error = validation_error_body(message.errors)
-            await self._error(
-                error["code"], error["message"], field=error.get("field"), details=error["details"]
-            )
+            await self._invalid(validation_error_body(message.errors))
             return
         try:
             # A socket opened with a W3C traceparent: its turns join the caller's trace.
@@ -308,6 +332,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         except UnicodeEncodeError:  # a lone surrogate: a frame must be UTF-8, JSON escapes it
             text = json.dumps(payload, separators=(",", ":"))
         await self.send(text_data=text)
+
+    async def _invalid(self, error: dict[str, Any]) -> None:
+        """Input refused by the REST API's rules, in the error body they give (chat/inputs.py)."""
+        await self._error(
+            error["code"], error["message"], field=error.get("field"), details=error["details"]
+        )
 
     async def _error(self, code: str, message: str, **extra: Any) -> None:
         payload: dict[str, Any] = {"type": "error", "code": code, "message": message}

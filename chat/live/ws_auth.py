@@ -16,10 +16,19 @@ Sockets that fail the origin check are refused at the handshake (HTTP 403);
 unauthenticated ones (a wrong token, an expired session, or no credentials at
 all, with or without an Origin) reach the consumer with an anonymous user,
 which closes them with code 4401.
+
+Both ways in read the database before the consumer runs (the token's user, the
+session's), and the consumer reads the conversation before it accepts. While
+the database cannot be reached, the handshake is refused as the API refuses a
+request: HTTP 503 with Retry-After and the API's error body (`OutageRefusal`).
+A socket already open that meets the outage is closed with 1013 (try again
+later), which clients, the chat page's among them, take as a cue to reconnect.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,11 +38,18 @@ from channels.middleware import BaseMiddleware
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 
+from chat.database import UNAVAILABLE_RETRY_S, database_unreachable, unavailable_body
+
+logger = logging.getLogger(__name__)
+
 Scope = dict[str, Any]
 ASGIApp = Any
+# RFC 6455's registered close code for "the server cannot serve you now; come back".
+CLOSE_TRY_AGAIN_LATER = 1013
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -136,6 +152,43 @@ def _allowed_hosts() -> list[str]:
     return hosts
 
 
+class OutageRefusal(BaseMiddleware):
+    """Refuses a socket that meets an unreachable database: 503 at the handshake, 1013 after it."""
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> Any:
+        accepted = False
+
+        async def watched(message: dict[str, Any]) -> None:
+            nonlocal accepted
+            accepted = accepted or message["type"] == "websocket.accept"
+            await send(message)
+
+        try:
+            return await self.inner(scope, receive, watched)
+        except (OperationalError, InterfaceError) as exc:
+            if not database_unreachable(exc):
+                raise
+            logger.warning("socket refused, the database is unreachable: %s", exc)
+            await _unavailable(scope, send, accepted=accepted)
+        return None
+
+
+async def _unavailable(scope: Scope, send: Any, *, accepted: bool) -> None:
+    """Tell the client the database is unavailable, the way its socket's state allows."""
+    if not accepted and "websocket.http.response" in scope.get("extensions", {}):
+        body = json.dumps(unavailable_body()).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"retry-after", str(UNAVAILABLE_RETRY_S).encode()),
+        ]
+        await send({"type": "websocket.http.response.start", "status": 503, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body})
+        return
+    if not accepted:  # a server without the denial response: a close code still says why
+        await send({"type": "websocket.accept"})
+    await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER})
+
+
 def websocket_application(inner: ASGIApp) -> ASGIApp:
     """The WebSocket stack: token clients one way, browser (cookie) clients the other."""
     with_session = SameOriginValidator(AuthMiddlewareStack(inner))
@@ -151,4 +204,4 @@ def websocket_application(inner: ASGIApp) -> ASGIApp:
         # check to fail; the consumer closes the anonymous socket with 4401.
         return await token_auth(scope, receive, send)
 
-    return application
+    return OutageRefusal(application)

@@ -28,12 +28,21 @@ from chat.models import (
     ToolExecution,
 )
 from chat.selectors import run_final_message
+from tools.fields import MAX_JSON_DEPTH, too_deep
 from tools.registry import registry as tool_registry
+from tools.schema import parameters_problem
 from tools.spec import TOOL_NAME_RE
 
 DEFAULT_MODE = Mode.LOOP
 # The options a run takes from the request (others are ignored, as OpenAI ignores them).
 KEPT_OPTIONS = ("temperature", "tool_choice", "response_format", "user", "metadata", "stream")
+
+# The type each kept option must have, when given (temperature and tool_choice say more).
+_OPTION_TYPES: tuple[tuple[str, type, str], ...] = (
+    ("response_format", dict, "an object"),
+    ("user", str, "a string"),
+    ("stream", bool, "a boolean"),
+)
 
 # The OpenAI error `type` of each status.
 ERROR_TYPES = {
@@ -85,6 +94,7 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
         ) from None
     if body.get("n", 1) != 1:
         raise InvalidInput("Only n=1 is supported.", field="n")
+    _nesting_check(body)
     metadata = body.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidInput("metadata must be an object.", field="metadata")
@@ -110,7 +120,19 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
     )
 
 
+def _nesting_check(body: dict[str, Any]) -> None:
+    """Refuse a kept option nested deeper than anything stored may be (tools/fields.py)."""
+    for key in KEPT_OPTIONS:
+        if too_deep(body.get(key)):
+            raise InvalidInput(
+                f"{key} is nested more than {MAX_JSON_DEPTH} levels deep.", field=key
+            )
+
+
 def _options_check(options: dict[str, Any]) -> None:
+    for key, kind, name in _OPTION_TYPES:
+        if key in options and not isinstance(options[key], kind):
+            raise InvalidInput(f"{key} must be {name}.", field=key)
     temperature = options.get("temperature")
     if temperature is not None and (
         isinstance(temperature, bool)
@@ -125,8 +147,6 @@ def _options_check(options: dict[str, Any]) -> None:
             'tool_choice must be "none", "auto", "required" or a function.',
             field="tool_choice",
         )
-    if "response_format" in options and not isinstance(options["response_format"], dict):
-        raise InvalidInput("response_format must be an object.", field="response_format")
 
 
 def _mode_read(meta: dict[str, Any], metadata: dict[str, Any] | None) -> str | None:
@@ -142,31 +162,38 @@ def _mode_read(meta: dict[str, Any], metadata: dict[str, Any] | None) -> str | N
 
 
 def _tools_read(tools: Any) -> list[dict[str, Any]] | None:
-    """The client's own tools (it runs their calls); a name of one of ours is refused."""
+    """The client's own tools (it runs their calls), each checked before anything is stored."""
     if not tools:
         return None
     if not isinstance(tools, list) or len(tools) > 128:
         raise InvalidInput("tools must be an array of at most 128 tools.", field="tools")
-    read = []
-    for index, tool in enumerate(tools):
-        function = tool.get("function") if isinstance(tool, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        where = f"tools[{index}].function.name"
-        if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
-            raise InvalidInput(f"{where} is not a valid tool name.", field=where)
-        if tool_registry.get(name) is not None:
-            raise InvalidInput(
-                f"{where}: {name!r} is the name of one of toolchat's own tools; rename yours.",
-                field=where,
-            )
-        assert isinstance(function, dict)
-        kept = {"name": name, "parameters": function.get("parameters") or {"type": "object"}}
-        if isinstance(function.get("description"), str):
-            kept["description"] = function["description"]
-        if function.get("strict") is not None:
-            kept["strict"] = bool(function["strict"])
-        read.append({"type": "function", "function": kept})
-    return read
+    return [_tool_read(tool, f"tools[{index}].function") for index, tool in enumerate(tools)]
+
+
+def _tool_read(tool: Any, where: str) -> dict[str, Any]:
+    """One client tool: a valid name none of ours has, and parameters a model can be offered."""
+    function = tool.get("function") if isinstance(tool, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+        raise InvalidInput(f"{where}.name is not a valid tool name.", field=f"{where}.name")
+    if tool_registry.get(name) is not None:
+        raise InvalidInput(
+            f"{where}.name: {name!r} is the name of one of toolchat's own tools; rename yours.",
+            field=f"{where}.name",
+        )
+    assert isinstance(function, dict)
+    # No parameters (or `{}`) is a function without any, as OpenAI reads it.
+    parameters = function.get("parameters")
+    parameters = {"type": "object"} if parameters is None or parameters == {} else parameters
+    problem = parameters_problem(parameters, f"{where}.parameters")
+    if problem is not None:
+        raise InvalidInput(problem, field=f"{where}.parameters")
+    kept = {"name": name, "parameters": parameters}
+    if isinstance(function.get("description"), str):
+        kept["description"] = function["description"]
+    if function.get("strict") is not None:
+        kept["strict"] = bool(function["strict"])
+    return {"type": "function", "function": kept}
 
 
 @dataclasses.dataclass(frozen=True)

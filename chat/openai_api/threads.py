@@ -97,9 +97,9 @@ def _message_read(item: Any, where: str) -> ClientMessage:
                 field=f"{where}.tool_call_id",
             )
         return ClientMessage("tool", _text(item.get("content"), where) or "", tool_call_id=call_id)
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise InvalidInput(
-            f"{where}.role must be system, developer, user, assistant or tool, not {role!r}.",
+            f"{where}.role must be system, developer, user, assistant or tool, not {_shown(role)}.",
             field=f"{where}.role",
         )
     content = _text(item.get("content"), where)
@@ -119,12 +119,22 @@ def _text(content: Any, where: str) -> str | None:
             kind = part.get("type") if isinstance(part, dict) else None
             if kind not in ("text", "refusal") or not isinstance(part.get(kind), str):
                 raise InvalidInput(
-                    f"{where}.content[{index}]: only text parts are supported, not {kind!r}.",
+                    f"{where}.content[{index}]: only text parts are supported, not {_shown(kind)}.",
                     field=f"{where}.content",
                 )
             texts.append(part[kind])
         return "".join(texts)
-    raise InvalidInput(f"{where}.content must be a string or an array of parts.", field=where)
+    raise InvalidInput(
+        f"{where}.content must be a string or an array of parts.", field=f"{where}.content"
+    )
+
+
+def _shown(value: Any) -> str:
+    """A value named in an error: a string as written (cut short), anything else by its kind."""
+    if isinstance(value, str):
+        return repr(value[:40])
+    kinds = {dict: "an object", list: "an array", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
 
 
 def _calls_read(calls: Any, where: str) -> tuple[tuple[str, str, str], ...]:

@@ -9,37 +9,32 @@ the server's tools are offered.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import SchemaError, ValidationError
+from jsonschema import ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from mcp import types
 from referencing import Registry
-from referencing.exceptions import Unresolvable
 
 from tools.arguments import ArgumentsInvalid
 from tools.context import ToolContext
 from tools.mcp.config import McpServerConfig
+from tools.schema import parameters_problem as schema_problem
 from tools.spec import TOOL_NAME_RE, ToolSpec
 
 logger = logging.getLogger("tools.mcp")
 
 SEPARATOR = "__"
-# Every model call carries every tool's schema: one this large is a mistake.
-MAX_SCHEMA_CHARS = 50_000
 MAX_ERRORS = 20
 # OpenAI takes at most 128 tools in a request; a server offering more is cut here.
 MAX_TOOLS_PER_SERVER = 100
 # Every model call carries every description: a longer one is cut (and logged).
 MAX_DESCRIPTION_CHARS = 4_000
-# What the OpenAI API refuses at the top of a function's parameters.
-_TOP_LEVEL_REFUSED = ("anyOf", "oneOf", "allOf", "not", "enum")
 
 CallTool = Callable[[McpServerConfig, str, ToolContext, dict[str, Any]], Any]
 
@@ -141,34 +136,7 @@ def qualified_name(server: str, tool: str, *, taken: Mapping[str, Any] = {}) -> 
 
 def parameters_problem(schema: Any) -> str | None:
     """Why a tool's input schema cannot be sent to the model as its parameters, or None."""
-    if not isinstance(schema, dict):
-        return "its inputSchema is not a JSON object"
-    if schema.get("type") != "object":
-        return 'its inputSchema is not of "type": "object", which function parameters must be'
-    refused = [key for key in _TOP_LEVEL_REFUSED if key in schema]
-    if refused:
-        return f"its inputSchema has {', '.join(refused)} at the top level, which the model API refuses"
-    if "properties" in schema and not isinstance(schema["properties"], dict):
-        return "its inputSchema's properties is not an object"
-    try:
-        size = len(json.dumps(schema, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        return f"its inputSchema is not plain JSON ({exc})"
-    if size > MAX_SCHEMA_CHARS:
-        return f"its inputSchema is {size} characters, over {MAX_SCHEMA_CHARS}"
-    try:
-        validator_for(schema).check_schema(schema)
-    except SchemaError as exc:
-        return f"its inputSchema is not valid JSON Schema: {exc.message}"
-    try:
-        # A `$ref` that loops or points outside the schema fails every call: found now,
-        # with an instance that reaches every property (its errors do not matter).
-        probe = dict.fromkeys(schema.get("properties") or {})
-        for _error in validator_for(schema)(schema, registry=Registry()).iter_errors(probe):
-            pass
-    except (RecursionError, Unresolvable) as exc:
-        return f"its inputSchema cannot be checked: {type(exc).__name__}: {str(exc)[:200]}"
-    return None
+    return schema_problem(schema, "its inputSchema")
 
 
 def _spec(config: McpServerConfig, tool: types.Tool, name: str, call: CallTool) -> ToolSpec:

@@ -276,6 +276,7 @@ async def test_without_resume_the_socket_carries_events_from_now_on(user):
         ("not json", "invalid_json"),
         ("[1, 2]", "invalid_message"),
         ('{"type": "dance"}', "unknown_type"),
+        ('{"type": ["resume"]}', "unknown_type"),
         ('{"type": "resume", "after": "x"}', "invalid_after"),
         ('{"type": "message", "content": 5}', "invalid"),
         ('{"type": "message", "content": "   "}', "invalid"),
@@ -424,6 +425,45 @@ async def test_a_socket_post_is_checked_by_the_rest_posts_rules(user, body, fiel
     reply = json.loads(raw)
     assert (reply["type"], reply["code"], reply["field"]) == ("error", "invalid", field), reply
     assert field in reply["details"]["errors"]
+    assert not await database_sync_to_async(Run.objects.filter(conversation=conversation).exists)()
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"type": "resume", "after": 0, "colour": "blue"},
+        {"type": "cancel", "run_id": "00000000-0000-0000-0000-000000000000", "colour": "blue"},
+        {"type": "approve", "execution_id": "nope", "colour": "blue"},
+        {"type": "reject", "execution_id": "nope", "reason": "no", "colour": "blue"},
+    ],
+    ids=["resume", "cancel", "approve", "reject"],
+)
+async def test_every_frame_refuses_unknown_fields_as_a_post_does(user, frame):
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    await communicator.send_to(text_data=json.dumps(frame))
+    reply = json.loads(await communicator.receive_from(timeout=5))
+    assert (reply["type"], reply["code"], reply["field"]) == ("error", "invalid", "colour"), reply
+    assert reply["details"]["errors"] == {"colour": ["Unknown field."]}
+    await communicator.send_to(text_data='{"type": "dance"}')
+    assert json.loads(await communicator.receive_from(timeout=5))["code"] == "unknown_type"
+    await communicator.disconnect()
+
+
+async def test_a_binary_frame_that_is_not_utf8_is_refused_and_nothing_is_stored(user):
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    await communicator.send_to(bytes_data=b'{"type": "message", "content": "a\xffb"}')
+    reply = json.loads(await communicator.receive_from(timeout=5))
+    assert (reply["type"], reply["code"]) == ("error", "invalid_json"), reply
+    assert "UTF-8" in reply["message"]
+    # A binary frame that is UTF-8 is read as a text frame is.
+    await communicator.send_to(bytes_data='{"type": "dance", "é": 1}'.encode())
+    assert json.loads(await communicator.receive_from(timeout=5))["code"] == "unknown_type"
+    assert not await database_sync_to_async(
+        Message.objects.filter(conversation=conversation).exists
+    )()
     assert not await database_sync_to_async(Run.objects.filter(conversation=conversation).exists)()
     await communicator.disconnect()
 

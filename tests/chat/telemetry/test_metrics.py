@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from chat.services.runs import run_start
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
+from tests.plugins.servers import AsgiServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,6 +75,57 @@ def test_metrics_need_the_token_or_an_allowed_network(settings):
     # The test client connects from 127.0.0.1: allowed once its network is.
     settings.TOOLCHAT_METRICS_NETWORKS = ["127.0.0.0/8"]
     assert Client().get("/metrics").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP"],
+)
+def test_an_address_a_forwarding_header_claims_never_opens_the_metrics(settings, header):
+    """What a server that took the address from the header hands Django: refused all the same."""
+    settings.TOOLCHAT_METRICS_TOKEN = TOKEN
+    settings.TOOLCHAT_METRICS_NETWORKS = ["10.0.0.0/8"]
+    claimed = "for=10.0.0.1" if header == "HTTP_FORWARDED" else "10.0.0.1"
+    response = Client().get("/metrics", REMOTE_ADDR="10.0.0.1", **{header: claimed})
+    assert response.status_code == 403
+    # The token still opens them, header or not.
+    authorized = Client().get(
+        "/metrics",
+        REMOTE_ADDR="10.0.0.1",
+        HTTP_AUTHORIZATION=f"Bearer {TOKEN}",
+        **{header: claimed},
+    )
+    assert authorized.status_code == 200
+
+
+@pytest.fixture
+def metrics_server(asgi_server_session, transactional_db):
+    """A uvicorn as toolchat runs it (proxy headers trusted from loopback, uvicorn's default)."""
+    env = {
+        **asgi_server_session.env,
+        "TOOLCHAT_METRICS_TOKEN": "",
+        "TOOLCHAT_METRICS_NETWORKS": "10.0.0.0/8",
+    }
+    server = AsgiServer(env=env, log_path=asgi_server_session.log_path.parent / "metrics.log")
+    server.start()
+    yield server.base_url
+    server.stop()
+
+
+def status_of(url: str, headers: dict[str, str]) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.mark.postgres
+def test_on_a_real_server_a_forwarded_for_from_loopback_does_not_open_the_metrics(metrics_server):
+    url = f"{metrics_server}/metrics"
+    assert status_of(url, {}) == 403  # loopback is not in the allowed network
+    assert status_of(url, {"X-Forwarded-For": "10.0.0.1"}) == 403
+    assert status_of(url, {"X-Forwarded-For": "192.168.1.9, 10.0.0.1"}) == 403
 
 
 def test_a_scrape_after_turns_counts_them_their_calls_tokens_and_tools(

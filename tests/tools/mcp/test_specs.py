@@ -15,15 +15,10 @@ from tools.arguments import ArgumentsInvalid
 from tools.context import ToolContext
 from tools.executor import execute_tool
 from tools.mcp.config import parse_config
-from tools.mcp.specs import (
-    MAX_SCHEMA_CHARS,
-    Listing,
-    build_specs,
-    parameters_problem,
-    qualified_name,
-)
+from tools.mcp.specs import Listing, build_specs, parameters_problem, qualified_name
 from tools.registry import ToolRegistry
 from tools.results import ToolOutput
+from tools.schema import MAX_SCHEMA_CHARS
 from tools.spec import TOOL_NAME_RE, ToolSpec
 
 ADD_SCHEMA = {
