@@ -12,13 +12,16 @@ offers (chat/engine/request.py):
   call needs it, else `allow`), unless `TOOLCHAT_TOOLS_DEFAULT=deny`: then
   only what a rule allows (or asks for) runs;
 - a denied tool is not offered; a call to it anyway is answered with a
-  refusal the model reads, naming the rule, and never runs.
+  refusal the model reads, naming the rule, and never runs;
+- a call decided `ask` runs without asking when its owner said yes to the tool
+  in this conversation (a standing approval, for any arguments or for these).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import hashlib
 import json
 import re
 from typing import Any
@@ -26,7 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 
-from chat.models import PolicyDecision, Run, ToolPolicy
+from chat.models import PolicyDecision, Run, StandingApproval, ToolPolicy
 from tools.registry import registry as tool_registry
 
 # How strong a decision is: of the rules that cover a call, the strongest decides.
@@ -103,6 +106,35 @@ class ToolPolicies:
         if not self.rules and not self.default_deny:
             return tools
         return [tool for tool in tools if self.offers(tool["function"]["name"])]
+
+
+def arguments_digest(arguments: Any) -> str:
+    """A call's arguments as a standing approval matches them: SHA-256 of their canonical JSON."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def standing_approvals_matching(
+    run: Run, calls: list[tuple[str, str, Any]]
+) -> dict[str, StandingApproval]:
+    """Of `(call id, tool, decoded arguments)`, the calls a standing approval of the run's
+    conversation covers, by call id, with the approval (the oldest that covers it)."""
+    if not calls:
+        return {}
+    active = StandingApproval.objects.filter(
+        conversation_id=run.conversation_id,
+        tool__in={name for _, name, _ in calls},
+        withdrawn_at__isnull=True,
+    ).order_by("id")
+    approvals = list(active)
+    matched: dict[str, StandingApproval] = {}
+    for call_id, name, arguments in calls:
+        digest = arguments_digest(arguments)
+        for approval in approvals:
+            if approval.tool == name and approval.arguments_digest in ("", digest):
+                matched[call_id] = approval
+                break
+    return matched
 
 
 def policies_for(user_id: Any) -> ToolPolicies:

@@ -23,12 +23,14 @@ from chat.history_rows import history_kept, history_rows
 from chat.models import (
     ACTIVE_RUN_STATUSES,
     Conversation,
+    ExecutionStatus,
     Message,
     ModelCall,
     Role,
     Run,
     RunEvent,
     RunStatus,
+    StandingApproval,
     ToolExecution,
 )
 from chat.prompts import system_prompt_for
@@ -335,3 +337,18 @@ def tool_execution_list(
     if run_id is not None:
         executions = executions.filter(run_id=run_id)
     return executions
+
+
+def approvals_waiting(
+    *, user: AbstractBaseUser | AnonymousUser, everyone: bool = False
+) -> QuerySet[ToolExecution]:
+    """The calls that wait for a decision: of the user's own runs, or (staff) of everyone's."""
+    waiting = ToolExecution.objects.filter(status=ExecutionStatus.AWAITING_APPROVAL)
+    if not everyone:
+        waiting = waiting.filter(run__conversation__owner_id=user.pk)
+    return waiting.select_related("run__conversation__owner").order_by("-created_at", "-id")
+
+
+def standing_approval_list(*, conversation: Conversation) -> QuerySet[StandingApproval]:
+    """A conversation's standing approvals in force, oldest first."""
+    return conversation.standing_approvals.filter(withdrawn_at__isnull=True).order_by("id")

@@ -293,6 +293,18 @@ class EventStreamNegotiation(AuthFirstNegotiation):
         return chosen
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON true or false, nothing else (DRF would take "yes", "on" and 1)."""
+
+    default_error_messages = {"not_a_boolean": "Must be true or false."}
+
+    def to_internal_value(self, data: Any) -> bool:
+        """The boolean, or a validation error."""
+        if not isinstance(data, bool):
+            self.fail("not_a_boolean")
+        return data
+
+
 class StrictIntegerField(serializers.IntegerField):
     """A JSON integer, nothing else (DRF would take "5" and 5.0 for 5)."""
 

@@ -67,6 +67,11 @@ def path_id(name: str, what: str) -> OpenApiParameter:
     return OpenApiParameter(name, OpenApiTypes.UUID, OpenApiParameter.PATH, description=what)
 
 
+def path_int(name: str, what: str) -> OpenApiParameter:
+    """An integer path parameter (a rule's or a standing approval's id)."""
+    return OpenApiParameter(name, OpenApiTypes.INT, OpenApiParameter.PATH, description=what)
+
+
 def example(name: str, value: Any, *, request: bool = False, status: int = 200) -> OpenApiExample:
     """A request or response example."""
     if request:
@@ -177,6 +182,8 @@ TOOL_EXECUTION = {
     "attempts": 1,
     "replayed_from": None,
     "policy": {"decision": "allow", "rule": None},
+    "approved_arguments": None,
+    "standing_approval": None,
 }
 
 TOOL_POLICY = {

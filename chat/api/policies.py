@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAdminUser
 from rest_framework.request import Request
@@ -23,9 +22,7 @@ from chat.models import PolicyDecision, ToolPolicy
 from chat.services.policies import policy_create, policy_data, policy_delete, policy_update
 
 TAG = ["tool policies"]
-_ID = OpenApiParameter(
-    "policy_id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The rule."
-)
+_ID = docs.path_int("policy_id", "The rule.")
 
 
 class ToolPolicySerializer(serializers.Serializer[Any]):

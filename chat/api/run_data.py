@@ -82,6 +82,8 @@ def _execution_data(execution: ToolExecution) -> dict[str, Any]:
         "attempts": execution.attempts,
         "replayed_from": _uuid(execution.replayed_from_id),
         "policy": execution.policy,
+        "approved_arguments": execution.approved_arguments,
+        "standing_approval": execution.standing_approval_id,
     }
 
 

@@ -278,6 +278,18 @@ class ToolExecutionSerializer(serializers.ModelSerializer[ToolExecution]):
         help_text="A `replayed` call of a replay: the original's call whose recorded result it "
         "was served. Null otherwise.",
     )
+    approved_arguments = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="Approved with other arguments than the model's: those the call ran with "
+        "(sensitive ones masked); null otherwise. `arguments` stays what the model sent.",
+    )
+    standing_approval = serializers.IntegerField(
+        source="standing_approval_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The standing approval (for the conversation) that let it run without asking.",
+    )
     policy = PolicyVerdictSerializer(
         read_only=True,
         allow_null=True,
@@ -314,6 +326,8 @@ class ToolExecutionSerializer(serializers.ModelSerializer[ToolExecution]):
             "attempts",
             "replayed_from",
             "policy",
+            "approved_arguments",
+            "standing_approval",
         ]
         read_only_fields = fields
 

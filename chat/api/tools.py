@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from chat.api import docs
 from chat.api.base import (
     CursorPage,
+    StrictBooleanField,
     page_serializer,
     paginate,
 )
@@ -222,7 +223,7 @@ class _DecisionApi(APIView):
             execution_id=execution_id,
             user=request.user,
             approve=self.approve,
-            reason=body.validated_data["reason"],
+            **body.validated_data,
         )
         fresh = tool_execution_list(user=request.user).get(pk=execution.pk)
         return Response(ToolExecutionSerializer(fresh).data)
@@ -240,16 +241,40 @@ class ToolExecutionApproveApi(_DecisionApi):
 
     approve = True
 
+    class InputSerializer(_DecisionApi.InputSerializer):
+        arguments = serializers.DictField(
+            required=False,
+            help_text="Run it with these arguments instead of the model's (checked against the "
+            "tool's parameters: a 400 names the field). A sensitive value sent back masked "
+            "(***) keeps the model's. The model then reads the call as it ran.",
+        )
+        scope = serializers.ChoiceField(
+            choices=["call", "conversation"],
+            default="call",
+            help_text="conversation: later calls of this tool in this conversation run without "
+            "asking (a standing approval, listed and withdrawn at "
+            "/api/v1/conversations/{id}/standing-approvals/).",
+        )
+        match_arguments = StrictBooleanField(
+            default=False,
+            help_text="With scope conversation: only later calls with these same arguments.",
+        )
+
     @extend_schema(
         tags=TAG,
         operation_id="tool_executions_approve",
         summary="Approve a tool call",
         description=f"The call runs as a task, and the run goes on. {_DECISION_DOC}",
         parameters=[EXECUTION_ID],
-        request=_DecisionApi.InputSerializer,
+        request=InputSerializer,
         responses={200: ToolExecutionSerializer, **docs.errors(400, 403, 404, 409)},
         examples=[
             docs.example("Approve", {"reason": "Go ahead."}, request=True),
+            docs.example(
+                "Approve other arguments, for the conversation",
+                {"arguments": {"note_ids": ["3f2a…"]}, "scope": "conversation"},
+                request=True,
+            ),
             docs.example("Approved", {**docs.APPROVAL_EXECUTION, "status": "pending"}),
         ],
     )

@@ -5,7 +5,17 @@ from __future__ import annotations
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chat.api import conversations, messages, models, policies, replays, resources, runs, tools
+from chat.api import (
+    approvals,
+    conversations,
+    messages,
+    models,
+    policies,
+    replays,
+    resources,
+    runs,
+    tools,
+)
 from chat.api.base import route
 from chat.api.errors import api_not_found
 
@@ -56,6 +66,17 @@ urlpatterns = [
     path("resources/<uuid:resource_id>/", resources.ResourceDetailApi.as_view(), name="resource"),
     path("models/", models.ModelListApi.as_view(), name="models"),
     path("tools/", tools.ToolListApi.as_view(), name="tools"),
+    path("approvals/", approvals.ApprovalListApi.as_view(), name="approvals"),
+    path(
+        "conversations/<uuid:conversation_id>/standing-approvals/",
+        approvals.StandingApprovalListApi.as_view(),
+        name="standing-approvals",
+    ),
+    path(
+        "conversations/<uuid:conversation_id>/standing-approvals/<int:approval_id>/",
+        approvals.StandingApprovalWithdrawApi.as_view(),
+        name="standing-approval",
+    ),
     path(
         "tool-policies/",
         route(

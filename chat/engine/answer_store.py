@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from chat.engine.answer import repaired_tool_calls, storable_call_ids
-from chat.engine.approvals import approval_requested_event
+from chat.engine.approvals import approval_requested_event, standing_approval_note
 from chat.engine.call_records import execution_build, execution_start, execution_started_event
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import RunEnd, run_end
@@ -46,9 +46,10 @@ from chat.models import (
     Role,
     Run,
     RunStatus,
+    StandingApproval,
     ToolExecution,
 )
-from chat.policies import Verdict, run_policies
+from chat.policies import Verdict, run_policies, standing_approvals_matching
 from chat.statements import row_insert
 from tools.results import denied_result
 
@@ -141,6 +142,7 @@ class _Plan:
     client: list[dict[str, Any]]  # calls of the /v1 client's own tools: returned to it
     denied: list[dict[str, Any]]  # calls a policy refuses: answered with the answer
     verdicts: dict[str, Verdict]  # by call id, for each call of ours
+    standing: dict[str, StandingApproval]  # by call id: asked, and said yes to already
     inline: bool  # this worker goes on: it runs the one call, or none is left to run
     ending: bool  # an answer that completes the run in its own transaction
 
@@ -162,12 +164,7 @@ def _plan(run: Run, calls: list[dict[str, Any]]) -> _Plan:
         for call in ours
     }
     denied = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.DENY]
-    # A replay with recorded tools runs nothing, so nothing needs a person's approval.
-    held = [
-        call
-        for call in ours
-        if not tools_recorded(run) and verdicts[call["id"]].decision == PolicyDecision.ASK
-    ]
+    held, standing = _asked(run, ours, verdicts)
     runnable = len(ours) - len(denied) - len(held)
     # One call to run is run here; with none left (all refused) the worker goes on as well.
     inline = not held and (
@@ -177,7 +174,27 @@ def _plan(run: Run, calls: list[dict[str, Any]]) -> _Plan:
     # (chat/engine/turn_end.py `answer_complete`): every event of a run precedes its end. So
     # does an answer that calls only the client's tools: the client has the turn now.
     ending = (not calls and not model_suggestions_wanted(run)) or (bool(calls) and not ours)
-    return _Plan(calls, held, client, denied, verdicts, inline, ending)
+    return _Plan(calls, held, client, denied, verdicts, standing, inline, ending)
+
+
+def _asked(
+    run: Run, ours: list[dict[str, Any]], verdicts: dict[str, Verdict]
+) -> tuple[list[dict[str, Any]], dict[str, StandingApproval]]:
+    """The calls that wait for a person, and those asked that a standing approval lets run.
+
+    A replay with recorded tools runs nothing, so nothing needs a person's approval.
+    """
+    if tools_recorded(run):
+        return [], {}
+    asking = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.ASK]
+    standing = standing_approvals_matching(
+        run,
+        [
+            (call["id"], call["function"]["name"], _decoded(call["function"]["arguments"]))
+            for call in asking
+        ],
+    )
+    return [call for call in asking if call["id"] not in standing], standing
 
 
 def _offered_calls(
@@ -313,6 +330,8 @@ def _answer_rows(
         verdict = plan.verdicts.get(call["id"])
         if verdict is not None:
             execution.policy_decision, execution.policy_rule = verdict.decision, verdict.rule
+        if call["id"] in plan.standing:
+            standing_approval_note(execution, plan.standing[call["id"]])
         if call in plan.client:
             execution.status = ExecutionStatus.CLIENT
         elif call in plan.denied:

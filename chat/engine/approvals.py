@@ -11,6 +11,7 @@ rejection. The step's latch then moves the run on as for any result.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from datetime import timedelta
 from typing import Any
@@ -21,10 +22,12 @@ from django.utils import timezone
 
 from chat.engine.call_records import execution_event
 from chat.engine.dispatch import dispatch_tool
+from chat.engine.replay_tools import call_arguments
 from chat.engine.tool_calls import call_answer_store, call_lock, latch_release
 from chat.live.event_types import Event
 from chat.live.events import events_publish
-from chat.models import ExecutionStatus, Run, RunStatus, ToolExecution
+from chat.models import ExecutionStatus, Message, Run, RunStatus, StandingApproval, ToolExecution
+from tools.audit import arguments_for_audit
 from tools.registry import registry as tool_registry
 from tools.results import rejected_result
 
@@ -41,27 +44,38 @@ def approval_requested_event(execution: ToolExecution) -> Event:
 
 
 def approval_store(
-    run: Run, execution: ToolExecution, *, user: Any, approve: bool, reason: str
+    run: Run,
+    execution: ToolExecution,
+    *,
+    user: Any,
+    approve: bool,
+    reason: str,
+    arguments: dict[str, Any] | None = None,
 ) -> None:
     """Store a person's decision on a waiting call (both rows locked by the caller).
 
-    Approved, the call is queued like any other; rejected, it is answered with
-    the rejection, which the model reads. When no call of the run waits any
-    more, the run is working again, and the step's latch moves it on once every
-    call has its answer.
+    Approved, the call is queued like any other, with `arguments` when the
+    person changed the model's (validated by the caller): the history then has
+    the call as it ran, and the audit row keeps both. Rejected, it is answered
+    with the rejection, which the model reads. When no call of the run waits
+    any more, the run is working again, and the step's latch moves it on once
+    every call has its answer.
     """
     now = timezone.now()
     execution.approved_by = user
     execution.decided_at = now
     execution.decision_reason = reason
     decided = execution_event(execution, approved=approve, reason=reason)
+    if approve and arguments is not None and _call_rewritten(execution, arguments):
+        decided["arguments"] = execution.approved_arguments
     events: list[Event] = [("tool_call.approval_decided", decided)]
+    fields = ["approved_by", "decided_at", "decision_reason", "approved_arguments"]
     if approve:
         execution.status = ExecutionStatus.PENDING
-        execution.save(update_fields=["status", "approved_by", "decided_at", "decision_reason"])
+        execution.save(update_fields=["status", *fields])
         transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
     else:
-        execution.save(update_fields=["approved_by", "decided_at", "decision_reason"])
+        execution.save(update_fields=fields)
         result = rejected_result(execution.name, reason, tool_call_id=execution.tool_call_id)
         answered = call_answer_store(run, execution, result)  # it waited: not answered yet
         if answered is not None:
@@ -72,6 +86,42 @@ def approval_store(
         run.status = RunStatus.RUNNING
     events += latch_release(run, execution.message_id)
     events_publish(run=run, events=events)
+
+
+def _call_rewritten(execution: ToolExecution, arguments: dict[str, Any]) -> bool:
+    """Give the call the approved arguments, in the history and the audit; False if the same.
+
+    The assistant message's `tool_calls` is what later model calls read and
+    what the tool runs with (chat/engine/replay_tools.py `call_arguments`), so
+    the model sees the call as it ran; `arguments` on the audit row stays the
+    model's, and `approved_arguments` (masked alike) says what ran.
+    """
+    sent = call_arguments(execution)
+    try:
+        unchanged = json.loads(sent) == arguments
+    except ValueError:
+        unchanged = False
+    if unchanged:
+        return False
+    text = json.dumps(arguments, ensure_ascii=False)
+    message = execution.message
+    message.tool_calls = [
+        {**call, "function": {**call["function"], "arguments": text}}
+        if call.get("id") == execution.tool_call_id
+        else call
+        for call in message.tool_calls or []
+    ]
+    Message.objects.filter(pk=message.pk).update(tool_calls=message.tool_calls)
+    execution.approved_arguments = arguments_for_audit(execution.name, text)[0]
+    return True
+
+
+def standing_approval_note(execution: ToolExecution, approval: StandingApproval) -> None:
+    """Mark an (unsaved) call that runs without asking: its owner said yes in this conversation."""
+    execution.standing_approval = approval
+    execution.approved_by_id = approval.created_by_id
+    execution.decided_at = timezone.now()
+    execution.decision_reason = f"approved for this conversation (standing approval {approval.pk})"
 
 
 def approvals_expire() -> list[Any]:

@@ -56,9 +56,15 @@ RESUME_GRACE_S = 0.3
 FRAME_FIELDS = {
     "resume": frozenset({"type", "after"}),
     "cancel": frozenset({"type", "run_id"}),
-    "approve": frozenset({"type", "execution_id", "reason"}),
+    "approve": frozenset(
+        {"type", "execution_id", "reason", "arguments", "scope", "match_arguments"}
+    ),
     "reject": frozenset({"type", "execution_id", "reason"}),
 }
+
+
+# What an approve frame may say besides its call, as the REST approval does (docs/events.md).
+APPROVAL_CHOICES = ("arguments", "scope", "match_arguments")
 
 
 class UnroutedConsumer(AsyncWebsocketConsumer):
@@ -165,8 +171,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         elif kind == "cancel":
             await self._cancel(message.get("run_id"))
         elif kind in ("approve", "reject"):
+            choices = {key: message[key] for key in APPROVAL_CHOICES if key in message}
             await self._decide(
-                message.get("execution_id"), approve=kind == "approve", reason=message.get("reason")
+                message.get("execution_id"),
+                approve=kind == "approve",
+                reason=message.get("reason"),
+                choices=choices,
             )
         else:
             await self._error(
@@ -268,7 +278,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         await self._send({"type": "ack", "action": "cancel", "run_id": str(run.pk)})
 
-    async def _decide(self, execution_id: Any, *, approve: bool, reason: Any) -> None:
+    async def _decide(
+        self, execution_id: Any, *, approve: bool, reason: Any, choices: dict[str, Any]
+    ) -> None:
         if not isinstance(execution_id, str):
             await self._error(
                 "invalid_execution_id",
@@ -283,7 +295,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         try:
             execution = await _tool_call_decide(
-                self.conversation_id, execution_id, self.scope["user"], approve, reason
+                self.conversation_id, execution_id, self.scope["user"], approve, reason, choices
             )
         except ToolchatError as exc:
             await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
@@ -410,7 +422,12 @@ def _run_cancel(conversation_id: Any, run_id: str) -> Any:
 
 @_on_any_thread
 def _tool_call_decide(
-    conversation_id: Any, execution_id: str, user: Any, approve: bool, reason: str
+    conversation_id: Any,
+    execution_id: str,
+    user: Any,
+    approve: bool,
+    reason: str,
+    choices: dict[str, Any],
 ) -> Any:
     return tool_call_decide(
         execution_id=execution_id,
@@ -418,4 +435,5 @@ def _tool_call_decide(
         approve=approve,
         reason=reason,
         conversation_id=conversation_id,
+        **choices,
     )

@@ -68,6 +68,7 @@ class ToolCallApprovalDecided(TypedDict):
     name: str
     approved: bool
     reason: str
+    arguments: NotRequired[Any]  # approved with other arguments: those it runs with (masked)
 
 
 class ToolProgress(TypedDict):

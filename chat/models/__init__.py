@@ -17,7 +17,7 @@ from chat.models.audit import (
     ToolExecution,
 )
 from chat.models.conversations import MAX_STEPS_LIMIT, Conversation, Message, Mode, Role
-from chat.models.policies import PolicyDecision, ToolPolicy
+from chat.models.policies import PolicyDecision, StandingApproval, ToolPolicy
 from chat.models.runs import (
     ACTIVE_RUN_STATUSES,
     ReplayMode,
@@ -45,6 +45,7 @@ __all__ = [
     "Run",
     "RunEvent",
     "RunStatus",
+    "StandingApproval",
     "ToolExecution",
     "ToolPolicy",
 ]

@@ -181,6 +181,19 @@ class ToolExecution(models.Model):
     # NULL when no rule covered the call). Blank for a /v1 client's own tool.
     policy_decision = models.CharField(max_length=8, blank=True, default="", editable=False)
     policy_rule = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # Approved with other arguments than the model's: those the tool ran with (masked as
+    # `arguments` is). The history the model reads has the call as it ran.
+    approved_arguments = StorableJSONField(null=True, blank=True, editable=False)
+    # A call that ran without asking because its owner had said yes to the tool in this
+    # conversation (chat/models/policies.py StandingApproval).
+    standing_approval = models.ForeignKey(
+        "chat.StandingApproval",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="calls",
+        editable=False,
+    )
 
     class Meta:
         ordering = ["created_at"]

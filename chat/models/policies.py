@@ -14,7 +14,7 @@ from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
-from tools.fields import StorableTextField
+from tools.fields import StorableCharField, StorableJSONField, StorableTextField
 
 # The most patterns one rule may list, and the longest pattern: a rule is read at every turn.
 MAX_RULE_PATTERNS = 50
@@ -61,3 +61,50 @@ class ToolPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.decision} {', '.join(self.tools or [])}"
+
+
+class StandingApproval(models.Model):
+    """A person's yes to a tool in one conversation: later calls of it run without asking.
+
+    Made by approving a call "for this conversation" (chat/services/approvals.py);
+    with `arguments_digest` set, only calls with the same arguments are covered
+    (their canonical JSON's SHA-256: the arguments themselves may hold a tool's
+    sensitive values, which are kept nowhere but in the call). It ends with its
+    conversation, or when withdrawn (the row stays: calls it allowed name it).
+    """
+
+    conversation = models.ForeignKey(
+        "chat.Conversation", on_delete=models.CASCADE, related_name="standing_approvals"
+    )
+    tool = StorableCharField(max_length=64)
+    arguments = StorableJSONField(
+        null=True, blank=True, help_text="The arguments it covers, masked; null: any arguments."
+    )
+    arguments_digest = models.CharField(max_length=64, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_from = models.ForeignKey(
+        "chat.ToolExecution",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The call whose approval made it.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(
+                fields=["conversation", "tool"],
+                condition=Q(withdrawn_at__isnull=True),
+                name="standing_active",
+            )
+        ]
+
+    def __str__(self) -> str:
+        scope = "these arguments" if self.arguments_digest else "any arguments"
+        return f"#{self.pk} {self.tool} ({scope})"

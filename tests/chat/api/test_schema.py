@@ -66,6 +66,9 @@ def test_every_operation_of_design_section_7_and_ours_is_described(schema):
         ("/api/v1/tool-executions/{execution_id}/approve/", "post"),
         ("/api/v1/tool-executions/{execution_id}/reject/", "post"),
         # Governance (DESIGN.md section 4; docs/governance.md).
+        ("/api/v1/approvals/", "get"),
+        ("/api/v1/conversations/{conversation_id}/standing-approvals/", "get"),
+        ("/api/v1/conversations/{conversation_id}/standing-approvals/{approval_id}/", "delete"),
         ("/api/v1/tool-policies/", "get"),
         ("/api/v1/tool-policies/", "post"),
         ("/api/v1/tool-policies/{policy_id}/", "get"),

@@ -543,6 +543,44 @@ async def test_a_waiting_call_is_rejected_over_the_socket_once(user):
     await wait_until_async(ended, what="the run to end after the rejection")
 
 
+async def test_a_waiting_call_is_approved_over_the_socket_with_other_arguments(
+    user, tmp_path, monkeypatch
+):
+    from chat.models import Message, ToolExecution
+
+    monkeypatch.setenv("TOOLCHAT_TEST_LEDGER", str(tmp_path / "ledger.txt"))
+    conversation = await make(ConversationFactory, owner=user)
+    execution = await database_sync_to_async(waiting_call)(conversation)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    await communicator.send_json_to(
+        {
+            "type": "approve",
+            "execution_id": str(execution.pk),
+            "arguments": {"target": "venus"},
+            "scope": "conversation",
+        }
+    )
+    seen = []
+    while not {"ack", "tool_call.approval_decided"} <= {m.get("type") for m in seen}:
+        seen.append(json.loads(await communicator.receive_from(timeout=5)))
+    decided = next(m for m in seen if m["type"] == "tool_call.approval_decided")
+    assert decided["data"]["arguments"] == {"target": "venus"}
+    row = await database_sync_to_async(
+        lambda: ToolExecution.objects.select_related("standing_approval").get(pk=execution.pk)
+    )()
+    assert (row.arguments, row.approved_arguments) == ({"target": "mars"}, {"target": "venus"})
+    assert row.standing_approval.tool == "launch_rocket"
+    calls = await database_sync_to_async(
+        lambda: Message.objects.get(pk=execution.message_id).tool_calls
+    )()
+    assert json.loads(calls[0]["function"]["arguments"]) == {"target": "venus"}
+    await communicator.disconnect()
+    ended = database_sync_to_async(
+        lambda: not Run.objects.filter(pk=execution.run_id, status__in=ACTIVE_RUN_STATUSES).exists()
+    )
+    await wait_until_async(ended, what="the run to end after the approval")
+
+
 async def test_a_call_of_another_conversation_is_not_found_over_the_socket(user, other_user):
     from chat.models import ExecutionStatus, ToolExecution
 
