@@ -78,6 +78,15 @@ ATTACKS: dict[str, list[str]] = {
         "tests/chat/live/test_ws_auth.py::database_is_down",
         "tests/chat/live/test_shared_limits.py",
     ],
+    "governed tools: denied calls, who may change the rules and decide": [
+        "tests/chat/api/test_policies.py::not_staff",
+        "tests/chat/api/test_policies.py::bad_rule",
+        "tests/chat/test_policies.py::denied",
+        "tests/chat/test_policies.py::another_persons_rule",
+        "tests/chat/api/test_approvals.py::another_users_standing",
+        "tests/chat/api/test_approvals.py::staff_see_all",
+        "tests/chat/api/test_approvals.py::bad_approval",
+    ],
     "approval races": [
         "tests/chat/engine/test_approval.py::decided_once",
         "tests/chat/api/test_approvals.py",

@@ -15,10 +15,12 @@
  *   picker.js            the model the open conversation talks to
  *   settings.js          the open conversation's settings (its system prompt)
  *   replay.js            "Try with another model…": a turn replayed and compared
+ *   approvals.js         the calls waiting for the user, across conversations
  *   api.js, dom.js, format.js  the REST client, DOM helpers, text formatting
  */
 
 import { createApi } from "./api.js";
+import { createApprovals } from "./approvals.js";
 import { createComposer } from "./composer.js";
 import { byId } from "./dom.js";
 import { titleFrom } from "./format.js";
@@ -101,7 +103,10 @@ function start(root) {
     replayPanel: (runId, answeredBy) => createReplayPanel(runId, { api, staff: STAFF, answeredBy }),
     decide: (executionId, action, reason) =>
       api("POST", "/tool-executions/" + encodeURIComponent(executionId) + "/" + action + "/", { reason }).then(
-        () => clearApproval(executionId),
+        () => {
+          clearApproval(executionId);
+          approvals.changed();
+        },
         (/** @type {ApiError} */ error) => {
           if (error.status === 409) return clearApproval(executionId); // decided elsewhere
           showError(error.message);
@@ -136,6 +141,11 @@ function start(root) {
     if (current && current.id === updated.id) current = updated;
     sidebar.upsert(updated);
   }
+  const approvals = createApprovals({
+    api,
+    open: (id) => selectConversation(id),
+    decided: (executionId) => clearApproval(executionId),
+  });
   const picker = createPicker({ api, current: () => current, saved, error: showError });
   const settings = createSettings({ api, current: () => current, saved });
 
@@ -444,6 +454,7 @@ function start(root) {
         if (user && fresh) sidebar.touch(conversation.id);
         const shown = Boolean(user && user.message_id && !thread.keyOf[user.message_id]);
         dispatch({ type: "event", event }, fresh && (event.type === "message.completed" || shown));
+        if (fresh) approvals.event(event);
       },
       ack: (ack) => {
         const pending = thread.pending;
