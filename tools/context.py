@@ -80,6 +80,9 @@ class ToolContext:
     # The W3C trace context of the call's span (`traceparent`), when traces are on:
     # a tool that calls another service passes it on (MCP calls send it in `_meta`).
     trace_headers: dict[str, str] = field(default_factory=dict, repr=False)
+    # Told, in the tool's own thread, the result of a call the executor gave up on when
+    # it was cancelled, if the tool ends after all (tools/running.py): what it did then.
+    ended_after_cancel: Callable[[Any], None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()

@@ -72,12 +72,29 @@ def execute_tool(
         return _finish(prepared, started)
 
     spec, kwargs, audit_arguments = prepared
-    outcome = run_with_deadline(spec, kwargs, context)
+    told = context.ended_after_cancel
+
+    def late(outcome: Outcome) -> None:
+        if told is not None:
+            told(_reported(spec, context, outcome, audit_arguments, started))
+
+    outcome = run_with_deadline(spec, kwargs, context, late=late if told is not None else None)
+    return _reported(spec, context, outcome, audit_arguments, started)
+
+
+def _reported(
+    spec: ToolSpec,
+    context: ToolContext,
+    outcome: Outcome,
+    audit_arguments: dict[str, Any],
+    started: float,
+) -> ToolResult:
+    """The result of a call that ran, as the model and the audit get it."""
     try:
         result = _outcome_result(spec, context, outcome)
     except Exception as exc:
-        logger.exception("tool %s: the executor failed while reporting it", name)
-        result = _failure(name, context, "internal_error", f"The call failed: {exc}", None)
+        logger.exception("tool %s: the executor failed while reporting it", spec.name)
+        result = _failure(spec.name, context, "internal_error", f"The call failed: {exc}", None)
     result.audit_arguments = audit_arguments
     return _finish(result, started)
 

@@ -103,7 +103,9 @@ def denied_result(name: str, reason: str, *, tool_call_id: str = "") -> ToolResu
     return _ended_result(name, ToolStatus.REJECTED, error, reason, tool_call_id)
 
 
-def interrupted_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
+def interrupted_result(
+    name: str, reason: str = "", *, tool_call_id: str = "", started: bool = True
+) -> ToolResult:
     """The result of a call whose worker stopped before it finished; it may have had effects."""
     error = (
         f"The call to {name} was interrupted before it finished; "
@@ -112,9 +114,20 @@ def interrupted_result(name: str, reason: str = "", *, tool_call_id: str = "") -
     return _ended_result(name, ToolStatus.INTERRUPTED, error, reason, tool_call_id)
 
 
-def cancelled_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
-    """The result of a call dropped because its run was cancelled."""
+def cancelled_result(
+    name: str, reason: str = "", *, tool_call_id: str = "", started: bool = False
+) -> ToolResult:
+    """The result of a call dropped because its run was cancelled.
+
+    One that had `started` may have done its work: it says so (and if it ends
+    after all, chat/engine/tool_calls.py stores what it did in its place).
+    """
     error = f"The call to {name} was cancelled with its run and did not complete."
+    if started:
+        error = (
+            f"The call to {name} was running when its run was cancelled; "
+            "it may or may not have taken effect."
+        )
     return _ended_result(name, ToolStatus.CANCELLED, error, reason, tool_call_id)
 
 

@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,10 +46,22 @@ class Outcome:
     cancelled: bool = False
 
 
-def run_with_deadline(spec: ToolSpec, kwargs: dict[str, Any], context: ToolContext) -> Outcome:
-    """Run the tool in a thread; relay its events to the sink here until it ends or times out."""
+def run_with_deadline(
+    spec: ToolSpec,
+    kwargs: dict[str, Any],
+    context: ToolContext,
+    *,
+    late: Callable[[Outcome], None] | None = None,
+) -> Outcome:
+    """Run the tool in a thread; relay its events to the sink here until it ends or times out.
+
+    A call cancelled from outside is given up on at once; if its tool ends
+    after all (one that never looks at its context), `late` is told its real
+    outcome in the tool's thread, so that the record can say what it did.
+    """
     outcome = Outcome()
     relay = context._open_relay()
+    ending = _Ending()
 
     def work() -> None:
         try:
@@ -65,6 +78,11 @@ def run_with_deadline(spec: ToolSpec, kwargs: dict[str, Any], context: ToolConte
             outcome.exception = exc
             outcome.traceback = traceback.format_exc()
         finally:
+            if ending.ended() and late is not None:
+                try:
+                    late(outcome)
+                except Exception:
+                    logger.exception("tool %s: its late outcome was not stored", spec.name)
             # This thread's connections would otherwise stay open until the
             # process exits; a pool wants them back.
             connections.close_all()
@@ -83,7 +101,9 @@ def run_with_deadline(spec: ToolSpec, kwargs: dict[str, Any], context: ToolConte
             # Cancelled from outside (its run was): stop waiting; the thread is
             # abandoned like a late one, and a cooperative tool has stopped already.
             drain(relay, context)
-            return Outcome(cancelled=True)
+            if ending.given_up():
+                return Outcome(cancelled=True)
+            return outcome  # it had ended just now: what it did is known
         try:
             item = relay.get(timeout=min(remaining, CANCEL_POLL_S))
         except queue.Empty:
@@ -98,6 +118,27 @@ def run_with_deadline(spec: ToolSpec, kwargs: dict[str, Any], context: ToolConte
     context.cancel()
     drain(relay, context)
     return Outcome(timed_out=True)
+
+
+class _Ending:
+    """Who came first: the tool's end, or the executor giving up on it (one of them wins)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ended = False
+        self._given_up = False
+
+    def ended(self) -> bool:
+        """The tool ended; True when the executor had given up on it (its end comes late)."""
+        with self._lock:
+            self._ended = True
+            return self._given_up
+
+    def given_up(self) -> bool:
+        """The executor gives up on the tool; False when the tool had ended already."""
+        with self._lock:
+            self._given_up = not self._ended
+            return self._given_up
 
 
 def drain(relay: queue.SimpleQueue[Any], context: ToolContext) -> None:

@@ -47,6 +47,7 @@ from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     ExecutionStatus,
     Message,
+    Role,
     Run,
     RunEvent,
     RunStatus,
@@ -176,6 +177,8 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         execution_id=execution.pk,
         sink=_event_sink(run),
         tool_name=execution.name,
+        # A tool that ends after its run's cancel gave up on it: the record says what it did.
+        ended_after_cancel=functools.partial(_ended_after_cancel, execution.pk),
     )
     connection_release()  # a tool that needs the database takes a connection again
     spec = tool_registry.get(execution.name)
@@ -190,6 +193,13 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         record(result)
     tool_call_observe(run, execution.name, result)
     return result
+
+
+def _ended_after_cancel(execution_id: Any, result: ToolResult) -> None:
+    database_retry(
+        functools.partial(late_result_store, execution_id=execution_id, result=result),
+        within_s=HOLD_WHILE_UNREACHABLE_S,
+    )
 
 
 def tool_call_run(
@@ -270,23 +280,59 @@ def result_write(execution: ToolExecution, result: ToolResult) -> bool:
     )
 
 
-def _late_result_keep(execution: ToolExecution, result: ToolResult) -> None:
-    """A call answered already (its run was cancelled while it ran): keep what it did, only.
+# What a run's end answers a call that was still open with (chat/engine/finish.py).
+_ENDED_WITH_THE_RUN = (ExecutionStatus.CANCELLED, ExecutionStatus.INTERRUPTED)
 
-    A tool that stopped because of that cancel did nothing more to keep: the
-    row says `cancelled` once, as the cancel wrote it.
+
+def _late_result_keep(execution: ToolExecution, result: ToolResult) -> None:
+    """A call answered already (its run ended while it ran) that finished after all.
+
+    The record says what it did: its row takes the tool's own outcome (noted
+    as finished after its run ended), and the tool message that answered it
+    with "cancelled" or "interrupted" takes the tool's result, so that the
+    history a later turn reads is true. A tool that stopped because of that
+    cancel did nothing more to keep: the row says `cancelled` once, as the
+    cancel wrote it. Nothing is published: the run's end was its last event.
     """
     if result.status == ExecutionStatus.CANCELLED:
         return
-    rows = ToolExecution.objects.filter(pk=execution.pk)
-    error = rows.values_list("error", flat=True).first() or ""
-    rows.update(
-        result=result.result,
-        result_chars=result.result_chars,
-        truncated=result.truncated,
-        duration_ms=result.duration_ms,
-        error=f"{error}; the tool finished after the run ended".strip("; "),
+    with transaction.atomic():
+        # Only an answer the run's end wrote is replaced (not a result stored already).
+        row = (
+            ToolExecution.objects.select_for_update(of=("self",), no_key=True)
+            .filter(pk=execution.pk, status__in=_ENDED_WITH_THE_RUN)
+            .values("error", "run__status", "arguments", "arguments_raw")
+            .first()
+        )
+        if row is None:
+            return
+        ended = str(row["run__status"])
+        fields = result.execution_fields()
+        fields["arguments"] = fields["arguments"] or row["arguments"]
+        fields["arguments_raw"] = fields["arguments_raw"] or row["arguments_raw"]
+        note = f"the tool finished after its run was {ended}"
+        fields["error"] = "; ".join(part for part in (fields["error"], note) if part)
+        ToolExecution.objects.filter(pk=execution.pk).update(**fields)
+        Message.objects.filter(
+            run_id=execution.run_id, role=Role.TOOL, tool_call_id=execution.tool_call_id
+        ).update(content=result.content, resource_id=result.resource_id)
+    logger.warning(
+        "tool call %s (%s) finished after its run was %s; its record says what it did",
+        execution.tool_call_id,
+        execution.name,
+        ended,
     )
+
+
+def late_result_store(*, execution_id: Any, result: ToolResult) -> None:
+    """A call given up on at its run's cancel (its tool went on) that ended: keep what it did."""
+    found = (
+        ToolExecution.objects.filter(pk=execution_id)
+        .only("id", "run_id", "name", "tool_call_id")
+        .first()
+    )
+    if found is not None:
+        _late_result_keep(found, result)
 
 
 def call_lock(executions: QuerySet[ToolExecution], execution_id: Any) -> tuple[Run, ToolExecution]:
@@ -340,9 +386,11 @@ def unfinished_calls_answer(run: Run, result_for: Callable[..., ToolResult]) -> 
     )
     now = timezone.now()
     for execution in unfinished:
-        result = result_for(execution.name, tool_call_id=execution.tool_call_id)
+        started = execution.started_at if execution.status == ExecutionStatus.RUNNING else None
+        result = result_for(
+            execution.name, tool_call_id=execution.tool_call_id, started=started is not None
+        )
         # A call that had started ran until now, as far as the audit knows.
-        started = execution.started_at
         ToolExecution.objects.filter(pk=execution.pk).update(
             status=result.status,
             finished_at=now,

@@ -242,3 +242,76 @@ def test_the_audit_page_and_the_admin_say_who_decided_and_how_long_the_call_wait
     admin = admin_client.get(f"/admin/chat/toolexecution/{execution.pk}/change/").content.decode()
     assert "rejected" in admin
     assert f"{execution.approval_wait_ms:,} ms" in admin
+
+
+@pytest.mark.postgres
+def test_approve_reject_and_cancel_at_once_leave_a_record_that_says_what_ran(
+    llm_server, user, ledger
+):
+    """Each round, an approval, a rejection and a cancel race for one waiting call of a tool
+    with a side effect. Exactly one decision wins, nothing runs twice, and the record (the
+    call's row and the tool message the model and the user read) says whether it ran."""
+    import threading
+
+    from chat.exceptions import Conflict
+    from chat.services.approvals import tool_call_decide
+    from chat.services.runs import run_cancel
+    from tests.assertions import tool_stopped
+    from tests.factories import ConversationFactory
+
+    rounds = 20
+    for round_ in range(rounds):
+        conversation = ConversationFactory(owner=user)
+        llm_server.push(tool_calls_reply([("launch_rocket", f'{{"target": "t{round_}"}}')]))
+        run = awaiting(run_start(conversation=conversation, content="launch it"))
+        execution = ToolExecution.objects.get(run=run)
+        start = threading.Barrier(3)
+        won: list[str] = []
+
+        def act(name, action, start=start, won=won):
+            start.wait()
+            try:
+                action()
+                won.append(name)
+            except Conflict:
+                pass
+            finally:
+                from django.db import connection
+
+                connection.close()
+
+        actions = {
+            "approve": lambda e=execution: tool_call_decide(
+                execution_id=e.pk, user=user, approve=True
+            ),
+            "reject": lambda e=execution: tool_call_decide(
+                execution_id=e.pk, user=user, approve=False, reason="no"
+            ),
+            "cancel": lambda r=run: run_cancel(run=r),
+        }
+        threads = [threading.Thread(target=act, args=item) for item in actions.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wait_for_run(run)
+        wait_until(tool_stopped("launch_rocket"), what="the tool to end")
+        ran = f"launched t{round_}" in launched(ledger)  # final: the tool has ended
+        assert launched(ledger).count(f"launched t{round_}") <= 1  # never twice
+        if ran:
+            # Its result is stored by the task that ran it, once the tool has returned.
+            wait_until(
+                lambda e=execution: (
+                    ToolExecution.objects.get(pk=e.pk).status == ExecutionStatus.SUCCEEDED
+                ),
+                what=f"round {round_} ({won}): the record to say the call ran",
+            )
+        execution.refresh_from_db()
+        answer = Message.objects.get(run=run, role=Role.TOOL)
+        if ran:
+            assert "Launched at" in answer.content, (round_, won)
+        else:
+            assert execution.status in (ExecutionStatus.REJECTED, ExecutionStatus.CANCELLED)
+            assert "Launched at" not in answer.content
+        assert won.count("approve") + won.count("reject") <= 1, won
+        assert_valid_history(history_for_model(conversation=conversation))

@@ -548,18 +548,26 @@ def test_cancel_fills_unanswered_calls_and_stops_the_run(llm_server, conversatio
     assert run.status == RunStatus.CANCELLED
     execution = ToolExecution.objects.get(run=run)
     assert execution.status == ExecutionStatus.CANCELLED
+    answer = Message.objects.get(run=run, role=Role.TOOL)
+    assert "was running when its run was cancelled" in answer.content
+    assert "may or may not have taken effect" in answer.content
     assert event_types(run)[-1] == "run.cancelled"
     assert_valid_history(history_for_model(conversation=conversation))
-    # The tool (which does not look at its context) is abandoned, not waited for:
-    # once it has finished, the row keeps the cancel's one account of it, and the
-    # run does not go on.
+    # The tool (which does not look at its context) is abandoned, not waited for. It
+    # finished after all: its row and the tool message say what it did, and the run
+    # does not go on.
     wait_until(tool_stopped("slow_step"), what="the abandoned tool to finish its 2 s")
     execution.refresh_from_db()
-    assert execution.status == ExecutionStatus.CANCELLED
-    assert "finished after" not in execution.error
+    assert execution.status == ExecutionStatus.SUCCEEDED
+    assert execution.result == {"success": True, "label": "long", "message": "long done"}
+    assert "finished after its run was cancelled" in execution.error
+    answer.refresh_from_db()
+    assert json.loads(answer.content)["message"] == "long done"
+    assert_valid_history(history_for_model(conversation=conversation))
     assert len(llm_server.requests) == 1
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
+    assert event_types(run)[-1] == "run.cancelled"
 
 
 def test_cancel_reaches_a_tool_that_reports_progress(llm_server, conversation):
