@@ -53,12 +53,26 @@ class Stopped(Interrupted):
     """The run no longer wants the call (cancelled, taken over)."""
 
 
-class CallDeadline(Interrupted):
+class Deadline(Interrupted):
+    """A deadline passed: `setting` names it, `seconds` is its value."""
+
+    setting = ""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+
+
+class CallDeadline(Deadline):
     """The whole call, retries included, took longer than LLM_CALL_DEADLINE_S."""
 
+    setting = "LLM_CALL_DEADLINE_S"
 
-class AttemptDeadline(Interrupted):
+
+class AttemptDeadline(Deadline):
     """One request and its stream took longer than LLM_ATTEMPT_DEADLINE_S."""
+
+    setting = "LLM_ATTEMPT_DEADLINE_S"
 
 
 @dataclasses.dataclass
@@ -86,10 +100,13 @@ class Watch:
             raise Stopped("the run stopped the model call")
         now = time.monotonic()
         if now >= self.deadline:
-            raise CallDeadline(f"no complete answer within {self.call_s:g} s (LLM_CALL_DEADLINE_S)")
+            raise CallDeadline(
+                f"no complete answer within {self.call_s:g} s (LLM_CALL_DEADLINE_S)", self.call_s
+            )
         if now >= self.attempt_deadline:
             raise AttemptDeadline(
-                f"the answer took longer than {self.attempt_s:g} s (LLM_ATTEMPT_DEADLINE_S)"
+                f"the answer took longer than {self.attempt_s:g} s (LLM_ATTEMPT_DEADLINE_S)",
+                self.attempt_s,
             )
 
 
