@@ -64,6 +64,7 @@ from chat.llm.streamed import StreamUnusable, streamed
 from chat.llm.watch import (
     CallDeadline,
     Stopped,
+    Unanswered,
     Watch,
     watching,
 )
@@ -158,6 +159,7 @@ class Call:
                 known=self.provider.known,
                 forced=self.forced,
             )
+            self.watch.streamed = stream
             try:
                 with watching(self.watch):
                     raw = client.chat.completions.with_raw_response.create(
@@ -204,7 +206,7 @@ class Call:
                 self.learned += 1
                 retries = self.retries_left()
             except openai.OpenAIError as exc:
-                if isinstance(exc, openai.APIError):
+                if isinstance(exc, openai.APIError | Unanswered):
                     self.attempts += requests_sent(exc.request.headers)
                 raise
 

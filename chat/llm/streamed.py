@@ -215,6 +215,8 @@ def _stream_broke(call: Call, exc: Exception, first_token_ms: int | None) -> Ite
         ) from exc
     if isinstance(exc, StreamCut | AttemptDeadline):
         cut = str(exc)
+    elif isinstance(exc, openai.APITimeoutError):
+        cut = f"the server went silent: no chunk for {call.provider.timeout_s:g} s (LLM_TIMEOUT_S)"
     elif said is not None:
         cut = f"the server reported an error mid-answer: {said.get('message') or exc}"
     else:

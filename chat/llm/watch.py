@@ -75,6 +75,19 @@ class AttemptDeadline(Deadline):
     setting = "LLM_ATTEMPT_DEADLINE_S"
 
 
+class Unanswered(Interrupted):
+    """A request asked without streaming got no answer within the read timeout.
+
+    Such an answer comes whole, so a model still writing sends nothing until it
+    ends, as a server that hung: asked again, it would write as much again (and a
+    one-slot local server would first finish the answer it was abandoned for).
+    """
+
+    def __init__(self, message: str, request: httpx2.Request) -> None:
+        super().__init__(message)
+        self.request = request
+
+
 @dataclasses.dataclass
 class Watch:
     """What ends a model call from outside its stream: a stop signal and two deadlines."""
@@ -85,6 +98,7 @@ class Watch:
     deadline: float = 0.0  # time.monotonic() values
     attempt_deadline: float = math.inf
     said: str = ""  # the message of the last error answer the server sent
+    streamed: bool = True  # the request being sent asks for a stream
 
     def __post_init__(self) -> None:
         self.deadline = time.monotonic() + self.call_s
@@ -140,7 +154,13 @@ class WatchedTransport(httpx2.BaseTransport):
         if watch is not None:
             watch.attempt()
         headers_inject(request.headers)  # the model call's span, when traces are on
-        response = self.inner.handle_request(request)
+        try:
+            response = self.inner.handle_request(request)
+        except httpx2.ReadTimeout as exc:
+            if watch is None or watch.streamed:
+                raise  # silence before a stream began: the SDK asks again
+            read_s = (request.extensions.get("timeout") or {}).get("read") or 0.0
+            raise Unanswered(f"no answer within {read_s:g} s (LLM_TIMEOUT_S)", request) from exc
         if watch is not None:
             response.stream = WatchedStream(response.stream, watch)
             if response.status_code >= 400:

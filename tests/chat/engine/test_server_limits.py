@@ -280,3 +280,21 @@ def test_a_model_still_writing_at_the_deadline_ends_the_turn_with_what_it_wrote(
     assert "LLM_ATTEMPT_DEADLINE_S" in call.note
     assert "LLM_MAX_TOKENS" in call.note
     assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_a_tool_step_asked_without_streaming_that_times_out_is_not_asked_again(
+    llm_server, user, settings
+):
+    """llama-cpp-python cannot stream tool calls, and heeds no token limit when tools are
+    offered: asked unstreamed, a small model writes until its context is full, sending
+    nothing until it ends. Each retry would only write as much again."""
+    settings.LLM_TIMEOUT_S = 0.5
+    settings.LLM_MAX_RETRIES = 3
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP)
+    llm_server.push(error_reply(500, REFUSAL), *[text_reply("late", delay_s=2.0)] * 4)
+    run = wait_for_run(run_start(conversation=conversation, content=HAIKU), timeout=30)
+    assert run.status == RunStatus.FAILED
+    assert [r.get("stream", False) for r in llm_server.requests] == [True, False]
+    assert "no answer within 0.5 s (LLM_TIMEOUT_S)" in run.error
+    assert "not asked again" in run.error
+    assert "LLM_MAX_TOKENS" in run.error

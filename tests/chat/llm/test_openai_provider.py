@@ -386,6 +386,35 @@ def test_a_stream_that_goes_silent_mid_answer_is_asked_again(server):
     assert len(server.requests) == 2
 
 
+def test_a_stream_silent_every_time_fails_naming_the_read_timeout(server):
+    provider = OpenAIProvider(api_key="t", base_url=server.base_url, timeout_s=0.4, max_retries=1)
+    server.push(*[text_reply("first words then nothing", silent_after_chunks=3, silence_s=3)] * 2)
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER))
+    assert caught.value.attempts == 2
+    assert "no chunk for 0.4 s (LLM_TIMEOUT_S)" in str(caught.value)
+
+
+def test_an_unstreamed_request_that_times_out_is_not_asked_again(server):
+    """Its answer comes whole: a model still writing is as silent as a server that hung."""
+    provider = OpenAIProvider(
+        api_key="t",
+        base_url=server.base_url,
+        timeout_s=0.4,
+        max_retries=3,
+        known=Known(stream=False),
+    )
+    server.push(*[text_reply("late", delay_s=1.0)] * 4)
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER))
+    message = str(caught.value)
+    assert "timed out" in message
+    assert "no answer within 0.4 s (LLM_TIMEOUT_S)" in message
+    assert "LLM_MAX_TOKENS" in message
+    assert caught.value.attempts == 1
+    assert len(server.requests) == 1
+
+
 def test_stop_ends_a_streaming_call_and_closes_its_connection(server, provider):
     server.push(text_reply("never", trickle_s=0.1))
     stop = threading.Event()
