@@ -146,12 +146,9 @@ def _still_writing(call: Call, read: StreamRead, exc: Deadline) -> Completion:
 
 def _bound_hint(call: Call, exc: Deadline) -> str:
     """What to set so that a model stops writing before the deadline."""
-    sent = call.request.max_tokens
+    sent = call.request.max_tokens or call.provider.known.max_tokens
     if sent:
-        return (
-            f"the server ignored the token limit sent ({sent}); give it a smaller context "
-            f"(llama-cpp-python's --n_ctx), or raise {exc.setting}"
-        )
+        return f"a limit of {sent} tokens was sent: lower it, or raise {exc.setting}"
     return f"set LLM_MAX_TOKENS to bound what it writes, or raise {exc.setting}"
 
 

@@ -260,6 +260,22 @@ def test_a_server_error_to_a_streamed_request_with_tools_spends_a_retry(llm_serv
 HAIKU = "Write a haiku about tools."
 
 
+def test_a_model_that_writes_without_end_is_stopped_by_the_default_bound(
+    llm_server, user, settings
+):
+    settings.LLM_LOCAL_MAX_TOKENS = 40
+    settings.LLM_CALL_DEADLINE_S = 5  # without a bound, the call would end only here
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP)
+    llm_server.push(text_reply("Tools, tools, tools,", endless=True))
+    run = wait_for_run(run_start(conversation=conversation, content=HAIKU))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert llm_server.requests[0]["max_tokens"] == 40  # the scripted server is on loopback
+    answer = stored(conversation)[-1]
+    assert answer.content.startswith("Tools, tools, tools, tools,")
+    assert answer.finish_reason == "length"
+    assert len(llm_server.requests) == 1
+
+
 def test_a_model_still_writing_at_the_deadline_ends_the_turn_with_what_it_wrote(
     llm_server, user, settings
 ):
