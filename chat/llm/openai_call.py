@@ -21,9 +21,13 @@ through a watched transport (`WatchedTransport`): each request it sends and
 each piece of body it reads checks the call's watch, which ends the call when
 its run stops wanting it (a cancel, a take-over: the `stop` event) or when a
 deadline passes: `LLM_CALL_DEADLINE_S` for the whole call, retries included,
-and `LLM_ATTEMPT_DEADLINE_S` for one request and its stream (a late stream is
-cut and asked again, within the call's deadline). A server that ignores
-`stream=true` and answers one JSON completion is read as that completion.
+and `LLM_ATTEMPT_DEADLINE_S` for one request and its stream (a late stream
+that wrote nothing is cut and asked again, within the call's deadline; one
+still writing ends there, in chat/llm/streamed.py). A request asked without
+streaming whose answer does not come within the read timeout is not asked
+again (`Unanswered`): a model still writing is silent until it ends. A server
+that ignores `stream=true` and answers one JSON completion is read as that
+completion.
 """
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ the call's budget of attempts; this module reads what comes back. A stream's
 chunks are joined by chat/llm/stream_read.py and end as a Completion
 (chat/llm/answer_read.py). A stream that breaks or ends before the model
 finished is asked again from the call's budget (a `StreamRestart` tells the
-client to start its text over); one that offered tools and got no usable
-answer raises `StreamUnusable`, and the call asks again without streaming. A
-server that ignored `stream=true` is read as the one completion it sent.
+client to start its text over); one still writing when a deadline passes is
+not, and its text ends there as the answer. One that offered tools and got
+no usable answer raises `StreamUnusable`, and the call asks again without
+streaming. A server that ignored `stream=true` is read as the one completion
+it sent.
 """
 
 from __future__ import annotations

@@ -7,8 +7,11 @@ body it reads checks the current call's `Watch`, which ends the call when its
 run stops wanting it (the `stop` event: a cancel, a take-over) or when a
 deadline passes: one for the whole call, retries included
 (LLM_CALL_DEADLINE_S), and one for each request and its stream
-(LLM_ATTEMPT_DEADLINE_S). The exceptions are OpenAIErrors, which the SDK
-passes on without a retry.
+(LLM_ATTEMPT_DEADLINE_S). It also turns the read timeout of a request asked
+without streaming into `Unanswered`: that answer comes whole, so the timeout
+cannot tell a model still writing from a server that hung, and asking again
+would make it write as much again. The exceptions are OpenAIErrors, which
+the SDK passes on without a retry.
 
 The transport also reads each error answer (a status of 400 or more), because
 the SDK keeps only the last one: the server's words are kept on the watch
