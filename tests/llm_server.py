@@ -41,6 +41,10 @@ class Reply:
     delay_s: float = 0.0  # before the first byte
     chunk_delay_s: float = 0.0  # between streamed chunks
     cut_after_chunks: int | None = None  # drop the connection mid-stream
+    # Go silent (nothing sent, the connection held) for `silence_s` after this many
+    # chunks, then go on: a server that stalls mid-answer.
+    silent_after_chunks: int | None = None
+    silence_s: float = 5.0
     # SSE comments (": keep-alive") every `trickle_s` before the first chunk, for
     # `trickle_for_s` (None: until the client goes away): what resets a read timeout.
     trickle_s: float = 0.0
@@ -67,6 +71,11 @@ class Reply:
     drop: bool = False
     # Wait this long after `data: [DONE]` before the bytes that end the body.
     hold_after_done_s: float = 0.0
+    # A model that never stops writing: after its text (or its calls' first pieces) the
+    # stream sends its last piece again and again, `chunk_delay_s` apart, until the
+    # client goes away, or, when the request set a token limit, until that many pieces
+    # came (one a token), ending with `finish_reason` "length" as a server that heeds it.
+    endless: bool = False
 
 
 def text_reply(content: str, **kwargs: Any) -> Reply:
@@ -452,6 +461,9 @@ class ScriptedLLMServer:
                 while time.monotonic() < until:
                     write(b": keep-alive\n\n")
                     time.sleep(reply.trickle_s)
+            if reply.endless:
+                self._endless(chunks, body, write, reply.chunk_delay_s)
+                return
             for number, payload in enumerate(chunks):
                 if reply.cut_after_chunks is not None and number >= reply.cut_after_chunks:
                     # Half a chunk, then the connection drops: what a dying proxy looks like.
@@ -460,6 +472,8 @@ class ScriptedLLMServer:
                     handler.close_connection = True
                     handler.connection.shutdown(2)
                     return
+                if number == reply.silent_after_chunks:
+                    time.sleep(reply.silence_s)
                 write(f"data: {json.dumps(payload)}\n\n".encode())
                 if reply.chunk_delay_s:
                     time.sleep(reply.chunk_delay_s)
@@ -473,6 +487,35 @@ class ScriptedLLMServer:
         finally:
             with self._lock:
                 self.open_streams -= 1
+
+    @staticmethod
+    def _endless(
+        chunks: list[dict[str, Any]],
+        body: dict[str, Any],
+        write: Callable[[bytes], None],
+        delay_s: float,
+    ) -> None:
+        """Write the answer's pieces, then its last one again until the token limit, if any."""
+        finish = next(
+            number
+            for number, chunk in enumerate(chunks)
+            if chunk["choices"][0].get("finish_reason")
+        )
+        pieces, last = chunks[:finish], chunks[finish - 1]
+        said = last["choices"][0]["delta"].get("content")
+        if said:  # the last word again, after a space
+            last = {**last, "choices": [{**last["choices"][0], "delta": {"content": " " + said}}]}
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        sent = 0
+        while limit is None or sent < limit:
+            payload = pieces[sent] if sent < len(pieces) else last
+            write(f"data: {json.dumps(payload)}\n\n".encode())
+            sent += 1
+            time.sleep(delay_s)
+        ended = {**last, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+        write(f"data: {json.dumps(ended)}\n\n".encode())
+        write(b"data: [DONE]\n\n")
+        write(b"")
 
 
 def _reset(handler: BaseHTTPRequestHandler) -> None:

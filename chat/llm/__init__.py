@@ -35,6 +35,7 @@ def _provider(found: Endpoint) -> ChatProvider:
             word_delay_s=settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS / 1000, name=found.name
         )
     # Imported here so that the offline default never loads the SDK.
+    from chat.llm.limits import local_server
     from chat.llm.openai_provider import OpenAIProvider
     from chat.llm.request_body import Known
 
@@ -53,5 +54,7 @@ def _provider(found: Endpoint) -> ChatProvider:
             stream_tools=found.stream_tools,
             stream_usage=found.stream_usage,
             parallel_tool_calls=found.parallel_tool_calls,
+            # A local server may let a model write until its context is full, or for ever.
+            max_tokens=settings.LLM_LOCAL_MAX_TOKENS if local_server(found.base_url) else None,
         ),
     )

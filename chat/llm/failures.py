@@ -12,7 +12,14 @@ from typing import Any
 import openai
 
 from chat.llm.base import ProviderError, ProviderStopped
-from chat.llm.watch import Interrupted, Stopped
+from chat.llm.watch import Interrupted, Stopped, Unanswered
+
+# Why a request asked without streaming that timed out is not asked again, and what to set.
+UNANSWERED = (
+    "asked without streaming, an answer comes whole, so a model still writing sends nothing "
+    "until it ends; set LLM_MAX_TOKENS to bound what it writes (llama-cpp-python heeds none "
+    "when tools are offered: give it a smaller --n_ctx), or raise LLM_TIMEOUT_S"
+)
 
 
 def stream_error(exc: Exception) -> dict[str, Any] | None:
@@ -29,6 +36,11 @@ def ended(exc: Interrupted, attempts: int) -> Exception:
     """The error for a call its watch ended: a stop for the run, or a deadline's failure."""
     if isinstance(exc, Stopped):
         return ProviderStopped(str(exc))
+    if isinstance(exc, Unanswered):
+        return ProviderError(
+            failure_message("timed out", f"{exc}, and was not asked again: {UNANSWERED}", attempts),
+            attempts=attempts,
+        )
     return ProviderError(failure_message("deadline", str(exc), attempts), attempts=attempts)
 
 

@@ -15,6 +15,7 @@ Also here: which errors will not change on a retry (`final_error`).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import re
 import threading
@@ -110,6 +111,28 @@ def token_limit_name(base_url: str | None) -> str:
     """
     host = (urlsplit(base_url).hostname or "") if base_url else "api.openai.com"
     return "max_completion_tokens" if _NEWER_NAME_HOSTS.search(host) else "max_tokens"
+
+
+# Host names of servers on this machine or its network: `localhost`, a name without a
+# dot (a docker-compose service, `ollama`), and the suffixes kept for local names.
+_LOCAL_NAMES = re.compile(r"^[^.]+$|\.(localhost|local|internal|lan|home\.arpa)$")
+
+
+def local_server(base_url: str | None) -> bool:
+    """Whether a server is on this machine or its network (a loopback or private address).
+
+    Such servers (llama.cpp's llama-server, llama-cpp-python, Ollama, vLLM) let a
+    model write until its context is full, or without end, when a request sets no
+    token limit; hosted APIs bound a model's answer themselves.
+    """
+    host = (urlsplit(base_url).hostname or "") if base_url else ""
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return bool(_LOCAL_NAMES.search(host.lower()))
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def parameter_refused(base_url: str, model: str, name: str) -> str:

@@ -21,9 +21,13 @@ through a watched transport (`WatchedTransport`): each request it sends and
 each piece of body it reads checks the call's watch, which ends the call when
 its run stops wanting it (a cancel, a take-over: the `stop` event) or when a
 deadline passes: `LLM_CALL_DEADLINE_S` for the whole call, retries included,
-and `LLM_ATTEMPT_DEADLINE_S` for one request and its stream (a late stream is
-cut and asked again, within the call's deadline). A server that ignores
-`stream=true` and answers one JSON completion is read as that completion.
+and `LLM_ATTEMPT_DEADLINE_S` for one request and its stream (a late stream
+that wrote nothing is cut and asked again, within the call's deadline; one
+still writing ends there, in chat/llm/streamed.py). A request asked without
+streaming whose answer does not come within the read timeout is not asked
+again (`Unanswered`): a model still writing is silent until it ends. A server
+that ignores `stream=true` and answers one JSON completion is read as that
+completion.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from chat.llm.streamed import StreamUnusable, streamed
 from chat.llm.watch import (
     CallDeadline,
     Stopped,
+    Unanswered,
     Watch,
     watching,
 )
@@ -158,6 +163,7 @@ class Call:
                 known=self.provider.known,
                 forced=self.forced,
             )
+            self.watch.streamed = stream
             try:
                 with watching(self.watch):
                     raw = client.chat.completions.with_raw_response.create(
@@ -204,7 +210,7 @@ class Call:
                 self.learned += 1
                 retries = self.retries_left()
             except openai.OpenAIError as exc:
-                if isinstance(exc, openai.APIError):
+                if isinstance(exc, openai.APIError | Unanswered):
                     self.attempts += requests_sent(exc.request.headers)
                 raise
 

@@ -48,6 +48,7 @@ class OpenAIProvider:
         )
         self.base_url = str(self.client.base_url)
         self.max_attempts = max_retries + 1
+        self.timeout_s = timeout_s  # the read timeout: how long the server may be silent
         self.call_deadline_s = call_deadline_s
         self.attempt_deadline_s = attempt_deadline_s
         # The name the token limit is sent under (`limits.token_limit_name` by default).

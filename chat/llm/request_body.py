@@ -25,6 +25,8 @@ class Known:
     stream_tools: bool = True  # False: a request that offers tools is not streamed
     stream_usage: bool = True  # False: `stream_options` is never sent
     parallel_tool_calls: bool | None = None  # sent with the tools when set
+    # The token limit sent when a call sets none (LLM_LOCAL_MAX_TOKENS, to a local server).
+    max_tokens: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +94,8 @@ def optional_arguments(
             arguments["parallel_tool_calls"] = known.parallel_tool_calls
     if request.response_format:
         arguments["response_format"] = request.response_format
-    if request.max_tokens:
-        arguments[token_limit] = request.max_tokens
+    if request.max_tokens or known.max_tokens:
+        arguments[token_limit] = request.max_tokens or known.max_tokens
     if request.temperature is not None:
         arguments["temperature"] = request.temperature
     return arguments

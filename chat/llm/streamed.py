@@ -5,9 +5,11 @@ the call's budget of attempts; this module reads what comes back. A stream's
 chunks are joined by chat/llm/stream_read.py and end as a Completion
 (chat/llm/answer_read.py). A stream that breaks or ends before the model
 finished is asked again from the call's budget (a `StreamRestart` tells the
-client to start its text over); one that offered tools and got no usable
-answer raises `StreamUnusable`, and the call asks again without streaming. A
-server that ignored `stream=true` is read as the one completion it sent.
+client to start its text over); one still writing when a deadline passes is
+not, and its text ends there as the answer. One that offered tools and got
+no usable answer raises `StreamUnusable`, and the call asks again without
+streaming. A server that ignored `stream=true` is read as the one completion
+it sent.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from chat.llm.failures import ended, error_object, failure_message, failure_reas
 from chat.llm.lenient import usage_read
 from chat.llm.limits import error_status, final_error
 from chat.llm.stream_read import StreamRead, chunk_tidy, stream_finish_reason
-from chat.llm.watch import AttemptDeadline, CallDeadline, Interrupted, Stopped
+from chat.llm.watch import AttemptDeadline, CallDeadline, Deadline, Interrupted, Stopped
 
 if TYPE_CHECKING:
     from chat.llm.openai_call import Call
@@ -89,12 +91,67 @@ def streamed(call: Call) -> Generator[StreamEvent, None, Completion | None]:
         )
         if completion is None:
             raise StreamCut("the stream ended before the model said anything")
-    except (Stopped, CallDeadline) as exc:
+    except Stopped as exc:
         raise ended(exc, call.attempts) from exc
+    except Deadline as exc:
+        if read.first_token_ms is not None or read.reasoning:
+            return _still_writing(call, read, exc)
+        if isinstance(exc, CallDeadline):
+            raise ended(exc, call.attempts) from exc
+        yield from _stream_broke(call, exc, read.first_token_ms)  # silent: asked again
+        return None
     except Exception as exc:
         yield from _stream_broke(call, exc, read.first_token_ms)
         return None
     return _stream_checked(call, completion, spoke=read.spoke)
+
+
+def _still_writing(call: Call, read: StreamRead, exc: Deadline) -> Completion:
+    """A stream still writing when a deadline passed: its text, as an answer cut for length.
+
+    The model was producing, not stalled: asked again, it would write as much
+    again, so the call ends here whatever retries are left. Its text is kept
+    as the answer with `finish_reason` "length", as a server's own token limit
+    would end it; a tool call or reasoning cut off is no answer, and fails.
+    """
+    answer = read.state.answer
+    calls = answer.calls if answer is not None else []
+    what = f"a call of {calls[-1].name or 'a tool'}" if calls else "its reasoning"
+    written = answer.text if answer is not None and not calls else None
+    kept = bool((written or "").strip())
+    logger.warning(
+        "model still writing after %g s (%s): %s",
+        exc.seconds,
+        exc.setting,
+        "its text is kept as the answer" if kept else f"{what} cut off, the call fails",
+    )
+    if not kept:
+        raise ProviderError(
+            failure_message(
+                "still writing",
+                f"the model was still writing {what} after {exc.seconds:g} s ({exc.setting}) "
+                f"and was not asked again: {_bound_hint(call, exc)}",
+                call.attempts,
+            ),
+            attempts=call.attempts,
+        ) from exc
+    call.notes.append(
+        f"still writing after {exc.seconds:g} s ({exc.setting}): cut there, not asked "
+        f"again; {_bound_hint(call, exc)}"
+    )
+    completion = stream_completion(
+        call, read.state, "length", read.first_token_ms, read.usage, read.reasoning
+    )
+    assert completion is not None  # it has text
+    return completion
+
+
+def _bound_hint(call: Call, exc: Deadline) -> str:
+    """What to set so that a model stops writing before the deadline."""
+    sent = call.request.max_tokens or call.provider.known.max_tokens
+    if sent:
+        return f"a limit of {sent} tokens was sent: lower it, or raise {exc.setting}"
+    return f"set LLM_MAX_TOKENS to bound what it writes, or raise {exc.setting}"
 
 
 def _stream_open(call: Call) -> Any:
@@ -157,6 +214,8 @@ def _stream_broke(call: Call, exc: Exception, first_token_ms: int | None) -> Ite
         ) from exc
     if isinstance(exc, StreamCut | AttemptDeadline):
         cut = str(exc)
+    elif isinstance(exc, openai.APITimeoutError):
+        cut = f"the server went silent: no chunk for {call.provider.timeout_s:g} s (LLM_TIMEOUT_S)"
     elif said is not None:
         cut = f"the server reported an error mid-answer: {said.get('message') or exc}"
     else:

@@ -7,8 +7,11 @@ body it reads checks the current call's `Watch`, which ends the call when its
 run stops wanting it (the `stop` event: a cancel, a take-over) or when a
 deadline passes: one for the whole call, retries included
 (LLM_CALL_DEADLINE_S), and one for each request and its stream
-(LLM_ATTEMPT_DEADLINE_S). The exceptions are OpenAIErrors, which the SDK
-passes on without a retry.
+(LLM_ATTEMPT_DEADLINE_S). It also turns the read timeout of a request asked
+without streaming into `Unanswered`: that answer comes whole, so the timeout
+cannot tell a model still writing from a server that hung, and asking again
+would make it write as much again. The exceptions are OpenAIErrors, which
+the SDK passes on without a retry.
 
 The transport also reads each error answer (a status of 400 or more), because
 the SDK keeps only the last one: the server's words are kept on the watch
@@ -53,12 +56,39 @@ class Stopped(Interrupted):
     """The run no longer wants the call (cancelled, taken over)."""
 
 
-class CallDeadline(Interrupted):
+class Deadline(Interrupted):
+    """A deadline passed: `setting` names it, `seconds` is its value."""
+
+    setting = ""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+
+
+class CallDeadline(Deadline):
     """The whole call, retries included, took longer than LLM_CALL_DEADLINE_S."""
 
+    setting = "LLM_CALL_DEADLINE_S"
 
-class AttemptDeadline(Interrupted):
+
+class AttemptDeadline(Deadline):
     """One request and its stream took longer than LLM_ATTEMPT_DEADLINE_S."""
+
+    setting = "LLM_ATTEMPT_DEADLINE_S"
+
+
+class Unanswered(Interrupted):
+    """A request asked without streaming got no answer within the read timeout.
+
+    Such an answer comes whole, so a model still writing sends nothing until it
+    ends, as a server that hung: asked again, it would write as much again (and a
+    one-slot local server would first finish the answer it was abandoned for).
+    """
+
+    def __init__(self, message: str, request: httpx2.Request) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 @dataclasses.dataclass
@@ -71,6 +101,7 @@ class Watch:
     deadline: float = 0.0  # time.monotonic() values
     attempt_deadline: float = math.inf
     said: str = ""  # the message of the last error answer the server sent
+    streamed: bool = True  # the request being sent asks for a stream
 
     def __post_init__(self) -> None:
         self.deadline = time.monotonic() + self.call_s
@@ -86,10 +117,13 @@ class Watch:
             raise Stopped("the run stopped the model call")
         now = time.monotonic()
         if now >= self.deadline:
-            raise CallDeadline(f"no complete answer within {self.call_s:g} s (LLM_CALL_DEADLINE_S)")
+            raise CallDeadline(
+                f"no complete answer within {self.call_s:g} s (LLM_CALL_DEADLINE_S)", self.call_s
+            )
         if now >= self.attempt_deadline:
             raise AttemptDeadline(
-                f"the answer took longer than {self.attempt_s:g} s (LLM_ATTEMPT_DEADLINE_S)"
+                f"the answer took longer than {self.attempt_s:g} s (LLM_ATTEMPT_DEADLINE_S)",
+                self.attempt_s,
             )
 
 
@@ -123,7 +157,13 @@ class WatchedTransport(httpx2.BaseTransport):
         if watch is not None:
             watch.attempt()
         headers_inject(request.headers)  # the model call's span, when traces are on
-        response = self.inner.handle_request(request)
+        try:
+            response = self.inner.handle_request(request)
+        except httpx2.ReadTimeout as exc:
+            if watch is None or watch.streamed:
+                raise  # silence before a stream began: the SDK asks again
+            read_s = (request.extensions.get("timeout") or {}).get("read") or 0.0
+            raise Unanswered(f"no answer within {read_s:g} s (LLM_TIMEOUT_S)", request) from exc
         if watch is not None:
             response.stream = WatchedStream(response.stream, watch)
             if response.status_code >= 400:

@@ -106,6 +106,10 @@ LLM_COMPOSE_MAX_TOKENS = env_int("LLM_COMPOSE_MAX_TOKENS", 600) or None
 # this is set: a reasoning model's thinking counts against it. Set it for small
 # local models, which may otherwise write until their context is full.
 LLM_MAX_TOKENS = env_int("LLM_MAX_TOKENS", 0) or None
+# The limit of a call that sets none, to a server on this machine or its network
+# (chat/llm/limits.py, `local_server`): llama.cpp, llama-cpp-python, Ollama and
+# vLLM let a model write until its context is full, or without end. 0 sends none.
+LLM_LOCAL_MAX_TOKENS = env_int("LLM_LOCAL_MAX_TOKENS", 4096) or None
 LLM_COMPOSE_TEMPERATURE = (
     None
     if env_str("LLM_COMPOSE_TEMPERATURE").lower() == "none"

@@ -251,3 +251,66 @@ def test_a_server_error_to_a_streamed_request_with_tools_spends_a_retry(llm_serv
     assert "3 attempts" in run.error
     assert [r.get("stream", False) for r in llm_server.requests] == [True, False, False]
     assert_valid_history(history_for_model(conversation=conversation))
+
+
+# --- A small model that writes until its context is full ------------------------------
+# (llama-cpp-python with SmolLM2-135M, loop mode, "Write a haiku about tools."): a call
+# that is still writing is not a transient failure, and is never asked again.
+
+HAIKU = "Write a haiku about tools."
+
+
+def test_a_model_that_writes_without_end_is_stopped_by_the_default_bound(
+    llm_server, user, settings
+):
+    settings.LLM_LOCAL_MAX_TOKENS = 40
+    settings.LLM_CALL_DEADLINE_S = 5  # without a bound, the call would end only here
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP)
+    llm_server.push(text_reply("Tools, tools, tools,", endless=True))
+    run = wait_for_run(run_start(conversation=conversation, content=HAIKU))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert llm_server.requests[0]["max_tokens"] == 40  # the scripted server is on loopback
+    answer = stored(conversation)[-1]
+    assert answer.content.startswith("Tools, tools, tools, tools,")
+    assert answer.finish_reason == "length"
+    assert len(llm_server.requests) == 1
+
+
+def test_a_model_still_writing_at_the_deadline_ends_the_turn_with_what_it_wrote(
+    llm_server, user, settings
+):
+    settings.LLM_LOCAL_MAX_TOKENS = 0  # a server that heeds no bound
+    settings.LLM_ATTEMPT_DEADLINE_S = 1
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP)
+    llm_server.push(text_reply("Tools, tools, tools,", endless=True, chunk_delay_s=0.01))
+    run = wait_for_run(run_start(conversation=conversation, content=HAIKU))
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert "max_tokens" not in llm_server.requests[0]
+    assert len(llm_server.requests) == 1  # not asked again
+    answer = stored(conversation)[-1]
+    assert answer.content.startswith("Tools, tools, tools, tools,")
+    assert answer.finish_reason == "length"
+    call = ModelCall.objects.get(run=run)
+    assert (call.attempts, call.finish_reason) == (1, "length")
+    assert "still writing" in call.note
+    assert "LLM_ATTEMPT_DEADLINE_S" in call.note
+    assert "LLM_MAX_TOKENS" in call.note
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_a_tool_step_asked_without_streaming_that_times_out_is_not_asked_again(
+    llm_server, user, settings
+):
+    """llama-cpp-python cannot stream tool calls, and heeds no token limit when tools are
+    offered: asked unstreamed, a small model writes until its context is full, sending
+    nothing until it ends. Each retry would only write as much again."""
+    settings.LLM_TIMEOUT_S = 0.5
+    settings.LLM_MAX_RETRIES = 3
+    conversation = ConversationFactory(owner=user, mode=Mode.LOOP)
+    llm_server.push(error_reply(500, REFUSAL), *[text_reply("late", delay_s=2.0)] * 4)
+    run = wait_for_run(run_start(conversation=conversation, content=HAIKU), timeout=30)
+    assert run.status == RunStatus.FAILED
+    assert [r.get("stream", False) for r in llm_server.requests] == [True, False]
+    assert "no answer within 0.5 s (LLM_TIMEOUT_S)" in run.error
+    assert "not asked again" in run.error
+    assert "LLM_MAX_TOKENS" in run.error

@@ -121,7 +121,9 @@ def test_two_pass_calls_tools_then_composes_without_tools(llm_server, user):
     assert_valid_history(history_for_model(conversation=conversation))
 
 
-def test_only_the_compose_call_is_bounded_and_tempered(llm_server, user, settings):
+def test_the_compose_call_is_bounded_and_tempered_and_a_local_server_bounded_by_default(
+    llm_server, user, settings
+):
     conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
     llm_server.push(
         tool_calls_reply([("calculator", '{"expression": "2+2"}')]), text_reply("It is 4.")
@@ -131,7 +133,9 @@ def test_only_the_compose_call_is_bounded_and_tempered(llm_server, user, setting
     assert run.status == RunStatus.COMPLETED, run.error
     first, compose = llm_server.requests
     assert "tools" in first
-    assert "max_tokens" not in first  # LLM_MAX_TOKENS: none by default
+    # LLM_MAX_TOKENS is unset, but the scripted server is on loopback: a local server
+    # (llama.cpp, Ollama) would write until its context is full, or without end.
+    assert first["max_tokens"] == settings.LLM_LOCAL_MAX_TOKENS == 4096
     assert "temperature" not in first
     # A server other than OpenAI's takes the limit as `max_tokens`.
     assert compose["max_tokens"] == settings.LLM_COMPOSE_MAX_TOKENS == 600

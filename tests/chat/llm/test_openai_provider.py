@@ -323,6 +323,98 @@ def test_a_late_attempt_every_time_fails_within_the_budget(server):
     assert len(server.requests) == 2
 
 
+# A stream that keeps producing is not a failure: a deadline ends it where it got to,
+# and it is never asked again (the model would only write as much again).
+STILL_WRITING = {
+    "LLM_ATTEMPT_DEADLINE_S": {"attempt_deadline_s": 0.6, "call_deadline_s": 30},
+    "LLM_CALL_DEADLINE_S": {"attempt_deadline_s": 30, "call_deadline_s": 0.6},
+}
+
+
+@pytest.mark.parametrize("deadline", list(STILL_WRITING))
+def test_a_stream_still_writing_at_a_deadline_keeps_its_text_and_is_not_asked_again(
+    server, deadline
+):
+    provider = OpenAIProvider(
+        api_key="t", base_url=server.base_url, timeout_s=1, max_retries=3, **STILL_WRITING[deadline]
+    )
+    server.push(
+        text_reply("tools, tools,", endless=True, chunk_delay_s=0.02), text_reply("never asked")
+    )
+    events = list(provider.stream(ChatRequest(model="m", messages=USER)))
+    assert not [e for e in events if isinstance(e, StreamRestart)]
+    completion = events[-1].completion
+    shown = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert completion.content == shown
+    assert shown.startswith("tools, tools, tools,")
+    assert (completion.finish_reason, completion.attempts) == ("length", 1)
+    assert "still writing" in completion.note
+    assert deadline in completion.note
+    assert "LLM_MAX_TOKENS" in completion.note
+    assert len(server.requests) == 1
+    wait_until(lambda: server.open_streams == 0, what="the connection to be closed")
+
+
+def test_a_tool_call_still_being_written_at_the_deadline_fails_readably_once(server):
+    provider = OpenAIProvider(
+        api_key="t", base_url=server.base_url, timeout_s=1, max_retries=3, attempt_deadline_s=0.6
+    )
+    server.push(
+        tool_calls_reply([("calculator", '{"expression": "1+1+1')], endless=True),
+        text_reply("never asked"),
+    )
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER, tools=TOOLS))
+    message = str(caught.value)
+    assert "still writing" in message
+    assert "calculator" in message
+    assert "LLM_MAX_TOKENS" in message
+    assert "LLM_ATTEMPT_DEADLINE_S" in message
+    assert caught.value.attempts == 1
+    assert len(server.requests) == 1
+
+
+def test_a_stream_that_goes_silent_mid_answer_is_asked_again(server):
+    provider = OpenAIProvider(api_key="t", base_url=server.base_url, timeout_s=0.5, max_retries=2)
+    server.push(
+        text_reply("first words then nothing", silent_after_chunks=3, silence_s=3),
+        text_reply("whole answer"),
+    )
+    events = list(provider.stream(ChatRequest(model="m", messages=USER)))
+    assert [e.attempt for e in events if isinstance(e, StreamRestart)] == [2]
+    assert (events[-1].completion.content, events[-1].completion.attempts) == ("whole answer", 2)
+    assert len(server.requests) == 2
+
+
+def test_a_stream_silent_every_time_fails_naming_the_read_timeout(server):
+    provider = OpenAIProvider(api_key="t", base_url=server.base_url, timeout_s=0.4, max_retries=1)
+    server.push(*[text_reply("first words then nothing", silent_after_chunks=3, silence_s=3)] * 2)
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER))
+    assert caught.value.attempts == 2
+    assert "no chunk for 0.4 s (LLM_TIMEOUT_S)" in str(caught.value)
+
+
+def test_an_unstreamed_request_that_times_out_is_not_asked_again(server):
+    """Its answer comes whole: a model still writing is as silent as a server that hung."""
+    provider = OpenAIProvider(
+        api_key="t",
+        base_url=server.base_url,
+        timeout_s=0.4,
+        max_retries=3,
+        known=Known(stream=False),
+    )
+    server.push(*[text_reply("late", delay_s=1.0)] * 4)
+    with pytest.raises(ProviderError) as caught:
+        complete(provider, ChatRequest(model="m", messages=USER))
+    message = str(caught.value)
+    assert "timed out" in message
+    assert "no answer within 0.4 s (LLM_TIMEOUT_S)" in message
+    assert "LLM_MAX_TOKENS" in message
+    assert caught.value.attempts == 1
+    assert len(server.requests) == 1
+
+
 def test_stop_ends_a_streaming_call_and_closes_its_connection(server, provider):
     server.push(text_reply("never", trickle_s=0.1))
     stop = threading.Event()

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from chat.llm.base import ChatRequest, Done, ProviderError, TextDelta
-from chat.llm.limits import token_limit_name, tools_for_model
+from chat.llm.limits import local_server, token_limit_name, tools_for_model
 from chat.llm.openai_provider import OpenAIProvider
 from tests.llm_server import (
     Reply,
@@ -153,6 +153,29 @@ def test_both_token_limit_names_refused_leaves_the_limit_out(server, openai_name
 )
 def test_the_token_limit_goes_by_the_name_the_server_takes(base_url, name):
     assert token_limit_name(base_url) == name
+
+
+@pytest.mark.parametrize(
+    ("base_url", "local"),
+    [
+        (None, False),
+        ("https://api.openai.com/v1", False),
+        ("https://api.deepseek.com", False),
+        ("https://openrouter.ai/api/v1", False),
+        ("http://127.0.0.1:8080/v1", True),
+        ("http://[::1]:8000/v1", True),
+        ("http://localhost:11434/v1", True),
+        ("http://192.168.1.20:8000/v1", True),
+        ("http://10.0.0.5/v1", True),
+        ("http://ollama:11434/v1", True),  # a docker-compose service
+        ("http://host.docker.internal:11434/v1", True),
+        ("http://gpu-box.local:8080/v1", True),
+        ("http://8.8.8.8/v1", False),
+    ],
+)
+def test_a_server_on_this_machine_or_network_is_local(base_url, local):
+    """A local server gets LLM_LOCAL_MAX_TOKENS when a call sets no limit of its own."""
+    assert local_server(base_url) is local
 
 
 def test_a_local_server_is_sent_max_tokens_which_it_honours(server, provider):
