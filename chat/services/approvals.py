@@ -13,6 +13,7 @@ from chat.engine.approvals import approval_store
 from chat.engine.tool_calls import call_lock
 from chat.exceptions import Conflict, InvalidInput, ToolExecutionNotFound
 from chat.models import ExecutionStatus, Run, ToolExecution
+from chat.timestamps import iso_time
 
 MAX_REASON_CHARS = 2000
 
@@ -55,7 +56,7 @@ def _decision(execution: ToolExecution) -> dict[str, Any]:
     return {
         "execution_id": str(execution.pk),
         "status": execution.status,
-        "decided_at": execution.decided_at.isoformat() if execution.decided_at else None,
+        "decided_at": iso_time(execution.decided_at),
         "decided_by": execution.approved_by_id,
         "reason": execution.decision_reason,
     }
