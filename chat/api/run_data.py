@@ -37,8 +37,6 @@ def _uuid(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-
-
 def _plain(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
     """Columns whose value is their representation (a choice's as its string)."""
     values = {name: getattr(row, name) for name in names}

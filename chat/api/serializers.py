@@ -56,7 +56,7 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
 
     model = serializers.SerializerMethodField(
         help_text="The model it talks to (`<provider>/<model>`): its own, or the default "
-        "model's when it has none (`PATCH` with `\"\"` goes back to the default)."
+        'model\'s when it has none (`PATCH` with `""` goes back to the default).'
     )
 
     class Meta:
