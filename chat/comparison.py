@@ -94,6 +94,7 @@ class ComparedRun:
             "replay_tools": run.replay_tools,
             "replay_mode": run.replay_mode,
             "status": run.status,
+            "error": run.error or None,  # why a run failed, in its own words
             "models": list(dict.fromkeys(c.provider_model for c in calls)),
             "answer": self.answer,
             "tool_calls": [dataclasses.asdict(call) for call in self.calls],

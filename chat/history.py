@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Protocol
 from chat.history_guards import OpenAIMessage, call_ids, repair, trim
 from chat.markdown import markdown_html
 from chat.models import Message, Role
+from chat.timestamps import iso_time
 from tools.models import Resource
 
 # --- Rows to OpenAI -------------------------------------------------------------------
@@ -86,7 +87,7 @@ def message_to_api(message: Message) -> dict[str, Any]:
     data.update(
         {
             "position": message.position,
-            "created_at": message.created_at.isoformat() if message.created_at else None,
+            "created_at": iso_time(message.created_at),
             "run_id": str(message.run_id) if message.run_id else None,
             "resource_id": str(message.resource_id) if message.resource_id else None,
             "latency_ms": message.latency_ms,
@@ -104,7 +105,7 @@ def message_to_api(message: Message) -> dict[str, Any]:
     if message.resource_id:
         data["resource"] = resource_summary(message.resource)
     if message.superseded_at is not None:
-        data["superseded_at"] = message.superseded_at.isoformat()
+        data["superseded_at"] = iso_time(message.superseded_at)
     return data
 
 
@@ -116,7 +117,7 @@ def resource_summary(resource: Resource | None) -> dict[str, Any] | None:
         "id": str(resource.pk),
         "kind": resource.kind,
         "title": resource.title,
-        "created_at": resource.created_at.isoformat(),
+        "created_at": iso_time(resource.created_at),
         # Equal to the tool message's `tool_execution_id` when this call made it (not read it).
         "created_by_execution_id": (
             str(resource.created_by_execution_id) if resource.created_by_execution_id else None

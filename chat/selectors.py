@@ -273,6 +273,17 @@ def run_final_message(*, run: Run) -> Message | None:
     """The answer of a completed run: its last assistant message (None for any other run)."""
     if run.status != RunStatus.COMPLETED:
         return None
+    return _last_answer(run)
+
+
+def run_waiting_message(*, run: Run) -> Message | None:
+    """The answer whose tool calls a run waits on a person for (None unless it waits)."""
+    if run.status != RunStatus.AWAITING_APPROVAL:
+        return None
+    return _last_answer(run)
+
+
+def _last_answer(run: Run) -> Message | None:
     answers = Message.objects.raw(_final_message(), [_run_pk(run.pk), Role.ASSISTANT.value])
     return next(iter(answers), None)
 

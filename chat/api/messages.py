@@ -4,7 +4,8 @@ Posting answers in one of three ways:
 
 - at once, 202, with the queued run and the stored user message;
 - with `?wait=true`, once the run has ended (200, with the final assistant
-  message) or the timeout has passed (202, as above);
+  message), as soon as it waits for a person's decision (200, with the
+  answer whose calls wait), or when the timeout has passed (202, as above);
 - with `Accept: text/event-stream`, as the run's events while they happen.
 
 The last two wait on the event loop (an async view), never in a thread.
@@ -42,13 +43,14 @@ from chat.inputs import MessageInput, StrictInputSerializer
 from chat.live.sse import sse_response
 from chat.live.streams import run_end_wait, run_event_stream
 from chat.message_rate import MessageRateThrottle
-from chat.models import ACTIVE_RUN_STATUSES, Run
+from chat.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from chat.selectors import (
     conversation_get,
     message_list_with_executions,
     run_final_message,
     run_shown,
     run_user_message,
+    run_waiting_message,
 )
 from chat.services.runs import run_regenerate, run_start
 
@@ -140,7 +142,9 @@ class MessageCreateApi(AsyncApiView):
 
     class QuerySerializer(serializers.Serializer[Any]):
         wait = serializers.BooleanField(
-            default=False, help_text="Answer once the run has ended (or the timeout passed)."
+            default=False,
+            help_text="Answer once the run has ended or waits for an approval "
+            "(or the timeout passed).",
         )
         timeout = serializers.FloatField(
             default=DEFAULT_WAIT_S,
@@ -154,7 +158,8 @@ class MessageCreateApi(AsyncApiView):
         message = MessageSerializer(
             allow_null=True,
             help_text="202: the stored user message. 200: the final assistant message "
-            "(null if the run failed or was cancelled).",
+            "(null if the run failed or was cancelled), or, while the run awaits approval, "
+            "the assistant message whose tool calls wait.",
         )
 
     def post_first(self, request: Request, conversation_id: uuid.UUID) -> _Posted:
@@ -178,7 +183,9 @@ class MessageCreateApi(AsyncApiView):
         description=(
             "Stores the user message and a queued run in one transaction and answers 202 at "
             "once. With `?wait=true`, answers 200 when the run has ended, with the final "
-            "assistant message, or 202 as usual if `timeout` passes first. With "
+            "assistant message, or as soon as it waits for an approval (`run.status` "
+            "`awaiting_approval`, the waiting call in `run.tool_executions`, the message "
+            "whose tool calls wait), or 202 as usual if `timeout` passes first. With "
             "`Accept: text/event-stream`, streams the run's events as Server-Sent Events "
             "(`id:` the seq, `event:` the type, `data:` the envelope) and ends after the run's "
             "last event. A conversation runs one message at a time: 409 while a run is active."
@@ -236,17 +243,24 @@ async def _wait_for_end(run: Run, timeout: float) -> None:
 def _answer(run: Run, user: User, *, final: bool) -> tuple[dict[str, Any], bool]:
     """The run now, with its final answer if `final` and it has ended, else the user's message.
 
+    A waited run that stops for a person's decision is answered too (200), with
+    the answer whose calls wait: nothing moves until someone decides.
+
     A post that does not wait is answered 202 with its question, as documented,
     even when its run was quick enough to end before the answer was read.
     """
     shown = run_shown(run_id=run.pk, user=user)
     fresh = shown.run
+    paused = final and fresh.status == RunStatus.AWAITING_APPROVAL
     ended = final and fresh.status not in ACTIVE_RUN_STATUSES
-    message = run_final_message(run=fresh) if ended else run_user_message(run=fresh)
+    if paused:
+        message = run_waiting_message(run=fresh)
+    else:
+        message = run_final_message(run=fresh) if ended else run_user_message(run=fresh)
     return {
         "run": run_data(fresh, shown.calls, shown.executions),
         "message": message_data(message) if message is not None else None,
-    }, ended
+    }, ended or paused
 
 
 class RegenerateApi(APIView):

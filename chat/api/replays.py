@@ -139,6 +139,9 @@ class ComparedRunSerializer(serializers.Serializer[Any]):
     replay_tools = serializers.CharField()
     replay_mode = serializers.CharField()
     status = serializers.CharField()
+    error = serializers.CharField(
+        allow_null=True, help_text="Why the run failed, in its own words; null for any other."
+    )
     models = serializers.ListField(child=serializers.CharField(), help_text="Models called.")
     answer = serializers.CharField(allow_null=True, help_text="The final answer, if completed.")
     tool_calls = ComparedCallSerializer(many=True)
@@ -180,6 +183,7 @@ _SIDE: dict[str, Any] = {
     "replay_tools": "",
     "replay_mode": "",
     "status": "completed",
+    "error": None,
     "models": ["openai/gpt-4o-mini"],
     "answer": "I noted it.",
     "tool_calls": [_NOTE_CALL],
@@ -313,7 +317,15 @@ class RunReplayListApi(APIView):
         replay_tools = serializers.ChoiceField(choices=ReplayTools.choices)
         replay_mode = serializers.ChoiceField(choices=ReplayMode.choices)
         status = serializers.ChoiceField(choices=RunStatus.choices)
+        error = serializers.CharField(
+            allow_null=True, help_text="Why a failed replay failed; null for any other."
+        )
         created_at = serializers.DateTimeField()
+
+        def to_representation(self, instance: Any) -> dict[str, Any]:
+            data = super().to_representation(instance)
+            data["error"] = data["error"] or None
+            return data
 
     @extend_schema(
         tags=TAG,
@@ -342,6 +354,7 @@ class RunReplayListApi(APIView):
                             "replay_tools": "recorded",
                             "replay_mode": "free",
                             "status": "completed",
+                            "error": None,
                             "created_at": "2025-05-01T09:40:00.010000Z",
                         }
                     ],

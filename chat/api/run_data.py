@@ -10,12 +10,10 @@ holds the two to one output, byte for byte.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from django.utils import timezone
-
 from chat.models import ModelCall, Run, ToolExecution
+from chat.timestamps import iso_time
 
 _RUN_FIELDS = ("steps", "model_calls", "error", "client_options", "client_tools")
 # ModelCallSerializer lists its fields with these two, so the order is said once.
@@ -39,14 +37,6 @@ def _uuid(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _time(value: datetime.datetime | None) -> str | None:
-    """A time as DRF writes it: ISO 8601 in the current time zone, UTC as Z."""
-    if value is None:
-        return None
-    text = value.astimezone(timezone.get_current_timezone()).isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
-
-
 def _plain(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
     """Columns whose value is their representation (a choice's as its string)."""
     values = {name: getattr(row, name) for name in names}
@@ -59,7 +49,7 @@ def _model_call_data(call: ModelCall) -> dict[str, Any]:
         **_plain(call, CALL_FIELDS),
         "tools_offered": [str(name) for name in call.tools_offered or []],
         "response_message_id": _uuid(call.response_message_id),
-        "started_at": _time(call.started_at),
+        "started_at": iso_time(call.started_at),
         **_plain(call, CALL_FIGURES),
         "forced_answer": call.forced_answer,
     }
@@ -73,11 +63,11 @@ def _execution_data(execution: ToolExecution) -> dict[str, Any]:
         "message_id": _uuid(execution.message_id),
         **_plain(execution, _EXECUTION_FIELDS),
         "approved_by_id": execution.approved_by_id,
-        "decided_at": _time(execution.decided_at),
+        "decided_at": iso_time(execution.decided_at),
         **_plain(execution, _EXECUTION_RESULT),
-        "created_at": _time(execution.created_at),
-        "started_at": _time(execution.started_at),
-        "finished_at": _time(execution.finished_at),
+        "created_at": iso_time(execution.created_at),
+        "started_at": iso_time(execution.started_at),
+        "finished_at": iso_time(execution.finished_at),
         "duration_ms": execution.duration_ms,
         "attempts": execution.attempts,
         "replayed_from": _uuid(execution.replayed_from_id),
@@ -109,9 +99,9 @@ def run_data(
         **_plain(run, _RUN_FIELDS),
         "replay_of": _uuid(run.replay_of_id),
         **_plain(run, ("replay_tools", "replay_mode")),
-        "created_at": _time(run.created_at),
-        "started_at": _time(run.started_at),
-        "finished_at": _time(run.finished_at),
+        "created_at": iso_time(run.created_at),
+        "started_at": iso_time(run.started_at),
+        "finished_at": iso_time(run.finished_at),
         "latency_ms": run.latency_ms,
         "usage": {
             "prompt_tokens": sum(prompt) if prompt else None,

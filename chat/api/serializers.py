@@ -18,6 +18,7 @@ from rest_framework import serializers
 from chat.api.run_data import CALL_FIELDS, CALL_FIGURES
 from chat.history import message_to_api
 from chat.live.event_types import EVENT_TYPES
+from chat.llm.endpoints import default_model
 from chat.models import (
     Conversation,
     ExecutionStatus,
@@ -53,6 +54,11 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
         "out of the list). Null for any other.",
     )
 
+    model = serializers.SerializerMethodField(
+        help_text="The model it talks to (`<provider>/<model>`): its own, or the default "
+        'model\'s when it has none (`PATCH` with `""` goes back to the default).'
+    )
+
     class Meta:
         model = Conversation
         fields = [
@@ -74,6 +80,10 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
                 "help_text": "The conversation's own system prompt; blank: the server's default."
             }
         }
+
+    def get_model(self, conversation: Conversation) -> str:
+        """Its own model, or the one it uses without one: never ""."""
+        return conversation.model or default_model()
 
 
 class UsageSerializer(serializers.Serializer[Any]):

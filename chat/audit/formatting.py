@@ -16,8 +16,12 @@ from tools.registry import registry
 # How much of the user's message that began a run a row of runs shows (cut by the database).
 QUESTION_CHARS = 160
 
-# How much of the user's message that began a run a row of runs shows (cut by the database).
-QUESTION_CHARS = 160
+
+def figure_text(value: float | int | None) -> str:
+    """1,234: how the staff pages write a number (whole, thousands separated); "—" for none."""
+    if value is None:
+        return "—"
+    return f"{round(float(value)):,}"
 
 
 def pretty_json(value: Any) -> str:

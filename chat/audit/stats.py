@@ -10,6 +10,13 @@ carries the columns read here, so PostgreSQL aggregates a period from the
 index alone; hence COUNT(*) or COUNT(status) (never NULL), not COUNT(id), which
 would need the row.
 
+A run's latency here is toolchat's: from its post to its end, less the time
+it waited for a person's decision on a call (`Run.approval_wait_ms`, set by
+the engine at each decision, chat/engine/approvals.py). That wait is counted
+apart (how many runs waited, and for how long), as the run's waterfall shows
+it apart (chat/audit/waterfall.py): a call that waited an hour for its
+approval is not a slow turn.
+
 The statistics are those of real traffic: replays (docs/replay.md), their
 model calls and their tool calls are left out unless `replays=True` asks for
 them. A run knows it is a replay by `replay_of`, its calls by their own
@@ -22,8 +29,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import CharField, Count, Max, Q, QuerySet, Sum, Value
-from django.db.models.functions import Concat, Substr
+from django.db.models import CharField, Count, F, Max, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, Concat, Substr
 
 from chat.audit.buckets import LATENCY_BINS, LatencyBin, TimeBin, latency_bin, time_bin_width
 from chat.audit.formatting import QUESTION_CHARS
@@ -102,10 +109,13 @@ class RunTotals:
     completed: int
     failed: int
     cancelled: int
-    p50_ms: float | None
+    p50_ms: float | None  # toolchat's latency: waits for people left out
     p95_ms: float | None
     max_ms: int | None
     model_calls: int
+    waited: int = 0  # runs that waited for a person's decision
+    wait_p50_ms: float | None = None  # of those runs, how long they waited
+    wait_p95_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +145,9 @@ class SlowRun:
     id: uuid.UUID
     created_at: datetime
     status: str
-    latency_ms: int
+    latency_ms: int  # the run's whole latency
+    approval_wait_ms: int | None  # of it, waiting for a person (None: no wait)
+    own_ms: int  # toolchat's: the latency less the wait, by which the runs are ordered
     question: str | None
     owner: str
     conversation_id: uuid.UUID
@@ -157,7 +169,9 @@ class AuditStats:
 
 
 def _runs(period: Period, replays: bool) -> QuerySet[Run]:
+    """The period's runs, each with `own_ms`: its latency less its wait for people."""
     runs = Run.objects.filter(created_at__gte=period.start, created_at__lt=period.end)
+    runs = runs.annotate(own_ms=F("latency_ms") - Coalesce("approval_wait_ms", 0))
     return runs if replays else runs.filter(replay_of__isnull=True)
 
 
@@ -262,12 +276,15 @@ def run_totals(period: Period, *, replays: bool = False) -> RunTotals:
             "completed": Count("status", filter=Q(status=RunStatus.COMPLETED)),
             "failed": Count("status", filter=Q(status=RunStatus.FAILED)),
             "cancelled": Count("status", filter=Q(status=RunStatus.CANCELLED)),
-            "max_ms": Max("latency_ms"),
+            "max_ms": Max("own_ms"),
             "model_calls": Sum("model_calls", default=0),
+            "waited": Count("approval_wait_ms"),
         },
         percentiles={
-            "p50_ms": Percentile("latency_ms", 0.5),
-            "p95_ms": Percentile("latency_ms", 0.95),
+            "p50_ms": Percentile("own_ms", 0.5),
+            "p95_ms": Percentile("own_ms", 0.95),
+            "wait_p50_ms": Percentile("approval_wait_ms", 0.5),
+            "wait_p95_ms": Percentile("approval_wait_ms", 0.95),
         },
     )
     return RunTotals(
@@ -279,16 +296,20 @@ def run_totals(period: Period, *, replays: bool = False) -> RunTotals:
         p95_ms=_ms(row.get("p95_ms")),
         max_ms=row["max_ms"],
         model_calls=int(row["model_calls"]),
+        waited=row["waited"],
+        wait_p50_ms=_ms(row.get("wait_p50_ms")),
+        wait_p95_ms=_ms(row.get("wait_p95_ms")),
     )
 
 
 def latency_histogram(period: Period, *, replays: bool = False) -> list[HistogramBin]:
-    """How many runs of the period took how long, in LATENCY_BINS (every bin, empty ones too)."""
+    """How many runs of the period took toolchat how long (waits for people left out), in
+    LATENCY_BINS (every bin, empty ones too)."""
     counted = dict(
         _runs(period, replays)
         .filter(latency_ms__isnull=False)
         .order_by()
-        .annotate(bin=latency_bin("latency_ms"))
+        .annotate(bin=latency_bin("own_ms"))
         .values("bin")
         .annotate(runs=Count("*"))
         .values_list("bin", "runs")
@@ -332,23 +353,27 @@ def runs_over_time(period: Period, *, replays: bool = False) -> TimeSeries:
 def slowest_runs(
     period: Period, *, limit: int = SLOWEST_RUNS, replays: bool = False
 ) -> list[SlowRun]:
-    """The period's slowest runs, slowest first, with the start of the message that began each."""
+    """The period's slowest runs by toolchat's latency (waits for people left out), slowest
+    first, with the start of the message that began each."""
     # The few runs first, then their joins: a LIMIT above the joins would sort every run.
     slowest = (
         _runs(period, replays)
         .filter(latency_ms__isnull=False)
-        .order_by("-latency_ms", "-created_at")
+        .order_by("-own_ms", "-created_at")
         .values("pk")[:limit]
     )
     rows = (
         Run.objects.filter(pk__in=slowest)
-        .order_by("-latency_ms", "-created_at")
+        .annotate(own_ms=F("latency_ms") - Coalesce("approval_wait_ms", 0))
+        .order_by("-own_ms", "-created_at")
         .annotate(question=Substr("trigger_message__content", 1, QUESTION_CHARS))
         .values(
             "id",
             "created_at",
             "status",
             "latency_ms",
+            "approval_wait_ms",
+            "own_ms",
             "question",
             "conversation_id",
             "conversation__title",
@@ -361,6 +386,8 @@ def slowest_runs(
             created_at=row["created_at"],
             status=row["status"],
             latency_ms=row["latency_ms"],
+            approval_wait_ms=row["approval_wait_ms"],
+            own_ms=row["own_ms"],
             question=row["question"],
             owner=row["conversation__owner__username"],
             conversation_id=row["conversation_id"],

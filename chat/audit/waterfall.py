@@ -2,8 +2,10 @@
 
 Time 0 is when the run was created (the user's message was stored), the end
 is when it finished. A first row sums the run up: the wait in the queue, the
-time in model calls and in tools, and the gaps between them, which are
-toolchat's own overhead (storing each step, events, dispatch). Then one row
+time in model calls and in tools, the time a call waited for a person's
+decision (from its row's `created_at` to its `decided_at`, or to now while it
+waits: that is people's time, not toolchat's), and the gaps between them,
+which are toolchat's own overhead (storing each step, events, dispatch). Then one row
 per model call, with a mark at its first token, and one row per tool
 execution, so calls that ran in parallel sit on parallel rows.
 
@@ -18,9 +20,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.utils import timezone
+
+from chat.audit.formatting import figure_text
 from chat.audit.queries import FAILED_EXECUTION_STATUSES
 from chat.audit.timeline import Tick, clip, length, max_parallel, pct, ticks, union
-from chat.models import CallStatus, ModelCall, Run, ToolExecution
+from chat.models import CallStatus, ExecutionStatus, ModelCall, Run, ToolExecution
 
 LABEL_CHARS = 36
 INSTANT_PCT = 0.4
@@ -39,7 +44,7 @@ def duration_text(ms: float | None) -> str:
     """12 ms, 1,234 ms: how the pages write a duration."""
     if ms is None:
         return "—"
-    return f"{round(ms):,} ms"
+    return f"{figure_text(ms)} ms"
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,13 @@ class Segment:
 
     @property
     def title(self) -> str:
-        names = {"queue": "queued", "model": "model", "tool": "tools", "overhead": "toolchat"}
+        names = {
+            "queue": "queued",
+            "model": "model",
+            "tool": "tools",
+            "approval": "waiting for a person",
+            "overhead": "toolchat",
+        }
         return f"{names[self.kind]}: {duration_text(self.end_ms - self.start_ms)}"
 
 
@@ -112,7 +123,8 @@ class Waterfall:
     model_ms: float  # the model calls' latency, summed (they never overlap)
     tool_ms: float  # wall time with at least one tool running
     tool_work_ms: float  # the tools' durations, summed (more than tool_ms when parallel)
-    overhead_ms: float  # neither queued, nor in a model call, nor in a tool
+    approval_ms: float  # a call waited for a person's decision, and nothing else went on
+    overhead_ms: float  # neither queued, nor in a model call or a tool, nor waiting for a person
     max_parallel: int
     segments: list[Segment]
     bars: list[Bar]
@@ -243,6 +255,30 @@ def _shown_total(run: Run, total: float) -> int:
     return run.latency_ms if run.latency_ms is not None else int(total)
 
 
+def _approval_spans(run: Run, executions: list[ToolExecution]) -> list[tuple[float, float]]:
+    """When calls waited for a person: stored to decided, or to the run's end (or now)."""
+    origin = run.created_at
+    until = run.finished_at or timezone.now()
+    spans = []
+    for execution in executions:
+        if execution.decided_at is not None:
+            decided = execution.decided_at
+        elif execution.status == ExecutionStatus.AWAITING_APPROVAL:
+            decided = until
+        else:
+            continue
+        start = max(0.0, _ms_between(origin, execution.created_at))
+        spans.append((start, max(start, _ms_between(origin, decided))))
+    return spans
+
+
+def _run_end_ms(run: Run, ends: list[float]) -> float:
+    """Where the run's figures stop: its end, or the last thing drawn if later (or going)."""
+    if run.finished_at is not None:
+        return max([_ms_between(run.created_at, run.finished_at), *ends])
+    return max([0.0, *ends])
+
+
 def run_waterfall(run: Run, *, axis_ms: float = 0.0) -> Waterfall:
     """The waterfall of a run whose model calls and tool executions are prefetched.
 
@@ -252,18 +288,16 @@ def run_waterfall(run: Run, *, axis_ms: float = 0.0) -> Waterfall:
     origin = run.created_at
     items = [_model_item(call, origin) for call in run.model_call_rows.all()]
     untimed: list[str] = []
-    for execution in run.tool_executions.all():
+    executions = list(run.tool_executions.all())
+    for execution in executions:
         if execution.started_at is None:
             untimed.append(f"{execution.name} ({execution.get_status_display().lower()})")
         else:
             items.append(_tool_item(execution, origin, execution.started_at))
     items.sort(key=lambda item: (item.start, item.kind != "model"))
+    waits = _approval_spans(run, executions)
 
-    ends = [item.end for item in items]
-    if run.finished_at is not None:
-        total = max([_ms_between(origin, run.finished_at), *ends])
-    else:
-        total = max([0.0, *ends])
+    total = _run_end_ms(run, [item.end for item in items] + [end for _, end in waits])
     scale = max(total, axis_ms)  # what the axis spans; the figures stop at the run's end
     queue_ms = (
         min(max(0.0, _ms_between(origin, run.started_at)), total) if run.started_at else total
@@ -274,7 +308,9 @@ def run_waterfall(run: Run, *, axis_ms: float = 0.0) -> Waterfall:
     model_spans = [(item.start, item.end) for item in items if item.kind == "model"]
     tool_spans = [(item.start, item.end) for item in items if item.kind == "tool"]
     tool_union = union(tool_spans)
-    busy = clip(union([*model_spans, *tool_spans]), queue_ms, total)
+    segments = _segments(total, queue_ms, union(model_spans), tool_union, union(waits), scale=scale)
+    approval_ms = sum(seg.end_ms - seg.start_ms for seg in segments if seg.kind == "approval")
+    overhead_ms = sum(seg.end_ms - seg.start_ms for seg in segments if seg.kind == "overhead")
     return Waterfall(
         total_ms=total,
         shown_total_ms=_shown_total(run, total),
@@ -282,9 +318,10 @@ def run_waterfall(run: Run, *, axis_ms: float = 0.0) -> Waterfall:
         model_ms=sum(end - start for start, end in model_spans),
         tool_ms=length(tool_union),
         tool_work_ms=sum(end - start for start, end in tool_spans),
-        overhead_ms=max(0.0, total - queue_ms - length(busy)),
+        approval_ms=approval_ms,
+        overhead_ms=overhead_ms,
         max_parallel=max_parallel(tool_spans),
-        segments=_segments(total, queue_ms, union(model_spans), tool_union, scale=scale),
+        segments=segments,
         bars=bars,
         untimed=untimed,
         ticks=ticks(scale),
@@ -293,15 +330,29 @@ def run_waterfall(run: Run, *, axis_ms: float = 0.0) -> Waterfall:
     )
 
 
+def _minus(spans: list[tuple[float, float]], taken: list[_Span]) -> list[tuple[float, float]]:
+    """The parts of `spans` outside every span already `taken`."""
+    pieces = list(spans)
+    for m in taken:
+        pieces = [
+            piece
+            for ps, pe in pieces
+            for piece in ((ps, min(pe, m.start)), (max(ps, m.end), pe))
+            if piece[1] > piece[0]
+        ]
+    return pieces
+
+
 def _segments(
     total: float,
     queue_ms: float,
     model_spans: list[tuple[float, float]],
     tool_spans: list[tuple[float, float]],
+    approval_spans: list[tuple[float, float]],
     *,
     scale: float,
 ) -> list[Segment]:
-    """The summary row: queue, then model, tool and overhead stretches to the end.
+    """The summary row: queue, then model, tool, approval and overhead stretches to the end.
 
     Placed on an axis `scale` long (the run's `total`, or more in a comparison).
     """
@@ -309,20 +360,12 @@ def _segments(
     if queue_ms > 0:
         marks.append(_Span("queue", 0.0, queue_ms))
     # Model calls and tools do not overlap in a run (a step's tools wait for its call);
-    # should clocks disagree, the model call wins the overlap.
+    # should clocks disagree, the model call wins the overlap. A call that needs no
+    # approval may run while another of its step waits for a person: the tool wins.
     work = [_Span("model", s, e) for s, e in clip(model_spans, queue_ms, total)]
-    for s, e in clip(tool_spans, queue_ms, total):
-        pieces = [(s, e)]
-        for m in work:
-            if m.kind != "model":
-                continue
-            pieces = [
-                piece
-                for ps, pe in pieces
-                for piece in ((ps, min(pe, m.start)), (max(ps, m.end), pe))
-                if piece[1] > piece[0]
-            ]
-        work.extend(_Span("tool", ps, pe) for ps, pe in pieces)
+    for kind, spans in (("tool", tool_spans), ("approval", approval_spans)):
+        pieces = _minus(clip(spans, queue_ms, total), work)
+        work.extend(_Span(kind, ps, pe) for ps, pe in pieces)
     work.sort(key=lambda span: span.start)
     cursor = queue_ms
     for span in work:

@@ -82,7 +82,13 @@ def approval_store(
             events.append(answered[1])
     waiting = ToolExecution.objects.filter(run=run, status=ExecutionStatus.AWAITING_APPROVAL)
     if run.status == RunStatus.AWAITING_APPROVAL and not waiting.exists():
-        Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, heartbeat_at=now)
+        # The run waited from its step's calls' storing (together, in one answer) to
+        # this last decision: people's time, kept apart from toolchat's own.
+        waited = max(0, int((now - execution.created_at).total_seconds() * 1000))
+        run.approval_wait_ms = (run.approval_wait_ms or 0) + waited
+        Run.objects.filter(pk=run.pk).update(
+            status=RunStatus.RUNNING, heartbeat_at=now, approval_wait_ms=run.approval_wait_ms
+        )
         run.status = RunStatus.RUNNING
     events += latch_release(run, execution.message_id)
     events_publish(run=run, events=events)

@@ -7,7 +7,9 @@ One transaction holds the whole end:
 
     the run's row      status, finished_at, latency_ms (from the post to the end),
                        error, no lease, the last heartbeat; with any counter the
-                       caller writes with it (the answer's model call)
+                       caller writes with it (the answer's model call); a run
+                       that ends while it waits for a person (a cancel) adds
+                       that wait to approval_wait_ms
     its open calls     answered (failed: "interrupted", cancelled: "cancelled"),
                        so the history stays valid; a completed run has none
     the caller's rows  the answer, written inside the `with` block
@@ -30,13 +32,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Min
 from django.utils import timezone
 
 from chat.engine.lease import LeaseLost, run_write
 from chat.engine.tool_calls import unfinished_calls_answer
 from chat.live.event_types import Event
 from chat.live.events import events_publish
-from chat.models import Run, RunStatus, ToolExecution
+from chat.models import ExecutionStatus, Run, RunStatus, ToolExecution
 from chat.telemetry.metrics import turn_observe
 from chat.telemetry.tracing import turn_end
 from tools.results import ToolResult, cancelled_result, interrupted_result
@@ -125,6 +128,8 @@ def run_end(
     """
     with transaction.atomic(savepoint=False):
         fields = {**end.fields(run), **(counters or {})}
+        if run.status == RunStatus.AWAITING_APPROVAL:
+            fields["approval_wait_ms"] = _waited_until(run, fields["finished_at"])
         if lease is None:
             Run.objects.filter(pk=run.pk).update(**fields)
             for name, value in fields.items():
@@ -138,6 +143,16 @@ def run_end(
         events_publish(run=run, events=[*events, end.event(run, answered)])
         transaction.on_commit(functools.partial(turn_end, run))
         transaction.on_commit(functools.partial(turn_observe, run))
+
+
+def _waited_until(run: Run, ended: datetime.datetime) -> int | None:
+    """The run's wait for people, with the pause it ends in (since its calls were stored)."""
+    since = ToolExecution.objects.filter(
+        run=run, status=ExecutionStatus.AWAITING_APPROVAL
+    ).aggregate(since=Min("created_at"))["since"]
+    if since is None:
+        return run.approval_wait_ms
+    return (run.approval_wait_ms or 0) + max(0, int((ended - since).total_seconds() * 1000))
 
 
 def run_fail(

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from chat.live.event_types import Event, event_check
 from chat.live.layers import ThreadSafeInMemoryChannelLayer
-from chat.live.run_ends import TERMINAL_EVENTS, run_end_notify
+from chat.live.run_ends import WAIT_ENDS, run_end_notify
 from chat.live.sender import layer_send
 from chat.models import Run, RunEvent
 
@@ -167,7 +167,7 @@ def event_publish(*, run: Run, type: str, data: dict[str, Any] | None = None) ->
 
 def _send(events: list[RunEvent]) -> None:
     for event in events:
-        if event.type in TERMINAL_EVENTS:
+        if event.type in WAIT_ENDS:
             run_end_notify(event.run_id)
     layer = get_channel_layer()
     if layer is None:
@@ -181,7 +181,7 @@ def _send(events: list[RunEvent]) -> None:
     for event in events:
         message = {"type": "run.event", "event": event_envelope(event)}
         messages.append((conversation_group(event.conversation_id), message))
-        if event.type in TERMINAL_EVENTS:
+        if event.type in WAIT_ENDS:
             if published:
                 ended_runs.append(str(event.run_id))
             else:

@@ -1,6 +1,7 @@
 """A run's end, told at once to whoever in this process waits for it.
 
-`POST …/messages/?wait=true` needs a run's end, not its events. Waiters
+`POST …/messages/?wait=true` needs a run's end (or its pause for an
+approval, `WAIT_ENDS`), not its events. Waiters
 register here (`run_end_signal`); `run_end_notify` sets their events on their
 own loops. Who calls it:
 
@@ -34,6 +35,10 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+# What a waited post answers at: the run's end, or its pause for a person's decision
+# (nothing moves until someone decides, and the one waiting may be that someone).
+# The event commits with the run's `awaiting_approval` status.
+WAIT_ENDS = TERMINAL_EVENTS | {"tool_call.approval_requested"}
 # How long a wait lets the loop's first subscription come up before it reads the
 # database anyway; and how long a failed subscription waits before it tries again.
 SUBSCRIBE_WAIT_S = 1.0

@@ -33,12 +33,14 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat.live.events import conversation_group, event_envelope, run_end_group
-from chat.live.run_ends import TERMINAL_EVENTS, run_end_signal, run_ends_listen
+from chat.live.run_ends import TERMINAL_EVENTS, WAIT_ENDS, run_end_signal, run_ends_listen
 from chat.models import Conversation, Run, RunStatus
 from chat.selectors import stored_events
 from chat.telemetry.metrics import event_lag_observe
 
 ENDED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+# Where a waited post stops waiting: the end, or a pause until a person decides.
+STOPPED_STATUSES = ENDED_STATUSES | {RunStatus.AWAITING_APPROVAL}
 # How long a stream waits on the channel layer, after a live event, before it
 # looks at the database anyway (a dropped message with nothing after it would
 # otherwise wait forever); it waits twice as long each time it finds nothing.
@@ -74,6 +76,11 @@ def _stored(
 @database_sync_to_async
 def _run_ended(run_id: Any) -> bool:
     return Run.objects.filter(pk=run_id, status__in=ENDED_STATUSES).exists()
+
+
+@database_sync_to_async
+def _run_stopped(run_id: Any) -> bool:
+    return Run.objects.filter(pk=run_id, status__in=STOPPED_STATUSES).exists()
 
 
 async def event_stream(
@@ -237,9 +244,12 @@ def _receive_dropped(receiving: asyncio.Future[Any]) -> None:
 
 
 async def run_end_wait(*, run: Run, timeout: float) -> bool:
-    """Wait until the run has ended (True) or `timeout` seconds have passed (False).
+    """Wait until the run has ended or waits for a person (True), or `timeout` seconds
+    have passed (False).
 
-    For `POST .../messages/?wait=true`, which needs the end and not the events.
+    For `POST .../messages/?wait=true`, which needs the end and not the events;
+    a run that waits for an approval goes no further until someone decides, and
+    the one who waits may be that someone (chat/live/run_ends.py `WAIT_ENDS`).
     Where runs execute in this process (no Redis), the end's commit wakes it
     directly; with chat.live.redis_layer's layer, the workers' publish of the
     end does (chat/live/run_ends.py). With another layer (channels_redis' own,
@@ -271,7 +281,7 @@ async def run_end_wait(*, run: Run, timeout: float) -> bool:
             except Exception as exc:
                 _layer_failed(run.conversation_id, exc)
         while True:
-            if await _run_ended(run.pk):
+            if await _run_stopped(run.pk):
                 return True
             check_at = min(loop.time() + idle_wait, deadline)
             idle_wait = min(idle_wait * 2, MAX_CATCH_UP_S)
@@ -292,12 +302,10 @@ async def run_end_wait(*, run: Run, timeout: float) -> bool:
                     break
                 finally:
                     receiving = None
-                if envelope.get("type") in TERMINAL_EVENTS and envelope.get("run_id") == str(
-                    run.pk
-                ):
+                if envelope.get("type") in WAIT_ENDS and envelope.get("run_id") == str(run.pk):
                     return True  # sent only once the end committed
             if loop.time() >= deadline:
-                return bool(await _run_ended(run.pk))
+                return bool(await _run_stopped(run.pk))
     finally:
         await _unsubscribe(layer, group, channel, receiving)
 
@@ -312,7 +320,7 @@ async def _run_end_wait_here(run: Run, timeout: float) -> bool:
     deadline = loop.time() + timeout
     idle_wait = CATCH_UP_S
     with run_end_signal(run.pk) as ended:
-        while not await _run_ended(run.pk):
+        while not await _run_stopped(run.pk):
             left = deadline - loop.time()
             if left <= 0:
                 return False

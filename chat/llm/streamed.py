@@ -53,8 +53,8 @@ class StreamUnusable(Exception):
 
     `learned` when the failure is one a server that cannot stream tool calls
     gives (an error, a broken or empty stream), not a rate limit. `spent` when
-    it may as well be a server that is down (a 5xx that does not say it
-    refuses): asking again unstreamed is then one of the call's retries, not a
+    it may as well be a server that is down (no answer at all, or a 5xx that
+    does not say it refuses): asking again unstreamed is then one of the call's retries, not a
     free lesson; behind a gateway that retries each request itself, a free one
     would cost several more.
     """
@@ -165,8 +165,11 @@ def _stream_open(call: Call) -> Any:
         if trying and not isinstance(exc, Interrupted):
             status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
             if status is None or status >= 500:
-                spent = isinstance(exc, openai.APIStatusError) and not final_error(
-                    status, error_object(exc)
+                # No answer at all (nothing listening, a timeout) teaches nothing about
+                # streaming: asking again is one of the retries LLM_MAX_RETRIES allows.
+                spent = status is None or (
+                    isinstance(exc, openai.APIStatusError)
+                    and not final_error(status, error_object(exc))
                 )
                 raise StreamUnusable(failure_reason(exc), learned=True, spent=spent) from exc
             if (

@@ -53,6 +53,10 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Of latency_ms, the time the run waited for a person's decision on a call (the
+    # approvals: chat/engine/approvals.py), added each time it goes on or ends; NULL
+    # when it never waited. People's time: the audit and the metrics keep it apart.
+    approval_wait_ms = models.PositiveIntegerField(null=True, blank=True, editable=False)
     error = StorableTextField(blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # What every model call of the run was told first, fixed when the run is made
@@ -94,7 +98,14 @@ class Run(models.Model):
             # replays, and picks the slowest, from the index alone.
             models.Index(
                 fields=["created_at"],
-                include=["status", "latency_ms", "model_calls", "replay_of", "id"],
+                include=[
+                    "status",
+                    "latency_ms",
+                    "approval_wait_ms",
+                    "model_calls",
+                    "replay_of",
+                    "id",
+                ],
                 name="run_created_stats",
             ),
         ]

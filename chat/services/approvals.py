@@ -24,6 +24,7 @@ from chat.engine.tool_calls import call_lock
 from chat.exceptions import Conflict, InvalidInput, NotFound, ToolExecutionNotFound
 from chat.models import ExecutionStatus, Run, StandingApproval, ToolExecution
 from chat.policies import arguments_digest
+from chat.timestamps import iso_time
 from tools.arguments import ArgumentsInvalid
 from tools.audit import MASK
 from tools.registry import registry as tool_registry
@@ -181,7 +182,7 @@ def _decision(execution: ToolExecution) -> dict[str, Any]:
     return {
         "execution_id": str(execution.pk),
         "status": execution.status,
-        "decided_at": execution.decided_at.isoformat() if execution.decided_at else None,
+        "decided_at": iso_time(execution.decided_at),
         "decided_by": execution.approved_by_id,
         "reason": execution.decision_reason,
     }

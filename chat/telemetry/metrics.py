@@ -62,9 +62,18 @@ def _of(twins: tuple[Metric, Metric], run: Run) -> Metric:
 TURN_DURATION = _twins(
     Histogram,
     "turn_duration_seconds",
-    "A turn from its post to its end (the run's latency), by mode, model and outcome.",
+    "A turn from its post to its end (the run's latency) less its waits for a person's "
+    "approval, by mode, model and outcome.",
     labelnames=["mode", "model", "outcome"],
     buckets=_SECONDS,
+)
+# People's time, not toolchat's: a turn that waited an hour for an approval is no slow turn.
+TURN_APPROVAL_WAIT = _twins(
+    Histogram,
+    "turn_approval_wait_seconds",
+    "How long a turn that waited for a person's approval waited, by mode, model and outcome.",
+    labelnames=["mode", "model", "outcome"],
+    buckets=(1, 5, 10, 30, 60, 300, 900, 1800, 3600, 14400, 86400, float("inf")),
 )
 TIME_TO_FIRST_TOKEN = _twins(
     Histogram,
@@ -154,8 +163,12 @@ def turn_observe(run: Run) -> None:
         return
     conversation = run.conversation if type(run).conversation.is_cached(run) else None
     model = conversation.model if conversation is not None else ""
-    turns = _of(TURN_DURATION, run)
-    turns.labels(str(run.mode), model, str(run.status)).observe(run.latency_ms / 1000)
+    labels = (str(run.mode), model, str(run.status))
+    waited = run.approval_wait_ms or 0
+    own = max(0, run.latency_ms - waited)
+    _of(TURN_DURATION, run).labels(*labels).observe(own / 1000)
+    if run.approval_wait_ms is not None:
+        _of(TURN_APPROVAL_WAIT, run).labels(*labels).observe(waited / 1000)
 
 
 class WaitingCollector(Collector):

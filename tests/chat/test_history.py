@@ -231,7 +231,7 @@ def test_message_to_api_adds_our_fields():
         "id": str(resource.pk),
         "kind": resource.kind,
         "title": resource.title,
-        "created_at": resource.created_at.isoformat(),
+        "created_at": resource.created_at.isoformat().replace("+00:00", "Z"),
         "created_by_execution_id": None,
     }
     assert "html" not in tool
@@ -239,7 +239,9 @@ def test_message_to_api_adds_our_fields():
     assert message_to_api(imported)["run_id"] is None  # a history import belongs to no run
     assert "superseded_at" not in message_to_api(imported)
     imported.superseded_at = timezone.now()
-    assert message_to_api(imported)["superseded_at"] == imported.superseded_at.isoformat()
+    assert message_to_api(imported)["superseded_at"] == imported.superseded_at.isoformat().replace(
+        "+00:00", "Z"
+    )
     asking_row = assistant_row_for_calls(run)
     assert message_to_api(asking_row)["html"] is None  # no text: nothing for a page to show
     execution = ToolExecutionFactory(run=run, message=asking_row)
@@ -252,7 +254,7 @@ def test_message_to_api_adds_our_fields():
         "role": "assistant",
         "content": "Noted.",
         "position": assistant_row.position,
-        "created_at": assistant_row.created_at.isoformat(),
+        "created_at": assistant_row.created_at.isoformat().replace("+00:00", "Z"),
         "run_id": str(run.pk),
         "resource_id": None,
         "latency_ms": 321,

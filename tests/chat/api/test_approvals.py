@@ -59,8 +59,9 @@ def test_reject_answers_the_call_with_the_reason(api, waiting):
     assert wait_for_run(waiting.run).status == RunStatus.COMPLETED
 
 
-def test_a_second_decision_is_a_409_with_the_first(api, waiting):
-    assert api.post(url(waiting, "reject"), {"reason": "no"}, format="json").status_code == 200
+def test_a_second_decision_is_a_409_with_the_first(api, waiting, conversation):
+    first = api.post(url(waiting, "reject"), {"reason": "no"}, format="json")
+    assert first.status_code == 200
 
     response = api.post(url(waiting, "approve"), {}, format="json")
 
@@ -68,7 +69,12 @@ def test_a_second_decision_is_a_409_with_the_first(api, waiting):
     assert response.json()["code"] == "conflict"
     details = response.json()["details"]
     assert (details["status"], details["reason"]) == ("rejected", "no")
+    # The time of the decision, written the one way every answer writes a time.
+    assert details["decided_at"] == first.json()["decided_at"]
+    assert details["decided_at"].endswith("Z")
     wait_for_run(waiting.run)
+    messages = api.get(f"/api/v1/conversations/{conversation.pk}/messages/").json()["results"]
+    assert all(m["created_at"].endswith("Z") for m in messages)
 
 
 def test_another_users_call_is_not_found_and_stays_waiting(other_api, waiting, api):

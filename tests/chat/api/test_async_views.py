@@ -53,7 +53,7 @@ def test_a_waited_post_hands_off_to_its_thread_three_times(handoffs):
     # of the run; the answer. Not the render: Django's handler sends a response
     # that still has a `render` method through the thread once more.
     ours = [c for c in handoffs if not c.startswith(DJANGOS)]
-    assert ours == ["AsyncApiView._initial_then", "_run_ended", "_answer"], handoffs
+    assert ours == ["AsyncApiView._initial_then", "_run_stopped", "_answer"], handoffs
 
 
 # Django's hand-offs: its middleware's hooks, its request signals, the response's close.

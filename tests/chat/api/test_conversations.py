@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from chat.llm.endpoints import default_model
 from chat.models import Conversation, Message, Run, RunStatus, ToolExecution
 from tests.chat.api.conftest import stored_turn
 from tests.factories import ConversationFactory, RunFactory
@@ -39,7 +40,7 @@ def test_the_list_shows_only_your_own_conversations_newest_first(api, user, othe
         "title": "second",
         "mode": "two_pass",
         "max_steps": 5,
-        "model": "",
+        "model": default_model(),  # the model it uses, not "" (none of its own)
         "system_prompt": "",
         "active_run_id": None,
         "last_event_seq": 0,
@@ -406,3 +407,12 @@ def test_a_search_in_broken_utf8_finds_nothing_rather_than_failing(api):
     response = api.get("/api/v1/conversations/?q=%ED%A0%80")
     assert response.status_code == 200
     assert response.json()["results"] == []
+
+
+def test_a_conversation_made_without_a_model_says_the_model_it_uses(api, llm_server):
+    created = api.post(URL, {"title": "t"}, format="json").json()
+    assert created["model"] == "openai/test-model"
+    assert api.get(detail(created["id"])).json()["model"] == "openai/test-model"
+    # Set back to the default ("" as before), it says the default's id again.
+    changed = api.patch(detail(created["id"]), {"model": ""}, format="json").json()
+    assert changed["model"] == "openai/test-model"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from rest_framework.throttling import ScopedRateThrottle
 
@@ -358,3 +360,31 @@ def test_an_empty_message_is_a_400_with_its_field_and_details_errors(api, conver
     assert (body["code"], body["field"]) == ("invalid", "content")
     assert body["details"]["errors"]["content"], body
     assert not conversation.messages.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_wait_answers_200_as_soon_as_the_run_waits_for_a_person(api, conversation, llm_server):
+    llm_server.push(
+        tool_calls_reply([("delete_notes", '{"note_ids": ["a", "b"]}', "call_d")]),
+        text_reply("Deleted."),
+    )
+    started = time.monotonic()
+    response = api.post(
+        f"{url(conversation)}?wait=true&timeout=20",
+        {"content": "Delete notes a and b."},
+        format="json",
+    )
+    assert time.monotonic() - started < 10  # not the timeout
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["run"]["status"] == "awaiting_approval"
+    (pending,) = body["run"]["tool_executions"]
+    assert (pending["name"], pending["status"]) == ("delete_notes", "awaiting_approval")
+    # The message is the answer that asked for the call, so a script sees what waits.
+    assert body["message"]["role"] == "assistant"
+    assert body["message"]["tool_calls"][0]["id"] == pending["tool_call_id"] == "call_d"
+    # The script can decide at once, and its next waited post waits for the end.
+    decided = api.post(f"/api/v1/tool-executions/{pending['id']}/approve/", {}, format="json")
+    assert decided.status_code == 200, decided.json()
+    run = wait_for_run(Run.objects.get(pk=body["run"]["id"]))
+    assert run.status == RunStatus.COMPLETED

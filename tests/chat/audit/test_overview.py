@@ -51,7 +51,7 @@ def test_the_slowest_runs_link_to_their_waterfalls(staff_client: Client):
     assert section.index(f"/audit/runs/{runs[1].pk}/#waterfall") < section.index(
         f"/audit/runs/{runs[2].pk}/#waterfall"
     )
-    assert "9000 ms" in section
+    assert "9,000 ms" in section
     assert "Find my notes, divide 1 by 0, and note it down." in section
 
 

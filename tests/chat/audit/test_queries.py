@@ -225,7 +225,7 @@ def test_the_overview_shows_latency_percentiles_over_the_period(staff_client: Cl
     assert '<dd data-testid="run-count">7</dd>' in html
     # percentile_cont over 100, 200, 300, 400, 1000, 1234: 350 and 1175.5.
     assert '<dd data-testid="p50">350 ms</dd>' in html
-    assert '<dd data-testid="p95">1176 ms</dd>' in html
+    assert '<dd data-testid="p95">1,176 ms</dd>' in html
     assert f'href="/audit/runs/{run.pk}/"' in html
     assert "1234 ms" in html
     assert "ada" in html

@@ -212,6 +212,36 @@ def test_run_totals_match_python(db):
     assert totals.p95_ms == pytest.approx(percentile_cont(latencies, 0.95))
 
 
+def test_a_runs_wait_for_a_person_is_left_out_of_its_latency_and_counted_apart(
+    db, client, settings
+):
+    # (latency, of which waiting for a person): people's time is not toolchat's.
+    runs = [(1000, None), (7175, 7136), (2000, None), (65_000, 63_800), (500, None)]
+    for latency, waited in runs:
+        a_run(latency_ms=latency, approval_wait_ms=waited)
+    own = [latency - (waited or 0) for latency, waited in runs]
+
+    totals = run_totals(last_hour())
+
+    assert totals.p50_ms == pytest.approx(percentile_cont(own, 0.5))
+    assert totals.p95_ms == pytest.approx(percentile_cont(own, 0.95))
+    assert totals.max_ms == 2000
+    assert totals.waited == 2
+    assert totals.wait_p50_ms == pytest.approx(percentile_cont([7136, 63_800], 0.5))
+    assert totals.wait_p95_ms == pytest.approx(percentile_cont([7136, 63_800], 0.95))
+    bins = {(b.bin.low_ms, b.bin.high_ms): b.runs for b in latency_histogram(last_hour())}
+    assert bins[(60_000, None)] == 0  # the run that waited a minute took toolchat 1.2 s
+    slow = slowest_runs(last_hour())
+    assert [(s.latency_ms, s.approval_wait_ms) for s in slow[:2]] == [
+        (2000, None),
+        (65_000, 63_800),
+    ]
+    client.force_login(UserFactory(is_staff=True))
+    html = client.get("/audit/").content.decode()
+    assert 'data-testid="waited"' in html
+    assert "waiting for a person" in html
+
+
 def test_the_window_function_fallback_agrees_with_python_on_either_database(db):
     """percentiles_by_group is SQLite's way; it runs (and must agree) on PostgreSQL too."""
     rng = random.Random(3)
@@ -357,8 +387,9 @@ def test_more_tools_than_a_table_shows_are_cut(db, monkeypatch):
 # --- Queries ----------------------------------------------------------------------------
 
 # One query each for the tools, the models, the runs, the histogram, the time bins and the
-# slowest runs; SQLite adds one per percentile column (tools 1, models 2, runs 1).
-STATS_QUERIES = 6 if connection.vendor == "postgresql" else 10
+# slowest runs; SQLite adds one per percentile column (tools 1, models 2, runs 2: their own
+# latency and their waits for people).
+STATS_QUERIES = 6 if connection.vendor == "postgresql" else 11
 
 
 def many_runs(count: int) -> None:

@@ -270,6 +270,95 @@ def test_the_summary_row_shows_the_queue_and_toolchats_gaps():
     assert [t.label for t in waterfall.ticks] == ["0ms", "200ms", "400ms", "600ms", "800ms", "1s"]
 
 
+def approved_run() -> Run:
+    """Created at 0, claimed at 100; model 150-350; a call stored at 360 waits for a person
+    until 5360 (approved), runs 5400-5500; model 5600-5900; finished at 6000. So: queued
+    100, model 500, tool 100, waiting for a person 5000, toolchat 300."""
+    conversation = ConversationFactory()
+    run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
+    t0 = timezone.now() - timedelta(minutes=1)
+    ms = lambda n: t0 + timedelta(milliseconds=n)  # noqa: E731
+    Run.objects.filter(pk=run.pk).update(
+        created_at=t0, started_at=ms(100), finished_at=ms(6000), latency_ms=6000
+    )
+    asking = Message.objects.create(
+        conversation=conversation, run=run, position=0, role=Role.ASSISTANT, content="x"
+    )
+    ModelCallFactory(run=run, step=1, started_at=ms(150), latency_ms=200)
+    approved = ToolExecutionFactory(
+        run=run,
+        message=asking,
+        name="delete_notes",
+        started_at=ms(5400),
+        duration_ms=100,
+        approved_by=UserFactory(username="demo"),
+        decided_at=ms(5360),
+    )
+    ToolExecution.objects.filter(pk=approved.pk).update(created_at=ms(360))
+    ModelCallFactory(run=run, step=2, purpose="compose", started_at=ms(5600), latency_ms=300)
+    return audit_run_get(run_id=run.pk)
+
+
+@pytest.mark.django_db
+def test_a_wait_for_a_persons_decision_is_its_own_segment_not_toolchats(staff_client: Client):
+    run = approved_run()
+    waterfall = run_waterfall(run)
+
+    assert waterfall.approval_ms == pytest.approx(5000)
+    assert waterfall.overhead_ms == pytest.approx(300)
+    parts = (
+        waterfall.queue_ms
+        + waterfall.model_ms
+        + waterfall.tool_ms
+        + waterfall.approval_ms
+        + waterfall.overhead_ms
+    )
+    assert parts == pytest.approx(waterfall.total_ms)
+    assert [(s.kind, round(s.start_ms), round(s.end_ms)) for s in waterfall.segments] == [
+        ("queue", 0, 100),
+        ("overhead", 100, 150),
+        ("model", 150, 350),
+        ("overhead", 350, 360),
+        ("approval", 360, 5360),
+        ("overhead", 5360, 5400),
+        ("tool", 5400, 5500),
+        ("overhead", 5500, 5600),
+        ("model", 5600, 5900),
+        ("overhead", 5900, 6000),
+    ]
+    html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    totals = html.split('data-testid="waterfall-totals"')[1].split("</p>")[0]
+    assert '<span data-testid="approval-ms">5,000</span>' in totals
+    assert '<span data-testid="overhead-ms">300</span>' in totals
+    kinds = [s.get("data-kind") for s in by_class(waterfall_svg(html), "rect", "wf-segment")]
+    assert "approval" in kinds
+    assert "waiting for a person" in html
+
+
+@pytest.mark.django_db
+def test_a_run_still_waiting_for_a_person_is_drawn_waiting_to_now():
+    run = RunFactory(status=RunStatus.AWAITING_APPROVAL)
+    t0 = timezone.now() - timedelta(seconds=10)
+    Run.objects.filter(pk=run.pk).update(created_at=t0, started_at=t0)
+    asking = Message.objects.create(
+        conversation=run.conversation, run=run, position=0, role=Role.ASSISTANT, content="x"
+    )
+    ModelCallFactory(run=run, started_at=t0, latency_ms=100)
+    waiting = ToolExecution.objects.create(
+        run=run,
+        message=asking,
+        step=1,
+        tool_call_id="call_waits",
+        name="delete_notes",
+        status=ExecutionStatus.AWAITING_APPROVAL,
+    )
+    ToolExecution.objects.filter(pk=waiting.pk).update(created_at=t0 + timedelta(milliseconds=100))
+    waterfall = run_waterfall(audit_run_get(run_id=run.pk))
+    assert waterfall.total_ms >= 9900
+    assert waterfall.approval_ms == pytest.approx(waterfall.total_ms - 100, abs=1)
+    assert waterfall.segments[-1].kind == "approval"
+
+
 @pytest.mark.django_db
 def test_the_admin_run_page_shows_the_same_waterfall(admin_client: Client, staff_client: Client):
     run = timed_run()

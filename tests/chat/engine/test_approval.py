@@ -237,7 +237,7 @@ def test_the_audit_page_and_the_admin_say_who_decided_and_how_long_the_call_wait
     execution.refresh_from_db()
 
     audit = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
-    assert f"rejected by {user.get_username()} after {execution.approval_wait_ms} ms" in audit
+    assert f"rejected by {user.get_username()} after {execution.approval_wait_ms:,} ms" in audit
     assert "Decision: not io" in audit
     admin = admin_client.get(f"/admin/chat/toolexecution/{execution.pk}/change/").content.decode()
     assert "rejected" in admin
@@ -315,3 +315,33 @@ def test_approve_reject_and_cancel_at_once_leave_a_record_that_says_what_ran(
             assert "Launched at" not in answer.content
         assert won.count("approve") + won.count("reject") <= 1, won
         assert_valid_history(history_for_model(conversation=conversation))
+
+
+def test_the_run_keeps_its_wait_for_a_person_apart_from_its_own_time(
+    llm_server, conversation, user, ledger
+):
+    import time
+
+    from chat.services.approvals import tool_call_decide
+    from chat.services.runs import run_cancel
+
+    llm_server.push(
+        tool_calls_reply([("launch_rocket", '{"target": "the moon"}')]),
+        text_reply("On its way."),
+        tool_calls_reply([("launch_rocket", '{"target": "mars"}')]),
+    )
+    run = awaiting(run_start(conversation=conversation, content="launch it"))
+    time.sleep(0.3)  # a person reads the request
+    execution = ToolExecution.objects.get(run=run)
+    tool_call_decide(execution_id=execution.pk, user=user, approve=True)
+    run = wait_for_run(run)
+    execution.refresh_from_db()
+    assert run.approval_wait_ms == execution.approval_wait_ms
+    assert 300 <= run.approval_wait_ms < run.latency_ms
+    # A run cancelled while it waits waited until the cancel.
+    second = awaiting(run_start(conversation=conversation, content="and mars"))
+    time.sleep(0.2)
+    run_cancel(run=second)
+    second.refresh_from_db()
+    assert second.approval_wait_ms is not None
+    assert 200 <= second.approval_wait_ms <= second.latency_ms

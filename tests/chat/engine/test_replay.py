@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
+from django.test import Client
 from django.utils import timezone
 from rest_framework.throttling import ScopedRateThrottle
 
@@ -34,7 +35,7 @@ from tests.assertions import wait_until
 from tests.chat.api.conftest import token_client
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory, UserFactory
-from tests.llm_server import text_reply, tool_calls_reply
+from tests.llm_server import error_reply, text_reply, tool_calls_reply
 from tools.models import Resource
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -575,3 +576,23 @@ def test_deleting_the_original_cancels_its_running_replay_first_and_leaves_nothi
         assert not model.objects.exists(), model
     assert Resource.objects.count() == 1  # the user's note, made by the original, is theirs
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_failed_replay_says_why_in_its_comparison_and_its_list(llm_server, user, settings):
+    original = record_note_turn(llm_server, user)
+    settings.LLM_MAX_RETRIES = 0
+    llm_server.push(error_reply(400, "context length exceeded"))
+    api = token_client(user)
+    replica = replay(api, original)
+    assert replica.status == RunStatus.FAILED
+
+    body = api.get(f"/api/v1/runs/{original.pk}/compare/?with={replica.pk}").json()
+    mine, theirs = body["runs"]
+    assert mine["error"] is None
+    assert "context length exceeded" in theirs["error"]
+    (listed,) = api.get(f"/api/v1/runs/{original.pk}/replays/").json()["results"]
+    assert listed["error"] == theirs["error"]
+    client = Client()
+    client.force_login(UserFactory(is_staff=True))
+    page = client.get(f"/audit/runs/{original.pk}/compare/{replica.pk}/").content.decode()
+    assert "context length exceeded" in page

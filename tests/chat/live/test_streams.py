@@ -170,6 +170,35 @@ async def test_a_wait_in_the_process_that_runs_the_turn_wakes_at_the_ends_commit
     assert waiting.result() is True
 
 
+@database_sync_to_async
+def pause_with_event(run) -> None:
+    """The run stops for a person, as the engine stops it: status and event in one commit."""
+    from django.db import transaction
+
+    from chat.models import Run, RunStatus
+
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.AWAITING_APPROVAL)
+        data = event_data("tool_call.approval_requested")
+        event_publish(run=run, type="tool_call.approval_requested", data=data)
+
+
+async def test_a_wait_wakes_when_the_run_stops_for_a_persons_decision(user, settings, monkeypatch):
+    # Nothing moves until someone decides, and the one waiting may be that someone.
+    settings.TOOLCHAT_TASKS_IN_PROCESS = True
+    use_layer(settings, "tests.chat.live.test_streams.LayerThatCannotReceive")
+    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+    run = await make_run(user)
+    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
+    await asyncio.sleep(0.2)  # waiting on the signal
+    await pause_with_event(run)
+    await asyncio.wait({waiting}, timeout=5)
+    assert waiting.done(), "the pause did not wake the wait"
+    assert waiting.result() is True
+    # A run already waiting for a decision answers the wait at once.
+    assert await run_end_wait(run=run, timeout=0.5) is True
+
+
 async def ended_unannounced_is_seen(user) -> bool:
     """A wait on a run that ends with no word to this process: whether the database told it."""
     run = await make_run(user)

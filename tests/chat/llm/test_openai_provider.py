@@ -548,3 +548,18 @@ def test_done_written_inside_the_answer_does_not_end_the_stream(server, provider
     assert "".join(piece for piece, _ in arrivals) == text
     # Word by word as they were sent, not all at the end.
     assert arrivals[-1][1] - arrivals[0][1] > 0.3
+
+
+def test_a_server_with_nothing_listening_fails_after_the_attempts_the_settings_give():
+    from tests.plugins.services import free_port
+
+    nobody = f"http://127.0.0.1:{free_port()}/v1"
+    provider = OpenAIProvider(api_key="t", base_url=nobody, timeout_s=2, max_retries=3)
+    # With tools too: a streamed request with tools that fails is asked unstreamed, and
+    # a refused connection taught nothing about streaming, so that is one of the retries.
+    for tools in (None, TOOLS):
+        with pytest.raises(ProviderError) as caught:
+            complete(provider, ChatRequest(model="m", messages=USER, tools=tools))
+        assert caught.value.attempts == 4  # LLM_MAX_RETRIES=3: the request and 3 retries
+        assert "connection error" in str(caught.value)
+        assert "after 4 attempts" in str(caught.value)

@@ -538,6 +538,22 @@ def test_a_call_that_needs_approval_answers_how_to_decide_it(v1, user, llm_serve
     assert error_of(response)["type"] == "conflict_error"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_streamed_call_that_needs_approval_finishes_saying_how_to_decide_it(v1, user, llm_server):
+    llm_server.push(tool_calls_reply([("delete_notes", '{"note_ids": ["a", "b"]}', "call_d")]))
+    response = post(v1, [{"role": "user", "content": "Delete both notes."}], stream=True)
+    assert response.status_code == 200
+    lines = async_to_sync(_body)(response).decode().splitlines()
+    chunks = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+    assert lines[-2:] == ["data: [DONE]", ""] or lines[-1] == "data: [DONE]"
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    execution = ToolExecution.objects.get()
+    assert f"/api/v1/tool-executions/{execution.pk}/approve/" in text
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert not any("error" in c for c in chunks)
+    assert Run.objects.get().status == RunStatus.AWAITING_APPROVAL
+
+
 # --- hostile input ---------------------------------------------------------------------------------
 
 

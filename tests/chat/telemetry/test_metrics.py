@@ -248,3 +248,38 @@ async def test_events_a_socket_receives_live_are_counted_with_their_lag(metrics_
     after = await database_sync_to_async(scrape)()
     assert value(after, lag) - before == len(events)
     assert value(after, "toolchat_event_fanout_lag_seconds_bucket", le="+Inf") == value(after, lag)
+
+
+def test_a_turns_wait_for_a_person_is_counted_apart_from_its_duration(metrics_on, llm_server, user):
+    import time
+
+    from chat.models import ToolExecution
+    from chat.services.approvals import tool_call_decide
+    from tests.assertions import wait_until
+
+    conversation = ConversationFactory(owner=user, mode=Mode.TWO_PASS)
+    llm_server.push(
+        tool_calls_reply([("delete_notes", '{"note_ids": ["a", "b"]}', "call_w")]),
+        text_reply("Deleted."),
+    )
+    before = scrape()
+    run = run_start(conversation=conversation, content="delete a and b")
+    wait_until(lambda: ToolExecution.objects.filter(run=run, status="awaiting_approval").exists())
+    time.sleep(1.0)  # a person reads the request
+    execution = ToolExecution.objects.get(run=run)
+    tool_call_decide(execution_id=execution.pk, user=user, approve=True)
+    run = wait_for_run(run)
+    after = scrape()
+
+    def grew(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    labels = {"mode": "two_pass", "model": conversation.model, "outcome": "completed"}
+    waited = grew("toolchat_turn_approval_wait_seconds_sum", **labels)
+    assert grew("toolchat_turn_approval_wait_seconds_count", **labels) == 1
+    assert waited == pytest.approx(run.approval_wait_ms / 1000)
+    assert waited >= 1.0
+    # The turn's duration is toolchat's: its latency less the wait.
+    duration = grew("toolchat_turn_duration_seconds_sum", **labels)
+    assert duration == pytest.approx((run.latency_ms - run.approval_wait_ms) / 1000)
+    assert duration <= run.latency_ms / 1000 - 1.0

@@ -1,0 +1,20 @@
+"""How the staff pages write a number: whole, with thousands separators ("13,774").
+
+One way on every /audit/ page and in the admin, whatever the locale settings
+(the pages turn localization off for their SVG coordinates): a count, a
+token total and a duration in milliseconds alike. `{% load figures %}`.
+"""
+
+from __future__ import annotations
+
+from django import template
+
+from chat.audit.formatting import figure_text
+
+register = template.Library()
+
+
+@register.filter
+def figure(value: float | int | None) -> str:
+    """1234.6 → "1,235"; None → "—"."""
+    return figure_text(value)
