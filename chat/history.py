@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
 from chat.history_guards import OpenAIMessage, call_ids, repair, trim
@@ -73,6 +74,11 @@ def message_to_openai(message: StoredMessage) -> OpenAIMessage:
     raise ValueError(f"the message at {message.position} has the unknown role {role!r}")
 
 
+def cost_figure(cost: Decimal | None) -> float | None:
+    """A stored cost as the API writes it: a JSON number of US dollars, or null (no price)."""
+    return None if cost is None else float(cost)
+
+
 def message_to_api(message: Message) -> dict[str, Any]:
     """One stored row as the REST API and the export show it: OpenAI fields plus ours."""
     usage = None
@@ -80,6 +86,7 @@ def message_to_api(message: Message) -> dict[str, Any]:
         usage = {
             "prompt_tokens": message.prompt_tokens,
             "completion_tokens": message.completion_tokens,
+            "cost_usd": cost_figure(message.cost_usd),
         }
     data: dict[str, Any] = {"id": str(message.id), **message_to_openai(message)}
     if message.role == Role.TOOL:

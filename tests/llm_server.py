@@ -58,6 +58,8 @@ class Reply:
     reasoning_field: str = "reasoning_content"
     prompt_tokens: int = 11
     completion_tokens: int = 7
+    # Of the prompt's tokens, those reported as cached (`prompt_tokens_details`).
+    cached_tokens: int | None = None
     finish_reason: str | None = None
     # Send these bytes as the whole body (status 200, `content_type`), whatever was
     # asked: a recorded response replayed byte for byte, or a server's odd answer.
@@ -384,11 +386,7 @@ class ScriptedLLMServer:
             "choices": [
                 {"index": 0, "message": message, "finish_reason": self._finish_reason(reply)}
             ],
-            "usage": {
-                "prompt_tokens": reply.prompt_tokens,
-                "completion_tokens": reply.completion_tokens,
-                "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-            },
+            "usage": _usage(reply),
         }
 
     def _stream(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply) -> None:
@@ -435,11 +433,7 @@ class ScriptedLLMServer:
                 {
                     **base,
                     "choices": [],
-                    "usage": {
-                        "prompt_tokens": reply.prompt_tokens,
-                        "completion_tokens": reply.completion_tokens,
-                        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-                    },
+                    "usage": _usage(reply),
                 }
             )
 
@@ -516,6 +510,17 @@ class ScriptedLLMServer:
         write(f"data: {json.dumps(ended)}\n\n".encode())
         write(b"data: [DONE]\n\n")
         write(b"")
+
+
+def _usage(reply: Reply) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return usage
 
 
 def _reset(handler: BaseHTTPRequestHandler) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from chat.history import cost_figure
 from chat.models import ModelCall, Run, ToolExecution
 from chat.timestamps import iso_time
 
@@ -28,7 +29,14 @@ CALL_FIELDS = (
     "message_count",
     "request_hash",
 )
-CALL_FIGURES = ("first_token_ms", "latency_ms", "prompt_tokens", "completion_tokens", "attempts")
+CALL_FIGURES = (
+    "first_token_ms",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "attempts",
+)
 _EXECUTION_FIELDS = ("step", "tool_call_id", "name", "arguments", "arguments_raw", "status")
 _EXECUTION_RESULT = ("decision_reason", "result", "content", "result_chars", "truncated", "error")
 
@@ -51,6 +59,7 @@ def _model_call_data(call: ModelCall) -> dict[str, Any]:
         "response_message_id": _uuid(call.response_message_id),
         "started_at": iso_time(call.started_at),
         **_plain(call, CALL_FIGURES),
+        "cost_usd": cost_figure(call.cost_usd),
         "forced_answer": call.forced_answer,
     }
 
@@ -77,6 +86,21 @@ def _execution_data(execution: ToolExecution) -> dict[str, Any]:
     }
 
 
+def calls_usage(calls: list[ModelCall]) -> dict[str, Any]:
+    """The summed usage and cost of model calls; null for what none of them reported."""
+
+    def total(name: str) -> Any:
+        values = [getattr(c, name) for c in calls if getattr(c, name) is not None]
+        return sum(values) if values else None
+
+    return {
+        "prompt_tokens": total("prompt_tokens"),
+        "completion_tokens": total("completion_tokens"),
+        "cached_tokens": total("cached_tokens"),
+        "cost_usd": cost_figure(total("cost_usd")),
+    }
+
+
 def run_data(
     run: Run,
     calls: list[ModelCall] | None = None,
@@ -88,8 +112,6 @@ def run_data(
     """
     calls = list(run.model_call_rows.all()) if calls is None else calls
     executions = list(run.tool_executions.all()) if executions is None else executions
-    prompt = [c.prompt_tokens for c in calls if c.prompt_tokens is not None]
-    completion = [c.completion_tokens for c in calls if c.completion_tokens is not None]
     return {
         "id": str(run.pk),
         "conversation_id": _uuid(run.conversation_id),
@@ -103,10 +125,7 @@ def run_data(
         "started_at": iso_time(run.started_at),
         "finished_at": iso_time(run.finished_at),
         "latency_ms": run.latency_ms,
-        "usage": {
-            "prompt_tokens": sum(prompt) if prompt else None,
-            "completion_tokens": sum(completion) if completion else None,
-        },
+        "usage": calls_usage(calls),
         "model_call_log": [_model_call_data(call) for call in calls],
         "tool_executions": [_execution_data(e) for e in executions],
     }

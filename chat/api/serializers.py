@@ -15,7 +15,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from chat.api.run_data import CALL_FIELDS, CALL_FIGURES
+from chat.api.run_data import CALL_FIELDS, CALL_FIGURES, calls_usage
 from chat.history import message_to_api
 from chat.live.event_types import EVENT_TYPES
 from chat.llm.endpoints import default_model
@@ -87,10 +87,22 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
 
 
 class UsageSerializer(serializers.Serializer[Any]):
-    """Token usage as the model reported it."""
+    """Token usage as the model reported it, and its cost."""
 
     prompt_tokens = serializers.IntegerField(allow_null=True)
     completion_tokens = serializers.IntegerField(allow_null=True)
+    cost_usd = serializers.FloatField(
+        allow_null=True,
+        help_text="US dollars, from the provider's prices; null when its model has no price.",
+    )
+
+
+class RunUsageSerializer(UsageSerializer):
+    """A run's model calls' usage, summed (null for what none of them reported)."""
+
+    cached_tokens = serializers.IntegerField(
+        allow_null=True, help_text="Of the prompt tokens, those the server had cached."
+    )
 
 
 class FunctionCallSerializer(serializers.Serializer[Any]):
@@ -235,6 +247,12 @@ class ModelCallSerializer(serializers.ModelSerializer[ModelCall]):
     tools_offered = serializers.ListField(
         child=serializers.CharField(), read_only=True, help_text="Names of the tools sent."
     )
+    cost_usd = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="US dollars, from the provider's prices; null when its model has no price "
+        "or the server reported no usage.",
+    )
     forced_answer = serializers.JSONField(
         read_only=True,
         allow_null=True,
@@ -251,6 +269,7 @@ class ModelCallSerializer(serializers.ModelSerializer[ModelCall]):
             "response_message_id",
             "started_at",
             *CALL_FIGURES,
+            "cost_usd",
             "forced_answer",
         ]
         read_only_fields = fields
@@ -415,16 +434,10 @@ class RunSerializer(serializers.ModelSerializer[Run]):
         ]
         read_only_fields = fields
 
-    @extend_schema_field(UsageSerializer)
-    def get_usage(self, run: Run) -> dict[str, int | None]:
-        """Prompt and completion tokens of all the run's model calls (null when none reported)."""
-        calls = run.model_call_rows.all()
-        prompt = [c.prompt_tokens for c in calls if c.prompt_tokens is not None]
-        completion = [c.completion_tokens for c in calls if c.completion_tokens is not None]
-        return {
-            "prompt_tokens": sum(prompt) if prompt else None,
-            "completion_tokens": sum(completion) if completion else None,
-        }
+    @extend_schema_field(RunUsageSerializer)
+    def get_usage(self, run: Run) -> dict[str, Any]:
+        """Tokens and cost of all the run's model calls (null when none reported)."""
+        return calls_usage(list(run.model_call_rows.all()))
 
 
 class EventSerializer(serializers.Serializer[Any]):

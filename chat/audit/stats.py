@@ -99,6 +99,8 @@ class ModelRow:
     p95_first_token_ms: float | None
     prompt_tokens: int
     completion_tokens: int
+    # US dollars of the calls that have a price; None when none of them has one.
+    cost_usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -240,6 +242,7 @@ def model_stats(
             "failed": Count("status", filter=Q(status=CallStatus.FAILED)),
             "prompt": Sum("prompt_tokens", default=0),
             "completion": Sum("completion_tokens", default=0),
+            "cost": Sum("cost_usd"),
         },
         percentiles={
             "p50_ms": Percentile("latency_ms", 0.5),
@@ -261,6 +264,7 @@ def model_stats(
             p95_first_token_ms=_ms(row["p95_ft"]),
             prompt_tokens=int(row["prompt"]),
             completion_tokens=int(row["completion"]),
+            cost_usd=None if row["cost"] is None else float(row["cost"]),
         )
         for row in rows
     ]

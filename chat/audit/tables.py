@@ -32,6 +32,13 @@ def number(value: float | int | None) -> Cell:
     return f"{rounded:.0f}" if rounded.is_integer() else f"{rounded:.1f}"
 
 
+def dollars(value: float | None) -> Cell:
+    """0.0123: US dollars to four significant decimals; "no price" for none (never 0)."""
+    if value is None:
+        return "no price"
+    return f"{value:.4f}" if value >= 0.01 else f"{value:.6f}"
+
+
 def percent(part: int, whole: int) -> Cell:
     return number(100.0 * part / whole) if whole else None
 
@@ -114,6 +121,12 @@ MODEL_COLUMNS: list[Column[ModelRow]] = [
     ),
     Column("prompt_tokens", "Tokens in", lambda r: number(r.prompt_tokens)),
     Column("completion_tokens", "Tokens out", lambda r: number(r.completion_tokens)),
+    Column(
+        "cost_usd",
+        "Cost $",
+        lambda r: dollars(r.cost_usd),
+        title="From the providers file's prices; no price: the model has none (docs/governance.md)",
+    ),
 ]
 
 

@@ -40,6 +40,7 @@ from chat.audit.tables import (
 from chat.audit.waterfall import run_waterfall
 from chat.comparison import comparison
 from chat.exceptions import Conflict, ConversationNotFound, InvalidInput, RunNotFound
+from chat.llm.endpoints import prices_configured
 from chat.models import RunStatus
 from chat.replay_report import report_csv, report_totals
 from chat.selectors import runs_to_replay
@@ -251,6 +252,7 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             "failures": sum(1 for line in breakdown if line.failed),
             "client_options_json": pretty_json(run.client_options),
             "replays": list(run.replays.select_related("conversation").order_by("created_at")),
+            "prices_configured": prices_configured(),
         },
     )
 

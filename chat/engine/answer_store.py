@@ -318,6 +318,7 @@ def _answer_rows(
         tool_calls=calls or None,
         # A final answer carries its tools' follow-ups (chat/engine/suggestions.py).
         suggestions=None if calls else suggestions or None,
+        cost_usd=model_call.cost_usd,
         **answer_figures(completion),
     )
     model_call.response_message = message  # filled by chat/engine/model_calls.py, unsaved

@@ -32,14 +32,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Min
+from django.db.models import Min, OuterRef, Subquery, Sum
 from django.utils import timezone
 
 from chat.engine.lease import LeaseLost, run_write
 from chat.engine.tool_calls import unfinished_calls_answer
 from chat.live.event_types import Event
 from chat.live.events import events_publish
-from chat.models import ExecutionStatus, Run, RunStatus, ToolExecution
+from chat.llm.endpoints import prices_configured
+from chat.models import ExecutionStatus, ModelCall, Run, RunStatus, ToolExecution
 from chat.telemetry.metrics import turn_observe
 from chat.telemetry.tracing import turn_end
 from tools.results import ToolResult, cancelled_result, interrupted_result
@@ -140,6 +141,8 @@ def run_end(
         answered = unfinished_calls_answer(run, result_for) if result_for else []
         events: list[Event] = []
         yield events
+        if prices_configured():
+            _cost_sum(run)
         events_publish(run=run, events=[*events, end.event(run, answered)])
         transaction.on_commit(functools.partial(turn_end, run))
         transaction.on_commit(functools.partial(turn_observe, run))
@@ -153,6 +156,17 @@ def _waited_until(run: Run, ended: datetime.datetime) -> int | None:
     if since is None:
         return run.approval_wait_ms
     return (run.approval_wait_ms or 0) + max(0, int((ended - since).total_seconds() * 1000))
+
+
+def _cost_sum(run: Run) -> None:
+    """The run's cost: its model calls' summed, the final answer's among them (one UPDATE)."""
+    costs = (
+        ModelCall.objects.filter(run=OuterRef("pk"))
+        .values("run")
+        .annotate(total=Sum("cost_usd"))
+        .values("total")
+    )
+    Run.objects.filter(pk=run.pk).update(cost_usd=Subquery(costs))
 
 
 def run_fail(

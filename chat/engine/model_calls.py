@@ -46,7 +46,7 @@ from chat.llm.base import (
     StreamRestart,
     TextDelta,
 )
-from chat.llm.endpoints import UnknownModel, model_resolve
+from chat.llm.endpoints import UnknownModel, call_cost, model_resolve
 from chat.models import CallStatus, ModelCall, ModelCallPurpose, Run, RunEvent
 from chat.telemetry.metrics import model_call_observe
 from chat.telemetry.tracing import model_call_lost, model_call_span
@@ -192,6 +192,14 @@ def completion_fill(model_call: ModelCall, completion: Completion) -> None:
     model_call.latency_ms = completion.latency_ms
     model_call.prompt_tokens = completion.prompt_tokens
     model_call.completion_tokens = completion.completion_tokens
+    model_call.cached_tokens = completion.cached_tokens
+    model_call.cost_usd = call_cost(
+        provider=model_call.provider,
+        models=(model_call.model, completion.model),
+        prompt=completion.prompt_tokens,
+        completion=completion.completion_tokens,
+        cached=completion.cached_tokens,
+    )
     model_call.attempts = completion.attempts
     model_call.model = completion.model or model_call.model
     model_call.note = completion.note[:300]

@@ -17,6 +17,7 @@ import httpx2
 from chat.llm.base import ChatRequest, Completion, ProviderError, ToolCall
 from chat.llm.failures import ended, failure_message
 from chat.llm.lenient import (
+    Usage,
     arguments_text,
     call_id,
     content_read,
@@ -52,15 +53,16 @@ def completion_read(asked: Asking, response: httpx2.Response, kind: str) -> Comp
     message = choice.get("message")
     message = message if isinstance(message, dict) else {}
     calls = tool_calls_read(message.get("tool_calls"), response_id=str(data.get("id") or ""))
-    prompt_tokens, completion_tokens = usage_read(data)
+    usage = usage_read(data)
     latency_ms = int((time.monotonic() - asked.started) * 1000)
     return Completion(
         content=content_read(message) or None,
         tool_calls=calls,
         finish_reason=str(choice.get("finish_reason") or ""),
         model=str(data.get("model") or asked.request.model),
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
+        prompt_tokens=usage.prompt,
+        completion_tokens=usage.completion,
+        cached_tokens=usage.cached,
         first_token_ms=latency_ms,
         latency_ms=latency_ms,
         attempts=asked.attempts,
@@ -112,7 +114,7 @@ def stream_completion(
     state: Assembly,
     finish_reason: str,
     first_token_ms: int | None,
-    usage: tuple[int | None, int | None],
+    usage: Usage,
     reasoning: list[str],
 ) -> Completion | None:
     """The answer of a stream that ended cleanly; None when it said nothing and never finished.
@@ -149,8 +151,9 @@ def stream_completion(
         tool_calls=calls,
         finish_reason=finish_reason,
         model=state.model or asked.request.model,
-        prompt_tokens=usage[0],
-        completion_tokens=usage[1],
+        prompt_tokens=usage.prompt,
+        completion_tokens=usage.completion,
+        cached_tokens=usage.cached,
         first_token_ms=first_token_ms,
         latency_ms=int((time.monotonic() - asked.started) * 1000),
         attempts=asked.attempts,

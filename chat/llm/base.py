@@ -59,6 +59,8 @@ class Completion:
     model: str = ""
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # Of the prompt's tokens, those the server read from its cache (priced lower).
+    cached_tokens: int | None = None
     first_token_ms: int | None = None
     latency_ms: int = 0
     attempts: int = 1

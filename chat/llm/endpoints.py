@@ -34,7 +34,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -114,6 +116,33 @@ def endpoint(name: str) -> Endpoint:
     if found is None:
         raise UnknownModel(f"There is no provider named {name!r}.")
     return found
+
+
+def prices_configured() -> bool:
+    """Whether any provider prices a model: without, no cost is computed or summed."""
+    return any(provider.prices for provider in endpoints().values())
+
+
+def call_cost(
+    *,
+    provider: str,
+    models: Iterable[str],
+    prompt: int | None,
+    completion: int | None,
+    cached: int | None = None,
+) -> Decimal | None:
+    """A call's cost in US dollars from its provider's prices; None without a price or usage.
+
+    The first of `models` (the name asked for, then the one the server answered
+    with) that the provider prices is the price used.
+    """
+    prices = endpoints().get(provider)
+    if prices is None or not prices.prices or prompt is None or completion is None:
+        return None
+    price = next((prices.prices[name] for name in models if name in prices.prices), None)
+    if price is None:
+        return None
+    return price.cost(prompt=prompt, completion=completion, cached=cached)
 
 
 def default_model() -> str:

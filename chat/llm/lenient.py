@@ -17,7 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from chat.llm.base import ToolCall
 
@@ -86,19 +86,31 @@ def tool_calls_read(calls: object, *, response_id: str) -> list[ToolCall]:
     return read
 
 
-def usage_read(data: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """(prompt, completion) tokens of a completion or chunk; None for what it does not report."""
+class Usage(NamedTuple):
+    """A call's tokens as the server reported them; None for what it did not report."""
+
+    prompt: int | None = None
+    completion: int | None = None
+    # Of the prompt's tokens, those the server had cached (`prompt_tokens_details`).
+    cached: int | None = None
+
+
+def usage_read(data: Mapping[str, Any]) -> Usage:
+    """The tokens of a completion or chunk; None for what it does not report."""
     usage = data.get("usage")
     if not isinstance(usage, Mapping):
         groq = data.get("x_groq")
         usage = groq.get("usage") if isinstance(groq, Mapping) else None
     if not isinstance(usage, Mapping):
-        return None, None
+        return Usage()
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (
-        prompt if isinstance(prompt, int) else None,
-        completion if isinstance(completion, int) else None,
-    )
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return Usage(*(_count(value) for value in (prompt, completion, cached)))
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def reasoning_read(message: Mapping[str, Any]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -22,10 +23,31 @@ PROVIDER_NAME_MAX = 32  # ModelCall.provider
 MODEL_ID_MAX = 128  # Conversation.model
 OFFLINE = "offline"
 _KEYS = frozenset(
-    {"type", "baseUrl", "apiKey", "models", "headers", "label", "systemPrompt"}
+    {"type", "baseUrl", "apiKey", "models", "headers", "label", "systemPrompt", "prices"}
     | {"stream", "streamTools", "streamUsage", "maxTokensParam", "parallelToolCalls"}
 )
 _TOKEN_LIMIT_NAMES = ("max_tokens", "max_completion_tokens")
+
+
+@dataclass(frozen=True)
+class Price:
+    """What a model's tokens cost, in US dollars per million (docs/governance.md, "Prices")."""
+
+    input: Decimal
+    output: Decimal
+    cached_input: Decimal  # the input price where the provider names none
+
+    def cost(self, *, prompt: int, completion: int, cached: int | None) -> Decimal:
+        """The cost of one call's tokens; cached input tokens at their own price."""
+        cached = min(cached or 0, prompt)
+        per_million = (
+            (prompt - cached) * self.input + cached * self.cached_input + completion * self.output
+        )
+        return per_million / _MILLION
+
+
+_MILLION = Decimal(1_000_000)
+_PRICE_KEYS = ("input", "cached_input", "output")
 
 
 @dataclass(frozen=True)
@@ -46,6 +68,8 @@ class Endpoint:
     stream_usage: bool = True
     token_limit_param: str | None = None
     parallel_tool_calls: bool | None = None
+    # Per model name (as the provider's `models` or the server names it): its price.
+    prices: Mapping[str, Price] = field(default_factory=dict)
     # The values `${NAME}` filled in, and header values: never shown.
     secrets: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -90,7 +114,13 @@ def _provider(name: str, entry: Any, where: str, environ: Mapping[str, str]) -> 
         )
     kind = entry.get("type", "openai")
     if kind == OFFLINE:
-        return Endpoint(name, offline=True, models=(OFFLINE,), label=_text(entry, "label", where))
+        return Endpoint(
+            name,
+            offline=True,
+            models=(OFFLINE,),
+            label=_text(entry, "label", where),
+            prices=_prices(entry, where),
+        )
     if kind != "openai":
         raise ImproperlyConfigured(f"{where}: type must be 'openai' (the default) or 'offline'.")
     filler = EnvironmentFiller(where, environ)
@@ -113,6 +143,7 @@ def _provider(name: str, entry: Any, where: str, environ: Mapping[str, str]) -> 
         label=_text(entry, "label", where),
         system_prompt=_text(entry, "systemPrompt", where) if "systemPrompt" in entry else None,
         **_limits(entry, where),
+        prices=_prices(entry, where),
         secrets=frozenset(filler.secrets - {""}),
     )
 
@@ -136,6 +167,34 @@ def _models(entry: Mapping[str, Any], where: str, name: str) -> tuple[str, ...] 
             f"{where}: '{name}/{too_long[0]}' is longer than {MODEL_ID_MAX} characters."
         )
     return tuple(dict.fromkeys(models))
+
+
+def _prices(entry: Mapping[str, Any], where: str) -> dict[str, Price]:
+    """`"prices": {"<model>": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}`."""
+    prices = entry.get("prices", {})
+    if not isinstance(prices, dict):
+        raise ImproperlyConfigured(f"{where}: prices must map model names to their prices.")
+    return {
+        str(model): _price(price, f"{where}: prices[{model!r}]") for model, price in prices.items()
+    }
+
+
+def _price(price: Any, where: str) -> Price:
+    if not isinstance(price, dict) or not {"input", "output"} <= set(price):
+        raise ImproperlyConfigured(
+            f"{where}: give input and output (and optionally cached_input), US dollars per "
+            "million tokens."
+        )
+    unknown = sorted(set(price) - set(_PRICE_KEYS))
+    if unknown:
+        raise ImproperlyConfigured(f"{where}: unknown key(s) {', '.join(unknown)}.")
+    values: dict[str, Decimal] = {}
+    for key in _PRICE_KEYS:
+        value = price.get(key, price["input"])
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ImproperlyConfigured(f"{where}.{key}: a number of US dollars, 0 or more.")
+        values[key] = Decimal(str(value))
+    return Price(**values)
 
 
 def _text(entry: Mapping[str, Any], key: str, where: str) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from chat.llm.lenient import REASONING_FIELDS, arguments_text, reasoning_details_text
+from chat.llm.lenient import REASONING_FIELDS, Usage, arguments_text, reasoning_details_text
 
 Chunk = dict[str, Any]
 """One streamed chunk: the JSON object the server sent."""
@@ -126,7 +126,7 @@ class StreamRead:
     state: Assembly = dataclasses.field(default_factory=Assembly)
     first_token_ms: int | None = None
     finish_reason: str = ""
-    usage: tuple[int | None, int | None] = (None, None)
+    usage: Usage = dataclasses.field(default_factory=Usage)
     reasoning: list[str] = dataclasses.field(default_factory=list)
     spoke: bool = False  # a chunk said who speaks (`role`): a model's answer began
     # Each call's (index) id and name as first sent: a server that repeats them in every

@@ -30,7 +30,7 @@ from chat.llm.base import (
     TextDelta,
 )
 from chat.llm.failures import ended, error_object, failure_message, failure_reason, stream_error
-from chat.llm.lenient import usage_read
+from chat.llm.lenient import Usage, usage_read
 from chat.llm.limits import error_status, final_error
 from chat.llm.stream_read import StreamRead, chunk_tidy, stream_finish_reason
 from chat.llm.watch import AttemptDeadline, CallDeadline, Deadline, Interrupted, Stopped
@@ -202,7 +202,7 @@ def _chunks_read(call: Call, chunks: Any, read: StreamRead) -> Iterator[StreamEv
             yield TextDelta(text)
         read.finish_reason = stream_finish_reason(read.state) or read.finish_reason
         reported = usage_read(chunk)  # Groq's in `x_groq.usage`
-        if reported != (None, None):
+        if reported != Usage():
             read.usage = reported  # the last usage a chunk reports wins
 
 

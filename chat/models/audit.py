@@ -51,6 +51,11 @@ class ModelCall(models.Model):
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Of the prompt's tokens, those the server read from its cache (priced lower).
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # US dollars, from the provider's prices (the providers file); NULL when its model has
+    # no price or the server reported no usage: never a made-up 0.
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=8, null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     # How a server's limit changed the call, when it did ("asked again without streaming: ...").
     note = StorableCharField(max_length=300, blank=True, default="")
@@ -79,6 +84,7 @@ class ModelCall(models.Model):
                     "prompt_tokens",
                     "completion_tokens",
                     "replay",
+                    "cost_usd",
                 ],
                 name="modelcall_started_stats",
             ),

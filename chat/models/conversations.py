@@ -118,6 +118,8 @@ class Message(models.Model):
     model = StorableCharField(max_length=128, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # What the model call that wrote it cost, in US dollars (NULL: no price for its model).
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=8, null=True, blank=True)
     finish_reason = StorableCharField(max_length=32, blank=True)
     # Follow-up prompts offered after a final answer (from its tools' results and the model).
     suggestions = StorableJSONField(null=True, blank=True)

@@ -57,6 +57,11 @@ class Run(models.Model):
     # approvals: chat/engine/approvals.py), added each time it goes on or ends; NULL
     # when it never waited. People's time: the audit and the metrics keep it apart.
     approval_wait_ms = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # US dollars: the sum of its model calls' costs (chat/engine/finish.py), at its end;
+    # NULL when no call of it has a price.
+    cost_usd = models.DecimalField(
+        max_digits=16, decimal_places=8, null=True, blank=True, editable=False
+    )
     error = StorableTextField(blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # What every model call of the run was told first, fixed when the run is made

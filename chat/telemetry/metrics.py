@@ -95,6 +95,13 @@ MODEL_TOKENS = _twins(
     "Tokens of model calls, by provider, model and type (input, output).",
     labelnames=["provider", "model", "type"],
 )
+# Only calls whose model has a price count: a model with none adds nothing (never a 0 cost).
+MODEL_COST = _twins(
+    Counter,
+    "model_cost_usd",
+    "US dollars of model calls at the providers file's prices, by provider and model.",
+    labelnames=["provider", "model"],
+)
 TOOL_CALL_DURATION = _twins(
     Histogram,
     "tool_call_duration_seconds",
@@ -138,6 +145,8 @@ def model_call_observe(run: Run, row: ModelCall, completion: Completion | None) 
         tokens.labels(row.provider, model, "input").inc(completion.prompt_tokens)
     if completion.completion_tokens:
         tokens.labels(row.provider, model, "output").inc(completion.completion_tokens)
+    if row.cost_usd is not None:
+        _of(MODEL_COST, run).labels(row.provider, model).inc(float(row.cost_usd))
 
 
 def tool_call_observe(run: Run, name: str, result: ToolResult) -> None:

@@ -72,6 +72,14 @@ export function tokens(value) {
 }
 
 /**
+ * US dollars: "$0.0123", or to six decimals under a cent ("$0.000450").
+ * @param {number} value
+ */
+export function dollars(value) {
+  return "$" + (value >= 0.01 ? value.toFixed(4) : value.toFixed(6));
+}
+
+/**
  * "just now", "5 min ago", "3 h ago", "yesterday", "Mon", "12 Nov", "12 Nov 2025".
  * @param {string} iso
  * @param {number} [now]

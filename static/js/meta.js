@@ -6,7 +6,7 @@
  */
 
 import { h } from "./dom.js";
-import { formatMs, setTime, shortTime, tokens } from "./format.js";
+import { dollars, formatMs, setTime, shortTime, tokens } from "./format.js";
 
 /**
  * @typedef {import("./thread.js").MessageView} MessageView
@@ -81,9 +81,11 @@ export function drawMeta(meta, view, staff) {
     if (usage && (usage.prompt_tokens !== null || usage.completion_tokens !== null)) {
       parts.push(tokens(usage.prompt_tokens) + " in / " + tokens(usage.completion_tokens) + " out");
     }
+    // At the providers file's prices; a model with none shows no cost (never $0).
+    if (usage && typeof usage.cost_usd === "number") parts.push(dollars(usage.cost_usd));
     if (parts.length) {
       meta.appendChild(badge("call", parts.join(" · "),
-        "This model call: how long it took, and the tokens it read (in) and wrote (out)"));
+        "This model call: how long it took, the tokens it read (in) and wrote (out), and what it cost"));
     }
     if (message.model) meta.appendChild(badge("model", message.model, "The model that wrote this"));
     if (staff && message.run_id && message.content) {

@@ -9,7 +9,7 @@
  */
 
 /**
- * @typedef {{prompt_tokens?: number | null, completion_tokens?: number | null}} Usage
+ * @typedef {{prompt_tokens?: number | null, completion_tokens?: number | null, cost_usd?: number | null}} Usage
  * @typedef {{id: string, kind?: string, title?: string, created_at?: string, created_by_execution_id?: string | null}} Resource
  * @typedef {{id: string, type?: string, function?: {name?: string, arguments?: string}, custom?: {name?: string, input?: unknown}}} ToolCall
  * @typedef {{status?: string, run_id?: string | null, error?: string | null, latency_ms?: number | null, model_calls?: number}} TurnOutcome

@@ -259,7 +259,7 @@ def test_message_to_api_adds_our_fields():
         "resource_id": None,
         "latency_ms": 321,
         "model": "gpt-test",
-        "usage": {"prompt_tokens": 100, "completion_tokens": 7},
+        "usage": {"prompt_tokens": 100, "completion_tokens": 7, "cost_usd": None},
         "finish_reason": "stop",
         "html": "<p>Noted.</p>",
         "suggestions": None,

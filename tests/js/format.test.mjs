@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { exactTime, shortTime } from "../../static/js/format.js";
+import { dollars, exactTime, shortTime } from "../../static/js/format.js";
 
 process.env.TZ = "Europe/Paris"; // read by V8 when the first Date is made
 
@@ -29,4 +29,10 @@ describe("times on the chat page", () => {
     assert.equal(shortTime("", now), "");
     assert.equal(exactTime("not a date"), "");
   });
+});
+
+test("a cost is written in dollars, to six decimals under a cent", () => {
+  assert.equal(dollars(0.0123456), "$0.0123");
+  assert.equal(dollars(0.00045), "$0.000450");
+  assert.equal(dollars(0), "$0.000000");
 });

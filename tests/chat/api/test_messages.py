@@ -38,7 +38,7 @@ def test_the_history_is_openai_messages_with_our_fields(api, conversation, turn)
         "arguments": '{"expression": "12*7"}',
     }
     assert call["latency_ms"] == 300
-    assert call["usage"] == {"prompt_tokens": 40, "completion_tokens": 9}
+    assert call["usage"] == {"prompt_tokens": 40, "completion_tokens": 9, "cost_usd": None}
     assert answer["tool_call_id"] == call["tool_calls"][0]["id"]
     assert answer["name"] == "calculator"
     execution = turn.tool_executions.get()
@@ -298,7 +298,12 @@ def test_wait_answers_with_the_final_message_and_the_history_is_valid_openai(api
     assert [c["purpose"] for c in body["run"]["model_call_log"]] == ["tools", "compose"]
     assert {e["tool_call_id"] for e in body["run"]["tool_executions"]} == {"call_a", "call_b"}
     assert all(e["status"] == "succeeded" for e in body["run"]["tool_executions"])
-    assert body["run"]["usage"] == {"prompt_tokens": 22, "completion_tokens": 14}
+    assert body["run"]["usage"] == {
+        "prompt_tokens": 22,
+        "completion_tokens": 14,
+        "cached_tokens": None,
+        "cost_usd": None,
+    }
     assert body["message"]["role"] == "assistant"
     assert body["message"]["content"] == "12 times 7 is 84, and it is morning."
     assert body["message"]["latency_ms"] is not None

@@ -34,7 +34,12 @@ def test_the_detail_has_status_timings_model_calls_and_tool_executions(api, turn
     )
     assert body["latency_ms"] == 1000
     assert all(body[key] for key in ("created_at", "started_at", "finished_at"))
-    assert body["usage"] == {"prompt_tokens": 100, "completion_tokens": 17}
+    assert body["usage"] == {
+        "prompt_tokens": 100,
+        "completion_tokens": 17,
+        "cached_tokens": None,
+        "cost_usd": None,  # no price for its model: no cost, never 0
+    }
     tools_call, compose_call = body["model_call_log"]
     assert (tools_call["purpose"], compose_call["purpose"]) == ("tools", "compose")
     assert tools_call["tools_offered"] == ["calculator", "get_current_time"]

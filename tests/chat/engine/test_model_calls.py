@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.test import Client
 
 from chat.models import Mode, ModelCall, Run, RunEvent
 from tests.assertions import wait_until
 from tests.chat.api.conftest import token_client
-from tests.factories import ConversationFactory
+from tests.factories import ConversationFactory, UserFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
 from tests.stack import wait_for_run
 
@@ -124,3 +125,69 @@ def test_runs_stored_before_count_every_call_once_migrated(user):
     answered.refresh_from_db()
     older.refresh_from_db()
     assert (answered.model_calls, older.model_calls) == (3, 2)
+
+
+def test_a_turn_costs_what_its_calls_cost_at_the_providers_prices(
+    user, llm_server, settings, tmp_path
+):
+    from decimal import Decimal
+
+    settings.TOOLCHAT_PROVIDERS = str(tmp_path / "providers.json")
+    (tmp_path / "providers.json").write_text(
+        json.dumps(
+            {
+                "providers": {
+                    "cloud": {
+                        "baseUrl": llm_server.base_url,
+                        "apiKey": "sk-test",
+                        "models": ["priced", "free"],
+                        "prices": {"priced": {"input": 2, "cached_input": 1, "output": 10}},
+                    }
+                }
+            }
+        )
+    )
+    settings.LLM_MODEL = "cloud/priced"
+    llm_server.push(
+        tool_calls_reply(
+            [("calculator", '{"expression": "6*7"}')],
+            prompt_tokens=1000,
+            completion_tokens=100,
+            cached_tokens=600,
+        ),
+        text_reply("42.", prompt_tokens=2000, completion_tokens=50),
+    )
+    conversation = ConversationFactory(owner=user)
+    body = post(user, conversation, "What is 6*7?")
+    run = Run.objects.get(pk=body["run"]["id"])
+    first, second = ModelCall.objects.filter(run=run).order_by("started_at")
+    # 400 input at $2, 600 cached at $1 and 100 output at $10, per million
+    assert first.cost_usd == Decimal("0.0008") + Decimal("0.0006") + Decimal("0.001")
+    assert first.cached_tokens == 600
+    assert second.cost_usd == Decimal("0.004") + Decimal("0.0005")
+    assert run.cost_usd == first.cost_usd + second.cost_usd
+    shown = token_client(user).get(f"/api/v1/runs/{run.pk}/").json()
+    assert shown["usage"]["cost_usd"] == pytest.approx(0.0069)
+    assert shown["usage"]["cached_tokens"] == 600
+    assert [call["cost_usd"] for call in shown["model_call_log"]] == pytest.approx([0.0024, 0.0045])
+    assert body["message"]["usage"]["cost_usd"] == pytest.approx(0.0045)
+    staff = UserFactory(is_staff=True)
+    page = Client()
+    page.force_login(staff)
+    audit = page.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert "$0.006900" in audit  # the run
+    assert "$0.004500" in audit  # the answer's call
+
+    # a model with no price: tokens, and no cost (never 0)
+    type(conversation).objects.filter(pk=conversation.pk).update(model="cloud/free")
+    llm_server.push(text_reply("Hello."))
+    body = post(user, conversation, "Hi")
+    run = Run.objects.get(pk=body["run"]["id"])
+    assert run.cost_usd is None
+    audit = page.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert "no price" in audit
+    assert body["message"]["usage"] == {
+        "prompt_tokens": 11,
+        "completion_tokens": 7,
+        "cost_usd": None,
+    }

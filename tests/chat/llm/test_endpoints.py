@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -230,3 +231,56 @@ def test_models_left_out_are_listed_from_the_server_and_a_silent_one_lists_none(
         assert len(server.request_headers) == asked
     finally:
         server.stop()
+
+
+# --- prices ---------------------------------------------------------------------------------
+
+
+def test_a_call_costs_its_tokens_at_its_models_price_and_nothing_without_one(tmp_path, settings):
+    from decimal import Decimal
+
+    from chat.llm.endpoints import call_cost, prices_configured
+
+    settings.TOOLCHAT_PROVIDERS = written(
+        tmp_path,
+        providers(
+            cloud={
+                "baseUrl": "https://api.example.com/v1",
+                "apiKey": "sk-one",
+                "models": ["mini", "big"],
+                "prices": {"mini": {"input": 0.15, "cached_input": 0.075, "output": 0.6}},
+            },
+            other={"baseUrl": "https://other.example.com/v1", "apiKey": "sk-two"},
+        ),
+    )
+    settings.LLM_MODEL = "cloud/mini"
+    assert prices_configured()
+    cost = call_cost(provider="cloud", models=("mini",), prompt=1000, completion=500, cached=400)
+    # 600 input at 0.15, 400 cached at 0.075, 500 output at 0.6 (US dollars per million)
+    assert cost == Decimal("0.00009") + Decimal("0.00003") + Decimal("0.0003")
+    # the name the server answered with is tried after the one asked for
+    assert call_cost(provider="cloud", models=("alias", "mini"), prompt=10, completion=0) == (
+        Decimal("0.0000015")
+    )
+    # no price for the model or the provider, or no usage reported: no cost, never 0
+    assert call_cost(provider="cloud", models=("big",), prompt=10, completion=10) is None
+    assert call_cost(provider="other", models=("x",), prompt=10, completion=10) is None
+    assert call_cost(provider="cloud", models=("mini",), prompt=None, completion=None) is None
+
+
+@pytest.mark.parametrize(
+    ("prices", "words"),
+    [
+        ([], "prices must map model names"),
+        ({"m": {"input": 1}}, "give input and output"),
+        ({"m": {"input": -1, "output": 1}}, "prices['m'].input"),
+        ({"m": {"input": "1", "output": 1}}, "prices['m'].input"),
+        ({"m": {"input": 1, "output": 1, "cache": 1}}, "unknown key(s) cache"),
+    ],
+)
+def test_a_bad_price_names_the_provider_the_model_and_the_key(prices, words):
+    document = providers(
+        cloud={"baseUrl": "https://api.example.com/v1", "apiKey": "k", "prices": prices}
+    )
+    with pytest.raises(ImproperlyConfigured, match=re.escape(words)):
+        parse_providers(document, environ=ENVIRON)
