@@ -124,15 +124,13 @@ def _live(
     """The events one of the run's events makes: text, or a server-side call begun or ended."""
     kind, data = envelope["type"], envelope["data"]
     if kind == "message.delta":
-        message_id = str(data.get("message_id") or "")
-        if stream.text is not None and stream.items[-1]["id"] != f"msg_{message_id}":
+        item_id = f"msg_{str(data.get('message_id') or '').replace('-', '')}"
+        if stream.text is not None and stream.items[-1]["id"] != item_id:
             return [*stream.text_close(), *_live(stream, text, envelope, clients)]
         piece = text.add(data).lstrip("\n") if stream.text is None else text.add(data)
         if not piece:
             return []
-        lines = (
-            stream.text_open(f"msg_{message_id.replace('-', '')}") if stream.text is None else []
-        )
+        lines = stream.text_open(item_id) if stream.text is None else []
         return [*lines, stream.text_delta(piece)]
     if kind == "tool_call.started" and data.get("name") not in clients:
         arguments = json.dumps(data.get("arguments") or {}, ensure_ascii=False)
