@@ -89,6 +89,10 @@ class ResponseCreateView(OpenAIView, AsyncApiView):
             ),
             **docs.errors(400, 404, 409, 429, 502),
         },
+        examples=[
+            docs.example("A question", docs.RESPONSE_REQUEST, request=True),
+            docs.example("The response", docs.RESPONSE),
+        ],
     )
     async def post(self, request: Request, begun: _Begun) -> Any:
         """Answer when the turn ends, or stream it."""
@@ -113,6 +117,7 @@ class ResponseDetailView(OpenAIView):
         summary="Retrieve a response (Responses API)",
         parameters=[ID_PARAMETER],
         responses={200: OpenApiTypes.OBJECT, **docs.errors(404)},
+        examples=[docs.example("The response", docs.RESPONSE)],
     )
     def get(self, request: Request, response_id: str) -> Response:
         """The response as its run stands now; another user's, or a deleted one, is a 404."""
@@ -125,6 +130,7 @@ class ResponseDetailView(OpenAIView):
         summary="Delete a response (Responses API)",
         parameters=[ID_PARAMETER],
         responses={200: OpenApiTypes.OBJECT, **docs.errors(404)},
+        examples=[docs.example("Deleted", docs.RESPONSE_DELETED)],
     )
     def delete(self, request: Request, response_id: str) -> Response:
         """No longer a stored response; its turn stays in the conversation and the audit."""
