@@ -77,6 +77,9 @@ class Run(models.Model):
     # NULL for a run of the REST API or the chat page.
     client_tools = StorableJSONField(null=True, blank=True, editable=False)
     client_options = StorableJSONField(null=True, blank=True, editable=False)
+    # A /v1/responses request's echoed fields (chat/openai_api/response_input.py); None
+    # when the run is no stored response (not one, `store: false`, or deleted).
+    response = StorableJSONField(null=True, blank=True, editable=False)
     # The turn's trace (chat/telemetry/tracing.py): the W3C traceparent of its
     # span, then the caller's span id when a request's traceparent was
     # continued; "" when tracing is off. Every step, in any worker, continues it.

@@ -212,7 +212,7 @@ class Outcome:
 def run_outcome(run_id: Any) -> Outcome:
     """The client's answer from the run as stored now."""
     run = Run.objects.select_related("conversation").get(pk=run_id)
-    usage = _usage(run)
+    usage = run_usage(run)
     if run.status == RunStatus.COMPLETED:
         final = run_final_message(run=run)
         assert final is not None
@@ -253,7 +253,8 @@ def approval_text(run: Run) -> str:
     return "\n".join(lines or ["toolchat is waiting for an approval."]) + f" (run {run.pk})"
 
 
-def _usage(run: Run) -> dict[str, int]:
+def run_usage(run: Run) -> dict[str, int]:
+    """Every model call of the turn, summed (the Chat Completions names)."""
     sums = ModelCall.objects.filter(run=run).aggregate(
         prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
     )

@@ -85,6 +85,52 @@ COMPLETION = {
     "usage": {"prompt_tokens": 310, "completion_tokens": 24, "total_tokens": 334},
 }
 
+RESPONSE_REQUEST = {"model": "openai/gpt-4.1-mini", "input": "What is 12*7?"}
+
+RESPONSE = {
+    "id": "resp_0f8fad5bd9cb469fa16570867728950e",
+    "object": "response",
+    "created_at": 1764151200,
+    "completed_at": 1764151202,
+    "status": "completed",
+    "model": "openai/gpt-4.1-mini",
+    "output": [
+        {
+            "type": "mcp_call",
+            "id": "mcp_6a240182ddcf44d2b01507831f301832",
+            "server_label": "toolchat",
+            "name": "calculator",
+            "arguments": '{"expression": "12*7"}',
+            "output": '{"success": true, "result": 84}',
+            "error": None,
+            "status": "completed",
+            "approval_request_id": None,
+        },
+        {
+            "type": "message",
+            "id": "msg_7b1e4c0b5c2e4c1f9f3f0c6f1e2d3a4b",
+            "status": "completed",
+            "role": "assistant",
+            "content": [
+                {"type": "output_text", "text": "12*7 is 84.", "annotations": [], "logprobs": []}
+            ],
+        },
+    ],
+    "usage": {
+        "input_tokens": 310,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 24,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 334,
+    },
+    "error": None,
+    "incomplete_details": None,
+    "previous_response_id": None,
+    "store": True,
+}
+
+RESPONSE_DELETED = {"id": RESPONSE["id"], "object": "response.deleted", "deleted": True}
+
 
 class BearerAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """The REST API's tokens as `Authorization: Bearer <key>`."""

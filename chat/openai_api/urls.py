@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from chat.openai_api import views
+from chat.openai_api import responses, views
 
 app_name = "openai"
 
@@ -14,5 +14,7 @@ urlpatterns = [
     # Any text is an id to look up (a newline too: a JSON 404, not Django's HTML one).
     re_path(r"^models/(?P<model_id>[\s\S]+)$", views.ModelDetailView.as_view(), name="model"),
     path("chat/completions", views.ChatCompletionView.as_view(), name="chat-completions"),
+    path("responses", responses.ResponseCreateView.as_view(), name="responses"),
+    path("responses/<str:response_id>", responses.ResponseDetailView.as_view(), name="response"),
     re_path(r"^[\s\S]*$", csrf_exempt(views.not_found)),
 ]

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -36,11 +34,9 @@ from chat.live.sse import with_keepalive
 from chat.live.streams import run_event_stream
 from chat.llm.endpoints import model_choices
 from chat.message_rate import MessageRateThrottle
-from chat.models import Conversation, Run
+from chat.models import Run
 from chat.openai_api import docs
 from chat.openai_api.answers import (
-    DEFAULT_MODE,
-    CompletionRequest,
     ModelNotFound,
     Outcome,
     chunk,
@@ -50,20 +46,8 @@ from chat.openai_api.answers import (
     run_outcome,
     sse_data,
 )
-from chat.openai_api.threads import (
-    ClientMessage,
-    conversation_ref,
-    digests,
-    messages_read,
-    retry_of_failed,
-    system_prompt_read,
-    thread_failed,
-    thread_find,
-    thread_saw,
-    turn_read,
-)
-from chat.services.conversations import conversation_create, conversation_update
-from chat.services.runs import ClientTurn, client_run_start, run_regenerate
+from chat.openai_api.threads import ClientMessage, messages_read, thread_failed, thread_saw
+from chat.openai_api.turns import Started, turn_start
 
 logger = logging.getLogger(__name__)
 
@@ -154,21 +138,13 @@ class ModelDetailView(OpenAIView):
         raise ModelNotFound(f"The model {model_id!r} does not exist.", field="model")
 
 
-@dataclasses.dataclass(frozen=True)
-class _Started:
-    run: Run
-    conversation: Conversation
-    request: CompletionRequest
-    messages: list[ClientMessage]
-
-
 class ChatCompletionView(OpenAIView, AsyncApiView):
     """A completion: one stored, audited toolchat turn."""
 
     throttle_classes = [MessageRateThrottle]
     throttle_scope = "messages"
 
-    def post_first(self, request: Request) -> _Started:
+    def post_first(self, request: Request) -> Started:
         """On the request's thread, after authentication: the request read, the turn started."""
         return _start(request.user, request.data, request.META)
 
@@ -198,88 +174,60 @@ class ChatCompletionView(OpenAIView, AsyncApiView):
             docs.example("The answer", docs.COMPLETION),
         ],
     )
-    async def post(self, request: Request, started: _Started) -> Any:
+    async def post(self, request: Request, started: Started) -> Any:
         """Answer when the turn ends, or stream it."""
-        headers = {
-            "X-Toolchat-Run-Id": str(started.run.pk),
-            "X-Toolchat-Conversation-Id": str(started.conversation.pk),
-        }
+        headers = turn_headers(started)
         if started.request.stream:
-            response = StreamingHttpResponse(
-                _stream(started), content_type="text/event-stream", headers=headers
-            )
-            response["Cache-Control"] = "no-cache"
-            response["X-Accel-Buffering"] = "no"
-            return response
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(WAIT_S):
-                async for _ in _events(started.run):
-                    pass
-        outcome = await sync_to_async(run_outcome)(started.run.pk)
-        if outcome.error is not None:
-            if outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
-                await sync_to_async(thread_failed)(started.conversation, started.messages)
+            return sse_response(_stream(started), headers)
+        outcome = await run_wait(started)
+        if await unanswered(started, outcome):
             return Response({"error": outcome.error}, status=outcome.status, headers=headers)
         await sync_to_async(_saw)(started, outcome, outcome.content)
         body = completion_body(started.run, started.request.model, outcome)
         return Response(body, headers=headers)
 
 
-def _start(user: Any, body: Any, meta: dict[str, Any]) -> _Started:
-    """Read the request, find or make its conversation, store what it adds and start the run."""
+def turn_headers(started: Started) -> dict[str, str]:
+    """The headers that name a /v1 answer's run and conversation."""
+    return {
+        "X-Toolchat-Run-Id": str(started.run.pk),
+        "X-Toolchat-Conversation-Id": str(started.conversation.pk),
+    }
+
+
+def sse_response(stream: AsyncIterator[str], headers: dict[str, str]) -> StreamingHttpResponse:
+    """A stream of SSE lines, uncached and unbuffered by proxies."""
+    response = StreamingHttpResponse(stream, content_type="text/event-stream", headers=headers)
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def run_wait(started: Started) -> Outcome:
+    """The turn's outcome once its run ends or waits for a person (or WAIT_S passed)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(WAIT_S):
+            async for _ in run_events(started.run):
+                pass
+    return await sync_to_async(run_outcome)(started.run.pk)
+
+
+async def unanswered(started: Started, outcome: Outcome) -> bool:
+    """Whether the outcome is an error; one of a turn that ended is what its client saw."""
+    if outcome.error is None:
+        return False
+    if outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
+        await sync_to_async(thread_failed)(started.conversation, started.messages)
+    return True
+
+
+def _start(user: Any, body: Any, meta: dict[str, Any]) -> Started:
+    """Read the request and start its turn."""
     request = request_read(body, meta)
-    messages = messages_read(request.messages)
-    chain = digests(messages)
-    ref = conversation_ref(meta, request.metadata)
-    with transaction.atomic():
-        conversation, held = thread_find(user, chain, ref)
-        system_prompt = system_prompt_read(messages)
-        if conversation is not None and retry_of_failed(messages, held):
-            # The request of a turn that failed, sent again: that turn is answered again.
-            conversation_update(
-                conversation=conversation,
-                mode=request.mode,
-                system_prompt=system_prompt,
-                model=request.model,
-            )
-            retry = ClientTurn(
-                history=[],
-                results=[],
-                content=messages[-1].content,
-                tools=request.tools,
-                options=request.options,
-            )
-            run = run_regenerate(conversation=conversation, client=retry)
-            return _Started(run, conversation, request, messages)
-        turn = turn_read(conversation, messages, held, tools=request.tools, options=request.options)
-        if conversation is None:
-            conversation = conversation_create(
-                owner=user,
-                title=_title(turn.content or ""),
-                mode=request.mode or DEFAULT_MODE,
-                system_prompt=system_prompt,
-                model=request.model,
-            )
-            if ref:
-                conversation.client_ref = ref
-                conversation.save(update_fields=["client_ref"])
-        else:
-            conversation_update(
-                conversation=conversation,
-                mode=request.mode,
-                system_prompt=system_prompt,
-                model=request.model,
-            )
-        run = client_run_start(conversation=conversation, turn=turn)
-    return _Started(run, conversation, request, messages)
+    return turn_start(user, request, messages_read(request.messages), meta)
 
 
-def _title(content: str) -> str:
-    words = " ".join(content.split())
-    return words if len(words) <= 80 else words[:79] + "…"
-
-
-def _saw(started: _Started, outcome: Outcome, content: str | None) -> None:
+def _saw(started: Started, outcome: Outcome, content: str | None) -> None:
     """Remember what the client saw: its messages and the answer it was sent."""
     calls = tuple(
         (c["id"], c["function"]["name"], c["function"]["arguments"]) for c in outcome.tool_calls
@@ -288,7 +236,7 @@ def _saw(started: _Started, outcome: Outcome, content: str | None) -> None:
     thread_saw(started.conversation, [*started.messages, answer])
 
 
-async def _events(run: Run) -> AsyncIterator[dict[str, Any]]:
+async def run_events(run: Run) -> AsyncIterator[dict[str, Any]]:
     """The run's events until it ends or waits for a person."""
     async for envelope in run_event_stream(run=run):
         yield envelope
@@ -296,12 +244,12 @@ async def _events(run: Run) -> AsyncIterator[dict[str, Any]]:
             return
 
 
-async def _stream(started: _Started) -> AsyncIterator[str]:
+async def _stream(started: Started) -> AsyncIterator[str]:
     """The run as `chat.completion.chunk`s: its text as it comes, then the outcome, then [DONE]."""
     run, model = started.run, started.request.model
     yield chunk(run, model, {"role": "assistant", "content": ""})
-    text = _StreamedText()
-    async for item in with_keepalive(_events(run), KEEPALIVE_S):
+    text = StreamedText()
+    async for item in with_keepalive(run_events(run), KEEPALIVE_S):
         if item is None:
             yield ": toolchat keep-alive\n\n"
         elif item["type"] == "message.delta":
@@ -311,9 +259,7 @@ async def _stream(started: _Started) -> AsyncIterator[str]:
         elif item["type"] in PROGRESS:
             yield f": toolchat {item['type']} {item['data'].get('name', '')}\n\n"
     outcome = await sync_to_async(run_outcome)(run.pk)
-    if outcome.error is not None:
-        if outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
-            await sync_to_async(thread_failed)(started.conversation, started.messages)
+    if await unanswered(started, outcome):
         yield sse_data({"error": outcome.error})
         yield "data: [DONE]\n\n"
         return
@@ -330,7 +276,7 @@ async def _stream(started: _Started) -> AsyncIterator[str]:
     await sync_to_async(_saw)(started, outcome, "".join(text.parts) or None)
 
 
-class _StreamedText:
+class StreamedText:
     """The text a stream sent: each answer's deltas, a retried answer's repeat skipped."""
 
     def __init__(self) -> None:

@@ -82,6 +82,9 @@ def test_every_operation_of_design_section_7_and_ours_is_described(schema):
         ("/v1/models", "get"),
         ("/v1/models/{model_id}", "get"),
         ("/v1/chat/completions", "post"),
+        ("/v1/responses", "post"),
+        ("/v1/responses/{response_id}", "get"),
+        ("/v1/responses/{response_id}", "delete"),
     }
 
 

@@ -1,0 +1,245 @@
+"""A /v1/responses request read: its fields checked, its input items as the messages' normal form.
+
+A Responses request says what a Chat Completions request says in other
+words, so it is read into the same `CompletionRequest` (and checked by the
+same `request_read`: the model, the options, the client's tools) and the same
+`ClientMessage`s (chat/openai_api/threads.py), and from there it is the same
+turn (chat/openai_api/turns.py). Input items map onto messages:
+
+- a string, or a `message` item, is a message of its role (`developer` is
+  `system`); its content a string or text parts (`input_text`,
+  `output_text`, `refusal`);
+- `instructions` is a system message before the input;
+- a `function_call` item is a call of the assistant message before it (or of
+  an assistant message of its own); a `function_call_output` item is the
+  `tool` message that answers it;
+- `mcp_call` and `reasoning` items are ones toolchat gave out (its own tools'
+  calls, which it holds) and are skipped.
+
+Field names in errors are the Responses API's own (`tools[0].name`,
+`max_output_tokens`, `input[2].content`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from chat.exceptions import InvalidInput
+from chat.openai_api.answers import CompletionRequest, request_read
+from chat.openai_api.threads import MAX_MESSAGES, ClientMessage, messages_read
+
+# Items a client sends back that toolchat gave out and holds itself.
+SKIPPED_ITEMS = frozenset({"mcp_call", "mcp_list_tools", "reasoning"})
+TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
+UNSUPPORTED = {
+    "background": "background responses are not supported yet",
+    "conversation": "conversation is not supported yet; use previous_response_id",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ResponseRequest:
+    """A /v1/responses body, checked: the turn it asks for and what its response echoes."""
+
+    completion: CompletionRequest
+    messages: list[ClientMessage]
+    echo: dict[str, Any]  # the request fields the response shows (and Run.response keeps)
+    previous_response_id: str | None
+    store: bool
+
+
+def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
+    """Check a /v1/responses body; InvalidInput names the field at fault, as the API names it."""
+    if not isinstance(body, dict):
+        raise InvalidInput("The body must be a JSON object.")
+    for key, reason in UNSUPPORTED.items():
+        if body.get(key):
+            raise InvalidInput(f"{key}: {reason}.", field=key)
+    instructions = _optional(body, "instructions", str, "a string")
+    previous = _optional(body, "previous_response_id", str, "a string")
+    store = _optional(body, "store", bool, "a boolean")
+    top_p = body.get("top_p")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, int | float)):
+        raise InvalidInput("top_p must be a number from 0 to 1.", field="top_p")
+    if top_p is not None and not 0 <= top_p <= 1:
+        raise InvalidInput("top_p must be a number from 0 to 1.", field="top_p")
+    try:
+        completion = request_read(_as_completion(body), meta)
+    except InvalidInput as error:
+        raise InvalidInput(error.message, field=_field_named(error.field)) from None
+    messages = _instructions(instructions) + items_read(body.get("input"))
+    echo = {
+        "instructions": instructions,
+        "tools": body.get("tools") or [],
+        "tool_choice": body.get("tool_choice") or "auto",
+        "temperature": body.get("temperature"),
+        "top_p": top_p,
+        "max_output_tokens": body.get("max_output_tokens"),
+        "metadata": body.get("metadata") or {},
+        "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
+        "previous_response_id": previous,
+        "store": store is not False,
+        "user": body.get("user"),
+        "text": {"format": body.get("text", {}).get("format") or {"type": "text"}},
+    }
+    return ResponseRequest(completion, messages, echo, previous, store is not False)
+
+
+def _optional(body: dict[str, Any], key: str, kind: type, name: str) -> Any:
+    value = body.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise InvalidInput(f"{key} must be {name}.", field=key)
+    return value
+
+
+def _as_completion(body: dict[str, Any]) -> dict[str, Any]:
+    """The Chat Completions body that asks for the same turn (its messages aside)."""
+    chat: dict[str, Any] = {
+        key: body[key]
+        for key in ("model", "temperature", "user", "metadata", "stream")
+        if key in body
+    }
+    if body.get("max_output_tokens") is not None:
+        chat["max_tokens"] = body["max_output_tokens"]
+    if body.get("tools"):
+        chat["tools"] = _tools_as_functions(body["tools"])
+    if body.get("tool_choice") is not None:
+        chat["tool_choice"] = _tool_choice(body["tool_choice"])
+    text_format = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
+    if isinstance(text_format, dict) and text_format.get("type") == "json_schema":
+        schema = {key: value for key, value in text_format.items() if key != "type"}
+        chat["response_format"] = {"type": "json_schema", "json_schema": schema}
+    elif isinstance(text_format, dict) and text_format.get("type") == "json_object":
+        chat["response_format"] = {"type": "json_object"}
+    return chat
+
+
+def _tools_as_functions(tools: Any) -> Any:
+    """Responses' flat function tools in Chat Completions' shape; any other kind is refused."""
+    if not isinstance(tools, list):
+        return tools  # request_read says what is wrong with it
+    shaped = []
+    for index, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind != "function":
+            raise InvalidInput(
+                f"tools[{index}].type: only function tools are supported, not {kind!r}; "
+                "toolchat's own tools run on the server without being declared.",
+                field=f"tools[{index}].type",
+            )
+        function = {key: value for key, value in tool.items() if key != "type"}
+        shaped.append({"type": "function", "function": function})
+    return shaped
+
+
+def _tool_choice(choice: Any) -> Any:
+    """`{"type": "function", "name": ...}` as Chat Completions names a function."""
+    if isinstance(choice, dict) and choice.get("type") == "function" and "name" in choice:
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return choice
+
+
+def _field_named(field: str | None) -> str | None:
+    """A Chat Completions field's name as the Responses API calls it."""
+    if field is None:
+        return None
+    field = re.sub(r"^tools\[(\d+)\]\.function", r"tools[\1]", field)
+    return {"max_tokens": "max_output_tokens", "messages": "input"}.get(field, field)
+
+
+def _instructions(instructions: str | None) -> list[ClientMessage]:
+    return [ClientMessage("system", instructions)] if instructions else []
+
+
+def items_read(raw: Any) -> list[ClientMessage]:
+    """`input` (a string, or items) as messages; InvalidInput names the item at fault."""
+    if isinstance(raw, str):
+        return [ClientMessage("user", raw)]
+    if not isinstance(raw, list) or not raw:
+        raise InvalidInput("input must be a string or a non-empty array of items.", field="input")
+    if len(raw) > MAX_MESSAGES:
+        raise InvalidInput(
+            f"input has {len(raw):,} items; at most {MAX_MESSAGES:,} are accepted.", field="input"
+        )
+    messages = output_read(raw, "input")
+    if not messages:
+        raise InvalidInput("input holds no message nor function_call_output.", field="input")
+    return messages
+
+
+def output_read(items: list[Any], where: str = "output") -> list[ClientMessage]:
+    """Items as messages (none, for items that are all toolchat's own calls)."""
+    messages: list[ClientMessage] = []
+    for index, item in enumerate(items):
+        _item_add(messages, item, f"{where}[{index}]")
+    return messages
+
+
+def _item_add(messages: list[ClientMessage], item: Any, where: str) -> None:
+    if not isinstance(item, dict):
+        raise InvalidInput(f"{where} must be an object.", field=where)
+    kind = item.get("type") or ("message" if "role" in item else None)
+    if kind in SKIPPED_ITEMS:
+        return
+    if kind == "message":
+        messages.append(_message(item, where))
+    elif kind == "function_call":
+        _call_add(messages, item, where)
+    elif kind == "function_call_output":
+        output = item.get("output")
+        content = _text(output, f"{where}.output") if isinstance(output, list) else output
+        message = {"role": "tool", "tool_call_id": item.get("call_id"), "content": content}
+        messages.append(_checked(message, where, "call_id"))
+    else:
+        raise InvalidInput(
+            f"{where}.type: {kind!r} items are not supported; send message, function_call "
+            "and function_call_output items.",
+            field=f"{where}.type",
+        )
+
+
+def _message(item: dict[str, Any], where: str) -> ClientMessage:
+    content = item.get("content")
+    if isinstance(content, list):
+        content = _text(content, f"{where}.content")
+    return _checked({"role": item.get("role"), "content": content}, where, "role")
+
+
+def _text(parts: list[Any], where: str) -> str:
+    """Text parts joined; any other part (an image, a file) is refused, naming it."""
+    texts = []
+    for index, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        key = TEXT_PARTS.get(kind or "")
+        if key is None or not isinstance(part.get(key), str):
+            raise InvalidInput(
+                f"{where}[{index}]: only text parts are supported, not {kind!r}.",
+                field=f"{where}[{index}]",
+            )
+        texts.append(part[key])
+    return "".join(texts)
+
+
+def _call_add(messages: list[ClientMessage], item: dict[str, Any], where: str) -> None:
+    """A function call, joined to the assistant message it follows (or one of its own)."""
+    call = {"id": item.get("call_id"), "function": {k: item.get(k) for k in ("name", "arguments")}}
+    message = _checked({"role": "assistant", "content": None, "tool_calls": [call]}, where, "")
+    last = messages[-1] if messages else None
+    if last is not None and last.role == "assistant":
+        calls = last.tool_calls + message.tool_calls
+        messages[-1] = dataclasses.replace(last, tool_calls=calls)
+    else:
+        messages.append(message)
+
+
+def _checked(message: dict[str, Any], where: str, key: str) -> ClientMessage:
+    """One message read as Chat Completions reads it, its errors naming the item."""
+    try:
+        (read,) = messages_read([message])
+    except InvalidInput as error:
+        field = f"{where}.{key}" if key else where
+        text = error.message.replace("messages[0].tool_calls[0].", "").replace("messages[0]", where)
+        raise InvalidInput(text, field=field) from None
+    return read

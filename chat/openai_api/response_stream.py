@@ -1,0 +1,188 @@
+"""A /v1/responses turn streamed: the Open Responses event sequence, numbered, as SSE.
+
+`response.created` and `response.in_progress` open it. The run's text goes
+out as it is written, in a `message` item (`response.output_item.added`,
+`response.content_part.added`, `response.output_text.delta`s, then
+`.output_text.done`, `.content_part.done`, `.output_item.done`); a call of
+toolchat's own tools is an `mcp_call` item, added when the call starts and
+done when it ends (text before it closes its message item). When the run
+ends, what the stream has not carried (an answer that never streamed, the
+client's `function_call`s with their `response.function_call_arguments.delta`
+and `.done`) follows, from the run as stored, and then the resource itself
+in `response.completed` (or `.incomplete`); a failed turn ends with `error`
+and `response.failed`. Each event has its `sequence_number`, its `event:`
+line the same as its `type`, and the stream ends with `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from chat.engine.request import client_tool_names
+from chat.live.sse import with_keepalive
+from chat.openai_api.answers import run_outcome
+from chat.openai_api.response_output import output_text, response_resource, text_item
+from chat.openai_api.turns import Started
+from chat.openai_api.views import KEEPALIVE_S, StreamedText, run_events, unanswered
+
+ENDED = {"completed": "response.completed", "incomplete": "response.incomplete"}
+
+
+class _Stream:
+    """The events sent so far: their numbers, and the output items they opened."""
+
+    def __init__(self) -> None:
+        self.sequence = 0
+        self.items: list[dict[str, Any]] = []
+        self.text: str | None = None  # the text of the message item still open
+
+    def event(self, kind: str, **fields: Any) -> str:
+        body = {"type": kind, "sequence_number": self.sequence, **fields}
+        self.sequence += 1
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        return f"event: {kind}\ndata: {data}\n\n"
+
+    def added(self, item: dict[str, Any]) -> str:
+        self.items.append(item)
+        return self.event("response.output_item.added", output_index=len(self.items) - 1, item=item)
+
+    def done(self, item: dict[str, Any]) -> str:
+        self.items[-1] = item
+        return self.event("response.output_item.done", output_index=len(self.items) - 1, item=item)
+
+    def _part(self) -> dict[str, Any]:
+        return {"item_id": self.items[-1]["id"], "output_index": len(self.items) - 1}
+
+    def text_open(self, item_id: str) -> list[str]:
+        self.text = ""
+        added = self.added(text_item(item_id, "", "in_progress"))
+        part = self.event(
+            "response.content_part.added", **self._part(), content_index=0, part=output_text("")
+        )
+        return [added, part]
+
+    def text_delta(self, piece: str) -> str:
+        self.text = (self.text or "") + piece
+        return self.event(
+            "response.output_text.delta", **self._part(), content_index=0, delta=piece, logprobs=[]
+        )
+
+    def text_close(self, status: str = "completed") -> list[str]:
+        if self.text is None:
+            return []
+        text, self.text = self.text, None
+        where = {**self._part(), "content_index": 0}
+        return [
+            self.event("response.output_text.done", **where, text=text, logprobs=[]),
+            self.event("response.content_part.done", **where, part=output_text(text)),
+            self.done(text_item(self.items[-1]["id"], text, status)),
+        ]
+
+
+async def response_events(started: Started, echo: dict[str, Any]) -> AsyncIterator[str]:
+    """The run as the Responses API streams it (see the module's docstring)."""
+    stream = _Stream()
+    opening = await sync_to_async(response_resource)(started.run, echo)
+    opening = {**opening, "status": "in_progress", "output": [], "completed_at": None}
+    yield stream.event("response.created", response=opening)
+    yield stream.event("response.in_progress", response=opening)
+    clients = await sync_to_async(client_tool_names)(started.run)
+    text = StreamedText()
+    async for envelope in with_keepalive(run_events(started.run), KEEPALIVE_S):
+        if envelope is None:
+            yield ": toolchat keep-alive\n\n"
+            continue
+        for line in _live(stream, text, envelope, clients):
+            yield line
+    outcome = await sync_to_async(run_outcome)(started.run.pk)
+    if await unanswered(started, outcome):
+        assert outcome.error is not None
+        for line in stream.text_close("incomplete"):
+            yield line
+        yield stream.event("error", code=outcome.error["code"], message=outcome.error["message"])
+        ended = await sync_to_async(response_resource)(started.run, echo)
+        yield stream.event("response.failed", response={**ended, "status": "failed"})
+        yield "data: [DONE]\n\n"
+        return
+    for line in stream.text_close():
+        yield line
+    ended = await sync_to_async(response_resource)(started.run, echo)
+    for item in ended["output"][len(stream.items) :]:
+        for line in _whole(stream, item):
+            yield line
+    yield stream.event(ENDED.get(ended["status"], "response.completed"), response=ended)
+    yield "data: [DONE]\n\n"
+
+
+def _live(
+    stream: _Stream, text: StreamedText, envelope: dict[str, Any], clients: frozenset[str]
+) -> list[str]:
+    """The events one of the run's events makes: text, or a server-side call begun or ended."""
+    kind, data = envelope["type"], envelope["data"]
+    if kind == "message.delta":
+        item_id = f"msg_{str(data.get('message_id') or '').replace('-', '')}"
+        if stream.text is not None and stream.items[-1]["id"] != item_id:
+            return [*stream.text_close(), *_live(stream, text, envelope, clients)]
+        piece = text.add(data).lstrip("\n") if stream.text is None else text.add(data)
+        if not piece:
+            return []
+        lines = stream.text_open(item_id) if stream.text is None else []
+        return [*lines, stream.text_delta(piece)]
+    if kind == "tool_call.started" and data.get("name") not in clients:
+        arguments = json.dumps(data.get("arguments") or {}, ensure_ascii=False)
+        return [*stream.text_close(), stream.added(_calling(data, arguments))]
+    if kind == "tool_call.completed" and data.get("name") not in clients and stream.items:
+        item = stream.items[-1]
+        if item["type"] == "mcp_call" and item["status"] == "calling":
+            ok = data.get("status") == "succeeded"
+            content = (data.get("message") or {}).get("content")
+            return [
+                stream.done({**item, "status": "completed" if ok else "failed", "output": content})
+            ]
+    return []
+
+
+def _calling(data: dict[str, Any], arguments: str) -> dict[str, Any]:
+    return {
+        "type": "mcp_call",
+        "id": f"mcp_{str(data.get('execution_id', '')).replace('-', '')}",
+        "server_label": "toolchat",
+        "name": data.get("name", ""),
+        "arguments": arguments,
+        "output": None,
+        "error": None,
+        "status": "calling",
+        "approval_request_id": None,
+    }
+
+
+def _whole(stream: _Stream, item: dict[str, Any]) -> list[str]:
+    """An output item the stream did not carry as it happened, sent whole."""
+    if item["type"] == "message":
+        text = item["content"][0]["text"] if item["content"] else ""
+        return [
+            *stream.text_open(item["id"]),
+            stream.text_delta(text),
+            *stream.text_close(item["status"]),
+        ]
+    if item["type"] == "function_call":
+        where = {"item_id": item["id"], "output_index": len(stream.items)}
+        lines = [stream.added({**item, "arguments": "", "status": "in_progress"})]
+        return [
+            *lines,
+            stream.event(
+                "response.function_call_arguments.delta", **where, delta=item["arguments"]
+            ),
+            stream.event(
+                "response.function_call_arguments.done",
+                **where,
+                name=item["name"],
+                arguments=item["arguments"],
+            ),
+            stream.done(item),
+        ]
+    return [stream.added({**item, "status": "calling"}), stream.done(item)]

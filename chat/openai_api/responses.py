@@ -1,0 +1,193 @@
+"""The Responses API: POST /v1/responses, GET and DELETE /v1/responses/{id}.
+
+A response is a stored, audited toolchat turn, started as a Chat Completions
+request's is (chat/openai_api/turns.py) from the request read by
+chat/openai_api/response_input.py, and shown as the resource
+chat/openai_api/response_output.py builds from the run. Authentication, the
+message budget and the error object are the Chat Completions endpoint's.
+A request that continues `previous_response_id` is the next turn of that
+response's conversation; one without it finds its conversation as a Chat
+Completions request does, by the history it sends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat.api.base import AsyncApiView
+from chat.exceptions import InvalidInput
+from chat.message_rate import MessageRateThrottle
+from chat.models import Conversation, Run
+from chat.openai_api import docs
+from chat.openai_api.response_input import ResponseRequest, output_read, response_request_read
+from chat.openai_api.response_output import (
+    response_forget,
+    response_resource,
+    response_run,
+    response_store,
+)
+from chat.openai_api.response_stream import response_events
+from chat.openai_api.threads import thread_saw
+from chat.openai_api.turns import Started, turn_start
+from chat.openai_api.views import (
+    TAG,
+    OpenAIView,
+    run_wait,
+    sse_response,
+    turn_headers,
+    unanswered,
+)
+
+ID_PARAMETER = OpenApiParameter(
+    "response_id", str, OpenApiParameter.PATH, description="The response's id (`resp_...`)."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Begun:
+    started: Started
+    read: ResponseRequest
+
+
+class ResponseCreateView(OpenAIView, AsyncApiView):
+    """A response: one stored, audited toolchat turn."""
+
+    throttle_classes = [MessageRateThrottle]
+    throttle_scope = "messages"
+
+    def post_first(self, request: Request) -> _Begun:
+        """On the request's thread, after authentication: the request read, the turn started."""
+        return _begin(request.user, request.data, request.META)
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_responses_create",
+        summary="Create a response (Responses API)",
+        description=(
+            "The Responses API (Open Responses), as a toolchat turn: toolchat's own tools run "
+            "on the server and show as `mcp_call` items; `tools` in the request are the "
+            "client's, returned as `function_call` items. `previous_response_id` continues a "
+            "stored response's conversation. docs/openai-api.md."
+        ),
+        request=OpenApiTypes.OBJECT,
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.OBJECT, description="The `response` object."
+            ),
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="With `stream: true`: the response's events, then `[DONE]`.",
+            ),
+            **docs.errors(400, 404, 409, 429, 502),
+        },
+        examples=[
+            docs.example("A question", docs.RESPONSE_REQUEST, request=True),
+            docs.example("The response", docs.RESPONSE),
+        ],
+    )
+    async def post(self, request: Request, begun: _Begun) -> Any:
+        """Answer when the turn ends, or stream it."""
+        started, echo = begun.started, begun.read.echo
+        headers = turn_headers(started)
+        if started.request.stream:
+            return sse_response(_streamed(begun), headers)
+        outcome = await run_wait(started)
+        if await unanswered(started, outcome):
+            return Response({"error": outcome.error}, status=outcome.status, headers=headers)
+        body = await sync_to_async(response_resource)(started.run, echo)
+        await sync_to_async(_saw)(begun, body)
+        return Response(body, headers=headers)
+
+
+class ResponseDetailView(OpenAIView):
+    """One of the user's stored responses."""
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_responses_retrieve",
+        summary="Retrieve a response (Responses API)",
+        parameters=[ID_PARAMETER],
+        responses={200: OpenApiTypes.OBJECT, **docs.errors(404)},
+        examples=[docs.example("The response", docs.RESPONSE)],
+    )
+    def get(self, request: Request, response_id: str) -> Response:
+        """The response as its run stands now; another user's, or a deleted one, is a 404."""
+        run = response_run(request.user, response_id)
+        return Response(response_resource(run, run.response or {}))
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_responses_delete",
+        summary="Delete a response (Responses API)",
+        parameters=[ID_PARAMETER],
+        responses={200: OpenApiTypes.OBJECT, **docs.errors(404)},
+        examples=[docs.example("Deleted", docs.RESPONSE_DELETED)],
+    )
+    def delete(self, request: Request, response_id: str) -> Response:
+        """No longer a stored response; its turn stays in the conversation and the audit."""
+        run = response_run(request.user, response_id)
+        response_forget(run)
+        body = {"id": response_id, "object": "response.deleted", "deleted": True}
+        return Response(body, status=status.HTTP_200_OK)
+
+
+def _begin(user: Any, body: Any, meta: dict[str, Any]) -> _Begun:
+    """Read the request, start its turn, and keep it as a stored response (unless `store: false`)."""
+    read = response_request_read(body, meta)
+    continues = _continued(user, read.previous_response_id)
+    with transaction.atomic():
+        started = turn_start(user, read.completion, read.messages, meta, continues=continues)
+        if read.store:
+            response_store(started.run, read.echo)
+    return _Begun(started, read)
+
+
+def _continued(user: Any, previous: str | None) -> Conversation | None:
+    """The conversation `previous_response_id` continues: its latest response's only."""
+    if previous is None:
+        return None
+    run = response_run(user, previous, field="previous_response_id")
+    latest = (
+        Run.objects.filter(conversation=run.conversation, replay_of__isnull=True)
+        .order_by("-created_at")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if latest != run.pk:
+        raise InvalidInput(
+            f"{previous} is not the latest response of its conversation; continue "
+            f"resp_{latest.hex if latest else ''} (branching an earlier one is not supported yet).",
+            field="previous_response_id",
+        )
+    return run.conversation
+
+
+def _saw(begun: _Begun, body: dict[str, Any]) -> None:
+    """Remember what the client saw (its input and the output) for its next stateless request.
+
+    A request that continued `previous_response_id` is followed by that, not
+    by its history (turn_start cleared what its conversation remembers).
+    """
+    if begun.read.previous_response_id is not None:
+        return
+    answer = output_read(body["output"])
+    thread_saw(begun.started.conversation, [*begun.started.messages, *answer])
+
+
+async def _streamed(begun: _Begun) -> Any:
+    """The response's events; at its end, what its client saw is remembered."""
+    async for line in response_events(begun.started, begun.read.echo):
+        yield line
+    run = begun.started.run
+    body = await sync_to_async(response_resource)(run, begun.read.echo)
+    if body["status"] in ("completed", "incomplete", "in_progress"):
+        await sync_to_async(_saw)(begun, body)

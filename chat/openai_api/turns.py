@@ -1,0 +1,119 @@
+"""A /v1 request's turn started: its conversation found or made, what it adds stored, the run.
+
+Chat Completions and Responses requests both come here once read into a
+`CompletionRequest` and the messages' normal form (chat/openai_api/threads.py):
+one code path from a request to a stored, audited run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from django.db import transaction
+
+from chat.models import Conversation, Run
+from chat.openai_api.answers import DEFAULT_MODE, CompletionRequest
+from chat.openai_api.threads import (
+    ClientMessage,
+    conversation_ref,
+    digests,
+    retry_of_failed,
+    system_prompt_read,
+    thread_find,
+    thread_saw,
+    turn_read,
+)
+from chat.services.conversations import conversation_create, conversation_update
+from chat.services.runs import ClientTurn, client_run_start, run_regenerate
+
+
+@dataclasses.dataclass(frozen=True)
+class Started:
+    """A started turn: its run and conversation, the request and its messages."""
+
+    run: Run
+    conversation: Conversation
+    request: CompletionRequest
+    messages: list[ClientMessage]
+
+
+def turn_start(
+    user: Any,
+    request: CompletionRequest,
+    messages: list[ClientMessage],
+    meta: dict[str, Any],
+    *,
+    continues: Conversation | None = None,
+) -> Started:
+    """Find or make the request's conversation, store what it adds and start the run.
+
+    `continues` names the conversation outright (a Responses request's
+    `previous_response_id`): every message is new to it, and the digest of what
+    its client saw is cleared, since that client no longer sends the history.
+    """
+    conversation: Conversation | None
+    with transaction.atomic():
+        if continues is not None:
+            conversation, held = continues, 0
+            thread_saw(continues, [])
+        else:
+            ref = conversation_ref(meta, request.metadata)
+            conversation, held = thread_find(user, digests(messages), ref)
+        if conversation is not None and retry_of_failed(messages, held):
+            # The request of a turn that failed, sent again: that turn is answered again.
+            _conversation_follow(conversation, request, messages)
+            retry = ClientTurn(
+                history=[],
+                results=[],
+                content=messages[-1].content,
+                tools=request.tools,
+                options=request.options,
+            )
+            run = run_regenerate(conversation=conversation, client=retry)
+            return Started(run, conversation, request, messages)
+        turn = turn_read(conversation, messages, held, tools=request.tools, options=request.options)
+        if conversation is None:
+            conversation = _conversation_new(user, request, messages, meta, turn)
+        else:
+            _conversation_follow(conversation, request, messages)
+        run = client_run_start(conversation=conversation, turn=turn)
+    return Started(run, conversation, request, messages)
+
+
+def _conversation_new(
+    user: Any,
+    request: CompletionRequest,
+    messages: list[ClientMessage],
+    meta: dict[str, Any],
+    turn: ClientTurn,
+) -> Conversation:
+    conversation = conversation_create(
+        owner=user,
+        title=_title(turn.content or ""),
+        mode=request.mode or DEFAULT_MODE,
+        system_prompt=system_prompt_read(messages),
+        model=request.model,
+    )
+    ref = conversation_ref(meta, request.metadata)
+    if ref:
+        conversation.client_ref = ref
+        conversation.save(update_fields=["client_ref"])
+    return conversation
+
+
+def _conversation_follow(
+    conversation: Conversation, request: CompletionRequest, messages: list[ClientMessage]
+) -> None:
+    """The request's mode, system prompt and model, taken by the conversation it continues."""
+    conversation_update(
+        conversation=conversation,
+        mode=request.mode,
+        system_prompt=system_prompt_read(messages),
+        model=request.model,
+    )
+
+
+def _title(content: str) -> str:
+    words = " ".join(content.split())
+    return words if len(words) <= 80 else words[:79] + "…"
