@@ -5,7 +5,7 @@ import tools.fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0021_run_approval_wait"),
+        ("chat", "0022_costs"),
     ]
 
     operations = [
