@@ -73,6 +73,14 @@ def long_word(text: str | None, *, quiet: bool = False) -> SafeString:
     )
 
 
+def clipped(text: str) -> SafeString:
+    """A long value on one line, cut with an ellipsis, the whole of it in the tooltip.
+
+    A conversation's title, on one line, pushed the run list past 1280 px.
+    """
+    return format_html('<span class="clipped" title="{}">{}</span>', text, text)
+
+
 def tokens_shown(prompt: int | None, completion: int | None) -> str:
     """Tokens in and out, as a model call reported them ("not reported" where it did not)."""
     return f"{prompt} / {completion}".replace("None", "not reported")

@@ -20,6 +20,7 @@ from chat.admin.base import (
     ReadOnlyAdminMixin,
     RunRecordAdminMixin,
     admin_link,
+    clipped,
     listed_time,
     pre,
     short_id,
@@ -106,7 +107,7 @@ class ReplayFilter(admin.SimpleListFilter):
 class RunAdmin(RunRecordAdminMixin, RunAdminBase):
     list_display = (
         "short_id",
-        "conversation",
+        "conversation_title",
         "owner",
         "status",
         "mode",
@@ -175,6 +176,10 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
     @admin.display(description="finished", ordering="finished_at")
     def finished(self, obj: Run) -> SafeString:
         return listed_time(obj.finished_at)
+
+    @admin.display(description="conversation", ordering="conversation__title")
+    def conversation_title(self, obj: Run) -> SafeString:
+        return clipped(str(obj.conversation))
 
     @admin.display(description="owner", ordering="conversation__owner__username")
     def owner(self, obj: Run) -> str:
