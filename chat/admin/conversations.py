@@ -22,6 +22,7 @@ from chat.admin.base import (
     tokens_shown,
 )
 from chat.audit.formatting import shown_tool_calls
+from chat.markdown import markdown_text
 from chat.models import Conversation, Message, Role, Run
 
 if TYPE_CHECKING:
@@ -174,7 +175,9 @@ class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
                 if isinstance(call, dict)
             )
             return f"(calls {names})" if names else "—"
-        return Truncator(obj.content).chars(SHORT_CONTENT_CHARS)
+        # An answer is Markdown: the list shows its words, not its syntax.
+        shown = markdown_text(obj.content) if obj.role == Role.ASSISTANT else obj.content
+        return Truncator(shown).chars(SHORT_CONTENT_CHARS)
 
     @admin.display(description="tool (call id)")
     def tool(self, obj: Message) -> SafeString:

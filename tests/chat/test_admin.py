@@ -324,6 +324,34 @@ def test_an_answers_reasoning_is_shown_escaped_in_the_audit_and_the_admin(
     assert "<script>x()" not in audit + admin
 
 
+MARKDOWN_ANSWER = (
+    "**12 times 7** is `84`:\n\n- see [the table](https://example.com)\n- <script>x()</script>"
+)
+
+
+def test_an_answer_shows_as_formatted_markdown_in_the_audit_and_as_plain_text_in_the_admin(
+    admin_client: Client, run
+):
+    answer = Message.objects.filter(run=run, role="assistant").order_by("position").last()
+    answer.content = MARKDOWN_ANSWER
+    answer.save(update_fields=["content"])
+    audit = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    shown = audit.split(f'id="m{answer.position}"')[1].split('<li class="event')[0]
+    # Rendered as the chat renders it, sanitized: no raw syntax, no live script.
+    assert "<strong>12 times 7</strong> is <code>84</code>" in shown
+    assert '<a href="https://example.com" rel="noopener noreferrer nofollow">the table</a>' in shown
+    assert "**" not in shown
+    assert "&lt;script&gt;x()&lt;/script&gt;" in shown
+    assert "<script>x()" not in audit
+    # The admin's list of messages shows the words, without the syntax, escaped.
+    listed = admin_client.get("/admin/chat/message/?role__exact=assistant").content.decode()
+    row = listed.split(f"/admin/chat/message/{answer.pk}/change/")[-1].split("</tr>")[0]
+    assert "12 times 7 is 84: see the table" in row, row
+    assert "**" not in row
+    assert "`" not in row
+    assert "<script>x()" not in listed
+
+
 def test_staff_add_a_tool_policy_in_the_admin_with_one_pattern_a_line(admin_client: Client):
     from django.contrib.auth.models import Group
 
