@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -20,6 +21,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from chat.audit.formatting import pretty_json
+from chat.audit.queries import model_step_count
 from chat.models import ModelCall, Run, RunEvent, ToolExecution
 
 
@@ -95,6 +97,11 @@ def truncated_flag(execution: ToolExecution) -> str:
     return "truncated" if execution.truncated else ""
 
 
+def runs_with_steps(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """The runs, each annotated with its `model_steps`."""
+    return runs.annotate(model_steps=model_step_count())
+
+
 def short_id(pk: Any) -> str:
     return str(pk)[:8]
 
@@ -119,11 +126,11 @@ class RunRecordAdminMixin(ReadOnlyAdminMixin):
     def run_link(self, obj: ModelCall | ToolExecution | RunEvent) -> SafeString:
         return admin_link("chat_run_change", obj.run_id, short_id(obj.run_id))
 
-    @admin.display(description="tool steps", ordering="steps")
-    def tool_steps(self, obj: Run) -> int:
-        # Run.steps: the steps that ran tools (what max_steps bounds). The audit's
-        # "Steps" are model steps, the answer's included (docs/audit.md).
-        return obj.steps
+    @admin.display(description="steps", ordering="model_steps")
+    def model_steps(self, obj: Run) -> int:
+        # Model steps, the answer's included, as the audit counts them (docs/audit.md);
+        # the queryset annotates them (runs_with_steps).
+        return int(getattr(obj, "model_steps", 0))
 
     @admin.display(description="error")
     def error_text(self, obj: Run | ModelCall | ToolExecution) -> SafeString:

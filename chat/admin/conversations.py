@@ -19,6 +19,7 @@ from chat.admin.base import (
     listed_time,
     long_word,
     pre,
+    runs_with_steps,
     tokens_shown,
 )
 from chat.audit.formatting import shown_tool_calls
@@ -61,16 +62,19 @@ class RunInline(ReadOnlyAdminMixin, RunInlineBase):
     fields = (
         "status",
         "mode",
-        "tool_steps",
+        "model_steps",
         "model_calls",
         "latency_ms",
         "started_at",
         "finished_at",
     )
 
-    @admin.display(description="tool steps")
-    def tool_steps(self, obj: Run) -> int:
-        return obj.steps  # the steps that ran tools (docs/audit.md)
+    @admin.display(description="steps")
+    def model_steps(self, obj: Run) -> int:
+        return int(getattr(obj, "model_steps", 0))  # as the audit counts them (docs/audit.md)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        return runs_with_steps(super().get_queryset(request))
 
     readonly_fields = fields
     ordering = ("-created_at",)

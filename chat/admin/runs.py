@@ -23,6 +23,7 @@ from chat.admin.base import (
     clipped,
     listed_time,
     pre,
+    runs_with_steps,
     short_id,
     truncated_flag,
 )
@@ -111,7 +112,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "owner",
         "status",
         "mode",
-        "tool_steps",
+        "model_steps",
         "model_calls",
         "latency_ms",
         "started",
@@ -128,7 +129,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "trigger_message",
         "status",
         "mode",
-        "tool_steps",
+        "model_steps",
         "model_calls",
         "latency_ms",
         "waterfall",
@@ -144,7 +145,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "error_text",
     )
     readonly_fields = (
-        "tool_steps",
+        "model_steps",
         "audit_link",
         "replay_of",
         "replay_tools",
@@ -155,6 +156,9 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "error_text",
     )
     inlines = (ModelCallInline, ToolExecutionInline)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        return runs_with_steps(super().get_queryset(request))
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None

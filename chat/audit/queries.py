@@ -64,8 +64,12 @@ def _count(model: type[ToolExecution] | type[ModelCall], **conditions: Any) -> C
     return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
 
 
-def _step_count() -> Coalesce:
-    """The run's steps as the step table counts them: the distinct steps of its model calls."""
+def model_step_count() -> Coalesce:
+    """A run's steps, as every page counts them: the distinct steps of its model calls.
+
+    The step table lists them; `Run.steps` (what `max_steps` bounds) counts only those
+    that ran tools, and no page shows it (docs/audit.md).
+    """
     counted = (
         ModelCall.objects.filter(run_id=OuterRef("pk"))
         .order_by()
@@ -106,7 +110,7 @@ def audit_runs(
             failed_tools=_count(ToolExecution, status__in=FAILED_EXECUTION_STATUSES),
             failed_model_calls=_count(ModelCall, status=CallStatus.FAILED),
             model_call_count=_count(ModelCall),
-            model_steps=_step_count(),
+            model_steps=model_step_count(),
             replaced_by_regenerate=_answered_again(),
             # A run answered again was replaced by that regenerate, even when a
             # later edit superseded the question they share.

@@ -245,7 +245,7 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             "unreported": [by_call_id[e.tool_call_id] for e in timeline.unreported_executions],
             "unanswered": timeline.unanswered_model_calls,
             # The header counts what the step table lists, so the two agree.
-            "steps": len({line.step for line in breakdown}),
+            "steps": len({line.step for line in breakdown if line.kind == "model"}),
             "model_calls": sum(1 for line in breakdown if line.kind == "model"),
             "tool_calls": len(executions),
             "failures": sum(1 for line in breakdown if line.failed),

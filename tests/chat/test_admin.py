@@ -3,6 +3,8 @@ queries, and the audit trail cannot be added to, changed or deleted through it."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test import Client
@@ -350,6 +352,28 @@ def test_an_answer_shows_as_formatted_markdown_in_the_audit_and_as_plain_text_in
     assert "**" not in row
     assert "`" not in row
     assert "<script>x()" not in listed
+
+
+def test_a_runs_steps_are_one_number_with_one_label_on_every_page(admin_client: Client, run):
+    from tests.factories import finished_run
+
+    replay = finished_run(ConversationFactory(owner=run.conversation.owner), replay_of=run)
+    # A two-pass run: the call with tools and the composing call are its two steps.
+    run_page = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert '<dt>Steps</dt><dd data-testid="run-steps">2</dd>' in run_page
+    compare = admin_client.get(f"/audit/runs/{run.pk}/compare/{replay.pk}/").content.decode()
+    assert compare.count('<td class="num" data-label="Steps">2</td>') == 2
+    runs = admin_client.get("/admin/chat/run/").content.decode()
+    assert "tool steps" not in runs.lower()
+    assert runs.count('<td class="field-model_steps">2</td>') == 2
+    change = admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode()
+    assert "tool steps" not in change.lower()
+    assert re.search(r"<label>Steps:</label>\s*<div class=\"readonly\">2</div>", change), change
+    inline = admin_client.get(
+        f"/admin/chat/conversation/{run.conversation_id}/change/"
+    ).content.decode()
+    assert "tool steps" not in inline.lower()
+    assert re.search(r'<td class="field-model_steps">\s*<p>2</p>', inline)
 
 
 def test_staff_add_a_tool_policy_in_the_admin_with_one_pattern_a_line(admin_client: Client):
