@@ -20,9 +20,9 @@ from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from chat.audit.formatting import pretty_json
+from chat.audit.formatting import figure_text, pretty_json
 from chat.audit.queries import model_step_count
-from chat.models import ModelCall, Run, RunEvent, ToolExecution
+from chat.models import Message, ModelCall, Run, RunEvent, ToolExecution
 
 
 def pre(text: str | None) -> SafeString:
@@ -85,7 +85,7 @@ def clipped(text: str) -> SafeString:
 
 def tokens_shown(prompt: int | None, completion: int | None) -> str:
     """Tokens in and out, as a model call reported them ("not reported" where it did not)."""
-    return f"{prompt} / {completion}".replace("None", "not reported")
+    return " / ".join("not reported" if n is None else figure_text(n) for n in (prompt, completion))
 
 
 def truncated_flag(execution: ToolExecution) -> str:
@@ -100,6 +100,19 @@ def truncated_flag(execution: ToolExecution) -> str:
 def runs_with_steps(runs: QuerySet[Run]) -> QuerySet[Run]:
     """The runs, each annotated with its `model_steps`."""
     return runs.annotate(model_steps=model_step_count())
+
+
+def milliseconds(value: int | None) -> str:
+    """A duration as every staff page writes it: "1,234 ms" ("—" for none)."""
+    return "—" if value is None else f"{figure_text(value)} ms"
+
+
+class FiguresAdminMixin:
+    """The latency column as the audit writes it, thousands separated."""
+
+    @admin.display(description="latency", ordering="latency_ms")
+    def latency(self, obj: Run | Message | ModelCall) -> str:
+        return milliseconds(obj.latency_ms)
 
 
 def short_id(pk: Any) -> str:

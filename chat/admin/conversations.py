@@ -13,6 +13,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from chat.admin.base import (
+    FiguresAdminMixin,
     ReadOnlyAdminMixin,
     admin_link,
     json_pre,
@@ -126,13 +127,13 @@ class ConversationAdmin(ConversationAdminBase):
 
 
 @admin.register(Message)
-class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
+class MessageAdmin(FiguresAdminMixin, ReadOnlyAdminMixin, MessageAdminBase):
     # Latency and tokens come right after the text, so that at 1280 px they are in view.
     list_display = (
         "position",
         "role",
         "short_content",
-        "latency_ms",
+        "latency",
         "tokens",
         "model",
         "tool",

@@ -17,6 +17,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from chat.admin.base import (
+    FiguresAdminMixin,
     ReadOnlyAdminMixin,
     RunRecordAdminMixin,
     admin_link,
@@ -105,7 +106,7 @@ class ReplayFilter(admin.SimpleListFilter):
 
 
 @admin.register(Run)
-class RunAdmin(RunRecordAdminMixin, RunAdminBase):
+class RunAdmin(FiguresAdminMixin, RunRecordAdminMixin, RunAdminBase):
     list_display = (
         "short_id",
         "conversation_title",
@@ -114,7 +115,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "mode",
         "model_steps",
         "model_calls",
-        "latency_ms",
+        "latency",
         "started",
         "finished",
     )

@@ -27,7 +27,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Substr
 
-from chat.audit.formatting import QUESTION_CHARS
+from chat.audit.formatting import QUESTION_CHARS, figure_text
 from chat.audit.period import Period
 from chat.exceptions import ConversationNotFound, RunNotFound
 from chat.models import (
@@ -328,4 +328,4 @@ def run_timeline(run: Run) -> RunTimeline:
 
 
 def _tokens(tokens: int | None) -> str:
-    return "not reported" if tokens is None else str(tokens)
+    return "not reported" if tokens is None else figure_text(tokens)

@@ -12,7 +12,7 @@
  */
 
 import { h } from "./dom.js";
-import { formatMs } from "./format.js";
+import { formatMs, tokens as formatTokens } from "./format.js";
 
 /**
  * @typedef {{name: string, arguments?: unknown, match: string, step?: number}} ComparedCall
@@ -56,7 +56,7 @@ export function comparisonLines(compared) {
   const tokens = (run) =>
     run.prompt_tokens == null && run.completion_tokens == null
       ? "tokens not reported"
-      : (run.prompt_tokens ?? 0) + (run.completion_tokens ?? 0) + " tokens";
+      : formatTokens((run.prompt_tokens ?? 0) + (run.completion_tokens ?? 0)) + " tokens";
   /** @param {number | null} ms */
   const took = (ms) => (ms == null ? "—" : formatMs(ms));
   // Answers too long to diff whole: the similarity counts what was not diffed as different.

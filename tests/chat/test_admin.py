@@ -182,7 +182,7 @@ def test_the_message_list_shows_latency_tokens_and_filters_by_role(admin_client:
     assert "120 / 37" in html
     # Latency and tokens come right after the text (so they are in view at 1280 px).
     headers = html.split("<thead>")[1].split("</thead>")[0]
-    columns = ["column-short_content", "column-latency_ms", "column-tokens", "column-model"]
+    columns = ["column-short_content", "column-latency", "column-tokens", "column-model"]
     assert [headers.index(c) for c in columns] == sorted(headers.index(c) for c in columns)
     assert "(calls search_notes, calculator, record_note)" in html
     assert "Find my notes" not in html  # the user message is filtered out
@@ -374,6 +374,33 @@ def test_a_runs_steps_are_one_number_with_one_label_on_every_page(admin_client: 
     ).content.decode()
     assert "tool steps" not in inline.lower()
     assert re.search(r'<td class="field-model_steps">\s*<p>2</p>', inline)
+
+
+def test_numbers_are_written_one_way_with_thousands_separators_on_every_staff_page(
+    admin_client: Client, run
+):
+    from tests.factories import finished_run
+
+    Run.objects.filter(pk=run.pk).update(latency_ms=1234567)
+    ModelCall.objects.filter(run=run).update(latency_ms=2345678, prompt_tokens=13672)
+    Message.objects.filter(run=run, role="assistant").update(
+        latency_ms=2345678, prompt_tokens=13672
+    )
+    replay = finished_run(ConversationFactory(owner=run.conversation.owner), replay_of=run)
+    pages = {
+        "run page": f"/audit/runs/{run.pk}/",
+        "runs table": "/audit/?period=hour",
+        "compare page": f"/audit/runs/{run.pk}/compare/{replay.pk}/",
+        "admin runs": "/admin/chat/run/",
+        "admin messages": "/admin/chat/message/",
+        "admin model calls": "/admin/chat/modelcall/",
+    }
+    for name, url in pages.items():
+        # What a reader sees: the data attributes are for scripts and tests.
+        html = re.sub(r'data-[a-z-]+="[^"]*"', "", admin_client.get(url).content.decode())
+        assert "1,234,567" in html or "2,345,678" in html, name
+        for raw in ("1234567", "2345678", "13672"):
+            assert raw not in html, (name, raw)
 
 
 def test_staff_add_a_tool_policy_in_the_admin_with_one_pattern_a_line(admin_client: Client):
