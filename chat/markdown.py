@@ -16,6 +16,7 @@ answer and when. An image becomes a link to it, labelled with its alt text.
 
 from __future__ import annotations
 
+import html
 from functools import lru_cache
 
 import nh3
@@ -78,3 +79,14 @@ _cleaner = nh3.Cleaner(
 def markdown_html(text: str) -> str:
     """The text rendered as Markdown and sanitized: HTML that is safe to insert into a page."""
     return _cleaner.clean(_markdown.render(text)).strip()
+
+
+_no_tags = nh3.Cleaner(tags=set(), attributes={}, strip_comments=True)
+
+
+def markdown_text(text: str) -> str:
+    """What a reader of the rendered text sees, as plain text on one line (no Markdown syntax).
+
+    Not HTML: escape it where it is inserted into a page.
+    """
+    return " ".join(html.unescape(_no_tags.clean(markdown_html(text))).split())

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
@@ -19,8 +20,9 @@ from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from chat.audit.formatting import pretty_json
-from chat.models import ModelCall, Run, RunEvent, ToolExecution
+from chat.audit.formatting import figure_text, pretty_json
+from chat.audit.queries import model_step_count
+from chat.models import Message, ModelCall, Run, RunEvent, ToolExecution
 
 
 def pre(text: str | None) -> SafeString:
@@ -73,9 +75,17 @@ def long_word(text: str | None, *, quiet: bool = False) -> SafeString:
     )
 
 
+def clipped(text: str) -> SafeString:
+    """A long value on one line, cut with an ellipsis, the whole of it in the tooltip.
+
+    A conversation's title, on one line, pushed the run list past 1280 px.
+    """
+    return format_html('<span class="clipped" title="{}">{}</span>', text, text)
+
+
 def tokens_shown(prompt: int | None, completion: int | None) -> str:
     """Tokens in and out, as a model call reported them ("not reported" where it did not)."""
-    return f"{prompt} / {completion}".replace("None", "not reported")
+    return " / ".join("not reported" if n is None else figure_text(n) for n in (prompt, completion))
 
 
 def truncated_flag(execution: ToolExecution) -> str:
@@ -85,6 +95,24 @@ def truncated_flag(execution: ToolExecution) -> str:
     error.
     """
     return "truncated" if execution.truncated else ""
+
+
+def runs_with_steps(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """The runs, each annotated with its `model_steps`."""
+    return runs.annotate(model_steps=model_step_count())
+
+
+def milliseconds(value: int | None) -> str:
+    """A duration as every staff page writes it: "1,234 ms" ("—" for none)."""
+    return "—" if value is None else f"{figure_text(value)} ms"
+
+
+class FiguresAdminMixin:
+    """The latency column as the audit writes it, thousands separated."""
+
+    @admin.display(description="latency", ordering="latency_ms")
+    def latency(self, obj: Run | Message | ModelCall) -> str:
+        return milliseconds(obj.latency_ms)
 
 
 def short_id(pk: Any) -> str:
@@ -111,11 +139,11 @@ class RunRecordAdminMixin(ReadOnlyAdminMixin):
     def run_link(self, obj: ModelCall | ToolExecution | RunEvent) -> SafeString:
         return admin_link("chat_run_change", obj.run_id, short_id(obj.run_id))
 
-    @admin.display(description="tool steps", ordering="steps")
-    def tool_steps(self, obj: Run) -> int:
-        # Run.steps: the steps that ran tools (what max_steps bounds). The audit's
-        # "Steps" are model steps, the answer's included (docs/audit.md).
-        return obj.steps
+    @admin.display(description="steps", ordering="model_steps")
+    def model_steps(self, obj: Run) -> int:
+        # Model steps, the answer's included, as the audit counts them (docs/audit.md);
+        # the queryset annotates them (runs_with_steps).
+        return int(getattr(obj, "model_steps", 0))
 
     @admin.display(description="error")
     def error_text(self, obj: Run | ModelCall | ToolExecution) -> SafeString:

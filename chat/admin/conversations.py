@@ -13,15 +13,18 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from chat.admin.base import (
+    FiguresAdminMixin,
     ReadOnlyAdminMixin,
     admin_link,
     json_pre,
     listed_time,
     long_word,
     pre,
+    runs_with_steps,
     tokens_shown,
 )
 from chat.audit.formatting import shown_tool_calls
+from chat.markdown import markdown_text
 from chat.models import Conversation, Message, Role, Run
 
 if TYPE_CHECKING:
@@ -60,16 +63,19 @@ class RunInline(ReadOnlyAdminMixin, RunInlineBase):
     fields = (
         "status",
         "mode",
-        "tool_steps",
+        "model_steps",
         "model_calls",
         "latency_ms",
         "started_at",
         "finished_at",
     )
 
-    @admin.display(description="tool steps")
-    def tool_steps(self, obj: Run) -> int:
-        return obj.steps  # the steps that ran tools (docs/audit.md)
+    @admin.display(description="steps")
+    def model_steps(self, obj: Run) -> int:
+        return int(getattr(obj, "model_steps", 0))  # as the audit counts them (docs/audit.md)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        return runs_with_steps(super().get_queryset(request))
 
     readonly_fields = fields
     ordering = ("-created_at",)
@@ -121,13 +127,13 @@ class ConversationAdmin(ConversationAdminBase):
 
 
 @admin.register(Message)
-class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
+class MessageAdmin(FiguresAdminMixin, ReadOnlyAdminMixin, MessageAdminBase):
     # Latency and tokens come right after the text, so that at 1280 px they are in view.
     list_display = (
         "position",
         "role",
         "short_content",
-        "latency_ms",
+        "latency",
         "tokens",
         "model",
         "tool",
@@ -174,7 +180,9 @@ class MessageAdmin(ReadOnlyAdminMixin, MessageAdminBase):
                 if isinstance(call, dict)
             )
             return f"(calls {names})" if names else "—"
-        return Truncator(obj.content).chars(SHORT_CONTENT_CHARS)
+        # An answer is Markdown: the list shows its words, not its syntax.
+        shown = markdown_text(obj.content) if obj.role == Role.ASSISTANT else obj.content
+        return Truncator(shown).chars(SHORT_CONTENT_CHARS)
 
     @admin.display(description="tool (call id)")
     def tool(self, obj: Message) -> SafeString:

@@ -17,11 +17,14 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from chat.admin.base import (
+    FiguresAdminMixin,
     ReadOnlyAdminMixin,
     RunRecordAdminMixin,
     admin_link,
+    clipped,
     listed_time,
     pre,
+    runs_with_steps,
     short_id,
     truncated_flag,
 )
@@ -103,16 +106,16 @@ class ReplayFilter(admin.SimpleListFilter):
 
 
 @admin.register(Run)
-class RunAdmin(RunRecordAdminMixin, RunAdminBase):
+class RunAdmin(FiguresAdminMixin, RunRecordAdminMixin, RunAdminBase):
     list_display = (
         "short_id",
-        "conversation",
+        "conversation_title",
         "owner",
         "status",
         "mode",
-        "tool_steps",
+        "model_steps",
         "model_calls",
-        "latency_ms",
+        "latency",
         "started",
         "finished",
     )
@@ -127,7 +130,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "trigger_message",
         "status",
         "mode",
-        "tool_steps",
+        "model_steps",
         "model_calls",
         "latency_ms",
         "waterfall",
@@ -143,7 +146,7 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "error_text",
     )
     readonly_fields = (
-        "tool_steps",
+        "model_steps",
         "audit_link",
         "replay_of",
         "replay_tools",
@@ -154,6 +157,9 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
         "error_text",
     )
     inlines = (ModelCallInline, ToolExecutionInline)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        return runs_with_steps(super().get_queryset(request))
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -175,6 +181,10 @@ class RunAdmin(RunRecordAdminMixin, RunAdminBase):
     @admin.display(description="finished", ordering="finished_at")
     def finished(self, obj: Run) -> SafeString:
         return listed_time(obj.finished_at)
+
+    @admin.display(description="conversation", ordering="conversation__title")
+    def conversation_title(self, obj: Run) -> SafeString:
+        return clipped(str(obj.conversation))
 
     @admin.display(description="owner", ordering="conversation__owner__username")
     def owner(self, obj: Run) -> str:

@@ -15,10 +15,12 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from chat.admin.base import (
+    FiguresAdminMixin,
     RunRecordAdminMixin,
     json_pre,
     listed_time,
     long_word,
+    milliseconds,
     pre,
     tokens_shown,
     truncated_flag,
@@ -36,15 +38,15 @@ else:
 
 
 @admin.register(ModelCall)
-class ModelCallAdmin(RunRecordAdminMixin, ModelCallAdminBase):
+class ModelCallAdmin(FiguresAdminMixin, RunRecordAdminMixin, ModelCallAdminBase):
     # Its name says the purpose, provider/model and step (and the filters pick them):
     # the figures have the room.
     list_display = (
         "__str__",
         "run_link",
         "status",
-        "first_token_ms",
-        "latency_ms",
+        "first_token",
+        "latency",
         "tokens",
         "attempts",
         "started",
@@ -81,6 +83,10 @@ class ModelCallAdmin(RunRecordAdminMixin, ModelCallAdminBase):
     def started(self, obj: ModelCall) -> SafeString:
         return listed_time(obj.started_at)
 
+    @admin.display(description="first token", ordering="first_token_ms")
+    def first_token(self, obj: ModelCall) -> str:
+        return milliseconds(obj.first_token_ms)
+
     @admin.display(description="tokens (in / out)")
     def tokens(self, obj: ModelCall) -> str:
         return tokens_shown(obj.prompt_tokens, obj.completion_tokens)
@@ -95,7 +101,7 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
     list_display = (
         "name",
         "status",
-        "duration_ms",
+        "duration",
         "result_chars",
         "truncated_flag",
         "attempts",
@@ -108,6 +114,10 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
     @admin.display(description="truncated", ordering="truncated")
     def truncated_flag(self, obj: ToolExecution) -> str:
         return truncated_flag(obj)
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration(self, obj: ToolExecution) -> str:
+        return milliseconds(obj.duration_ms)
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj: ToolExecution) -> SafeString:

@@ -145,7 +145,10 @@ class ComparedRunSerializer(serializers.Serializer[Any]):
     models = serializers.ListField(child=serializers.CharField(), help_text="Models called.")
     answer = serializers.CharField(allow_null=True, help_text="The final answer, if completed.")
     tool_calls = ComparedCallSerializer(many=True)
-    steps = serializers.IntegerField()
+    steps = serializers.IntegerField(help_text="The steps that ran tools (what max_steps bounds).")
+    model_steps = serializers.IntegerField(
+        help_text="The distinct steps of its model calls: the audit's Steps."
+    )
     model_calls = serializers.IntegerField()
     latency_ms = serializers.IntegerField(allow_null=True)
     first_token_ms = serializers.IntegerField(allow_null=True)

@@ -27,7 +27,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce, Substr
 
-from chat.audit.formatting import QUESTION_CHARS
+from chat.audit.formatting import QUESTION_CHARS, figure_text
 from chat.audit.period import Period
 from chat.exceptions import ConversationNotFound, RunNotFound
 from chat.models import (
@@ -64,8 +64,12 @@ def _count(model: type[ToolExecution] | type[ModelCall], **conditions: Any) -> C
     return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
 
 
-def _step_count() -> Coalesce:
-    """The run's steps as the step table counts them: the distinct steps of its model calls."""
+def model_step_count() -> Coalesce:
+    """A run's steps, as every page counts them: the distinct steps of its model calls.
+
+    The step table lists them; `Run.steps` (what `max_steps` bounds) counts only those
+    that ran tools, and no page shows it (docs/audit.md).
+    """
     counted = (
         ModelCall.objects.filter(run_id=OuterRef("pk"))
         .order_by()
@@ -91,8 +95,8 @@ def audit_runs(
 
     Annotated: `question` (the first QUESTION_CHARS of the message that began
     the run), `tool_calls`, `failed_tools`, `failed_model_calls`, `model_steps`,
-    `model_call_count`, and `replaced_by_edit` (its question was edited and resent) or
-    `replaced_by_regenerate` (a later run answered the same question again): its
+    `model_call_count`, and `replaced_by_regenerate` (a later run answered the same
+    question again) or else `replaced_by_edit` (its question was edited and resent): its
     messages are superseded, kept for the record. The counts are correlated subqueries, so a page of
     runs costs one query whatever the runs hold, and counting the runs costs
     none of them. An unknown `status` is ignored; `replays` ("no", "only", "" for
@@ -106,15 +110,13 @@ def audit_runs(
             failed_tools=_count(ToolExecution, status__in=FAILED_EXECUTION_STATUSES),
             failed_model_calls=_count(ModelCall, status=CallStatus.FAILED),
             model_call_count=_count(ModelCall),
-            model_steps=_step_count(),
+            model_steps=model_step_count(),
+            replaced_by_regenerate=_answered_again(),
+            # A run answered again was replaced by that regenerate, even when a
+            # later edit superseded the question they share.
             replaced_by_edit=ExpressionWrapper(
-                Q(trigger_message__superseded_at__isnull=False), output_field=BooleanField()
-            ),
-            replaced_by_regenerate=Exists(
-                Run.objects.filter(
-                    trigger_message_id=OuterRef("trigger_message_id"),
-                    created_at__gt=OuterRef("created_at"),
-                )
+                Q(trigger_message__superseded_at__isnull=False) & ~_answered_again(),
+                output_field=BooleanField(),
             ),
         )
         .order_by("-created_at", "-id")
@@ -128,6 +130,16 @@ def audit_runs(
     if replays in REPLAY_FILTERS:
         runs = runs.filter(replay_of__isnull=replays == "no")
     return runs
+
+
+def _answered_again() -> Exists:
+    """Whether a later run answered the same message (a regenerate)."""
+    return Exists(
+        Run.objects.filter(
+            trigger_message_id=OuterRef("trigger_message_id"),
+            created_at__gt=OuterRef("created_at"),
+        )
+    )
 
 
 def audit_run_page(
@@ -316,4 +328,4 @@ def run_timeline(run: Run) -> RunTimeline:
 
 
 def _tokens(tokens: int | None) -> str:
-    return "not reported" if tokens is None else str(tokens)
+    return "not reported" if tokens is None else figure_text(tokens)

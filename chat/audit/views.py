@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
@@ -246,7 +247,7 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             "unreported": [by_call_id[e.tool_call_id] for e in timeline.unreported_executions],
             "unanswered": timeline.unanswered_model_calls,
             # The header counts what the step table lists, so the two agree.
-            "steps": len({line.step for line in breakdown}),
+            "steps": len({line.step for line in breakdown if line.kind == "model"}),
             "model_calls": sum(1 for line in breakdown if line.kind == "model"),
             "tool_calls": len(executions),
             "failures": sum(1 for line in breakdown if line.failed),
@@ -305,6 +306,8 @@ def audit_replays(request: HttpRequest) -> HttpResponse:
         running=replays_running(period),
         start_form=ReplayStartForm(),
         started=request.GET.get("started", ""),
+        # Replays begun now are outside a period that ended before: say where they are.
+        ended_before_now=period.end <= timezone.now(),
     )
     return render(request, "audit/replays.html", context)
 
@@ -328,8 +331,8 @@ def audit_replays_start(request: HttpRequest) -> HttpResponse:
     except (InvalidInput, Conflict) as exc:
         form.add_error(None, exc.message)  # nothing was started
         return _start_refused(request, period, period_form, form)
-    # The report of a period that ends now shows them, running, then ended.
-    query = urlencode({"period": "hour", "started": len(started)})
+    # Back to the period they were started from (a preset ends now, so it lists them).
+    query = urlencode({**period.query(), "started": len(started)})
     return redirect(f"{reverse('chat:audit_replays')}?{query}")
 
 

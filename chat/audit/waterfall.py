@@ -174,7 +174,8 @@ def _model_item(call: ModelCall, origin: datetime) -> _Item:
     if call.first_token_ms is not None:
         details.append(f"first token {duration_text(call.first_token_ms)}")
     if call.prompt_tokens is not None or call.completion_tokens is not None:
-        details.append(f"{call.prompt_tokens or 0} → {call.completion_tokens or 0} tokens")
+        tokens = (figure_text(call.prompt_tokens or 0), figure_text(call.completion_tokens or 0))
+        details.append(f"{tokens[0]} → {tokens[1]} tokens")
     if call.attempts > 1:
         details.append(f"{call.attempts} attempts")
     return _Item(

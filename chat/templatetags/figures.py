@@ -18,3 +18,18 @@ register = template.Library()
 def figure(value: float | int | None) -> str:
     """1234.6 → "1,235"; None → "—"."""
     return figure_text(value)
+
+
+@register.filter
+def table_figure(cell: str | None) -> str:
+    """A statistics table's cell (the CSV's bare "1234" or "12.5") as the page writes it.
+
+    "1234" → "1,234", "1234.5" → "1,234.5"; a name or "—" stays as it is.
+    """
+    if cell is None:
+        return "—"
+    try:
+        value = float(cell)
+    except ValueError:
+        return cell
+    return f"{value:,.0f}" if value.is_integer() else f"{value:,.1f}"

@@ -41,12 +41,15 @@ export function clip(text, limit) {
 }
 
 /**
- * "8 ms", "1.2 s", "14 s"; nothing for no figure.
+ * "8 ms", "1.2 s", "14 s", "1,235 s" (thousands separated, as the audit writes figures);
+ * nothing for no figure.
  * @param {number | null | undefined} ms
  */
 export function formatMs(ms) {
   if (ms === null || ms === undefined) return "";
-  return ms >= 1000 ? (ms / 1000).toFixed(ms >= 10000 ? 0 : 1) + " s" : ms + " ms";
+  if (ms < 1000) return ms + " ms";
+  const digits = ms >= 10000 ? 0 : 1;
+  return (ms / 1000).toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits }) + " s";
 }
 
 /**

@@ -12,13 +12,14 @@
  */
 
 import { h } from "./dom.js";
-import { formatMs } from "./format.js";
+import { formatMs, tokens as formatTokens } from "./format.js";
 
 /**
  * @typedef {{name: string, arguments?: unknown, match: string, step?: number}} ComparedCall
  * @typedef {{id: string, status: string, models?: string[], answer: string | null,
  *   tool_calls: ComparedCall[], latency_ms: number | null, first_token_ms?: number | null,
- *   prompt_tokens: number | null, completion_tokens: number | null, model_calls?: number}} ComparedRun
+ *   prompt_tokens: number | null, completion_tokens: number | null, model_calls?: number,
+ *   error?: string | null}} ComparedRun
  * @typedef {{runs: ComparedRun[], answer_similarity: number | null,
  *   answer_diff: {op: string, text: string}[], answer_diff_limited?: boolean,
  *   same_tool_calls: boolean}} Comparison
@@ -56,7 +57,7 @@ export function comparisonLines(compared) {
   const tokens = (run) =>
     run.prompt_tokens == null && run.completion_tokens == null
       ? "tokens not reported"
-      : (run.prompt_tokens ?? 0) + (run.completion_tokens ?? 0) + " tokens";
+      : formatTokens((run.prompt_tokens ?? 0) + (run.completion_tokens ?? 0)) + " tokens";
   /** @param {number | null} ms */
   const took = (ms) => (ms == null ? "—" : formatMs(ms));
   // Answers too long to diff whole: the similarity counts what was not diffed as different.
@@ -67,9 +68,19 @@ export function comparisonLines(compared) {
     ", " + tokens(original) + " → " + tokens(replay) + similarity + ".";
   /** @type {{op: string, text: string}[]} */
   const diff = replay.answer == null
-    ? [{ op: "equal", text: replay.status === "completed" ? "(no answer)" : "The replay " + replay.status + "." }]
+    ? [{ op: "equal", text: unanswered(replay) }]
     : compared.answer_diff.filter((part) => part.op !== "delete");
   return { heading: "On " + model + ":", diff, calls, figures };
+}
+
+/**
+ * What a replay without an answer says: "(no answer)", or that it failed and why (its error).
+ * @param {ComparedRun} replay
+ * @returns {string}
+ */
+function unanswered(replay) {
+  if (replay.status === "completed") return "(no answer)";
+  return "The replay " + replay.status + (replay.error ? ": " + replay.error : ".");
 }
 
 /**

@@ -3,6 +3,8 @@ queries, and the audit trail cannot be added to, changed or deleted through it."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test import Client
@@ -180,7 +182,7 @@ def test_the_message_list_shows_latency_tokens_and_filters_by_role(admin_client:
     assert "120 / 37" in html
     # Latency and tokens come right after the text (so they are in view at 1280 px).
     headers = html.split("<thead>")[1].split("</thead>")[0]
-    columns = ["column-short_content", "column-latency_ms", "column-tokens", "column-model"]
+    columns = ["column-short_content", "column-latency", "column-tokens", "column-model"]
     assert [headers.index(c) for c in columns] == sorted(headers.index(c) for c in columns)
     assert "(calls search_notes, calculator, record_note)" in html
     assert "Find my notes" not in html  # the user message is filtered out
@@ -322,6 +324,83 @@ def test_an_answers_reasoning_is_shown_escaped_in_the_audit_and_the_admin(
     admin = admin_client.get(f"/admin/chat/message/{answer.pk}/change/").content.decode()
     assert shown in admin.split("Reasoning:")[1].split("</div>")[0]
     assert "<script>x()" not in audit + admin
+
+
+MARKDOWN_ANSWER = (
+    "**12 times 7** is `84`:\n\n- see [the table](https://example.com)\n- <script>x()</script>"
+)
+
+
+def test_an_answer_shows_as_formatted_markdown_in_the_audit_and_as_plain_text_in_the_admin(
+    admin_client: Client, run
+):
+    answer = Message.objects.filter(run=run, role="assistant").order_by("position").last()
+    answer.content = MARKDOWN_ANSWER
+    answer.save(update_fields=["content"])
+    audit = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    shown = audit.split(f'id="m{answer.position}"')[1].split('<li class="event')[0]
+    # Rendered as the chat renders it, sanitized: no raw syntax, no live script.
+    assert "<strong>12 times 7</strong> is <code>84</code>" in shown
+    assert '<a href="https://example.com" rel="noopener noreferrer nofollow">the table</a>' in shown
+    assert "**" not in shown
+    assert "&lt;script&gt;x()&lt;/script&gt;" in shown
+    assert "<script>x()" not in audit
+    # The admin's list of messages shows the words, without the syntax, escaped.
+    listed = admin_client.get("/admin/chat/message/?role__exact=assistant").content.decode()
+    row = listed.split(f"/admin/chat/message/{answer.pk}/change/")[-1].split("</tr>")[0]
+    assert "12 times 7 is 84: see the table" in row, row
+    assert "**" not in row
+    assert "`" not in row
+    assert "<script>x()" not in listed
+
+
+def test_a_runs_steps_are_one_number_with_one_label_on_every_page(admin_client: Client, run):
+    from tests.factories import finished_run
+
+    replay = finished_run(ConversationFactory(owner=run.conversation.owner), replay_of=run)
+    # A two-pass run: the call with tools and the composing call are its two steps.
+    run_page = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert '<dt>Steps</dt><dd data-testid="run-steps">2</dd>' in run_page
+    compare = admin_client.get(f"/audit/runs/{run.pk}/compare/{replay.pk}/").content.decode()
+    assert compare.count('<td class="num" data-label="Steps">2</td>') == 2
+    runs = admin_client.get("/admin/chat/run/").content.decode()
+    assert "tool steps" not in runs.lower()
+    assert runs.count('<td class="field-model_steps">2</td>') == 2
+    change = admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode()
+    assert "tool steps" not in change.lower()
+    assert re.search(r"<label>Steps:</label>\s*<div class=\"readonly\">2</div>", change), change
+    inline = admin_client.get(
+        f"/admin/chat/conversation/{run.conversation_id}/change/"
+    ).content.decode()
+    assert "tool steps" not in inline.lower()
+    assert re.search(r'<td class="field-model_steps">\s*<p>2</p>', inline)
+
+
+def test_numbers_are_written_one_way_with_thousands_separators_on_every_staff_page(
+    admin_client: Client, run
+):
+    from tests.factories import finished_run
+
+    Run.objects.filter(pk=run.pk).update(latency_ms=1234567)
+    ModelCall.objects.filter(run=run).update(latency_ms=2345678, prompt_tokens=13672)
+    Message.objects.filter(run=run, role="assistant").update(
+        latency_ms=2345678, prompt_tokens=13672
+    )
+    replay = finished_run(ConversationFactory(owner=run.conversation.owner), replay_of=run)
+    pages = {
+        "run page": f"/audit/runs/{run.pk}/",
+        "runs table": "/audit/?period=hour",
+        "compare page": f"/audit/runs/{run.pk}/compare/{replay.pk}/",
+        "admin runs": "/admin/chat/run/",
+        "admin messages": "/admin/chat/message/",
+        "admin model calls": "/admin/chat/modelcall/",
+    }
+    for name, url in pages.items():
+        # What a reader sees: the data attributes are for scripts and tests.
+        html = re.sub(r'data-[a-z-]+="[^"]*"', "", admin_client.get(url).content.decode())
+        assert "1,234,567" in html or "2,345,678" in html, name
+        for raw in ("1234567", "2345678", "13672"):
+            assert raw not in html, (name, raw)
 
 
 def test_staff_add_a_tool_policy_in_the_admin_with_one_pattern_a_line(admin_client: Client):

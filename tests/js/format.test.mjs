@@ -36,3 +36,26 @@ test("a cost is written in dollars, to six decimals under a cent", () => {
   assert.equal(dollars(0.00045), "$0.000450");
   assert.equal(dollars(0), "$0.000000");
 });
+
+describe("figures on the chat page", () => {
+  test("durations and tokens are written with thousands separators, as the audit writes them", async () => {
+    const { formatMs, tokens } = await import("../../static/js/format.js");
+    assert.equal(formatMs(8), "8 ms");
+    assert.equal(formatMs(1200), "1.2 s");
+    assert.equal(formatMs(1234567), "1,235 s");
+    assert.equal(tokens(13774), "13,774");
+  });
+
+  test("the replay panel's token totals are thousands separated", async () => {
+    const { comparisonLines } = await import("../../static/js/replay.js");
+    const side = {
+      id: "r", status: "completed", models: ["m"], answer: "a", tool_calls: [],
+      latency_ms: 600, prompt_tokens: 13672, completion_tokens: 102,
+    };
+    const lines = comparisonLines({
+      runs: [side, side], answer_similarity: 1, answer_diff: [{ op: "equal", text: "a" }],
+      answer_diff_limited: false, same_tool_calls: true, steps: [],
+    });
+    assert.equal(lines.figures, "Latency 600 ms → 600 ms, 13,774 tokens → 13,774 tokens, answers 100% alike.");
+  });
+});

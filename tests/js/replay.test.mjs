@@ -84,3 +84,18 @@ describe("the model a replay is tried on first", () => {
     assert.equal(sameModel("offline/offline", ""), false);
   });
 });
+
+describe("a failed replay", () => {
+  test("it says why, in the run's own words", () => {
+    const lines = comparisonLines({
+      runs: [
+        run({}),
+        run({ status: "failed", answer: null, error: "The model server at :8001 did not answer after 4 attempts." }),
+      ],
+      answer_similarity: null, answer_diff: [], answer_diff_limited: false, same_tool_calls: false, steps: [],
+    });
+    assert.deepEqual(lines.diff, [
+      { op: "equal", text: "The replay failed: The model server at :8001 did not answer after 4 attempts." },
+    ]);
+  });
+});

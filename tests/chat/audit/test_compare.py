@@ -8,6 +8,8 @@ tests/chat/audit/test_compare_browser.py.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pytest
 from django.test import Client
 
@@ -240,6 +242,46 @@ def test_a_staff_batch_leaves_out_the_runs_that_cannot_be_replayed(batch_models)
     assert list(
         Run.objects.filter(replay_of__isnull=False).values_list("replay_of", flat=True)
     ) == [replayable.pk]
+
+
+@pytest.mark.django_db
+def test_after_start_the_replays_page_keeps_the_period_it_was_started_from(batch_models):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    owner = UserFactory(username="ada")
+    original = finished_run(ConversationFactory(owner=owner))
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+    form = {"models": ["openai/other-model"], "limit": "5", "tools": "recorded", "replay": "free"}
+
+    started = staff.post("/audit/replays/start/?period=week", form)
+
+    assert started.status_code == 302
+    assert started["Location"] == "/audit/replays/?period=week&started=1"
+    page = staff.get(started["Location"]).content.decode()
+    assert "<strong>Last 7 days</strong>" in page
+    # A custom period is kept too, and when it ended before now the page says where
+    # the replays just begun are listed.
+    now = timezone.localtime()
+    start, end = now - timedelta(days=2), now - timedelta(minutes=5)
+    original.created_at = now - timedelta(hours=1)
+    type(original).objects.filter(pk=original.pk).update(created_at=original.created_at)
+    custom = {
+        "period": "custom",
+        "start": f"{start:%Y-%m-%dT%H:%M}",
+        "end": f"{end:%Y-%m-%dT%H:%M}",
+    }
+    again = staff.post(f"/audit/replays/start/?{urlencode(custom)}", form)
+
+    assert again.status_code == 302
+    assert again["Location"] == f"/audit/replays/?{urlencode({**custom, 'started': 1})}"
+    page = staff.get(again["Location"]).content.decode()
+    assert f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M}" in page
+    notice = page.split('data-testid="replays-started">')[1].split("</p>")[0]
+    assert "1 replay started" in notice
+    assert 'href="/audit/replays/?period=hour"' in notice
 
 
 @pytest.mark.django_db

@@ -152,7 +152,11 @@ def test_the_csv_parses_and_matches_the_table(staff_client: Client, testid, url)
     else:
         assert "p50_ms" in header
         assert "p95_ms" in header
-    shown = [[("" if cell == "—" else cell) for cell in row] for row in table_cells(html, testid)]
+    # The page writes thousands separated ("1,800"), the CSV bare ("1800").
+    shown = [
+        [("" if cell == "—" else cell.replace(",", "")) for cell in row]
+        for row in table_cells(html, testid)
+    ]
     assert body == shown
     assert body  # not two empty tables agreeing
 
@@ -258,6 +262,35 @@ def test_a_run_replaced_by_a_regenerate_or_an_edit_says_so_in_the_run_lists(
         assert "replaced by a regenerate" in rows[str(regenerated.pk)], url
         assert "replaced by an edit" in rows[str(edited.pk)], url
         assert "replaced" not in rows[str(again.pk)], url
+        assert "replaced" not in rows[str(resent.pk)], url
+
+
+def test_a_regenerated_run_whose_question_a_later_edit_replaced_says_regenerate(
+    staff_client: Client,
+):
+    from tests.factories import MessageFactory
+
+    conversation = ConversationFactory()
+    now = timezone.now()
+    # Asked, regenerated, then the question edited and resent: the first run was
+    # replaced by the regenerate, the second by the edit.
+    question = MessageFactory(conversation=conversation, content="question", superseded_at=now)
+    done = {"conversation": conversation, "status": RunStatus.COMPLETED}
+    regenerated = RunFactory(**done, trigger_message=question)
+    again = RunFactory(**done, trigger_message=question)
+    resent = RunFactory(
+        **done, trigger_message=MessageFactory(conversation=conversation, content="edited")
+    )
+    Run = type(again)
+    for index, run in enumerate((regenerated, again, resent)):
+        Run.objects.filter(pk=run.pk).update(created_at=now - timedelta(seconds=10 - index))
+
+    for url in (f"/audit/conversations/{conversation.pk}/", "/audit/"):
+        page = staff_client.get(url).content.decode()
+        rows = dict(re.findall(r'data-run="([0-9a-f-]+)"(.*?)</tr>', page, re.S))
+        assert "replaced by a regenerate" in rows[str(regenerated.pk)], url
+        assert "replaced by an edit" not in rows[str(regenerated.pk)], url
+        assert "replaced by an edit" in rows[str(again.pk)], url
         assert "replaced" not in rows[str(resent.pk)], url
 
 

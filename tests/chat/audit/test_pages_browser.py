@@ -176,9 +176,7 @@ def test_the_admin_is_branded_leads_to_the_audit_and_fits_1280_px(
     expect(table).to_be_visible()
     page.screenshot(path=screenshots_dir / "admin-messages-1280.png", full_page=True)
     for column in ("latency", "tokens"):
-        header = table.locator(
-            f"th.column-{column}" if column == "tokens" else "th.column-latency_ms"
-        )
+        header = table.locator(f"th.column-{column}")
         box = header.bounding_box()
         assert box is not None, column
         assert box["x"] + box["width"] <= 1280, (column, box)
@@ -260,3 +258,59 @@ def test_the_admin_marks_a_truncated_result_only_when_it_was_cut(
         expect(cells.filter(has_text="truncated")).to_have_count(1)
     page.goto(f"{asgi_server}/admin/chat/toolexecution/")
     page.screenshot(path=screenshots_dir / "admin-tool-executions-1280.png", full_page=True)
+
+
+SCROLLS_SIDEWAYS = """
+(selector) => {
+  const el = document.querySelector(selector);
+  const wrap = el.closest(".table-wrap") || el;
+  return [wrap.scrollWidth, wrap.clientWidth];
+}
+"""
+
+
+def long_named_runs() -> None:
+    """Runs as a first afternoon makes them: long titles, questions, names, every mark."""
+    from django.utils import timezone
+
+    from chat.models import RunStatus
+    from tests.factories import ConversationFactory, MessageFactory, RunFactory
+
+    owner = UserFactory(username="margaret.hamilton-longname")
+    title = "A conversation about the boiler service history and the heating bills of 2025"
+    for index in range(3):
+        conversation = ConversationFactory(owner=owner, title=f"{title} ({index})")
+        question = MessageFactory(
+            conversation=conversation,
+            content="Fetch every note about the boiler, summarise what was done, " * 4,
+            superseded_at=timezone.now(),
+        )
+        for status in (RunStatus.FAILED, RunStatus.COMPLETED):
+            RunFactory(
+                conversation=conversation,
+                trigger_message=question,
+                status=status,
+                latency_ms=1234567,
+                started_at=timezone.now(),
+                finished_at=timezone.now(),
+            )
+
+
+def test_at_1280_px_the_runs_table_and_the_admins_run_list_fit_without_scrolling(
+    asgi_server: str, staff_page: Page, screenshots_dir: Path
+):
+    long_named_runs()
+    page = staff_page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        for url, selector, shot in (
+            ("/audit/?period=hour", "[data-testid=runs]", "audit-runs"),
+            ("/admin/chat/run/", "#changelist .results", "admin-run-list"),
+        ):
+            page.goto(f"{asgi_server}{url}")
+            expect(page.locator(selector)).to_be_visible()
+            page.locator(selector).screenshot(path=screenshots_dir / f"{shot}-{scheme}-1280.png")
+            scroll, client = page.evaluate(SCROLLS_SIDEWAYS, selector)
+            assert scroll <= client + 1, (url, scroll, client)
+            fits(page, 1280)

@@ -227,7 +227,7 @@ def test_the_overview_shows_latency_percentiles_over_the_period(staff_client: Cl
     assert '<dd data-testid="p50">350 ms</dd>' in html
     assert '<dd data-testid="p95">1,176 ms</dd>' in html
     assert f'href="/audit/runs/{run.pk}/"' in html
-    assert "1234 ms" in html
+    assert "1,234 ms" in html
     assert "ada" in html
     assert "Groceries" in html
 
@@ -391,7 +391,7 @@ def test_the_run_page_shows_the_timeline_with_latency_and_tokens(staff_client: C
     assert response.status_code == 200
     html = response.content.decode()
     assert '<link rel="stylesheet" href="/static/css/audit.css">' in html
-    assert '<dd data-testid="run-latency">1234 ms</dd>' in html
+    assert '<dd data-testid="run-latency">1,234 ms</dd>' in html
     # The assistant messages with their latency, time to first token and usage.
     assert "451 ms" in html
     assert "first token 118 ms" in html
@@ -479,7 +479,7 @@ def test_a_failed_model_call_and_a_pending_tool_call_are_shown(staff_client: Cli
 
     assert "Model calls without a message" in html
     assert "APITimeoutError: Request timed out." in html
-    assert "30000 ms" in html
+    assert "30,000 ms" in html
     assert "Tool calls without a tool message" in html
     assert 'data-testid="execution-call_waiting"' in html
     assert "Awaiting approval" in html

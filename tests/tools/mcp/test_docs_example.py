@@ -75,9 +75,9 @@ def test_the_time_server_the_docs_install_and_toolchat_agree_on_the_mcp_sdk():
 
 def test_the_docs_config_lists_the_time_servers_tools_with_manage_py_mcp_servers(tmp_path):
     blocks = example_blocks()
-    (config,) = [json.loads(text) for language, text in blocks if language == "json"]
-    # The example's other server is a made-up URL; the time server is the one to run.
-    servers = {"time": config["mcpServers"]["time"]}
+    # The file a user copies first works as written, whatever their environment holds.
+    config = next(json.loads(text) for language, text in blocks if language == "json")
+    servers = config["mcpServers"]
     ((position, commands),) = [
         (index, text) for index, (_, text) in enumerate(blocks) if "manage.py mcp_servers" in text
     ]
@@ -103,3 +103,40 @@ def test_the_docs_config_lists_the_time_servers_tools_with_manage_py_mcp_servers
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert result.stdout.strip() == printed.strip()
+
+
+def test_an_unset_variable_stops_manage_py_with_one_line_naming_the_server_and_the_key(
+    tmp_path,
+):
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "tracker": {
+                        "url": "https://tracker.example.com/mcp",
+                        "headers": {"Authorization": "Bearer ${TRACKER_TOKEN}"},
+                    }
+                }
+            }
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "manage.py", "mcp_servers"],
+        cwd=ROOT,
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(tmp_path),
+            "DJANGO_DEBUG": "1",
+            "TOOLCHAT_MCP_CONFIG": str(path),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()  # no traceback
+    assert "tracker" in line, line
+    assert "headers" in line, line
+    assert "${TRACKER_TOKEN}" in line, line
