@@ -10,6 +10,7 @@ rejection. The step's latch then moves the run on as for any result.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -27,6 +28,7 @@ from chat.engine.tool_calls import call_answer_store, call_lock, latch_release
 from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.models import ExecutionStatus, Message, Run, RunStatus, StandingApproval, ToolExecution
+from chat.policies import arguments_digest
 from tools.audit import arguments_for_audit
 from tools.registry import registry as tool_registry
 from tools.results import rejected_result
@@ -51,8 +53,12 @@ def approval_store(
     approve: bool,
     reason: str,
     arguments: dict[str, Any] | None = None,
+    standing: Standing | None = None,
 ) -> None:
     """Store a person's decision on a waiting call (both rows locked by the caller).
+
+    With `standing`, an approval is also a standing approval of the call's tool in
+    its conversation (for any arguments, or for these), recorded on the call.
 
     Approved, the call is queued like any other, with `arguments` when the
     person changed the model's (validated by the caller): the history then has
@@ -70,6 +76,9 @@ def approval_store(
         decided["arguments"] = execution.approved_arguments
     events: list[Event] = [("tool_call.approval_decided", decided)]
     fields = ["approved_by", "decided_at", "decision_reason", "approved_arguments"]
+    if approve and standing is not None:
+        execution.standing_approval = _standing_approval_create(run, execution, user, standing)
+        fields.append("standing_approval")
     if approve:
         execution.status = ExecutionStatus.PENDING
         execution.save(update_fields=["status", *fields])
@@ -120,6 +129,39 @@ def _call_rewritten(execution: ToolExecution, arguments: dict[str, Any]) -> bool
     Message.objects.filter(pk=message.pk).update(tool_calls=message.tool_calls)
     execution.approved_arguments = arguments_for_audit(execution.name, text)[0]
     return True
+
+
+@dataclasses.dataclass(frozen=True)
+class Standing:
+    """An approval that stands for the conversation: for any arguments, or for these only."""
+
+    match_arguments: bool = False
+
+
+def _standing_approval_create(
+    run: Run, execution: ToolExecution, user: Any, standing: Standing
+) -> StandingApproval:
+    """Say yes to the call's tool in its conversation, for any arguments or for these.
+
+    With `match_arguments`, the arguments it ran with (the approved ones, else the
+    model's) are kept as a digest, and shown masked.
+    """
+    digest, shown = "", None
+    if standing.match_arguments:
+        try:
+            ran = json.loads(call_arguments(execution))
+        except ValueError:
+            ran = None
+        digest = arguments_digest(ran)
+        shown = execution.approved_arguments or execution.arguments
+    return StandingApproval.objects.create(
+        conversation_id=run.conversation_id,
+        tool=execution.name,
+        arguments=shown,
+        arguments_digest=digest,
+        created_by=user,
+        created_from=execution,
+    )
 
 
 def standing_approval_note(execution: ToolExecution, approval: StandingApproval) -> None:

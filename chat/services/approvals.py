@@ -18,12 +18,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.approvals import approval_store
+from chat.engine.approvals import Standing, approval_store
 from chat.engine.replay_tools import call_arguments
 from chat.engine.tool_calls import call_lock
 from chat.exceptions import Conflict, InvalidInput, NotFound, ToolExecutionNotFound
 from chat.models import ExecutionStatus, Run, StandingApproval, ToolExecution
-from chat.policies import arguments_digest
 from chat.timestamps import iso_time
 from tools.arguments import ArgumentsInvalid
 from tools.audit import MASK
@@ -76,10 +75,14 @@ def tool_call_decide(
             )
         approved = None if arguments is None else _arguments_checked(execution, arguments)
         approval_store(
-            run, execution, user=user, approve=approve, reason=reason.strip(), arguments=approved
+            run,
+            execution,
+            user=user,
+            approve=approve,
+            reason=reason.strip(),
+            arguments=approved,
+            standing=Standing(match_arguments) if approve and scope == "conversation" else None,
         )
-        if approve and scope == "conversation":
-            _standing_approval_create(run, execution, user, approved, match_arguments)
     return execution
 
 
@@ -133,36 +136,6 @@ def _arguments_checked(execution: ToolExecution, arguments: Mapping[str, Any]) -
             details={"errors": {f"arguments.{e['field']}": [e["message"]] for e in exc.errors}},
         ) from None
     return given
-
-
-def _standing_approval_create(
-    run: Run,
-    execution: ToolExecution,
-    user: Any,
-    approved: dict[str, Any] | None,
-    match_arguments: bool,
-) -> StandingApproval:
-    """Say yes to the call's tool in its conversation, for any arguments or for these."""
-    digest, shown = "", None
-    if match_arguments:
-        if approved is None:
-            try:
-                approved = json.loads(call_arguments(execution))
-            except ValueError:
-                approved = None
-        digest = arguments_digest(approved)
-        shown = execution.approved_arguments or execution.arguments
-    approval = StandingApproval.objects.create(
-        conversation_id=run.conversation_id,
-        tool=execution.name,
-        arguments=shown,
-        arguments_digest=digest,
-        created_by=user,
-        created_from=execution,
-    )
-    ToolExecution.objects.filter(pk=execution.pk).update(standing_approval=approval)
-    execution.standing_approval = approval
-    return approval
 
 
 def standing_approval_withdraw(*, conversation_id: Any, approval_id: Any, user: Any) -> None:
