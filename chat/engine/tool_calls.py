@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -270,14 +270,26 @@ def call_answer_store(
 def result_write(execution: ToolExecution, result: ToolResult) -> bool:
     """Fill the audit row of a call that is still running; False if it ended meanwhile."""
     fields = result.execution_fields()
-    if fields["arguments"] is None:
-        fields["arguments"] = execution.arguments
-    fields["arguments_raw"] = fields["arguments_raw"] or execution.arguments_raw
+    stored = {"arguments": execution.arguments, "arguments_raw": execution.arguments_raw}
+    _model_arguments_keep(fields, execution.approved_arguments, stored)
     return bool(
         ToolExecution.objects.filter(pk=execution.pk)
         .exclude(status__in=FINISHED_EXECUTION_STATUSES)
         .update(finished_at=timezone.now(), **fields)
     )
+
+
+def _model_arguments_keep(fields: dict[str, Any], approved: Any, stored: Mapping[str, Any]) -> None:
+    """The row keeps the arguments the model sent, as `stored` has them.
+
+    A result says the arguments its tool ran with. Those are the model's own
+    unless an approver changed them: then the row has them as
+    `approved_arguments` already, and `arguments` stays what the model asked.
+    """
+    if approved is not None or fields["arguments"] is None:
+        fields["arguments"] = stored["arguments"]
+    if approved is not None or not fields["arguments_raw"]:
+        fields["arguments_raw"] = stored["arguments_raw"]
 
 
 # What a run's end answers a call that was still open with (chat/engine/finish.py).
@@ -301,15 +313,14 @@ def _late_result_keep(execution: ToolExecution, result: ToolResult) -> None:
         row = (
             ToolExecution.objects.select_for_update(of=("self",), no_key=True)
             .filter(pk=execution.pk, status__in=_ENDED_WITH_THE_RUN)
-            .values("error", "run__status", "arguments", "arguments_raw")
+            .values("error", "run__status", "arguments", "arguments_raw", "approved_arguments")
             .first()
         )
         if row is None:
             return
         ended = str(row["run__status"])
         fields = result.execution_fields()
-        fields["arguments"] = fields["arguments"] or row["arguments"]
-        fields["arguments_raw"] = fields["arguments_raw"] or row["arguments_raw"]
+        _model_arguments_keep(fields, row["approved_arguments"], row)
         note = f"the tool finished after its run was {ended}"
         fields["error"] = "; ".join(part for part in (fields["error"], note) if part)
         ToolExecution.objects.filter(pk=execution.pk).update(**fields)

@@ -502,6 +502,7 @@ def waiting_call(conversation):
         tool_call_id=call_id,
         name="launch_rocket",
         arguments={"target": "mars"},
+        arguments_raw='{"target": "mars"}',
         status=ExecutionStatus.AWAITING_APPROVAL,
         result=None,
         content="",
@@ -565,20 +566,22 @@ async def test_a_waiting_call_is_approved_over_the_socket_with_other_arguments(
         seen.append(json.loads(await communicator.receive_from(timeout=5)))
     decided = next(m for m in seen if m["type"] == "tool_call.approval_decided")
     assert decided["data"]["arguments"] == {"target": "venus"}
-    row = await database_sync_to_async(
-        lambda: ToolExecution.objects.select_related("standing_approval").get(pk=execution.pk)
-    )()
-    assert (row.arguments, row.approved_arguments) == ({"target": "mars"}, {"target": "venus"})
-    assert row.standing_approval.tool == "launch_rocket"
-    calls = await database_sync_to_async(
-        lambda: Message.objects.get(pk=execution.message_id).tool_calls
-    )()
-    assert json.loads(calls[0]["function"]["arguments"]) == {"target": "venus"}
     await communicator.disconnect()
     ended = database_sync_to_async(
         lambda: not Run.objects.filter(pk=execution.run_id, status__in=ACTIVE_RUN_STATUSES).exists()
     )
     await wait_until_async(ended, what="the run to end after the approval")
+    # Once the call ran with the approved arguments, its row still says what the model asked.
+    row = await database_sync_to_async(
+        lambda: ToolExecution.objects.select_related("standing_approval").get(pk=execution.pk)
+    )()
+    assert (row.arguments, row.approved_arguments) == ({"target": "mars"}, {"target": "venus"})
+    assert row.arguments_raw == '{"target": "mars"}'
+    assert row.standing_approval.tool == "launch_rocket"
+    calls = await database_sync_to_async(
+        lambda: Message.objects.get(pk=execution.message_id).tool_calls
+    )()
+    assert json.loads(calls[0]["function"]["arguments"]) == {"target": "venus"}
 
 
 async def test_a_call_of_another_conversation_is_not_found_over_the_socket(user, other_user):
