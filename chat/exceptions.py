@@ -78,6 +78,12 @@ class RateLimited(ToolchatError):
     code = "throttled"
 
 
+class BudgetExceeded(RateLimited):
+    """A hard budget limit is reached (chat/budgets.py): `details` has the limit and the wait."""
+
+    code = "budget_exceeded"
+
+
 class Conflict(ToolchatError):
     """The request clashes with the current state, e.g. a run is still active (an HTTP 409)."""
 

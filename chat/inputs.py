@@ -9,6 +9,7 @@ edit sent over the socket is an edit, and an unknown field an error, on both.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
+from decimal import Decimal
 from typing import Any, ClassVar
 
 from django.contrib.auth import get_user_model
@@ -17,6 +18,7 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from chat.exceptions import InvalidInput
+from chat.models.budgets import LIMIT_FIGURES, RUN_ONLY_FIGURES, BudgetPeriod
 from chat.models.policies import MAX_PATTERN_CHARS, MAX_RULE_PATTERNS, PolicyDecision
 
 
@@ -37,6 +39,31 @@ class TextField(serializers.CharField):
             value.encode("utf-8")
         except UnicodeEncodeError:
             self.fail("surrogates")
+        return value
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON true or false, nothing else (DRF would take "yes", "on" and 1)."""
+
+    default_error_messages = {"not_a_boolean": "Must be true or false."}
+
+    def to_internal_value(self, data: Any) -> bool:
+        """The boolean, or a validation error."""
+        if not isinstance(data, bool):
+            self.fail("not_a_boolean")
+        return data
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer, nothing else (DRF would take "5" and 5.0 for 5)."""
+
+    default_error_messages = {"not_an_integer": "Must be an integer."}
+
+    def to_internal_value(self, data: Any) -> int:
+        """The integer, or a validation error."""
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("not_an_integer")
+        value: int = super().to_internal_value(data)
         return value
 
 
@@ -116,7 +143,26 @@ def _printable(key: str) -> str:
     return key.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-class ToolPolicyInput(StrictInputSerializer):
+class _CoveringInput(StrictInputSerializer):
+    """Whom a rule or a limit covers: `users` and `groups` that must exist; neither, everyone."""
+
+    users = serializers.ListField(
+        child=TextField(max_length=150), required=False, max_length=1000, default=list
+    )
+    groups = serializers.ListField(
+        child=TextField(max_length=150), required=False, max_length=1000, default=list
+    )
+
+    def validate_users(self, value: list[str]) -> list[Any]:
+        """The named people, who must exist."""
+        return _named(get_user_model().objects.filter(username__in=value), "username", value)
+
+    def validate_groups(self, value: list[str]) -> list[Any]:
+        """The named groups, which must exist."""
+        return _named(Group.objects.filter(name__in=value), "name", value)
+
+
+class ToolPolicyInput(_CoveringInput):
     """One tool policy rule, as the REST API and the policies file both give it.
 
     `users` and `groups` name people and groups that must exist; a rule with
@@ -129,12 +175,6 @@ class ToolPolicyInput(StrictInputSerializer):
         max_length=MAX_RULE_PATTERNS,
         help_text="Tool name patterns, shell-style globs over the registered names: "
         '"delete_*", "tracker__*" (an MCP server\'s tools), "calculator".',
-    )
-    users = serializers.ListField(
-        child=TextField(max_length=150), required=False, max_length=1000, default=list
-    )
-    groups = serializers.ListField(
-        child=TextField(max_length=150), required=False, max_length=1000, default=list
     )
     decision = serializers.ChoiceField(
         choices=PolicyDecision.choices,
@@ -158,13 +198,98 @@ class ToolPolicyInput(StrictInputSerializer):
                 )
         return list(dict.fromkeys(value))
 
-    def validate_users(self, value: list[str]) -> list[Any]:
-        """The named people, who must exist."""
-        return _named(get_user_model().objects.filter(username__in=value), "username", value)
 
-    def validate_groups(self, value: list[str]) -> list[Any]:
-        """The named groups, which must exist."""
-        return _named(Group.objects.filter(name__in=value), "name", value)
+# The largest count a limit may cap (a PostgreSQL integer).
+_MAX_COUNT = 2**31 - 1
+
+
+class BudgetLimitInput(_CoveringInput):
+    """One budget limit, as the REST API and the policies file both give it (docs/governance.md).
+
+    A limit caps at least one figure; `model_calls`, `tool_calls` and
+    `seconds` are a run's own, so only a `run` limit caps them. A partial
+    update is checked with the limit's stored figures (`context["stored"]`).
+    """
+
+    period = serializers.ChoiceField(
+        choices=BudgetPeriod.choices,
+        help_text="day or month (UTC calendar: what the person's model calls used in it), or run.",
+    )
+    tokens = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=2**62,
+        default=None,
+        help_text="Tokens in and out, summed over the model calls.",
+    )
+    cost_usd = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=6,
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=Decimal("0.000001"),
+        coerce_to_string=False,
+        help_text="US dollars, from the providers' prices (a model with no price costs nothing).",
+    )
+    model_calls = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=_MAX_COUNT,
+        default=None,
+        help_text="A run's model calls (per run only).",
+    )
+    tool_calls = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=_MAX_COUNT,
+        default=None,
+        help_text="A run's tool calls (per run only).",
+    )
+    seconds = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=_MAX_COUNT,
+        default=None,
+        help_text="A run's wall-clock seconds, checked before each model call (per run only).",
+    )
+    hard = StrictBooleanField(
+        required=False,
+        default=True,
+        help_text="true: refuse a post (or end a run) once reached; false: warn and go on.",
+    )
+    note = TextField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        default="",
+        help_text="Why the limit exists; a refusal names it.",
+    )
+
+    def validate(self, attrs: Any) -> Any:
+        """A limit caps something, and only a run's limit caps a run's own figures."""
+        attrs = super().validate(attrs)
+        stored = dict(self.context.get("stored") or {})
+        figures = {**stored, **attrs}
+        if not any(figures.get(name) is not None for name in LIMIT_FIGURES):
+            raise serializers.ValidationError(
+                {"tokens": ["A limit caps one of: " + ", ".join(LIMIT_FIGURES) + "."]}
+            )
+        if figures.get("period") != BudgetPeriod.RUN:
+            for name in RUN_ONLY_FIGURES:
+                if figures.get(name) is not None:
+                    raise serializers.ValidationError(
+                        {
+                            name: [
+                                f"Only a run's limit caps {name.replace('_', ' ')}: use period run."
+                            ]
+                        }
+                    )
+        return attrs
 
 
 def _named(rows: Any, key: str, names: list[str]) -> list[Any]:

@@ -1,4 +1,6 @@
-"""The tool policies in the admin: staff add, change and remove the rules (docs/governance.md).
+"""The tool policies and budget limits in the admin: staff add, change and remove them.
+
+docs/governance.md says what they do.
 
 The patterns are typed one per line; they pass the same checks as the REST
 API's and the policies file's (`chat.inputs.ToolPolicyInput`).
@@ -12,8 +14,9 @@ from django import forms
 from django.contrib import admin
 from rest_framework import serializers
 
-from chat.inputs import ToolPolicyInput
-from chat.models import ToolPolicy
+from chat.inputs import BudgetLimitInput, ToolPolicyInput
+from chat.models import BudgetLimit, ToolPolicy
+from chat.models.budgets import LIMIT_FIGURES
 
 
 class ToolPolicyForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -72,6 +75,66 @@ class ToolPolicyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="covers")
     def who(self, obj: ToolPolicy) -> str:
-        people = [user.get_username() for user in obj.users.all()]
-        groups = [f"group {group.name}" for group in obj.groups.all()]
-        return ", ".join(people + groups) or "everyone"
+        return _covered(obj)
+
+
+def _covered(obj: ToolPolicy | BudgetLimit) -> str:
+    people = [user.get_username() for user in obj.users.all()]
+    groups = [f"group {group.name}" for group in obj.groups.all()]
+    return ", ".join(people + groups) or "everyone"
+
+
+class BudgetLimitForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A limit, checked as the REST API and the policies file check it."""
+
+    class Meta:
+        model = BudgetLimit
+        fields = (
+            "period",
+            "tokens",
+            "cost_usd",
+            "model_calls",
+            "tool_calls",
+            "seconds",
+            "hard",
+            "users",
+            "groups",
+            "note",
+        )
+
+    def clean(self) -> dict[str, Any]:
+        """A limit caps something, and only a run's limit caps a run's own figures."""
+        cleaned: dict[str, Any] = super().clean() or {}
+        figures = {name: cleaned.get(name) for name in ("period", *LIMIT_FIGURES)}
+        try:
+            BudgetLimitInput(data={}, context={"stored": figures}).validate({})
+        except serializers.ValidationError as exc:
+            detail = exc.detail if isinstance(exc.detail, dict) else {}
+            for name, messages in detail.items():
+                self.add_error(name if name in self.fields else None, _messages(messages))
+        return cleaned
+
+
+@admin.register(BudgetLimit)
+class BudgetLimitAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    form = BudgetLimitForm
+    list_display = ("id", "period", "caps", "hard", "who", "note", "updated_at")
+    list_filter = ("period", "hard")
+    search_fields = ("note",)
+    filter_horizontal = ("users", "groups")
+    ordering = ("id",)
+
+    def get_queryset(self, request: Any) -> Any:
+        return super().get_queryset(request).prefetch_related("users", "groups")
+
+    @admin.display(description="caps")
+    def caps(self, obj: BudgetLimit) -> str:
+        return ", ".join(
+            f"{name.replace('_', ' ')} {getattr(obj, name):,}"
+            for name in LIMIT_FIGURES
+            if getattr(obj, name) is not None
+        )
+
+    @admin.display(description="covers")
+    def who(self, obj: BudgetLimit) -> str:
+        return _covered(obj)

@@ -291,28 +291,3 @@ class EventStreamNegotiation(AuthFirstNegotiation):
             request, list(renderers), format_suffix
         )
         return chosen
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON true or false, nothing else (DRF would take "yes", "on" and 1)."""
-
-    default_error_messages = {"not_a_boolean": "Must be true or false."}
-
-    def to_internal_value(self, data: Any) -> bool:
-        """The boolean, or a validation error."""
-        if not isinstance(data, bool):
-            self.fail("not_a_boolean")
-        return data
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer, nothing else (DRF would take "5" and 5.0 for 5)."""
-
-    default_error_messages = {"not_an_integer": "Must be an integer."}
-
-    def to_internal_value(self, data: Any) -> int:
-        """The integer, or a validation error."""
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("not_an_integer")
-        value: int = super().to_internal_value(data)
-        return value

@@ -18,13 +18,12 @@ from rest_framework.views import APIView
 from chat.api import docs
 from chat.api.base import (
     CursorPage,
-    StrictIntegerField,
     page_serializer,
     paginate,
 )
 from chat.api.serializers import ConversationSerializer
 from chat.export import conversation_export
-from chat.inputs import StrictInputSerializer, TextField
+from chat.inputs import StrictInputSerializer, StrictIntegerField, TextField
 from chat.models import MAX_STEPS_LIMIT, Conversation, Mode
 from chat.selectors import (
     conversation_detail,

@@ -197,6 +197,56 @@ TOOL_POLICY = {
     "updated_at": "2025-05-01T09:00:00Z",
 }
 
+BUDGET_LIMIT = {
+    "id": 2,
+    "users": [],
+    "groups": ["interns"],
+    "period": "day",
+    "tokens": 200000,
+    "cost_usd": 5.0,
+    "model_calls": None,
+    "tool_calls": None,
+    "seconds": None,
+    "hard": True,
+    "note": "Interns: 200k tokens or $5 a day.",
+    "created_at": "2025-05-01T09:00:00Z",
+    "updated_at": "2025-05-01T09:00:00Z",
+}
+
+USAGE = {
+    "period": "day",
+    "since": "2025-05-01T00:00:00Z",
+    "resets_at": "2025-05-02T00:00:00Z",
+    "tokens": 18240,
+    "cost_usd": 0.0241,
+    "reserved": {"tokens": 4000, "cost_usd": 0.0024},
+    "by_model": [
+        {
+            "model": "gpt-4o-mini",
+            "provider": "openai",
+            "calls": 12,
+            "prompt_tokens": 15100,
+            "completion_tokens": 3140,
+            "tokens": 18240,
+            "cost_usd": 0.0241,
+        }
+    ],
+    "by_day": [{"day": "2025-05-01", "tokens": 18240, "cost_usd": 0.0241}],
+    "limits": [
+        {
+            "id": 2,
+            "period": "day",
+            "tokens": 200000,
+            "cost_usd": 5.0,
+            "used_tokens": 22240,
+            "used_cost_usd": 0.0265,
+            "resets_at": "2025-05-02T00:00:00Z",
+            "hard": True,
+            "note": "Interns: 200k tokens or $5 a day.",
+        }
+    ],
+}
+
 APPROVAL_EXECUTION = {
     **TOOL_EXECUTION,
     "name": "delete_notes",

@@ -48,7 +48,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, ToolchatError):
         set_rollback()
         code = next((c for kind, c in DOMAIN_STATUS if isinstance(exc, kind)), 400)
-        return Response(exc.as_dict(), status=code)
+        wait = exc.details.get("retry_after")
+        retry = {"Retry-After": str(int(wait))} if isinstance(wait, int) else None
+        return Response(exc.as_dict(), status=code, headers=retry)
     if isinstance(exc, RequestDataTooBig):
         set_rollback()
         too_large: dict[str, Any] = {

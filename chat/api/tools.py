@@ -14,12 +14,11 @@ from rest_framework.views import APIView
 from chat.api import docs
 from chat.api.base import (
     CursorPage,
-    StrictBooleanField,
     page_serializer,
     paginate,
 )
 from chat.api.serializers import PolicyVerdictSerializer, ToolExecutionSerializer
-from chat.inputs import StrictInputSerializer, TextField
+from chat.inputs import StrictBooleanField, StrictInputSerializer, TextField
 from chat.models import PolicyDecision
 from chat.policies import ToolPolicies, Verdict, policies_for
 from chat.selectors import tool_execution_list

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chat.api import (
     approvals,
+    budgets,
     conversations,
     messages,
     models,
@@ -94,6 +95,24 @@ urlpatterns = [
         ),
         name="tool-policy",
     ),
+    path(
+        "budget-limits/",
+        route(
+            get=budgets.BudgetLimitListApi.as_view(),
+            post=budgets.BudgetLimitCreateApi.as_view(),
+        ),
+        name="budget-limits",
+    ),
+    path(
+        "budget-limits/<int:limit_id>/",
+        route(
+            get=budgets.BudgetLimitDetailApi.as_view(),
+            patch=budgets.BudgetLimitUpdateApi.as_view(),
+            delete=budgets.BudgetLimitDeleteApi.as_view(),
+        ),
+        name="budget-limit",
+    ),
+    path("usage/", budgets.UsageApi.as_view(), name="usage"),
     path("tool-executions/", tools.ToolExecutionListApi.as_view(), name="tool-executions"),
     path(
         "tool-executions/<uuid:execution_id>/approve/",

@@ -29,6 +29,7 @@ from typing import Any
 
 from django.db.models import Max
 
+from chat.budgets import run_limit_check
 from chat.database import database_unreachable
 from chat.engine.answer_store import Step, StepOutcome
 from chat.engine.continuation import Action, Decision, decide_after_tools
@@ -43,7 +44,7 @@ from chat.engine.tool_calls import run_park, tool_call_run
 from chat.engine.turn_end import answer_complete, direct_complete
 from chat.history import RunHistory
 from chat.live.event_types import Event
-from chat.live.events import event_publish
+from chat.live.events import event_publish, events_publish
 from chat.llm.endpoints import model_id
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
@@ -228,8 +229,18 @@ def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
 
 
 def _model_step(turn: _Turn) -> Trigger:
-    """ASKING or COMPOSING: one model call, its answer stored; what it asked for."""
+    """ASKING or COMPOSING: one model call, its answer stored; what it asked for.
+
+    A run over one of its per-run budget limits makes no more calls: it ends
+    there, its history whole (every call of its last step is answered).
+    """
     run = turn.run
+    check = run_limit_check(run)
+    if check.warnings:
+        events_publish(run=run, events=list(check.warnings))
+    if check.ended:
+        run_fail(run, turn.token, check.ended)
+        return Trigger.LIMIT_REACHED
     if turn.last is None:
         first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
         opening = step_open(run, purpose=first, model=turn.model)

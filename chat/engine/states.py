@@ -27,6 +27,7 @@ says `MODEL_FAILED`.
        │     no_text_twice ───► FAILED (no tool ran)
        │     no_text_twice_after_tools ──► DIRECT (the tools' messages answer)
        │     model_failed ────► FAILED
+       │     limit_reached ───► FAILED (a per-run budget limit, before the call)
        │
        │   RUNNING_TOOLS: parked ──► PARKED (its calls run elsewhere)
        │                  client_calls ──► ANSWERED (the rest are the /v1 client's calls)
@@ -89,6 +90,7 @@ class Trigger(enum.StrEnum):
     NO_TEXT_TWICE = "no_text_twice"  # again, and no tool ran: the run was failed
     NO_TEXT_TWICE_AFTER_TOOLS = "no_text_twice_after_tools"  # again: the tools' messages answer
     MODEL_FAILED = "model_failed"  # the model call failed; the run was failed
+    LIMIT_REACHED = "limit_reached"  # a per-run budget limit is reached; the run was failed
     PARKED = "parked"  # calls are still running elsewhere; lease given back
     NEXT_STEP = "next_step"  # the policy asks for another step with tools
     COMPOSE = "compose"  # the policy asks for the answer, without tools
@@ -124,6 +126,7 @@ _MODEL_STEP = {
     Trigger.ANSWERED: TurnState.ANSWERED,
     Trigger.NO_TEXT_TWICE_AFTER_TOOLS: TurnState.DIRECT,
     Trigger.MODEL_FAILED: TurnState.FAILED,
+    Trigger.LIMIT_REACHED: TurnState.FAILED,
 }
 
 TRANSITIONS: dict[tuple[TurnState, Trigger], TurnState] = {

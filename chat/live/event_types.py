@@ -104,6 +104,11 @@ class MessageSuggestions(TypedDict):
     suggestions: list[str]
 
 
+class BudgetWarning(TypedDict):
+    limit: dict[str, Any]  # the soft limit reached (chat/budgets.py `Reached.data`)
+    message: str
+
+
 class RunCompleted(TypedDict):
     message_id: str
     latency_ms: int | None
@@ -133,6 +138,7 @@ EVENT_DATA: Mapping[str, type[Any]] = {
     "tool_call.completed": ToolCallCompleted,
     "tools.ended": ToolsEnded,
     "message.suggestions": MessageSuggestions,
+    "budget.warning": BudgetWarning,
     "run.completed": RunCompleted,
     "run.failed": RunFailed,
     "run.cancelled": RunCancelled,

@@ -3,7 +3,8 @@
 - conversations.py: conversations and their messages (the OpenAI shape);
 - runs.py: runs, and the events they publish;
 - audit.py: each model call and each tool execution of a run;
-- policies.py: the rules that decide which tool calls run, wait for a person, or are refused.
+- policies.py: the rules that decide which tool calls run, wait for a person, or are refused;
+- budgets.py: the limits on what a person may spend.
 
 Everything is importable from `chat.models`, as Django and the code expect.
 """
@@ -16,6 +17,7 @@ from chat.models.audit import (
     ModelCallPurpose,
     ToolExecution,
 )
+from chat.models.budgets import BudgetLimit, BudgetPeriod
 from chat.models.conversations import MAX_STEPS_LIMIT, Conversation, Message, Mode, Role
 from chat.models.policies import PolicyDecision, StandingApproval, ToolPolicy
 from chat.models.runs import (
@@ -31,6 +33,8 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "FINISHED_EXECUTION_STATUSES",
     "MAX_STEPS_LIMIT",
+    "BudgetLimit",
+    "BudgetPeriod",
     "CallStatus",
     "Conversation",
     "ExecutionStatus",

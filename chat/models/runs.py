@@ -63,6 +63,11 @@ class Run(models.Model):
         max_digits=16, decimal_places=8, null=True, blank=True, editable=False
     )
     error = StorableTextField(blank=True)
+    # The budget it started under (chat/budgets.py): the per-run limits that covered its
+    # owner then, what it reserved of their day's and month's, and the soft limits it was
+    # warned of: `{"limits": [...], "reserved": {"tokens", "cost_usd"}, "warned": [...]}`.
+    # NULL when no limit covered its owner.
+    budget = StorableJSONField(null=True, blank=True, editable=False)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # What every model call of the run was told first, fixed when the run is made
     # (chat/prompts.py): "" for none, NULL for a run made before runs kept it.

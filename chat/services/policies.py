@@ -1,25 +1,39 @@
 """Writing the tool policies: one rule at a time (the REST API, the admin), or all at once (a file).
 
-A rule is validated by `chat.inputs.ToolPolicyInput` whichever way it comes,
-so the API's 400 and the file loader's error name the same key. A file is
-replaced whole or not at all: one bad entry, and the stored rules stay as
-they were (docs/governance.md has the format).
+A rule is validated by `chat.inputs.ToolPolicyInput` whichever way it comes
+(a budget limit by `BudgetLimitInput`), so the API's 400 and the file
+loader's error name the same key. A file is loaded whole or not at all: one
+bad entry, and the stored rules and limits stay as they were. Its `rules`
+replace the rules and its `limits` the budget limits; a key it leaves out
+leaves those as they are (docs/governance.md has the format).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
 
 from chat.exceptions import InvalidInput
-from chat.inputs import ToolPolicyInput, flatten_errors
-from chat.models import ToolPolicy
+from chat.inputs import BudgetLimitInput, StrictInputSerializer, ToolPolicyInput, flatten_errors
+from chat.models import BudgetLimit, ToolPolicy
+from chat.services.budgets import limit_create, limits_dump
 
-# The keys a policies file may have. `limits` (budgets) is named so that a file
-# written for a later version is refused with a reason, not half-read.
-_FILE_KEYS = frozenset({"rules"})
+# The keys a policies file may have, and what checks each entry of them.
+_FILE_KEYS: dict[str, type[StrictInputSerializer]] = {
+    "rules": ToolPolicyInput,
+    "limits": BudgetLimitInput,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """What a policies file replaced: the rules and the limits (None: left as they were)."""
+
+    rules: list[ToolPolicy] | None
+    limits: list[BudgetLimit] | None
 
 
 def policy_create(
@@ -62,40 +76,49 @@ def policy_data(policy: ToolPolicy) -> dict[str, Any]:
 
 
 def policies_dump() -> dict[str, Any]:
-    """Every rule, oldest first, in the policies file's format."""
+    """Every rule and every budget limit, oldest first, in the policies file's format."""
     rules = ToolPolicy.objects.prefetch_related("users", "groups").order_by("id")
-    return {"rules": [policy_data(policy) for policy in rules]}
+    return {"rules": [policy_data(policy) for policy in rules], "limits": limits_dump()}
 
 
-def policies_replace(*, document: Any) -> list[ToolPolicy]:
-    """Replace every rule with a file's, whole or not at all (InvalidInput names entry and key)."""
-    entries = _file_entries(document)
+def policies_replace(*, document: Any) -> Loaded:
+    """Replace the rules and the limits a file has, whole or not at all.
+
+    InvalidInput names the entry and the key at fault (`limits[1].period`).
+    """
+    checked = {key: _checked(key, entries) for key, entries in _file_parts(document).items()}
+    with transaction.atomic():
+        rules = limits = None
+        if "rules" in checked:
+            ToolPolicy.objects.all().delete()
+            rules = [policy_create(**data) for data in checked["rules"]]
+        if "limits" in checked:
+            BudgetLimit.objects.all().delete()
+            limits = [limit_create(**data) for data in checked["limits"]]
+    return Loaded(rules, limits)
+
+
+def _checked(key: str, entries: list[Any]) -> list[dict[str, Any]]:
     checked = []
     for index, entry in enumerate(entries):
-        rule = ToolPolicyInput(data=entry)
-        if not rule.is_valid():
-            field, messages = next(flatten_errors(rule.errors), ("", ["Invalid entry."]))
-            where = f"rules[{index}]" + (f".{field}" if field else "")
+        given = _FILE_KEYS[key](data=entry)
+        if not given.is_valid():
+            field, messages = next(flatten_errors(given.errors), ("", ["Invalid entry."]))
+            where = f"{key}[{index}]" + (f".{field}" if field else "")
             raise InvalidInput(f"{where}: {messages[0]}", field=where)
-        checked.append(rule.validated_data)
-    with transaction.atomic():
-        ToolPolicy.objects.all().delete()
-        return [policy_create(**data) for data in checked]
+        checked.append(dict(given.validated_data))
+    return checked
 
 
-def _file_entries(document: Any) -> list[Any]:
+def _file_parts(document: Any) -> dict[str, list[Any]]:
     if not isinstance(document, Mapping):
-        raise InvalidInput('A policies file is a JSON object: {"rules": [...]}.')
-    unknown = sorted(set(document) - _FILE_KEYS)
-    if "limits" in unknown:
-        raise InvalidInput(
-            "limits: budgets are not in this version of toolchat; remove the key.", field="limits"
-        )
+        raise InvalidInput('A policies file is a JSON object: {"rules": [...], "limits": [...]}.')
+    unknown = sorted(set(document) - set(_FILE_KEYS))
     if unknown:
         raise InvalidInput(
-            f"{unknown[0]}: unknown key (a policies file has rules).", field=unknown[0]
+            f"{unknown[0]}: unknown key (a policies file has rules and limits).", field=unknown[0]
         )
-    rules = document.get("rules", [])
-    if not isinstance(rules, list):
-        raise InvalidInput("rules: must be a list of rules.", field="rules")
-    return rules
+    for key in document:
+        if not isinstance(document[key], list):
+            raise InvalidInput(f"{key}: must be a list.", field=key)
+    return dict(document)

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from chat.budgets import Reservation, budget_reserve
 from chat.engine.call_records import execution_event, tool_message_build
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
@@ -61,6 +62,7 @@ def run_start(
             superseded = _supersede(locked, from_position=replaced.position)
         # Each row names the other: the ids are chosen first, and the foreign
         # keys are checked at commit.
+        reservation = _budget_reserve(locked)
         message_id = uuid.uuid4()
         run = Run(
             conversation=locked,
@@ -68,6 +70,7 @@ def run_start(
             system_prompt=system_prompt_for(locked),
             trace_parent=turn_trace_parent(),
             trigger_message_id=message_id,
+            budget=reservation.budget,
         )
         row_insert(run)
         message = Message(
@@ -88,8 +91,18 @@ def run_start(
             _superseded_publish(run, superseded)
         # So that the user's other tabs (and any client) see it, ahead of the run's
         # events (its seq is lower, and streams deliver in seq order).
-        events_publish(run=run, events=[_user_message_event(message)])
+        events_publish(run=run, events=[_user_message_event(message), *reservation.warnings])
     return run
+
+
+def _budget_reserve(conversation: Conversation) -> Reservation:
+    """The budget a new run of the conversation starts under; BudgetExceeded refuses it.
+
+    Reads nothing when no budget limit exists (the conversation's lock said so).
+    """
+    if not vars(conversation).get("budgeted"):
+        return Reservation()
+    return budget_reserve(user_id=conversation.owner_id, model=conversation.model)
 
 
 def _user_message_event(message: Message) -> Event:
@@ -108,6 +121,7 @@ def run_regenerate(*, conversation: Conversation, client: ClientTurn | None = No
         question = _last_user_message(locked)
         if question is None:
             raise Conflict("There is no question to answer again: post a message first.")
+        reservation = _budget_reserve(locked)
         superseded = _supersede(locked, from_position=question.position + 1)
         # The question stays with the run it was posted with (its audit keeps it); the
         # message list shows the outcome of the newest run it triggered.
@@ -119,10 +133,13 @@ def run_regenerate(*, conversation: Conversation, client: ClientTurn | None = No
             trigger_message=question,
             client_tools=client.tools or None if client else None,
             client_options=client.options if client else None,
+            budget=reservation.budget,
         )
         # Always announced, even with nothing superseded (a failed turn has no answer):
         # a page clears what it showed after the question (an error, a Retry button).
         _superseded_publish(run, superseded, after_message_id=str(question.pk))
+        if reservation.warnings:
+            events_publish(run=run, events=list(reservation.warnings))
         transaction.on_commit(lambda: dispatch_run(run.pk))
     return run
 
@@ -234,6 +251,7 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
     if turn.content is not None:
         content_check(turn.content)
     with idle_conversation(conversation) as (locked, last_position):
+        reservation = _budget_reserve(locked)
         position = 0 if last_position is None else last_position + 1
         run_id = uuid.uuid4()
         answered = _client_calls_answered(locked, turn.results, run_id=run_id)
@@ -265,6 +283,7 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
             trace_parent=turn_trace_parent(),
             client_tools=turn.tools or None,
             client_options=turn.options,
+            budget=reservation.budget,
         )
         Message.objects.bulk_create(rows)
         now = timezone.now()
@@ -290,6 +309,7 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
             events.append(("tool_call.completed", data))
         if user is not None:
             events.append(_user_message_event(user))
+        events.extend(reservation.warnings)
         if events:
             events_publish(run=run, events=events)
         transaction.on_commit(lambda: dispatch_run(run.pk))

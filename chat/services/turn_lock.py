@@ -17,7 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from chat.exceptions import Conflict
-from chat.models import ACTIVE_RUN_STATUSES, Conversation, Run
+from chat.models import ACTIVE_RUN_STATUSES, BudgetLimit, Conversation, Run
 from chat.statements import model_columns
 
 
@@ -45,7 +45,8 @@ def idle_conversation(conversation: Conversation) -> Iterator[tuple[Conversation
         raise busy_conflict(active) from None
 
 
-# The row lock, the last activity, the active run and the last position, in one
+# The row lock, the last activity, the active run, the last position and whether
+# any budget limit exists (with none, a post reads no budget), in one
 # statement (the ACTIVE_RUN_STATUSES are its three parameters after the id).
 _LOCK_FOR_TURN = """
 UPDATE chat_conversation SET updated_at = %s WHERE id = %s
@@ -53,13 +54,15 @@ RETURNING {columns},
     (SELECT id FROM chat_run WHERE conversation_id = chat_conversation.id
      AND status IN (%s, %s, %s) LIMIT 1) AS active_run_id,
     (SELECT position FROM chat_message WHERE conversation_id = chat_conversation.id
-     ORDER BY position DESC LIMIT 1) AS last_position
+     ORDER BY position DESC LIMIT 1) AS last_position,
+    EXISTS (SELECT 1 FROM {limits}) AS budgeted
 """
 
 
 @functools.cache
 def _lock_for_turn_sql() -> str:
-    return _LOCK_FOR_TURN.format(columns=model_columns(Conversation))
+    table = connection.ops.quote_name(BudgetLimit._meta.db_table)
+    return _LOCK_FOR_TURN.format(columns=model_columns(Conversation), limits=table)
 
 
 def _lock_for_turn(conversation_id: Any) -> tuple[Conversation, Any, int | None]:
@@ -79,8 +82,10 @@ def _lock_for_turn(conversation_id: Any) -> tuple[Conversation, Any, int | None]
     rows = list(Conversation.objects.raw(_lock_for_turn_sql(), params))
     if not rows:
         raise Conversation.DoesNotExist(f"conversation {conversation_id} is gone")
-    # The two subqueries' columns, which raw() sets on the instance as they came.
+    # The subqueries' columns, which raw() sets on the instance as they came; whether any
+    # budget limit exists stays on it (`budgeted`: chat/services/runs.py reads it).
     locked = rows[0]
+    vars(locked)["budgeted"] = bool(vars(locked).get("budgeted"))
     return locked, vars(locked).pop("active_run_id"), vars(locked).pop("last_position")
 
 

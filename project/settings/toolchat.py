@@ -56,6 +56,10 @@ if TOOLCHAT_TOOLS_DEFAULT not in ("tool", "deny"):
     raise ImproperlyConfigured(
         f'TOOLCHAT_TOOLS_DEFAULT must be "tool" or "deny", not {TOOLCHAT_TOOLS_DEFAULT!r}'
     )
+# What a run reserves of its owner's daily and monthly budget while it is in flight,
+# in tokens, when no per-run hard limit says (docs/governance.md, "Budgets"): with
+# a limit of 100,000 tokens a day, 25 runs at once at most.
+TOOLCHAT_BUDGET_RESERVE_TOKENS = env_int("TOOLCHAT_BUDGET_RESERVE_TOKENS", 4000)
 # A call that waits for its owner's approval longer than this is rejected ("expired").
 TOOL_APPROVAL_TIMEOUT_S = env_float("TOOL_APPROVAL_TIMEOUT_S", 3600.0)
 # message.delta events are coalesced to at most one per this many seconds.

@@ -1,8 +1,9 @@
-"""Keep the tool policies in a file: `load FILE` replaces the stored rules, `dump FILE` writes them.
+"""Keep the tool policies and budget limits in a file: `load FILE` replaces them, `dump FILE` writes them.
 
 The file's format is in docs/governance.md; `-` is standard input or output.
 A file that does not pass is refused whole, naming the entry and key, and the
-stored rules stay as they were.
+stored rules and limits stay as they were. A key the file leaves out
+(`rules` or `limits`) leaves those as they are.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from chat.services.policies import policies_dump, policies_replace
 
 
 class Command(BaseCommand):
-    help = "Replace the tool policies from a JSON file (load), or write them to one (dump)."
+    help = (
+        "Replace the tool policies and budget limits from a JSON file (load), "
+        "or write them to one (dump)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         """`load FILE` or `dump FILE`."""
@@ -52,4 +56,11 @@ class Command(BaseCommand):
             loaded = policies_replace(document=document)
         except InvalidInput as exc:
             raise CommandError(f"{file}: {exc.message}; nothing was changed.") from None
-        self.stderr.write(f"Loaded {len(loaded)} tool polic{'y' if len(loaded) == 1 else 'ies'}.")
+        parts = []
+        if loaded.rules is not None:
+            count = len(loaded.rules)
+            parts.append(f"{count} tool polic{'y' if count == 1 else 'ies'}")
+        if loaded.limits is not None:
+            count = len(loaded.limits)
+            parts.append(f"{count} budget limit{'' if count == 1 else 's'}")
+        self.stderr.write(f"Loaded {' and '.join(parts) or 'nothing (the file is empty)'}.")

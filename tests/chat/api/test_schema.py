@@ -74,6 +74,12 @@ def test_every_operation_of_design_section_7_and_ours_is_described(schema):
         ("/api/v1/tool-policies/{policy_id}/", "get"),
         ("/api/v1/tool-policies/{policy_id}/", "patch"),
         ("/api/v1/tool-policies/{policy_id}/", "delete"),
+        ("/api/v1/budget-limits/", "get"),
+        ("/api/v1/budget-limits/", "post"),
+        ("/api/v1/budget-limits/{limit_id}/", "get"),
+        ("/api/v1/budget-limits/{limit_id}/", "patch"),
+        ("/api/v1/budget-limits/{limit_id}/", "delete"),
+        ("/api/v1/usage/", "get"),
         # Beyond section 7: answer the last question again (docs/api.md).
         ("/api/v1/conversations/{conversation_id}/regenerate/", "post"),
         # ...and read the record a resource card links to.

@@ -739,3 +739,28 @@ async def test_posting_over_the_socket_counts_against_the_same_rate_limit_as_res
         ("throttled", True)
     ]
     await database_sync_to_async(cache.clear)()
+
+
+async def test_a_message_over_a_hard_budget_is_an_error_frame_saying_which_with_nothing_stored(
+    user,
+):
+    from chat.models import BudgetLimit
+    from tests.factories import ModelCallFactory
+
+    limit = await make(BudgetLimit.objects.create, period="day", tokens=10)
+    spent = await make(RunFactory, conversation=await make(ConversationFactory, owner=user))
+    await make(ModelCallFactory, run=spent, prompt_tokens=8, completion_tokens=2)
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user))
+    await communicator.send_json_to({"type": "message", "content": "one more"})
+    while (reply := json.loads(await communicator.receive_from(timeout=5)))["type"] != "error":
+        assert reply["type"] != "ack"
+    assert reply["code"] == "budget_exceeded"
+    assert "daily limit of 10 tokens" in reply["message"]
+    assert reply["details"]["limit"]["id"] == limit.pk
+    assert reply["details"]["retry_after"] > 0
+    stored = database_sync_to_async(
+        lambda: Message.objects.filter(conversation=conversation).exists()
+    )
+    assert not await stored()
+    await communicator.disconnect()

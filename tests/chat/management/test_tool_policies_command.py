@@ -49,10 +49,27 @@ def test_load_replaces_the_rules_and_dump_writes_them_back_the_same(tmp_path, pe
         "rules": [
             {"users": [], "groups": [], "note": "", **rule} | {"note": rule.get("note", "")}
             for rule in RULES["rules"]
-        ]
+        ],
+        "limits": [],
     }
     call_command("tool_policies", "load", str(out))  # a dump loads as it was
     assert ToolPolicy.objects.count() == 3
+
+
+def test_a_file_with_limits_replaces_the_budget_limits_and_leaves_out_keys_alone(
+    tmp_path, people, capsys
+):
+    from chat.models import BudgetLimit
+
+    ToolPolicy.objects.create(tools=["kept"], decision="deny")
+    BudgetLimit.objects.create(period="day", tokens=1)
+    limits = {"limits": [{"groups": ["ops"], "period": "month", "cost_usd": 20, "hard": False}]}
+    call_command("tool_policies", "load", write(tmp_path, limits))
+    assert "Loaded 1 budget limit." in capsys.readouterr().err
+    assert list(ToolPolicy.objects.values_list("tools", flat=True)) == [["kept"]]
+    (limit,) = BudgetLimit.objects.all()
+    assert (limit.period, float(limit.cost_usd), limit.hard) == ("month", 20.0, False)
+    assert [group.name for group in limit.groups.all()] == ["ops"]
 
 
 @pytest.mark.parametrize(
@@ -63,7 +80,12 @@ def test_load_replaces_the_rules_and_dump_writes_them_back_the_same(tmp_path, pe
         ({"rules": [{"tools": [], "decision": "deny"}]}, "rules[0].tools"),
         ({"rules": [{"tool": ["x"], "decision": "deny"}]}, "rules[0].tool"),
         ({"rules": {"tools": ["x"]}}, "rules: must be a list"),
-        ({"rules": [], "limits": [{"period": "day", "tokens": 1}]}, "limits: budgets"),
+        ({"limits": {}}, "limits: must be a list"),
+        (
+            {"rules": [], "limits": [{"period": "day", "tokens": 1, "seconds": 5}]},
+            "limits[0].seconds",
+        ),
+        ({"limits": [{"period": "day"}]}, "limits[0].tokens: A limit caps one of"),
         ({"rulez": []}, "rulez: unknown key"),
         ([], "JSON object"),
         ("{not json", "not a JSON file"),

@@ -1,0 +1,455 @@
+"""Budgets: what a person has used, what their limits allow, and what their runs reserve.
+
+The limits (chat/models/budgets.py) that cover a person are read when they
+post (`budget_reserve`, in the transaction that stores the run):
+
+- A day's or month's use is the tokens and dollars of the model calls made in
+  it (UTC calendar), plus what the person's runs still in flight reserved and
+  have not used yet. A post is refused (`BudgetExceeded`: HTTP 429, the
+  socket's `error` frame, /v1's 429) once that reaches a hard limit, with
+  nothing stored; a soft limit reached lets it through with a
+  `budget.warning` event.
+- A run reserves, of its owner's day and month, what its per-run hard limit
+  allows (tokens, dollars), or `TOOLCHAT_BUDGET_RESERVE_TOKENS` tokens (and
+  their price at the model's dearest rate). Taken under a lock on the owner's
+  row, in the run's own transaction, so that concurrent posts, from any
+  number of web processes, see each other's reservations: with room for ten
+  runs, ten start. When the run ends its reservation stops counting, and
+  only what it used does: a budget is overrun by at most what the runs in
+  flight when it was reached use beyond their reservations.
+- The per-run limits are kept on the run when it is made (`Run.budget`), and
+  checked before each of its model calls after the first (`run_limit_check`):
+  a run over a hard one ends failed, saying which limit; over a soft one, it
+  is warned once and goes on.
+
+With no limit stored, a post reads nothing more (chat/services/turn_lock.py
+says whether any exists in the statement that locks the conversation).
+docs/governance.md, "Budgets", is the user's view of this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from chat.exceptions import BudgetExceeded
+from chat.live.event_types import Event
+from chat.llm.endpoints import UnknownModel, call_cost, model_resolve
+from chat.models import (
+    ACTIVE_RUN_STATUSES,
+    BudgetLimit,
+    BudgetPeriod,
+    ModelCall,
+    Run,
+    ToolExecution,
+)
+from chat.models.budgets import LIMIT_FIGURES
+from chat.timestamps import iso_time
+
+# How a figure is written in a refusal or a warning.
+_FIGURE_NAMES = {
+    "tokens": "tokens",
+    "cost_usd": "US dollars",
+    "model_calls": "model calls",
+    "tool_calls": "tool calls",
+    "seconds": "seconds",
+}
+_PERIOD_NAMES = {"day": "daily", "month": "monthly", "run": "per-run"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """A stored limit, as the checks read it."""
+
+    id: int
+    period: str
+    hard: bool
+    note: str
+    caps: dict[str, Any]  # figure -> cap (int, or Decimal for cost_usd); only those set
+
+    @classmethod
+    def of(cls, row: BudgetLimit) -> Limit:
+        caps = {name: getattr(row, name) for name in LIMIT_FIGURES}
+        return cls(row.pk, row.period, row.hard, row.note, _set(caps))
+
+    @classmethod
+    def kept(cls, data: dict[str, Any]) -> Limit:
+        """A limit as `as_data` kept it on a run."""
+        caps = {name: data.get(name) for name in LIMIT_FIGURES}
+        if caps["cost_usd"] is not None:
+            caps["cost_usd"] = Decimal(str(caps["cost_usd"]))
+        return cls(data["id"], data["period"], data["hard"], data.get("note", ""), _set(caps))
+
+    def as_data(self) -> dict[str, Any]:
+        """JSON-ready: every figure (null where it caps nothing), the dollars as a number."""
+        figures = {name: _figure(name, self.caps.get(name)) for name in LIMIT_FIGURES}
+        return {
+            "id": self.id,
+            "period": self.period,
+            **figures,
+            "hard": self.hard,
+            "note": self.note,
+        }
+
+
+def _set(caps: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in caps.items() if value is not None}
+
+
+def _figure(name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    return float(value) if name == "cost_usd" else int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Used:
+    """Tokens and dollars used (dollars of the priced calls only)."""
+
+    tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+
+    def __add__(self, other: Used) -> Used:
+        return Used(self.tokens + other.tokens, self.cost_usd + other.cost_usd)
+
+    def of(self, figure: str) -> Any:
+        return self.tokens if figure == "tokens" else self.cost_usd
+
+
+def limits_for(user_id: Any) -> list[Limit]:
+    """The limits that cover the user (theirs, their groups', everyone's), oldest first."""
+    people = BudgetLimit.users.through.objects.filter(budgetlimit_id=OuterRef("pk"))
+    groups = BudgetLimit.groups.through.objects.filter(budgetlimit_id=OuterRef("pk"))
+    covered = (
+        Q(~Exists(people), ~Exists(groups))
+        | Exists(people.filter(user_id=user_id))
+        | Exists(groups.filter(group__user=user_id))
+    )
+    return [Limit.of(row) for row in BudgetLimit.objects.filter(covered).order_by("id")]
+
+
+def period_bounds(
+    period: str, now: datetime.datetime
+) -> tuple[datetime.datetime, datetime.datetime]:
+    """When the day or month (UTC) that holds `now` began, and when the next begins."""
+    now = now.astimezone(datetime.UTC)
+    start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == BudgetPeriod.DAY:
+        return start, start + datetime.timedelta(days=1)
+    start = start.replace(day=1)
+    following = (start + datetime.timedelta(days=32)).replace(day=1)
+    return start, following
+
+
+def used_since(user_id: Any, day: datetime.datetime, month: datetime.datetime) -> dict[str, Used]:
+    """The tokens and dollars of the user's model calls since `day` and since `month` (one query)."""
+    since_day = Q(started_at__gte=day)
+    sums = ModelCall.objects.filter(
+        run__conversation__owner_id=user_id, started_at__gte=min(day, month)
+    ).aggregate(
+        month_prompt=Sum("prompt_tokens"),
+        month_completion=Sum("completion_tokens"),
+        month_cost=Sum("cost_usd"),
+        day_prompt=Sum("prompt_tokens", filter=since_day),
+        day_completion=Sum("completion_tokens", filter=since_day),
+        day_cost=Sum("cost_usd", filter=since_day),
+    )
+    return {
+        period: Used(
+            (sums[f"{period}_prompt"] or 0) + (sums[f"{period}_completion"] or 0),
+            sums[f"{period}_cost"] or Decimal(0),
+        )
+        for period in ("day", "month")
+    }
+
+
+def reserved_unused(user_id: Any) -> Used:
+    """What the user's runs in flight reserved and have not used yet (one query)."""
+    active = (
+        Run.objects.filter(
+            conversation__owner_id=user_id, status__in=ACTIVE_RUN_STATUSES, budget__isnull=False
+        )
+        .annotate(
+            prompt=Sum("model_call_rows__prompt_tokens"),
+            completion=Sum("model_call_rows__completion_tokens"),
+            cost=Sum("model_call_rows__cost_usd"),
+        )
+        .values_list("budget", "prompt", "completion", "cost")
+    )
+    unused = Used()
+    for budget, prompt, completion, cost in active:
+        reserved = (budget or {}).get("reserved") or {}
+        tokens = max(0, int(reserved.get("tokens") or 0) - (prompt or 0) - (completion or 0))
+        dollars = Decimal(str(reserved.get("cost_usd") or 0)) - (cost or Decimal(0))
+        unused += Used(tokens, max(Decimal(0), dollars))
+    return unused
+
+
+@dataclasses.dataclass(frozen=True)
+class Reached:
+    """A limit reached: which, of what figure, the cap, what was used, when it resets."""
+
+    limit: Limit
+    figure: str
+    used: Any
+    resets_at: datetime.datetime | None = None
+
+    def data(self) -> dict[str, Any]:
+        """As the refusal's `details.limit` and the `budget.warning` event carry it."""
+        data = {
+            **self.limit.as_data(),
+            "figure": self.figure,
+            "used": _figure(self.figure, self.used),
+        }
+        if self.resets_at is not None:
+            data["resets_at"] = iso_time(self.resets_at)
+        return data
+
+    def sentence(self) -> str:
+        """The limit in words: "The daily limit of 10,000 tokens is reached (10,240 used)"."""
+        cap, used = self.limit.caps[self.figure], self.used
+        if self.figure == "cost_usd":
+            cap_text, used_text = f"US${cap:,.2f}", f"US${used:,.2f}"
+        else:
+            cap_text, used_text = f"{cap:,} {_FIGURE_NAMES[self.figure]}", f"{used:,}"
+        period = _PERIOD_NAMES[self.limit.period]
+        text = f"The {period} limit of {cap_text} (budget limit {self.limit.id}) is reached"
+        text += f" ({used_text} used)"
+        if self.limit.note:
+            text += f": {self.limit.note}"
+        return text
+
+
+def _reached(limits: Iterable[Limit], used: dict[str, Any], **kwargs: Any) -> list[Reached]:
+    """Of `limits`, each figure whose use reached its cap (hard ones first, then by id)."""
+    found = [
+        Reached(limit, figure, used[figure], **kwargs)
+        for limit in limits
+        for figure, cap in limit.caps.items()
+        if figure in used and used[figure] >= cap
+    ]
+    return sorted(found, key=lambda reached: (not reached.limit.hard, reached.limit.id))
+
+
+@dataclasses.dataclass(frozen=True)
+class Reservation:
+    """A new run's budget: what to keep on it (`Run.budget`), and the warnings it publishes."""
+
+    budget: dict[str, Any] | None = None
+    warnings: tuple[Event, ...] = ()
+
+
+def budget_reserve(
+    *, user_id: Any, model: str, now: datetime.datetime | None = None
+) -> Reservation:
+    """The budget a new run of the user starts under, checked.
+
+    In the transaction that stores the run, before anything is: raises
+    BudgetExceeded when a hard limit of the day or month is reached (then
+    nothing is stored). Locks the user's row while a day's or month's limit
+    covers them, so that concurrent posts reserve one after another. The
+    soft limits reached come back as the `budget.warning` events the run
+    publishes with its user message.
+    """
+    limits = limits_for(user_id)
+    if not limits:
+        return Reservation()
+    now = now or timezone.now()
+    per_run = [limit for limit in limits if limit.period == BudgetPeriod.RUN]
+    periodic = [limit for limit in limits if limit.period != BudgetPeriod.RUN]
+    reserved = _reservation(per_run, model)
+    reached: list[Reached] = []
+    if periodic:
+        owner = get_user_model()
+        owner.objects.select_for_update().filter(pk=user_id).values_list("pk").first()
+        bounds = {period: period_bounds(period, now) for period in ("day", "month")}
+        used = used_since(user_id, bounds["day"][0], bounds["month"][0])
+        in_flight = reserved_unused(user_id)
+        for period, (_, resets_at) in bounds.items():
+            total = used[period] + in_flight
+            figures = {"tokens": total.tokens, "cost_usd": total.cost_usd}
+            covering = [limit for limit in periodic if limit.period == period]
+            reached += _reached(covering, figures, resets_at=resets_at)
+    hard = [found for found in reached if found.limit.hard]
+    if hard:
+        raise budget_exceeded(hard[0], now)
+    budget = {
+        "limits": [limit.as_data() for limit in per_run],
+        "reserved": {"tokens": reserved.tokens, "cost_usd": float(reserved.cost_usd)},
+        "warned": [],
+    }
+    return Reservation(budget, tuple(_warning(found) for found in reached))
+
+
+def _warning(reached: Reached) -> Event:
+    """The `budget.warning` event of a soft limit reached."""
+    data = {"limit": reached.data(), "message": reached.sentence() + "; this is a warning."}
+    return ("budget.warning", data)
+
+
+def budget_exceeded(reached: Reached, now: datetime.datetime) -> BudgetExceeded:
+    """The refusal of a post over a hard limit: which limit, what was used, when it resets."""
+    details: dict[str, Any] = {"limit": reached.data()}
+    message = reached.sentence() + "."
+    if reached.resets_at is not None:
+        wait = max(1, int((reached.resets_at - now).total_seconds()) + 1)
+        details["retry_after"] = wait
+        message += f" It resets at {iso_time(reached.resets_at)}."
+    return BudgetExceeded(message, details=details)
+
+
+def _reservation(per_run: list[Limit], model: str) -> Used:
+    """What a run reserves: its per-run hard caps, or the default tokens at the dearest price."""
+    hard = [limit for limit in per_run if limit.hard]
+    tokens = min(
+        (limit.caps["tokens"] for limit in hard if "tokens" in limit.caps),
+        default=settings.TOOLCHAT_BUDGET_RESERVE_TOKENS,
+    )
+    capped = [limit.caps["cost_usd"] for limit in hard if "cost_usd" in limit.caps]
+    if capped:
+        return Used(tokens, min(capped))
+    return Used(tokens, _dearest(model, tokens))
+
+
+def _dearest(model: str, tokens: int) -> Decimal:
+    """`tokens` at the model's dearest rate (input or output); 0 when it has no price."""
+    try:
+        choice = model_resolve(model)
+    except UnknownModel:
+        return Decimal(0)
+    costs = [
+        call_cost(provider=choice.provider, models=[choice.model], prompt=p, completion=c)
+        for p, c in ((tokens, 0), (0, tokens))
+    ]
+    return max((cost for cost in costs if cost is not None), default=Decimal(0))
+
+
+def _run_used(run: Run, capped: set[str], now: datetime.datetime) -> dict[str, Any]:
+    """What the run used of the figures its limits cap (a query only for those that need one)."""
+    used: dict[str, Any] = {"model_calls": run.model_calls}
+    if capped & {"tokens", "cost_usd"}:
+        sums = ModelCall.objects.filter(run=run).aggregate(
+            prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost_usd")
+        )
+        used["tokens"] = (sums["prompt"] or 0) + (sums["completion"] or 0)
+        used["cost_usd"] = sums["cost"] or Decimal(0)
+    if "tool_calls" in capped:
+        used["tool_calls"] = ToolExecution.objects.filter(run=run).aggregate(n=Count("pk"))["n"]
+    if "seconds" in capped and run.started_at is not None:
+        used["seconds"] = int((now - run.started_at).total_seconds())
+    return used
+
+
+@dataclasses.dataclass(frozen=True)
+class RunCheck:
+    """What a run's per-run limits say before its next model call."""
+
+    ended: str = ""  # the reason it ends (a hard limit reached); "" to go on
+    warnings: tuple[Event, ...] = ()  # soft limits reached and not yet warned of
+
+
+def run_limit_check(run: Run, now: datetime.datetime | None = None) -> RunCheck:
+    """Whether the run may make another model call under its per-run limits.
+
+    Reads nothing for a run with no per-run limit, and only what its limits
+    cap: the tokens and dollars of its model calls, its tool calls.
+    """
+    budget = run.budget or {}
+    limits = [Limit.kept(data) for data in budget.get("limits") or []]
+    if not limits or run.model_calls == 0:
+        return RunCheck()
+    capped = {figure for limit in limits for figure in limit.caps}
+    reached = _reached(limits, _run_used(run, capped, now or timezone.now()))
+    hard = [found for found in reached if found.limit.hard]
+    if hard:
+        return RunCheck(ended=hard[0].sentence() + ": the run stopped there.")
+    warned = set(budget.get("warned") or [])
+    fresh = [found for found in reached if found.limit.id not in warned]
+    events = tuple(_warning(found) for found in fresh)
+    if fresh:
+        budget["warned"] = sorted(warned | {found.limit.id for found in fresh})
+        Run.objects.filter(pk=run.pk).update(budget=budget)
+        run.budget = budget
+    return RunCheck(warnings=events)
+
+
+def usage_report(user_id: Any, period: str, now: datetime.datetime | None = None) -> dict[str, Any]:
+    """The user's tokens and dollars this day or month, per model and per day, and their limits.
+
+    As `GET /api/v1/usage/` answers (docs/api.md): dollars are null where no
+    call had a price, never a made-up 0. A limit's `used_*` count the
+    reservations of runs in flight, as a post's check does.
+    """
+    now = now or timezone.now()
+    since, resets_at = period_bounds(period, now)
+    calls = ModelCall.objects.filter(run__conversation__owner_id=user_id, started_at__gte=since)
+    sums = {
+        "calls": Count("pk"),
+        "prompt": Sum("prompt_tokens"),
+        "completion": Sum("completion_tokens"),
+        "cost": Sum("cost_usd"),
+    }
+    by_model = [
+        {
+            "model": row["model"],
+            "provider": row["provider"],
+            "calls": row["calls"],
+            "prompt_tokens": row["prompt"] or 0,
+            "completion_tokens": row["completion"] or 0,
+            "tokens": (row["prompt"] or 0) + (row["completion"] or 0),
+            "cost_usd": _dollars(row["cost"]),
+        }
+        for row in calls.values("provider", "model").annotate(**sums).order_by("provider", "model")
+    ]
+    days = calls.annotate(day=TruncDate("started_at", tzinfo=datetime.UTC)).values("day")
+    by_day = [
+        {
+            "day": row["day"].isoformat(),
+            "tokens": (row["prompt"] or 0) + (row["completion"] or 0),
+            "cost_usd": _dollars(row["cost"]),
+        }
+        for row in days.annotate(**sums).order_by("day")
+    ]
+    costs = [row["cost_usd"] for row in by_model if row["cost_usd"] is not None]
+    reserved = reserved_unused(user_id)
+    return {
+        "period": period,
+        "since": iso_time(since),
+        "resets_at": iso_time(resets_at),
+        "tokens": sum(row["tokens"] for row in by_model),
+        "cost_usd": round(sum(costs), 8) if costs else None,
+        "reserved": {"tokens": reserved.tokens, "cost_usd": float(reserved.cost_usd)},
+        "by_model": by_model,
+        "by_day": by_day,
+        "limits": _limits_used(user_id, now, reserved),
+    }
+
+
+def _dollars(value: Decimal | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _limits_used(user_id: Any, now: datetime.datetime, reserved: Used) -> list[dict[str, Any]]:
+    """Each limit covering the user, with what a post's check counts against it."""
+    limits = limits_for(user_id)
+    bounds = {period: period_bounds(period, now) for period in ("day", "month")}
+    used = used_since(user_id, bounds["day"][0], bounds["month"][0]) if limits else {}
+    listed = []
+    for limit in limits:
+        data = limit.as_data()
+        if limit.period != BudgetPeriod.RUN:
+            total = used[limit.period] + reserved
+            data["used_tokens"] = total.tokens
+            data["used_cost_usd"] = float(total.cost_usd)
+            data["resets_at"] = iso_time(bounds[limit.period][1])
+        listed.append(data)
+    return listed
