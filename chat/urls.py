@@ -15,6 +15,7 @@ urlpatterns = [
         name="audit_tool_decisions_csv",
     ),
     path("audit/models.csv", audit.audit_models_csv, name="audit_models_csv"),
+    path("audit/people.csv", audit.audit_people_csv, name="audit_people_csv"),
     path("audit/replays/", audit.audit_replays, name="audit_replays"),
     path("audit/replays/start/", audit.audit_replays_start, name="audit_replays_start"),
     path("audit/replays.csv", audit.audit_replays_csv, name="audit_replays_csv"),

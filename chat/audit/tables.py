@@ -1,4 +1,4 @@
-"""The per-tool and per-model tables, as cells: the page shows them and the CSV writes them.
+"""The per-tool, per-model and per-person tables, as cells: the page shows them and the CSV writes them.
 
 One definition of each table (its columns and how a figure is written), so
 the download holds exactly what the page shows. A cell is text, or None for
@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from chat.audit.people import PersonRow
 from chat.audit.stats import ModelRow, ToolRow
 
 T = TypeVar("T")
@@ -130,6 +131,22 @@ MODEL_COLUMNS: list[Column[ModelRow]] = [
 ]
 
 
+# What each person used: the budgets count the same calls (docs/governance.md).
+PERSON_COLUMNS: list[Column[PersonRow]] = [
+    Column("user", "Person", lambda r: r.username, numeric=False),
+    Column("runs", "Runs", lambda r: number(r.runs)),
+    Column("model_calls", "Model calls", lambda r: number(r.calls)),
+    Column("prompt_tokens", "Tokens in", lambda r: number(r.prompt_tokens)),
+    Column("completion_tokens", "Tokens out", lambda r: number(r.completion_tokens)),
+    Column(
+        "cost_usd",
+        "Cost $",
+        lambda r: dollars(r.cost_usd),
+        title="Of the calls whose model has a price; no price: none had one",
+    ),
+]
+
+
 def _table(columns: Sequence[Column[T]], rows: Sequence[T]) -> Table:
     return Table(
         columns=columns,  # type: ignore[arg-type]
@@ -147,6 +164,10 @@ def decision_table(rows: Sequence[ToolRow]) -> Table:
 
 def model_table(rows: Sequence[ModelRow]) -> Table:
     return _table(MODEL_COLUMNS, rows)
+
+
+def person_table(rows: Sequence[PersonRow]) -> Table:
+    return _table(PERSON_COLUMNS, rows)
 
 
 def _csv_safe(cell: Cell) -> str:

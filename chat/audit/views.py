@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
+from chat.audit.people import MAX_PEOPLE, person_stats
 from chat.audit.period import PRESETS, Period, PeriodForm, period_errors, period_from_query
 from chat.audit.plots import histogram_plot, timeseries_plot, width_text
 from chat.audit.queries import (
@@ -35,6 +36,7 @@ from chat.audit.stats import audit_stats, model_stats, tool_stats
 from chat.audit.tables import (
     decision_table,
     model_table,
+    person_table,
     table_csv,
     tool_table,
 )
@@ -94,6 +96,7 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
     replays = request.GET.get("replays", "")
     counted = _replays_counted(request)
     stats = audit_stats(period, replays=counted)
+    people = person_stats(period, limit=MAX_PEOPLE + 1, replays=counted)
     page = audit_run_page(
         page=request.GET.get("page"), status=status, period=period, replays=replays
     )
@@ -103,6 +106,8 @@ def audit_overview(request: HttpRequest) -> HttpResponse:
         tools=tool_table(stats.tools),
         decisions=decision_table(stats.tools),
         models=model_table(stats.models),
+        people=person_table(people[:MAX_PEOPLE]),
+        people_cut=len(people) > MAX_PEOPLE,
         histogram=histogram_plot(stats.histogram),
         over_time=timeseries_plot(stats.over_time),
         over_time_width=width_text(stats.over_time.width_s),
@@ -167,6 +172,17 @@ def audit_models_csv(request: HttpRequest) -> HttpResponse:
         request,
         "models",
         lambda period, replays: table_csv(model_table(model_stats(period, replays=replays))),
+    )
+
+
+@require_GET
+@staff_required
+def audit_people_csv(request: HttpRequest) -> HttpResponse:
+    """The overview's table of what each person used, as CSV."""
+    return _csv(
+        request,
+        "people",
+        lambda period, replays: table_csv(person_table(person_stats(period, replays=replays))),
     )
 
 

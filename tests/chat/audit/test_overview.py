@@ -93,7 +93,7 @@ def test_bad_periods_get_a_clear_message_and_a_400(staff_client: Client, query, 
     assert response.status_code == 400
     errors = response.content.decode().split('data-testid="period-errors"')[1].split("</div>")[0]
     assert message in unescape(errors)
-    for url in ("/audit/tools.csv", "/audit/models.csv"):
+    for url in ("/audit/tools.csv", "/audit/models.csv", "/audit/people.csv"):
         answer = staff_client.get(f"{url}?{query}")
         assert answer.status_code == 400
         assert message in answer.content.decode()
@@ -132,6 +132,7 @@ def table_cells(html: str, testid: str) -> list[list[str]]:
         ("tool-table", "tools.csv"),
         ("tool-decision-table", "tool-decisions.csv"),
         ("model-table", "models.csv"),
+        ("people-table", "people.csv"),
     ],
 )
 def test_the_csv_parses_and_matches_the_table(staff_client: Client, testid, url):
@@ -146,9 +147,11 @@ def test_the_csv_parses_and_matches_the_table(staff_client: Client, testid, url)
     assert response["Content-Disposition"].startswith('attachment; filename="toolchat-')
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     header, body = rows[0], rows[1:]
-    assert header[0] in {"tool", "model"}
+    assert header[0] in {"tool", "model", "user"}
     if testid == "tool-decision-table":
         assert header[1:] == ["allowed", "asked", "approved", "rejected", "expired", "denied"]
+    elif testid == "people-table":
+        assert header[1:4] == ["runs", "model_calls", "prompt_tokens"]
     else:
         assert "p50_ms" in header
         assert "p95_ms" in header
@@ -208,8 +211,8 @@ def test_the_page_costs_a_fixed_number_of_queries_whatever_the_data(staff_client
     many_runs(40)
     with CaptureQueriesContext(connection) as many:
         assert staff_client.get("/audit/?period=hour").status_code == 200
-    # The statistics, the runs' count and page, the session and the user.
-    assert len(many) == len(few) == STATS_QUERIES + 4, [q["sql"] for q in many.captured_queries]
+    # The statistics, the people's table, the runs' count and page, the session and the user.
+    assert len(many) == len(few) == STATS_QUERIES + 5, [q["sql"] for q in many.captured_queries]
     # The CSV: its table (and its percentiles on SQLite), the session and the user.
     csv_queries = 1 if connection.vendor == "postgresql" else 2
     with CaptureQueriesContext(connection) as download:
@@ -329,3 +332,25 @@ def test_replays_are_left_out_of_the_statistics_unless_asked(llm_server):
     assert "/audit/tools.csv?period=hour&amp;include_replays=1" in html
     assert '<a href="?period=day&amp;include_replays=1&amp;status=completed"' in html
     assert 'href="?period=hour&amp;status=completed"' in html  # leave them out again
+
+
+def test_the_people_table_says_what_each_person_used_most_tokens_first(staff_client: Client):
+    from decimal import Decimal
+
+    from tests.factories import ModelCallFactory, RunFactory, UserFactory
+
+    for name, prompt, cost in (("light", 10, None), ("heavy", 900, "0.5"), ("heavy", 100, None)):
+        owner = UserFactory._meta.model.objects.filter(username=name).first()
+        owner = owner or UserFactory(username=name)
+        run = RunFactory(conversation=ConversationFactory(owner=owner), status="completed")
+        ModelCallFactory(
+            run=run,
+            prompt_tokens=prompt,
+            completion_tokens=5,
+            cost_usd=None if cost is None else Decimal(cost),
+        )
+    html = staff_client.get("/audit/?period=hour").content.decode()
+    assert table_cells(html, "people-table") == [
+        ["heavy", "2", "2", "1,000", "10", "0.5"],
+        ["light", "1", "1", "10", "5", "no price"],
+    ]

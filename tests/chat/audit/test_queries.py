@@ -171,6 +171,7 @@ PAGES = [
     "/audit/conversations/{conversation}/",
     "/audit/tools.csv",
     "/audit/models.csv",
+    "/audit/people.csv",
 ]
 
 
