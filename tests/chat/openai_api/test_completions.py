@@ -355,6 +355,31 @@ def test_a_client_call_without_its_result_is_refused_and_nothing_is_stored(v1, l
     assert Run.objects.count() == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_follow_up_that_answers_no_client_call_is_refused_and_the_call_still_waits(
+    v1, llm_server
+):
+    llm_server.push(tool_calls_reply([("lookup_order", '{"order": "A"}', "call_1")]))
+    messages = [{"role": "user", "content": "Order A?"}]
+    choice = post(v1, messages, tools=[CLIENT_TOOL]).json()["choices"][0]
+    stored = Message.objects.count()
+    # The client skips the result and just writes again.
+    messages += [choice["message"], {"role": "user", "content": "Never mind, hello?"}]
+    response = post(v1, messages, tools=[CLIENT_TOOL])
+    assert response.status_code == 400, response.json()
+    error = error_of(response)
+    assert "call_1" in error["message"]
+    assert error["param"] == "messages"
+    assert (Message.objects.count(), Run.objects.count()) == (stored, 1)
+    assert ToolExecution.objects.get().status == ExecutionStatus.CLIENT
+    # Answered, the turn goes on.
+    llm_server.push(text_reply("Order A has 3 items."))
+    messages[-1:] = [{"role": "tool", "tool_call_id": "call_1", "content": "3 items"}]
+    response = post(v1, messages, tools=[CLIENT_TOOL])
+    assert response.json()["choices"][0]["message"]["content"] == "Order A has 3 items."
+    assert ToolExecution.objects.get().status == ExecutionStatus.SUCCEEDED
+
+
 @pytest.mark.django_db
 def test_a_client_tool_named_like_one_of_ours_is_refused(v1, llm_server):
     tool = {"type": "function", "function": {"name": "calculator", "parameters": {}}}
