@@ -102,7 +102,9 @@ def request_build(
     deciding = purpose == ModelCallPurpose.DECIDE
     # A tool a policy denies this person is not offered (chat/policies.py).
     ours = run_policies(run).offered(tool_registry.openai_tools())
-    tools = [*ours, *(run.client_tools or [])]
+    # A /v1 client's tool takes its name from ours for the run (chat/openai_api/answers.py).
+    theirs = client_tool_names(run)
+    tools = [*(t for t in ours if t["function"]["name"] not in theirs), *(run.client_tools or [])]
     if deciding:
         # No native tool calling: the tools are described in a system message and
         # the answer is a JSON decision (chat/engine/continuation.py).

@@ -106,10 +106,14 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
             raise InvalidInput("max_tokens must be a positive integer.", field="max_tokens")
         options["max_tokens"] = max_tokens
     stream_options = body.get("stream_options") or {}
+    tools = _tools_read(body.get("tools"))
+    shadowed = shadowed_tools(tools)
+    if shadowed:
+        options["shadowed_tools"] = shadowed
     return CompletionRequest(
         model=model,
         messages=body.get("messages"),
-        tools=_tools_read(body.get("tools")),
+        tools=tools,
         options=options,
         mode=_mode_read(meta, metadata),
         stream=bool(body.get("stream")),
@@ -170,17 +174,25 @@ def _tools_read(tools: Any) -> list[dict[str, Any]] | None:
     return [_tool_read(tool, f"tools[{index}].function") for index, tool in enumerate(tools)]
 
 
+def shadowed_tools(tools: list[dict[str, Any]] | None) -> list[str]:
+    """toolchat's own tools whose names the client's declarations take for this request.
+
+    The client's declaration wins: it knows what its user set up (Open WebUI
+    declares a `search_notes` of its own), and a name means one tool to the
+    model. toolchat's tool of that name is not offered to the run's model
+    (chat/engine/request.py), its calls are the client's, and the run keeps
+    the names in `client_options.shadowed_tools`.
+    """
+    names = [tool["function"]["name"] for tool in tools or ()]
+    return sorted({name for name in names if tool_registry.get(name) is not None})
+
+
 def _tool_read(tool: Any, where: str) -> dict[str, Any]:
-    """One client tool: a valid name none of ours has, and parameters a model can be offered."""
+    """One client tool: a valid name, and parameters a model can be offered."""
     function = tool.get("function") if isinstance(tool, dict) else None
     name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
         raise InvalidInput(f"{where}.name is not a valid tool name.", field=f"{where}.name")
-    if tool_registry.get(name) is not None:
-        raise InvalidInput(
-            f"{where}.name: {name!r} is the name of one of toolchat's own tools; rename yours.",
-            field=f"{where}.name",
-        )
     assert isinstance(function, dict)
     # No parameters (or `{}`) is a function without any, as OpenAI reads it.
     parameters = function.get("parameters")

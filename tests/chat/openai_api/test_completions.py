@@ -380,13 +380,36 @@ def test_a_follow_up_that_answers_no_client_call_is_refused_and_the_call_still_w
     assert ToolExecution.objects.get().status == ExecutionStatus.SUCCEEDED
 
 
-@pytest.mark.django_db
-def test_a_client_tool_named_like_one_of_ours_is_refused(v1, llm_server):
-    tool = {"type": "function", "function": {"name": "calculator", "parameters": {}}}
-    response = post(v1, [{"role": "user", "content": "hi"}], tools=[tool])
-    assert response.status_code == 400
-    assert error_of(response)["param"] == "tools[0].function.name"
-    assert not Conversation.objects.exists()
+@pytest.mark.django_db(transaction=True)
+def test_a_client_tool_named_like_one_of_ours_takes_the_name_for_its_request(v1, llm_server):
+    theirs = {
+        "type": "function",
+        "function": {
+            "name": "search_notes",
+            "description": "Search the notes of the client's own app.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        },
+    }
+    llm_server.push(tool_calls_reply([("search_notes", '{"query": "milk"}', "call_n")]))
+    response = post(v1, [{"role": "user", "content": "Any notes on milk?"}], tools=[theirs])
+    assert response.status_code == 200, response.json()
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"][0]["function"]["name"] == "search_notes"
+    # The model was offered one search_notes, the client's; toolchat's others as usual.
+    offered = [t["function"] for t in llm_server.requests[0]["tools"]]
+    named = [f for f in offered if f["name"] == "search_notes"]
+    assert [f["description"] for f in named] == ["Search the notes of the client's own app."]
+    assert "calculator" in {f["name"] for f in offered}
+    run = Run.objects.get(pk=response["X-Toolchat-Run-Id"])
+    assert run.client_options["shadowed_tools"] == ["search_notes"]
+    assert list(ToolExecution.objects.values_list("name", "status")) == [
+        ("search_notes", ExecutionStatus.CLIENT)
+    ]
+    # A request that does not declare it has toolchat's own again.
+    llm_server.push(text_reply("Hello."))
+    post(v1, [{"role": "user", "content": "Hello"}])
+    assert "search_notes" in {t["function"]["name"] for t in llm_server.requests[1]["tools"]}
 
 
 # --- errors ----------------------------------------------------------------------------------------
