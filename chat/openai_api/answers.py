@@ -18,7 +18,7 @@ from rest_framework import status
 
 from chat.engine.request import client_tool_names
 from chat.exceptions import InvalidInput, NotFound
-from chat.llm.endpoints import UnknownModel, model_allowed
+from chat.llm.endpoints import ModelChoice, UnknownModel, model_allowed
 from chat.models import (
     ExecutionStatus,
     Mode,
@@ -34,6 +34,8 @@ from tools.schema import parameters_problem
 from tools.spec import TOOL_NAME_RE
 
 DEFAULT_MODE = Mode.LOOP
+# What clients that route by a provider prefix put before a model id (`v1_model`).
+CLIENT_PREFIX = "openai"
 # The options a run takes from the request (others are ignored, as OpenAI ignores them).
 KEPT_OPTIONS = ("temperature", "tool_choice", "response_format", "user", "metadata", "stream")
 
@@ -85,7 +87,7 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
     if not isinstance(model, str) or not model:
         raise InvalidInput("model is required.", field="model")
     try:
-        model = model_allowed(model).id
+        model = v1_model(model).id
     except UnknownModel:
         raise ModelNotFound(
             f"The model {body['model']!r} does not exist or you do not have access to it; "
@@ -122,6 +124,24 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
         ),
         metadata=metadata,
     )
+
+
+def v1_model(name: str) -> ModelChoice:
+    """The model a /v1 request names: an id GET /v1/models lists, or that id after `openai/`.
+
+    The openai-agents SDK and LiteLLM read what comes before a model's first `/`
+    as their own provider (`Unknown prefix: offline`), and both send the rest
+    of `openai/<id>` to an OpenAI-compatible server. So `openai/offline/offline`
+    is one string that works in them and, verbatim, in every other client. An
+    id that is itself a model (a provider named `openai`) keeps its meaning.
+    """
+    try:
+        return model_allowed(name)
+    except UnknownModel:
+        prefix, _, rest = name.partition("/")
+        if prefix != CLIENT_PREFIX or not rest:
+            raise
+        return model_allowed(rest)
 
 
 def _nesting_check(body: dict[str, Any]) -> None:

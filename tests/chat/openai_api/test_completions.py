@@ -40,7 +40,7 @@ CLIENT_TOOL = {
 
 
 def post(client, messages, **fields):
-    return client.post(URL, {"model": MODEL, "messages": messages, **fields}, format="json")
+    return client.post(URL, {"model": MODEL, "messages": messages} | fields, format="json")
 
 
 async def _body(response) -> bytes:
@@ -69,6 +69,20 @@ def test_models_lists_what_the_rest_api_lists_in_openai_shape(v1, user, llm_serv
     response = v1.get("/v1/models/openai/none-such")
     assert response.status_code == 404
     assert error_of(response)["code"] == "model_not_found"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_id_after_openai_slash_names_the_same_model(v1, llm_server):
+    """What the agents SDK and LiteLLM take as one string: `openai/` then the id."""
+    aliased = f"openai/{MODEL}"
+    assert v1.get(f"/v1/models/{aliased}").json()["id"] == aliased
+    llm_server.push(text_reply("Hello."))
+    response = post(v1, [{"role": "user", "content": "Hi"}], model=aliased)
+    assert response.status_code == 200, response.json()
+    assert response.json()["model"] == MODEL
+    assert llm_server.requests[0]["model"] == "test-model"
+    response = post(v1, [{"role": "user", "content": "Hi"}], model="openai/none-such")
+    assert (response.status_code, error_of(response)["code"]) == (404, "model_not_found")
 
 
 @pytest.mark.django_db
