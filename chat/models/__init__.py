@@ -16,7 +16,14 @@ from chat.models.audit import (
     ModelCallPurpose,
     ToolExecution,
 )
-from chat.models.conversations import MAX_STEPS_LIMIT, Conversation, Message, Mode, Role
+from chat.models.conversations import (
+    MAX_STEPS_LIMIT,
+    Conversation,
+    Message,
+    Mode,
+    Role,
+    Source,
+)
 from chat.models.policies import PolicyDecision, StandingApproval, ToolPolicy
 from chat.models.runs import (
     ACTIVE_RUN_STATUSES,
@@ -45,6 +52,7 @@ __all__ = [
     "Run",
     "RunEvent",
     "RunStatus",
+    "Source",
     "StandingApproval",
     "ToolExecution",
     "ToolPolicy",
