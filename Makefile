@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 # pytest exits 5 when a pass selects no test; that is not a failure here.
 PYTEST = $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-.PHONY: run test test-python test-long test-litellm attack bench bench-peer mutation lint typecheck jscheck pytest migrate clean help
+.PHONY: run test test-python test-long test-litellm test-openwebui attack bench bench-peer mutation lint typecheck jscheck pytest migrate clean help
 
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
@@ -117,6 +117,12 @@ test-long: $(VENV)/.installed-dev
 test-litellm: $(VENV)/.installed-dev
 	litellm_env="$$(.ci/litellm.sh)" && eval "$$litellm_env" && \
 	TOOLCHAT_TEST_DB=sqlite $(BIN)/python -m pytest -p no:cacheprovider -m litellm $(PYTEST_ARGS)
+
+# The tests marked `openwebui` alone (docs/openai-api.md): Open WebUI, installed into its own
+# cached virtualenv by .ci/openwebui.sh, in front of toolchat's /v1 (the PostgreSQL pass).
+test-openwebui: $(VENV)/.installed-dev
+	openwebui_env="$$(.ci/openwebui.sh)" && eval "$$openwebui_env" && \
+	TOOLCHAT_TEST_DB=postgres $(BIN)/python -m pytest -p no:cacheprovider -m openwebui $(PYTEST_ARGS)
 
 # Needs the PostgreSQL and Redis server binaries; see bench/README.md.
 bench: $(VENV)/.installed-dev

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ from chat.models import (
     Run,
     RunEvent,
     RunStatus,
+    Source,
     StandingApproval,
     ToolExecution,
 )
@@ -98,18 +99,25 @@ def history_for_model(
 
 
 def conversation_list(
-    *, user: AbstractBaseUser | AnonymousUser, search: str = "", replays: bool = False
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    search: str = "",
+    replays: bool = False,
+    sources: Iterable[str] | None = None,
 ) -> QuerySet[Conversation]:
     """The user's conversations, each annotated with `active_run_id` (one query for a page).
 
     `search` keeps those whose title, or a current user or assistant message,
-    contains it (case-insensitive). A replay's conversation (`replay_of`) is
-    not one the user held: it is left out unless `replays`.
+    contains it (case-insensitive); `sources` those of the sources named. A
+    replay's conversation (`replay_of`) is not one the user held: it is left
+    out unless `replays`; so is a /v1 client's background task (`Source.TASK`).
     """
     active = Run.objects.filter(
         conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
     ).values("pk")[:1]
-    conversations = Conversation.objects.filter(owner_id=user.pk)
+    conversations = Conversation.objects.filter(owner_id=user.pk).exclude(source=Source.TASK)
+    if sources is not None:
+        conversations = conversations.filter(source__in=list(sources))
     if not replays:
         conversations = conversations.filter(replay_of__isnull=True)
     if search:

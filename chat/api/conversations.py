@@ -24,7 +24,7 @@ from chat.api.base import (
 from chat.api.serializers import ConversationSerializer
 from chat.export import conversation_export
 from chat.inputs import StrictInputSerializer, StrictIntegerField, TextField
-from chat.models import MAX_STEPS_LIMIT, Conversation, Mode
+from chat.models import MAX_STEPS_LIMIT, Conversation, Mode, Source
 from chat.selectors import (
     conversation_detail,
     conversation_get,
@@ -59,6 +59,20 @@ class ConversationListApi(APIView):
             max_length=200,
             help_text="Only conversations whose title or messages contain this text.",
         )
+        # A field named `source` shadows Field.source only for the type checker: DRF's
+        # metaclass takes declared fields off the class.
+        source = serializers.MultipleChoiceField(  # type: ignore[assignment]
+            choices=[c for c in Source.choices if c[0] != Source.TASK],
+            required=False,
+            help_text="Only conversations from these sources (`chat`, `api`, `v1`), "
+            "comma-separated; all of them when left out.",
+        )
+
+        def to_internal_value(self, data: Any) -> Any:
+            data = {key: data[key] for key in data}
+            if isinstance(data.get("source"), str):
+                data["source"] = [part for part in data["source"].split(",") if part]
+            return super().to_internal_value(data)
 
     @extend_schema(
         tags=TAG,
@@ -84,7 +98,11 @@ class ConversationListApi(APIView):
         query.is_valid(raise_exception=True)
         return paginate(
             self.Pagination(),
-            conversation_list(user=request.user, search=query.validated_data.get("q", "").strip()),
+            conversation_list(
+                user=request.user,
+                search=query.validated_data.get("q", "").strip(),
+                sources=query.validated_data.get("source") or None,
+            ),
             request,
             self,
             lambda page: ConversationSerializer(page, many=True).data,
@@ -143,7 +161,13 @@ class ConversationCreateApi(APIView):
         """Create a conversation owned by the user."""
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        conversation = conversation_create(owner=request.user, **serializer.validated_data)  # type: ignore[arg-type]
+        # With the session: the chat page's; with a token: another client's.
+        source = Source.CHAT if request.auth is None else Source.API
+        conversation = conversation_create(
+            owner=request.user,  # type: ignore[arg-type]
+            source=source,
+            **serializer.validated_data,
+        )
         conversation.active_run_id = None  # type: ignore[attr-defined]
         return Response(_output(conversation), status=status.HTTP_201_CREATED)
 

@@ -93,6 +93,7 @@ CONVERSATION = {
     "active_run_id": None,
     "last_event_seq": 14,
     "replay_of": None,
+    "source": "chat",
     "created_at": "2025-05-01T09:30:00.120000Z",
     "updated_at": "2025-05-01T09:31:02.410000Z",
 }

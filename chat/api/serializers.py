@@ -71,6 +71,7 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
             "active_run_id",
             "last_event_seq",
             "replay_of",
+            "source",
             "created_at",
             "updated_at",
         ]
@@ -78,7 +79,12 @@ class ConversationSerializer(serializers.ModelSerializer[Conversation]):
         extra_kwargs = {
             "system_prompt": {
                 "help_text": "The conversation's own system prompt; blank: the server's default."
-            }
+            },
+            "source": {
+                "help_text": "Where it came from: `chat` (the chat page), `api` (this API with "
+                "a token), `v1` (an OpenAI-compatible client, docs/openai-api.md) or `task` "
+                "(such a client's background task; left out of the list)."
+            },
         }
 
     def get_model(self, conversation: Conversation) -> str:

@@ -101,8 +101,15 @@ def request_build(
     messages = history_messages(history)
     deciding = purpose == ModelCallPurpose.DECIDE
     # A tool a policy denies this person is not offered (chat/policies.py).
-    ours = run_policies(run).offered(tool_registry.openai_tools())
-    tools = [*ours, *(run.client_tools or [])]
+    # A /v1 client's options (chat/openai_api/) where it gave them.
+    options = run.client_options or {}
+    # None of ours for a /v1 client's background task (chat/openai_api/tasks.py).
+    ours = run_policies(run).offered(
+        tool_registry.openai_tools() if options.get("toolchat_tools", True) else []
+    )
+    # A /v1 client's tool takes its name from ours for the run (chat/openai_api/answers.py).
+    theirs = client_tool_names(run)
+    tools = [*(t for t in ours if t["function"]["name"] not in theirs), *(run.client_tools or [])]
     if deciding:
         # No native tool calling: the tools are described in a system message and
         # the answer is a JSON decision (chat/engine/continuation.py).
@@ -111,8 +118,6 @@ def request_build(
         messages.append({"role": "system", "content": instruction})
     offered = tools if purpose == ModelCallPurpose.TOOLS else None
     composing = purpose == ModelCallPurpose.COMPOSE
-    # A /v1 client's own options (chat/openai_api/) where it gave them.
-    options = run.client_options or {}
     return ChatRequest(
         model=model,
         messages=messages,

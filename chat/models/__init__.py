@@ -18,7 +18,14 @@ from chat.models.audit import (
     ToolExecution,
 )
 from chat.models.budgets import BudgetLimit, BudgetPeriod
-from chat.models.conversations import MAX_STEPS_LIMIT, Conversation, Message, Mode, Role
+from chat.models.conversations import (
+    MAX_STEPS_LIMIT,
+    Conversation,
+    Message,
+    Mode,
+    Role,
+    Source,
+)
 from chat.models.policies import PolicyDecision, StandingApproval, ToolPolicy
 from chat.models.runs import (
     ACTIVE_RUN_STATUSES,
@@ -49,6 +56,7 @@ __all__ = [
     "Run",
     "RunEvent",
     "RunStatus",
+    "Source",
     "StandingApproval",
     "ToolExecution",
     "ToolPolicy",

@@ -15,6 +15,17 @@ from django.db.models import Q
 from tools.fields import StorableCharField, StorableJSONField, StorableTextField
 
 
+class Source(models.TextChoices):
+    """Where a conversation came from: the chat page, the REST API, or a /v1 client."""
+
+    CHAT = "chat", "Chat page"
+    API = "api", "REST API"
+    V1 = "v1", "OpenAI-compatible API"
+    # A /v1 client's background task (Open WebUI's title, tags, follow-ups): one
+    # conversation per task, left out of the conversation list (chat/openai_api/tasks.py).
+    TASK = "task", "A /v1 client's background task"
+
+
 class Mode(models.TextChoices):
     """How a run continues after its tools (chat/engine/continuation.py)."""
 
@@ -51,6 +62,9 @@ class Conversation(models.Model):
     # out of the conversation list, reachable by id, deleted with the original.
     replay_of = models.ForeignKey(
         "Run", null=True, blank=True, on_delete=models.CASCADE, related_name="+", editable=False
+    )
+    source = models.CharField(
+        max_length=8, choices=Source.choices, default=Source.API, editable=False
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -18,7 +18,7 @@ from rest_framework import status
 
 from chat.engine.request import client_tool_names
 from chat.exceptions import InvalidInput, NotFound
-from chat.llm.endpoints import UnknownModel, model_allowed
+from chat.llm.endpoints import ModelChoice, UnknownModel, model_allowed
 from chat.models import (
     ExecutionStatus,
     Mode,
@@ -34,6 +34,8 @@ from tools.schema import parameters_problem
 from tools.spec import TOOL_NAME_RE
 
 DEFAULT_MODE = Mode.LOOP
+# What clients that route by a provider prefix put before a model id (`v1_model`).
+CLIENT_PREFIX = "openai"
 # The options a run takes from the request (others are ignored, as OpenAI ignores them).
 KEPT_OPTIONS = ("temperature", "tool_choice", "response_format", "user", "metadata", "stream")
 
@@ -85,7 +87,7 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
     if not isinstance(model, str) or not model:
         raise InvalidInput("model is required.", field="model")
     try:
-        model = model_allowed(model).id
+        model = v1_model(model).id
     except UnknownModel:
         raise ModelNotFound(
             f"The model {body['model']!r} does not exist or you do not have access to it; "
@@ -106,10 +108,14 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
             raise InvalidInput("max_tokens must be a positive integer.", field="max_tokens")
         options["max_tokens"] = max_tokens
     stream_options = body.get("stream_options") or {}
+    tools = _tools_read(body.get("tools"))
+    shadowed = shadowed_tools(tools)
+    if shadowed:
+        options["shadowed_tools"] = shadowed
     return CompletionRequest(
         model=model,
         messages=body.get("messages"),
-        tools=_tools_read(body.get("tools")),
+        tools=tools,
         options=options,
         mode=_mode_read(meta, metadata),
         stream=bool(body.get("stream")),
@@ -118,6 +124,24 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
         ),
         metadata=metadata,
     )
+
+
+def v1_model(name: str) -> ModelChoice:
+    """The model a /v1 request names: an id GET /v1/models lists, or that id after `openai/`.
+
+    The openai-agents SDK and LiteLLM read what comes before a model's first `/`
+    as their own provider (`Unknown prefix: offline`), and both send the rest
+    of `openai/<id>` to an OpenAI-compatible server. So `openai/offline/offline`
+    is one string that works in them and, verbatim, in every other client. An
+    id that is itself a model (a provider named `openai`) keeps its meaning.
+    """
+    try:
+        return model_allowed(name)
+    except UnknownModel:
+        prefix, _, rest = name.partition("/")
+        if prefix != CLIENT_PREFIX or not rest:
+            raise
+        return model_allowed(rest)
 
 
 def _nesting_check(body: dict[str, Any]) -> None:
@@ -170,17 +194,25 @@ def _tools_read(tools: Any) -> list[dict[str, Any]] | None:
     return [_tool_read(tool, f"tools[{index}].function") for index, tool in enumerate(tools)]
 
 
+def shadowed_tools(tools: list[dict[str, Any]] | None) -> list[str]:
+    """toolchat's own tools whose names the client's declarations take for this request.
+
+    The client's declaration wins: it knows what its user set up (Open WebUI
+    declares a `search_notes` of its own), and a name means one tool to the
+    model. toolchat's tool of that name is not offered to the run's model
+    (chat/engine/request.py), its calls are the client's, and the run keeps
+    the names in `client_options.shadowed_tools`.
+    """
+    names = [tool["function"]["name"] for tool in tools or ()]
+    return sorted({name for name in names if tool_registry.get(name) is not None})
+
+
 def _tool_read(tool: Any, where: str) -> dict[str, Any]:
-    """One client tool: a valid name none of ours has, and parameters a model can be offered."""
+    """One client tool: a valid name, and parameters a model can be offered."""
     function = tool.get("function") if isinstance(tool, dict) else None
     name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
         raise InvalidInput(f"{where}.name is not a valid tool name.", field=f"{where}.name")
-    if tool_registry.get(name) is not None:
-        raise InvalidInput(
-            f"{where}.name: {name!r} is the name of one of toolchat's own tools; rename yours.",
-            field=f"{where}.name",
-        )
     assert isinstance(function, dict)
     # No parameters (or `{}`) is a function without any, as OpenAI reads it.
     parameters = function.get("parameters")

@@ -12,8 +12,9 @@ from typing import Any
 
 from django.db import transaction
 
-from chat.models import Conversation, Run
+from chat.models import Conversation, Mode, Run, Source
 from chat.openai_api.answers import DEFAULT_MODE, CompletionRequest
+from chat.openai_api.tasks import client_task
 from chat.openai_api.threads import (
     ClientMessage,
     conversation_ref,
@@ -52,6 +53,9 @@ def turn_start(
     `previous_response_id`): every message is new to it, and the digest of what
     its client saw is cleared, since that client no longer sends the history.
     """
+    task = client_task(messages) if continues is None else ""
+    if task:
+        return _task_start(user, request, messages, task)
     conversation: Conversation | None
     with transaction.atomic():
         if continues is not None:
@@ -81,6 +85,30 @@ def turn_start(
     return Started(run, conversation, request, messages)
 
 
+def _task_start(
+    user: Any, request: CompletionRequest, messages: list[ClientMessage], task: str
+) -> Started:
+    """A client's background task: its own conversation, and none of toolchat's tools."""
+    turn = turn_read(
+        None,
+        messages,
+        0,
+        tools=request.tools,
+        options={**request.options, "toolchat_tools": False},
+    )
+    with transaction.atomic():
+        conversation = conversation_create(
+            owner=user,
+            title=_title(task),
+            mode=Mode.LOOP,
+            system_prompt=system_prompt_read(messages),
+            model=request.model,
+            source=Source.TASK,
+        )
+        run = client_run_start(conversation=conversation, turn=turn)
+    return Started(run, conversation, request, messages)
+
+
 def _conversation_new(
     user: Any,
     request: CompletionRequest,
@@ -94,6 +122,7 @@ def _conversation_new(
         mode=request.mode or DEFAULT_MODE,
         system_prompt=system_prompt_read(messages),
         model=request.model,
+        source=Source.V1,
     )
     ref = conversation_ref(meta, request.metadata)
     if ref:

@@ -37,6 +37,7 @@ from chat.message_rate import MessageRateThrottle
 from chat.models import Run
 from chat.openai_api import docs
 from chat.openai_api.answers import (
+    CLIENT_PREFIX,
     ModelNotFound,
     Outcome,
     chunk,
@@ -131,10 +132,10 @@ class ModelDetailView(OpenAIView):
         examples=[docs.example("A model", docs.MODEL)],
     )
     def get(self, request: Request, model_id: str) -> Response:
-        """The model, or 404 `model_not_found`."""
+        """The model, or 404 `model_not_found`; `openai/<id>` names it too (`v1_model`)."""
         for choice in model_choices():
-            if choice.id == model_id:
-                return Response(_model_object(choice.id, choice.provider))
+            if model_id in (choice.id, f"{CLIENT_PREFIX}/{choice.id}"):
+                return Response(_model_object(model_id, choice.provider))
         raise ModelNotFound(f"The model {model_id!r} does not exist.", field="model")
 
 

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from chat.exceptions import Conflict, ConversationNotFound, InvalidInput
 from chat.llm.endpoints import UnknownModel, model_allowed, model_choices
-from chat.models import ACTIVE_RUN_STATUSES, MAX_STEPS_LIMIT, Conversation, Mode, Run
+from chat.models import ACTIVE_RUN_STATUSES, MAX_STEPS_LIMIT, Conversation, Mode, Run, Source
 from chat.services.runs import run_cancel
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ def conversation_create(
     max_steps: int = DEFAULT_MAX_STEPS,
     system_prompt: str = "",
     model: str = "",
+    source: str = Source.API,
 ) -> Conversation:
     """Create a conversation for `owner`; InvalidInput names the field at fault."""
     settings_check(
@@ -96,6 +97,7 @@ def conversation_create(
             max_steps=max_steps,
             system_prompt=system_prompt,
             model=model,
+            source=source,
         )
 
 

@@ -321,7 +321,8 @@ def _client_calls_answered(
 ) -> list[tuple[ToolExecution, Message]]:
     """The client's calls its results answer, each with its (unsaved) tool message.
 
-    Every call the conversation returned to its client must be answered, once;
+    Every call the conversation returned to its client must be answered, once,
+    before anything else is added (a follow-up that answers none is refused too);
     a result for another call is InvalidInput.
     """
     waiting = {
@@ -343,7 +344,7 @@ def _client_calls_answered(
             conversation_id=conversation.pk, run_id=run_id, execution=execution, content=content
         )
         answered.append((execution, message))
-    if answered and waiting:
+    if waiting:
         raise InvalidInput(
             "Every tool call needs its result: none was sent for "
             + ", ".join(sorted(waiting))

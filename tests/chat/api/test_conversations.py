@@ -45,6 +45,7 @@ def test_the_list_shows_only_your_own_conversations_newest_first(api, user, othe
         "active_run_id": None,
         "last_event_seq": 0,
         "replay_of": None,
+        "source": "api",
         "created_at": body["results"][0]["created_at"],
         "updated_at": body["results"][0]["updated_at"],
     }

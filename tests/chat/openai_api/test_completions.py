@@ -40,7 +40,7 @@ CLIENT_TOOL = {
 
 
 def post(client, messages, **fields):
-    return client.post(URL, {"model": MODEL, "messages": messages, **fields}, format="json")
+    return client.post(URL, {"model": MODEL, "messages": messages} | fields, format="json")
 
 
 async def _body(response) -> bytes:
@@ -69,6 +69,20 @@ def test_models_lists_what_the_rest_api_lists_in_openai_shape(v1, user, llm_serv
     response = v1.get("/v1/models/openai/none-such")
     assert response.status_code == 404
     assert error_of(response)["code"] == "model_not_found"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_id_after_openai_slash_names_the_same_model(v1, llm_server):
+    """What the agents SDK and LiteLLM take as one string: `openai/` then the id."""
+    aliased = f"openai/{MODEL}"
+    assert v1.get(f"/v1/models/{aliased}").json()["id"] == aliased
+    llm_server.push(text_reply("Hello."))
+    response = post(v1, [{"role": "user", "content": "Hi"}], model=aliased)
+    assert response.status_code == 200, response.json()
+    assert response.json()["model"] == MODEL
+    assert llm_server.requests[0]["model"] == "test-model"
+    response = post(v1, [{"role": "user", "content": "Hi"}], model="openai/none-such")
+    assert (response.status_code, error_of(response)["code"]) == (404, "model_not_found")
 
 
 @pytest.mark.django_db
@@ -355,13 +369,61 @@ def test_a_client_call_without_its_result_is_refused_and_nothing_is_stored(v1, l
     assert Run.objects.count() == 1
 
 
-@pytest.mark.django_db
-def test_a_client_tool_named_like_one_of_ours_is_refused(v1, llm_server):
-    tool = {"type": "function", "function": {"name": "calculator", "parameters": {}}}
-    response = post(v1, [{"role": "user", "content": "hi"}], tools=[tool])
-    assert response.status_code == 400
-    assert error_of(response)["param"] == "tools[0].function.name"
-    assert not Conversation.objects.exists()
+@pytest.mark.django_db(transaction=True)
+def test_a_follow_up_that_answers_no_client_call_is_refused_and_the_call_still_waits(
+    v1, llm_server
+):
+    llm_server.push(tool_calls_reply([("lookup_order", '{"order": "A"}', "call_1")]))
+    messages = [{"role": "user", "content": "Order A?"}]
+    choice = post(v1, messages, tools=[CLIENT_TOOL]).json()["choices"][0]
+    stored = Message.objects.count()
+    # The client skips the result and just writes again.
+    messages += [choice["message"], {"role": "user", "content": "Never mind, hello?"}]
+    response = post(v1, messages, tools=[CLIENT_TOOL])
+    assert response.status_code == 400, response.json()
+    error = error_of(response)
+    assert "call_1" in error["message"]
+    assert error["param"] == "messages"
+    assert (Message.objects.count(), Run.objects.count()) == (stored, 1)
+    assert ToolExecution.objects.get().status == ExecutionStatus.CLIENT
+    # Answered, the turn goes on.
+    llm_server.push(text_reply("Order A has 3 items."))
+    messages[-1:] = [{"role": "tool", "tool_call_id": "call_1", "content": "3 items"}]
+    response = post(v1, messages, tools=[CLIENT_TOOL])
+    assert response.json()["choices"][0]["message"]["content"] == "Order A has 3 items."
+    assert ToolExecution.objects.get().status == ExecutionStatus.SUCCEEDED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_client_tool_named_like_one_of_ours_takes_the_name_for_its_request(v1, llm_server):
+    theirs = {
+        "type": "function",
+        "function": {
+            "name": "search_notes",
+            "description": "Search the notes of the client's own app.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        },
+    }
+    llm_server.push(tool_calls_reply([("search_notes", '{"query": "milk"}', "call_n")]))
+    response = post(v1, [{"role": "user", "content": "Any notes on milk?"}], tools=[theirs])
+    assert response.status_code == 200, response.json()
+    choice = response.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"][0]["function"]["name"] == "search_notes"
+    # The model was offered one search_notes, the client's; toolchat's others as usual.
+    offered = [t["function"] for t in llm_server.requests[0]["tools"]]
+    named = [f for f in offered if f["name"] == "search_notes"]
+    assert [f["description"] for f in named] == ["Search the notes of the client's own app."]
+    assert "calculator" in {f["name"] for f in offered}
+    run = Run.objects.get(pk=response["X-Toolchat-Run-Id"])
+    assert run.client_options["shadowed_tools"] == ["search_notes"]
+    assert list(ToolExecution.objects.values_list("name", "status")) == [
+        ("search_notes", ExecutionStatus.CLIENT)
+    ]
+    # A request that does not declare it has toolchat's own again.
+    llm_server.push(text_reply("Hello."))
+    post(v1, [{"role": "user", "content": "Hello"}])
+    assert "search_notes" in {t["function"]["name"] for t in llm_server.requests[1]["tools"]}
 
 
 # --- errors ----------------------------------------------------------------------------------------
