@@ -330,3 +330,72 @@ def test_a_bad_limit_is_refused_naming_its_key(entry, field):
         policies_replace(document={"limits": [entry]})
     assert refused.value.field == f"limits[0].{field}"
     assert not BudgetLimit.objects.exists()
+
+
+@pytest.mark.postgres
+def test_posts_through_two_web_processes_at_once_share_one_budget(
+    scripted_server, asgi_server_session, llm_server, tmp_path, settings
+):
+    """50 posts over REST, split between two uvicorn processes that run their own turns."""
+    import urllib.error
+    import urllib.request
+
+    from rest_framework.authtoken.models import Token
+
+    from tests.plugins.servers import AsgiServer, server_settle
+
+    second = AsgiServer(
+        env={
+            **asgi_server_session.env,
+            "LLM_PROVIDER": "openai",
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": llm_server.base_url,
+            "LLM_MODEL": "test-model",
+            "TOOLCHAT_BUDGET_RESERVE_TOKENS": "1000",
+        },
+        log_path=tmp_path / "uvicorn-second.log",
+    )
+    second.start()
+    llm_server.push(*[text_reply("slow", delay_s=4) for _ in range(60)])
+    user = UserFactory()
+    token = Token.objects.create(user=user).key
+    # The first process reserves its default (4,000 tokens), the second 1,000: room for two
+    # of the first's and two of the second's, or one and six, ... never past 10,000.
+    BudgetLimit.objects.create(period="day", tokens=10_000)
+    conversations = [ConversationFactory(owner=user) for _ in range(50)]
+    servers = [scripted_server, second.base_url]
+    barrier = threading.Barrier(50)
+    codes: list[int] = []
+
+    def post(index: int) -> None:
+        url = f"{servers[index % 2]}/api/v1/conversations/{conversations[index].pk}/messages/"
+        request = urllib.request.Request(
+            url,
+            data=b'{"content": "go"}',
+            headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+        )
+        barrier.wait()
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                codes.append(response.status)
+        except urllib.error.HTTPError as error:
+            codes.append(error.code)
+
+    try:
+        threads = [threading.Thread(target=post, args=(n,)) for n in range(50)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert sorted(set(codes)) == [202, 429], codes
+        runs = list(Run.objects.filter(conversation__owner=user))
+        reserved = sum(run.budget["reserved"]["tokens"] for run in runs)
+        assert reserved <= 10_000
+        # Full: another post of either size would have crossed it.
+        assert reserved > 10_000 - 4000
+        assert codes.count(202) == len(runs)
+        assert Message.objects.filter(conversation__owner=user).count() == len(runs)
+        assert {run.budget["reserved"]["tokens"] for run in runs} <= {1000, 4000}
+        server_settle(timeout=30)
+    finally:
+        second.stop()
