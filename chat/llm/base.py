@@ -17,6 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 # The `json_schema` name of a request for follow-up suggestions (chat/engine/suggestions.py):
 # the answer is {"suggestions": [...]}, two or three short prompts the user might send next.
 SUGGESTIONS_FORMAT_NAME = "follow_up_suggestions"
+# The `json_schema` name of the `llm` decider's request (chat/engine/continuation.py
+# DECISION_FORMAT): the answer is {done, next_tool, arguments, final_output}.
+DECISION_FORMAT_NAME = "continuation_decision"
 
 # The options of a /v1 request passed to the model as the client gave them (checked in
 # chat/openai_api/options.py), besides those a request's own fields carry (`temperature`,
