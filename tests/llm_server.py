@@ -78,6 +78,9 @@ class Reply:
     # client goes away, or, when the request set a token limit, until that many pieces
     # came (one a token), ending with `finish_reason` "length" as a server that heeds it.
     endless: bool = False
+    # Token log probabilities (OpenAI's `logprobs.content` entries) sent with the answer:
+    # whole in a completion, one a text chunk in a stream (the rest with the last).
+    logprobs: list[dict[str, Any]] | None = None
 
 
 def text_reply(content: str, **kwargs: Any) -> Reply:
@@ -378,14 +381,15 @@ class ScriptedLLMServer:
             message[reply.reasoning_field] = reply.reasoning
         if reply.tool_calls:
             message["tool_calls"] = reply.tool_calls
+        choice = {"index": 0, "message": message, "finish_reason": self._finish_reason(reply)}
+        if reply.logprobs is not None:
+            choice["logprobs"] = {"content": reply.logprobs, "refusal": None}
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body["model"],
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": self._finish_reason(reply)}
-            ],
+            "choices": [choice],
             "usage": _usage(reply),
         }
 
@@ -411,6 +415,10 @@ class ScriptedLLMServer:
             for index, word in enumerate(words):
                 text = word if index == len(words) - 1 else word + " "
                 chunks.append(chunk({"content": text}))
+                if reply.logprobs:
+                    last = index == len(words) - 1
+                    entries = reply.logprobs[index:] if last else reply.logprobs[index : index + 1]
+                    chunks[-1]["choices"][0]["logprobs"] = {"content": entries}
         for index, call in enumerate(reply.tool_calls):
             arguments = call["function"]["arguments"]
             half = len(arguments) // 2

@@ -203,6 +203,7 @@ def completion_fill(model_call: ModelCall, completion: Completion) -> None:
     model_call.attempts = completion.attempts
     model_call.model = completion.model or model_call.model
     model_call.note = completion.note[:300]
+    model_call.logprobs = completion.logprobs
 
 
 def failed_call_record(model_call: ModelCall, error: str, *, attempts: int = 0) -> bool:

@@ -12,7 +12,7 @@ from django.conf import settings
 from chat.engine.continuation import DECISION_FORMAT, decider_instruction
 from chat.history import RunHistory
 from chat.history_rows import history_kept
-from chat.llm.base import ChatRequest
+from chat.llm.base import ChatRequest, forwarded_options
 from chat.models import ModelCallPurpose, Run
 from chat.policies import run_policies
 from chat.prompts import run_system_prompt
@@ -129,6 +129,7 @@ def request_build(
         temperature=options.get(
             "temperature", settings.LLM_COMPOSE_TEMPERATURE if composing else None
         ),
+        options=forwarded_options(options),
     )
 
 

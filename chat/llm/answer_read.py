@@ -21,6 +21,7 @@ from chat.llm.lenient import (
     arguments_text,
     call_id,
     content_read,
+    logprobs_read,
     reasoning_read,
     tool_calls_read,
     usage_read,
@@ -69,6 +70,7 @@ def completion_read(asked: Asking, response: httpx2.Response, kind: str) -> Comp
         reasoning=reasoning_read(message) or None,
         note="; ".join(asked.notes),
         response_id=str(data.get("id") or ""),
+        logprobs=logprobs_read(choice.get("logprobs")) or None,
     )
 
 
@@ -116,6 +118,7 @@ def stream_completion(
     first_token_ms: int | None,
     usage: Usage,
     reasoning: list[str],
+    logprobs: list[Any] | None = None,
 ) -> Completion | None:
     """The answer of a stream that ended cleanly; None when it said nothing and never finished.
 
@@ -160,6 +163,7 @@ def stream_completion(
         reasoning="".join(reasoning) or None,
         note="; ".join(asked.notes),
         response_id=state.id,
+        logprobs=logprobs or None,
     )
 
 

@@ -10,13 +10,48 @@ showed of the failed attempt.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 # The `json_schema` name of a request for follow-up suggestions (chat/engine/suggestions.py):
 # the answer is {"suggestions": [...]}, two or three short prompts the user might send next.
 SUGGESTIONS_FORMAT_NAME = "follow_up_suggestions"
+# The `json_schema` name of the `llm` decider's request (chat/engine/continuation.py
+# DECISION_FORMAT): the answer is {done, next_tool, arguments, final_output}.
+DECISION_FORMAT_NAME = "continuation_decision"
+
+# The options of a /v1 request passed to the model as the client gave them (checked in
+# chat/openai_api/options.py), besides those a request's own fields carry (`temperature`,
+# the token limit, `tool_choice`, `response_format`). OpenAI's, and the samplers of the
+# open servers (vLLM, llama.cpp, Ollama's OpenAI API). A server that refuses one has it
+# left out from then on (chat/llm/limits.py). The offline model honours `stop`.
+FORWARDED = (
+    "stop",
+    "top_p",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "parallel_tool_calls",
+    "reasoning_effort",
+    "verbosity",
+    "service_tier",
+    "prediction",
+    "prompt_cache_key",
+    "safety_identifier",
+    "user",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+)
+
+
+def forwarded_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Of a run's client options, those sent to the model as they are."""
+    return {name: options[name] for name in FORWARDED if options.get(name) is not None}
 
 
 @dataclass(frozen=True)
@@ -47,6 +82,9 @@ class ChatRequest:
     response_format: dict[str, Any] | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+    # A /v1 client's other options (`stop`, `top_p`, `seed`, ...: FORWARDED), sent as the
+    # client gave them; `parallel_tool_calls` only with tools.
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -70,6 +108,9 @@ class Completion:
     note: str = ""
     # The server's id for the answer (`chatcmpl-...`), where it gave one: traces report it.
     response_id: str = ""
+    # The answer's token log probabilities (`logprobs.content`), where the request asked for
+    # them and the server gave them; None otherwise.
+    logprobs: list[Any] | None = None
 
 
 @dataclass(frozen=True)

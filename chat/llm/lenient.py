@@ -150,3 +150,15 @@ def content_read(message: Mapping[str, Any]) -> str:
             if isinstance(part, Mapping) and part.get("type") == "text"
         )
     return ""
+
+
+def logprobs_read(value: Any) -> list[Any]:
+    """The token entries of a choice's `logprobs` (`{"content": [...]}`); none when absent.
+
+    Some servers (older vLLM, llama.cpp) send the list itself.
+    """
+    if isinstance(value, Mapping):
+        value = value.get("content")
+    return (
+        [entry for entry in value if isinstance(entry, Mapping)] if isinstance(value, list) else []
+    )

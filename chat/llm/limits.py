@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from chat.llm.base import FORWARDED
+
 logger = logging.getLogger(__name__)
 
 # The optional parameters a server may refuse, in the order they are given up;
@@ -30,10 +32,13 @@ logger = logging.getLogger(__name__)
 REFUSABLE = (
     "max_completion_tokens",
     "max_tokens",
-    "parallel_tool_calls",
     "stream_options",
     "temperature",
+    *FORWARDED,
 )
+# Names that are also words of an error's prose ("stop", "user"): an error names one of these
+# only quoted ('stop', `user`) or as the argument it does not know ("supplied: seed").
+_WORDS = frozenset({"stop", "seed", "user", "prediction"})
 # A token limit refused under one name is asked under the other, once.
 OTHER_NAMES = {"max_completion_tokens": "max_tokens", "max_tokens": "max_completion_tokens"}
 # Hosts that take OpenAI's newer name for the token limit (`max_tokens` is refused by
@@ -166,7 +171,13 @@ def refused_parameter(message: str, error: Mapping[str, Any], sent: Mapping[str,
     text = message.lower()
     for name in REFUSABLE:
         # `max_tokens` is a part of `max_completion_tokens`: the longer name is tried first.
-        if name in sent and re.search(rf"(?<![a-z_]){name}(?![a-z_])", text):
+        if name not in sent:
+            continue
+        if name in _WORDS:
+            named = rf"['\"`]{name}['\"`]|(supplied|parameter|argument|field|property):? {name}\b"
+        else:
+            named = rf"(?<![a-z_]){name}(?![a-z_])"
+        if re.search(named, text):
             return name
     return ""
 

@@ -199,7 +199,7 @@ class Call:
                 refused = ""
                 if exc.status_code in (400, 422):
                     refused = refused_parameter(
-                        error_message(exc), error_object(exc), body.arguments
+                        error_message(exc), error_object(exc), {**body.raw, **body.arguments}
                     )
                 if not refused:
                     raise

@@ -16,6 +16,10 @@ from typing import Any
 from chat.llm.base import ChatRequest
 from chat.llm.limits import ServerLimits, tools_for_model
 
+# Options sent that the SDK's `create` does not take (the open servers' samplers): they go
+# in its `extra_body`.
+_NOT_THE_SDKS = frozenset({"top_k", "min_p", "repetition_penalty"})
+
 
 @dataclasses.dataclass(frozen=True)
 class Known:
@@ -35,7 +39,7 @@ class Body:
 
     `arguments` are keyword arguments the SDK checks, beside the model and an
     empty `messages`; `raw` (its `extra_body`) holds the history and the
-    tools, already in OpenAI's shape. The SDK's
+    tools, already in OpenAI's shape, and the options the SDK does not take. The SDK's
     transform checks each message against every TypedDict of its unions:
     about 0.25 ms a message with the GIL held, 100 ms for 400 (twice a turn),
     and 1 ms for a dozen tools' schemas. Each keeps its place in the body (an
@@ -63,6 +67,8 @@ def request_body(
     if forced is not None:
         arguments["tool_choice"] = forced
     raw: dict[str, Any] = {"messages": messages_taken(request.messages, limits)}
+    for name in _NOT_THE_SDKS.intersection(arguments):
+        raw[name] = arguments.pop(name)
     if "tools" in arguments:
         raw["tools"] = arguments["tools"]
         arguments["tools"] = []
@@ -86,11 +92,16 @@ def optional_arguments(
     arguments: dict[str, Any] = {}
     if stream and known.stream_usage:
         arguments["stream_options"] = {"include_usage": True}
+    for name, value in request.options.items():
+        # OpenAI refuses `parallel_tool_calls` without tools (a compose call has none).
+        if name != "parallel_tool_calls" or request.tools:
+            arguments[name] = value
     if request.tools:
         arguments["tools"] = tools_for_model(request.tools)
         if request.tool_choice:
             arguments["tool_choice"] = request.tool_choice
         if known.parallel_tool_calls is not None:
+            # The provider's configuration knows its server: it wins over a client's wish.
             arguments["parallel_tool_calls"] = known.parallel_tool_calls
     if request.response_format:
         arguments["response_format"] = request.response_format

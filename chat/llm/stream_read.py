@@ -31,7 +31,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from chat.llm.lenient import REASONING_FIELDS, Usage, arguments_text, reasoning_details_text
+from chat.llm.lenient import (
+    REASONING_FIELDS,
+    Usage,
+    arguments_text,
+    logprobs_read,
+    reasoning_details_text,
+)
 
 Chunk = dict[str, Any]
 """One streamed chunk: the JSON object the server sent."""
@@ -128,6 +134,7 @@ class StreamRead:
     finish_reason: str = ""
     usage: Usage = dataclasses.field(default_factory=Usage)
     reasoning: list[str] = dataclasses.field(default_factory=list)
+    logprobs: list[Any] = dataclasses.field(default_factory=list)  # the answer's, chunk by chunk
     spoke: bool = False  # a chunk said who speaks (`role`): a model's answer began
     # Each call's (index) id and name as first sent: a server that repeats them in every
     # chunk (llama-cpp-python) must not have them joined into one long name.
@@ -159,6 +166,8 @@ def chunk_tidy(chunk: Chunk, read: StreamRead) -> None:
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             delta = choice["delta"] = {}
+        if choice.get("logprobs") and choice.get("index", 0) in (0, None):
+            read.logprobs.extend(logprobs_read(choice["logprobs"]))
         said = [delta.pop(name, None) for name in REASONING_FIELDS]
         said = [value for value in said if isinstance(value, str) and value]
         details = reasoning_details_text(delta.pop("reasoning_details", None))

@@ -88,6 +88,7 @@ def streamed(call: Call) -> Generator[StreamEvent, None, Completion | None]:
             read.first_token_ms,
             read.usage,
             read.reasoning,
+            read.logprobs,
         )
         if completion is None:
             raise StreamCut("the stream ended before the model said anything")
@@ -140,7 +141,7 @@ def _still_writing(call: Call, read: StreamRead, exc: Deadline) -> Completion:
         f"again; {_bound_hint(call, exc)}"
     )
     completion = stream_completion(
-        call, read.state, "length", read.first_token_ms, read.usage, read.reasoning
+        call, read.state, "length", read.first_token_ms, read.usage, read.reasoning, read.logprobs
     )
     assert completion is not None  # it has text
     return completion

@@ -63,6 +63,9 @@ class ModelCall(models.Model):
     # at the original's step, `{"content", "tool_calls"}`, stored here because none of it
     # joins the history. NULL for every other call.
     forced_answer = StorableJSONField(null=True, blank=True, editable=False)
+    # The answer's token log probabilities (OpenAI's `logprobs.content`), when a /v1 client
+    # asked for them and the server gave them: what that client is answered. NULL otherwise.
+    logprobs = StorableJSONField(null=True, blank=True, editable=False)
     # A call of a replay (its run's `replay_of` is set), fixed when the row is made: the
     # audit's statistics leave replays out of real traffic reading the index alone.
     replay = models.BooleanField(default=False, editable=False)

@@ -21,14 +21,15 @@ from chat.exceptions import InvalidInput, NotFound
 from chat.llm.endpoints import ModelChoice, UnknownModel, model_allowed
 from chat.models import (
     ExecutionStatus,
+    Message,
     Mode,
     ModelCall,
     Run,
     RunStatus,
     ToolExecution,
 )
+from chat.openai_api.options import options_read
 from chat.selectors import run_final_message
-from tools.fields import MAX_JSON_DEPTH, too_deep
 from tools.registry import registry as tool_registry
 from tools.schema import parameters_problem
 from tools.spec import TOOL_NAME_RE
@@ -36,15 +37,6 @@ from tools.spec import TOOL_NAME_RE
 DEFAULT_MODE = Mode.LOOP
 # What clients that route by a provider prefix put before a model id (`v1_model`).
 CLIENT_PREFIX = "openai"
-# The options a run takes from the request (others are ignored, as OpenAI ignores them).
-KEPT_OPTIONS = ("temperature", "tool_choice", "response_format", "user", "metadata", "stream")
-
-# The type each kept option must have, when given (temperature and tool_choice say more).
-_OPTION_TYPES: tuple[tuple[str, type, str], ...] = (
-    ("response_format", dict, "an object"),
-    ("user", str, "a string"),
-    ("stream", bool, "a boolean"),
-)
 
 # The OpenAI error `type` of each status.
 ERROR_TYPES = {
@@ -96,17 +88,8 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
         ) from None
     if body.get("n", 1) != 1:
         raise InvalidInput("Only n=1 is supported.", field="n")
-    _nesting_check(body)
-    metadata = body.get("metadata")
-    if metadata is not None and not isinstance(metadata, dict):
-        raise InvalidInput("metadata must be an object.", field="metadata")
-    options = {key: body[key] for key in KEPT_OPTIONS if body.get(key) is not None}
-    _options_check(options)
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise InvalidInput("max_tokens must be a positive integer.", field="max_tokens")
-        options["max_tokens"] = max_tokens
+    options = options_read(body)
+    metadata = options.get("metadata")
     stream_options = body.get("stream_options") or {}
     tools = _tools_read(body.get("tools"))
     shadowed = shadowed_tools(tools)
@@ -142,35 +125,6 @@ def v1_model(name: str) -> ModelChoice:
         if prefix != CLIENT_PREFIX or not rest:
             raise
         return model_allowed(rest)
-
-
-def _nesting_check(body: dict[str, Any]) -> None:
-    """Refuse a kept option nested deeper than anything stored may be (tools/fields.py)."""
-    for key in KEPT_OPTIONS:
-        if too_deep(body.get(key)):
-            raise InvalidInput(
-                f"{key} is nested more than {MAX_JSON_DEPTH} levels deep.", field=key
-            )
-
-
-def _options_check(options: dict[str, Any]) -> None:
-    for key, kind, name in _OPTION_TYPES:
-        if key in options and not isinstance(options[key], kind):
-            raise InvalidInput(f"{key} must be {name}.", field=key)
-    temperature = options.get("temperature")
-    if temperature is not None and (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, int | float)
-        or not 0 <= temperature <= 2
-    ):
-        raise InvalidInput("temperature must be a number from 0 to 2.", field="temperature")
-    choice = options.get("tool_choice")
-    named = isinstance(choice, dict) and isinstance(choice.get("function"), dict)
-    if choice is not None and choice not in ("none", "auto", "required") and not named:
-        raise InvalidInput(
-            'tool_choice must be "none", "auto", "required" or a function.',
-            field="tool_choice",
-        )
 
 
 def _mode_read(meta: dict[str, Any], metadata: dict[str, Any] | None) -> str | None:
@@ -239,6 +193,8 @@ class Outcome:
     error: dict[str, Any] | None = None  # the error object of a failed request
     status: int = status.HTTP_200_OK
     waiting: bool = False  # the run waits for a person's approval: the text says so
+    # The answer's token log probabilities (`logprobs.content`), when asked and given.
+    logprobs: list[Any] | None = None
 
 
 def run_outcome(run_id: Any) -> Outcome:
@@ -253,7 +209,7 @@ def run_outcome(run_id: Any) -> Outcome:
         if calls:
             return Outcome(final.content, calls, "tool_calls", usage)
         finish = "length" if final.finish_reason == "length" else "stop"
-        return Outcome(final.content or "", [], finish, usage)
+        return Outcome(final.content or "", [], finish, usage, logprobs=_logprobs(run, final))
     if run.status == RunStatus.AWAITING_APPROVAL:
         return Outcome(approval_text(run), usage=usage, waiting=True)
     if run.status == RunStatus.FAILED:
@@ -267,6 +223,14 @@ def run_outcome(run_id: Any) -> Outcome:
         "timeout",
         usage,
     )
+
+
+def _logprobs(run: Run, final: Message) -> list[Any] | None:
+    """The log probabilities of the call that wrote the answer, when the client asked."""
+    if not (run.client_options or {}).get("logprobs"):
+        return None
+    rows = ModelCall.objects.filter(run=run, response_message=final)
+    return rows.values_list("logprobs", flat=True).first()
 
 
 def _failed(code: int, message: str, reason: str, usage: dict[str, int]) -> Outcome:
@@ -323,11 +287,15 @@ def completion_body(run: Run, model: str, outcome: Outcome) -> dict[str, Any]:
                 "index": 0,
                 "message": message,
                 "finish_reason": outcome.finish_reason,
-                "logprobs": None,
+                "logprobs": _logprobs_object(outcome.logprobs),
             }
         ],
         "usage": outcome.usage,
     }
+
+
+def _logprobs_object(logprobs: list[Any] | None) -> dict[str, Any] | None:
+    return None if logprobs is None else {"content": logprobs, "refusal": None}
 
 
 def completion_id(run: Run) -> str:
@@ -341,12 +309,18 @@ def chunk(
     finish: str | None = None,
     *,
     usage: dict[str, int] | None = None,
+    logprobs: list[Any] | None = None,
 ) -> str:
     """One `chat.completion.chunk` as an SSE data line (no choice when `delta` is None).
 
     The last chunk of a stream that asked for usage has no choice and the usage.
+    The finishing chunk carries the answer's `logprobs`, when the client asked.
     """
-    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    choices: list[dict[str, Any]] = []
+    if delta is not None:
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish}]
+        if logprobs is not None:
+            choices[0]["logprobs"] = _logprobs_object(logprobs)
     body: dict[str, Any] = {
         "id": completion_id(run),
         "object": "chat.completion.chunk",

@@ -270,7 +270,7 @@ async def _stream(started: Started) -> AsyncIterator[str]:
     if outcome.tool_calls:
         calls = [{"index": i, **call} for i, call in enumerate(outcome.tool_calls)]
         yield chunk(run, model, {"tool_calls": calls})
-    yield chunk(run, model, {}, outcome.finish_reason)
+    yield chunk(run, model, {}, outcome.finish_reason, logprobs=outcome.logprobs)
     if started.request.include_usage:
         yield chunk(run, model, None, usage=outcome.usage)
     yield "data: [DONE]\n\n"

@@ -161,6 +161,9 @@ def fill(tool: Tool, reading: Reading) -> dict[str, Any]:
     required = set(tool.required)
     for name in sorted(tool.properties, key=lambda p: p not in required):
         schema = tool.properties[name]
+        kind = schema.get("type")
+        if isinstance(kind, list):  # ["integer", "null"]: read as its first type but null
+            schema = {**schema, "type": next((k for k in kind if k != "null"), None)}
         for rule in RULES:
             value = rule(name, schema, filling)
             if value is not _SKIP:

@@ -10,9 +10,19 @@ What it says depends on where the conversation stands:
   search found (and nothing more once something was deleted); when nothing
   is left, the answer;
 - tool results came back: the answer written from them (answers.py);
-- a structured-output request: the JSON the schema asks for, follow-up
-  suggestions (suggestions.py) or the `llm` decider's next step;
 - none of these: what it can do (answers.py).
+
+It honours the request as a model does: `tool_choice` "none" calls nothing,
+"required" calls a tool (the one the words ask for, else one named for the
+answer, pydantic-ai's `final_result`, else the last offered), a named
+function calls that function, and "auto" calls what the words ask for. A
+forced call's arguments, and an answer to a `response_format` of
+`json_schema`, validate against their schema (structured.py: filled from the
+words, the tool results and the answer); `json_object` is answered with
+`{"answer": ...}`. The engine's own formats are answered as it asks: follow-up
+suggestions (suggestions.py) and the `llm` decider's next step. `stop` (a
+request option) ends the text before the first stop sequence, and
+`max_tokens` after that many tokens, with `finish_reason` "length".
 
 Text streams word by word, `word_delay_s` apart (TOOLCHAT_OFFLINE_WORD_DELAY_MS),
 so that the app shows its streaming; JSON answers are for the engine, not the
@@ -36,6 +46,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chat.llm.base import (
+    DECISION_FORMAT_NAME,
     SUGGESTIONS_FORMAT_NAME,
     ChatRequest,
     Completion,
@@ -50,6 +61,7 @@ from chat.llm.offline.answers import (
     answer_no_earlier_result,
     answer_small_talk,
 )
+from chat.llm.offline.choosing import call_make
 from chat.llm.offline.history import (
     Message,
     TurnResult,
@@ -59,6 +71,7 @@ from chat.llm.offline.history import (
     turn_results,
 )
 from chat.llm.offline.requests import calls_plan, refers_back
+from chat.llm.offline.structured import conversation_of, schema_value
 from chat.llm.offline.suggestions import suggestions_make
 from chat.llm.offline.words import destroys
 
@@ -82,7 +95,7 @@ class OfflineProvider:
     ) -> Iterator[StreamEvent]:
         """Answer the request: tool calls, JSON, or text streamed word by word."""
         started = time.monotonic()
-        completion = self._answer(request)
+        completion = _limited(self._answer(request), request)
         text = completion.content or ""
         structured = request.response_format is not None
         pieces = ([text] if text else []) if structured else re.findall(r"\s*\S+\s*", text)
@@ -116,18 +129,17 @@ class OfflineProvider:
         if _format_name(request) == SUGGESTIONS_FORMAT_NAME:
             content = json.dumps({"suggestions": suggestions_make(messages)})
             return Completion(content=content, finish_reason="stop", model=request.model)
-        if request.response_format:
+        if _format_name(request) == DECISION_FORMAT_NAME:
             return self._decide(request)
-        last = messages[-1] if messages else {}
         results = turn_results(messages)
-        if last.get("role") in ("user", "tool") and request.tools:
-            calls = _calls_next(messages, request.tools, results)
-            if calls:
-                return Completion(
-                    content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
-                )
-        asked = last_user_text(messages)
-        text = answer_compose(results, asked=asked) if results else _without_tools(request)
+        calls = _calls_chosen(request, results)
+        if calls:
+            return Completion(
+                content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
+            )
+        text = _in_words(request, results)
+        if request.response_format:
+            text = _formatted(request, results, text)
         return Completion(content=text, finish_reason="stop", model=request.model)
 
     def _decide(self, request: ChatRequest) -> Completion:
@@ -183,6 +195,105 @@ def _calls_next(
         return []
     ran = {result.name for result in results}
     return [call for call in calls_plan(messages, tools) if call.name not in ran]
+
+
+# The name pydantic-ai gives the tool that takes an agent's typed output (`final_result`,
+# `final_result_<Type>`).
+_OUTPUT_TOOL = re.compile(r"^final_result(?:_|$)")
+
+
+def _calls_chosen(request: ChatRequest, results: list[TurnResult]) -> list[ToolCall]:
+    """The calls to make as `tool_choice` says: none, what the words ask, or a forced one."""
+    tools, choice, messages = request.tools or [], request.tool_choice, request.messages
+    if not tools or choice == "none":
+        return []
+    named = _choice_named(choice)
+    if named is not None:
+        tool = next((t for t in tools if t.get("function", {}).get("name") == named), None)
+        if tool is None:
+            return []
+        planned = calls_plan(messages, [tool])
+        return [_forced(request, results, tool, planned[0] if planned else None)]
+    last = messages[-1] if messages else {}
+    calls = _calls_next(messages, tools, results) if last.get("role") in ("user", "tool") else []
+    if choice != "required":
+        return calls
+    by_name = {t.get("function", {}).get("name"): t for t in tools}
+    if calls:
+        return [_forced(request, results, by_name[call.name], call) for call in calls]
+    return [_forced(request, results, _output_tool(tools), None)]
+
+
+def _choice_named(choice: Any) -> str | None:
+    """The function a `tool_choice` names, or None."""
+    function = choice.get("function") if isinstance(choice, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _output_tool(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tool a forced call goes to when the words ask for none.
+
+    The one that takes the answer (pydantic-ai's output tool), else the last
+    offered: a /v1 client's own tools come after toolchat's.
+    """
+    for tool in tools:
+        if _OUTPUT_TOOL.match(str(tool.get("function", {}).get("name", ""))):
+            return tool
+    return tools[-1]
+
+
+def _forced(
+    request: ChatRequest, results: list[TurnResult], tool: dict[str, Any], planned: ToolCall | None
+) -> ToolCall:
+    """A call that must be made: its arguments complete and valid for the tool's schema."""
+    function = tool.get("function", {})
+    parameters = function.get("parameters") or {"type": "object"}
+    seed = json.loads(planned.arguments) if planned is not None else {}
+    conversation = conversation_of(request.messages, results, _in_words(request, results))
+    arguments = schema_value(parameters, conversation, seed=seed)
+    return call_make(
+        str(function.get("name", "")), arguments if isinstance(arguments, dict) else {}
+    )
+
+
+def _in_words(request: ChatRequest, results: list[TurnResult]) -> str:
+    """The answer as text: written from this turn's results, or without any."""
+    if results:
+        return answer_compose(results, asked=last_user_text(request.messages))
+    return _without_tools(request)
+
+
+def _formatted(request: ChatRequest, results: list[TurnResult], text: str) -> str:
+    """The answer in the `response_format` asked for: JSON that fits its schema."""
+    response_format = request.response_format or {}
+    wrapper = response_format.get("json_schema")
+    schema = wrapper.get("schema") if isinstance(wrapper, dict) else None
+    if response_format.get("type") == "json_schema" and isinstance(schema, dict):
+        conversation = conversation_of(request.messages, results, text)
+        return json.dumps(schema_value(schema, conversation), ensure_ascii=False)
+    if response_format.get("type") in ("json_object", "json_schema"):
+        return json.dumps({"answer": text}, ensure_ascii=False)
+    return text
+
+
+def _limited(completion: Completion, request: ChatRequest) -> Completion:
+    """The answer's text ended where a model that heeds `stop` and `max_tokens` ends it."""
+    text = completion.content
+    if not text:
+        return completion
+    stop = request.options.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    found = [text.find(s) for s in stops if isinstance(s, str) and s and s in text]
+    if found:
+        text = text[: min(found)]
+    if request.max_tokens:
+        tokens = list(TOKEN.finditer(text))
+        if len(tokens) > request.max_tokens:
+            text = text[: tokens[request.max_tokens - 1].end()]
+            completion.finish_reason = "length"
+    completion.content = text
+    return completion
 
 
 def _without_tools(request: ChatRequest) -> str:
