@@ -87,6 +87,17 @@ ATTACKS: dict[str, list[str]] = {
         "tests/chat/api/test_approvals.py::staff_see_all",
         "tests/chat/api/test_approvals.py::bad_approval",
     ],
+    "budgets: who may change them, refusals through every door, and races": [
+        "tests/chat/api/test_budgets.py::cannot_read_or_raise",
+        "tests/chat/api/test_budgets.py::429",
+        "tests/chat/api/test_budgets.py::openais_shape",
+        "tests/chat/api/test_budgets.py::each_persons_own",
+        "tests/chat/live/test_consumers.py::over_a_hard_budget",
+        "tests/chat/test_budgets.py::refused_naming",
+        "tests/chat/test_budgets.py::bad_limit",
+        "tests/chat/test_budgets.py::fifty_posts",
+        "tests/chat/test_budgets.py::two_web_processes",
+    ],
     "approval races": [
         "tests/chat/engine/test_approval.py::decided_once",
         "tests/chat/api/test_approvals.py",

@@ -122,3 +122,33 @@ def test_the_models_follow_ups_cost_a_few_queries_whatever_the_history(
     # The call's row, the message's suggestions and their event, with the run's end.
     # Six more than without: the answer and the run's end become two transactions.
     assert counts[1] <= (36 if connection.vendor == "postgresql" else 43)
+
+
+def test_with_fifty_rules_and_budgets_set_a_turn_costs_what_the_budgets_need_and_no_more(
+    llm_server, settings, user, django_capture_on_commit_callbacks
+):
+    from chat.models import BudgetLimit, ToolPolicy
+
+    def counted() -> int:
+        return queries_of_a_two_pass_run(
+            llm_server,
+            settings,
+            conversation_with_history(user, 5),
+            django_capture_on_commit_callbacks,
+        )
+
+    bare = counted()
+    for n in range(50):
+        ToolPolicy.objects.create(tools=[f"tool_{n}_*"], decision=("deny", "ask", "allow")[n % 3])
+    ruled = counted()
+    BudgetLimit.objects.create(period="run", model_calls=10, seconds=300)
+    per_run = counted()
+    BudgetLimit.objects.create(period="run", tokens=10**6)
+    tokens = counted()
+    BudgetLimit.objects.create(period="day", tokens=10**9, cost_usd=1000)
+    daily = counted()
+    print(f"two-pass turn: {bare} bare, {ruled} with 50 rules, {per_run} / {tokens} / {daily}")
+    assert ruled == bare  # the rules are read with the claim
+    assert per_run == bare + 1  # the post reads the limits covering its owner
+    assert tokens == per_run + 1  # the second model call sums the run's tokens first
+    assert daily == tokens + 3  # the post locks the owner and sums their day's and month's use
