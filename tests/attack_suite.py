@@ -50,6 +50,7 @@ ATTACKS: dict[str, list[str]] = {
         "tests/chat/live/test_consumers.py::refuses_unknown_fields",
         "tests/chat/live/test_consumers.py::not_utf8",
         "tests/chat/live/test_live_stack.py::hostile_frames",
+        "tests/test_hostile_surfaces.py",
     ],
     "forged client addresses (forwarding headers)": [
         "tests/chat/telemetry/test_metrics.py::forwarding_header",

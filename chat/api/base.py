@@ -33,12 +33,13 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import Cursor, CursorPagination
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.api.negotiation import AuthFirstNegotiation
+from chat.api.renderers import JSONRenderer
 
 EVENT_STREAM = "text/event-stream"
 

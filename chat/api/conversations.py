@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,6 +21,7 @@ from chat.api.base import (
     page_serializer,
     paginate,
 )
+from chat.api.renderers import JSONRenderer
 from chat.api.serializers import ConversationSerializer
 from chat.export import conversation_export
 from chat.inputs import StrictInputSerializer, StrictIntegerField, TextField

@@ -60,6 +60,9 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
     instructions = _optional(body, "instructions", str, "a string")
     previous = _optional(body, "previous_response_id", str, "a string")
     store = _optional(body, "store", bool, "a boolean")
+    text = _optional(body, "text", dict, "an object") or {}
+    if text.get("format") is not None and not isinstance(text["format"], dict):
+        raise InvalidInput("text.format must be an object.", field="text.format")
     top_p = body.get("top_p")
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, int | float)):
         raise InvalidInput("top_p must be a number from 0 to 1.", field="top_p")
@@ -82,7 +85,7 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
         "previous_response_id": previous,
         "store": store is not False,
         "user": body.get("user"),
-        "text": {"format": body.get("text", {}).get("format") or {"type": "text"}},
+        "text": {"format": text.get("format") or {"type": "text"}},
     }
     return ResponseRequest(completion, messages, echo, previous, store is not False)
 

@@ -299,7 +299,7 @@ REST_FRAMEWORK = {
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "chat.api.negotiation.AuthFirstNegotiation",
     # A JSON API: JSON in (anything else is a 415), JSON out.
     "DEFAULT_PARSER_CLASSES": ["chat.api.parsers.JSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["chat.api.renderers.JSONRenderer"],
     # Every error answers {"code", "message", "field"?, "details"?} (docs/api.md).
     "EXCEPTION_HANDLER": "chat.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "chat.api.schema.ApiSchema",
