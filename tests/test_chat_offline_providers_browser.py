@@ -117,6 +117,9 @@ def test_two_offline_providers_show_their_own_labels_and_badges(
     # At 375 px the picker has a row of its own: its label is read whole there too (a
     # longer one than the row holds is the select's title, and whole in its menu), and
     # nothing is wider than the screen.
+    page.set_viewport_size({"width": 700, "height": 740})  # a tablet: nothing overflows
+    expect(picker).to_have_attribute("title", FIRST)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 700
     page.set_viewport_size({"width": 375, "height": 740})
     picker.select_option("second/offline")
     expect(picker).to_be_enabled()
