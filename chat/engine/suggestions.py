@@ -15,6 +15,10 @@ They come from two places:
   and announced by `message.suggestions`, in the transaction that completes
   the run: `run.completed` stays the run's last event, and a run cancelled
   meanwhile gets none. If it fails, the answer simply has none.
+
+Neither kind offers what the user already asked in the conversation (the
+question just asked, or an earlier one): a suggestion equal to one of them,
+case, spaces and a final "?" aside, is left out.
 """
 
 from __future__ import annotations
@@ -70,29 +74,47 @@ SUGGESTIONS_INSTRUCTION = (
 )
 
 
-def suggestions_clean(candidates: Iterable[Any]) -> list[str]:
-    """At most three distinct, short, one-line prompts; anything else is dropped."""
+def suggestions_clean(candidates: Iterable[Any], *, asked: Iterable[str] = ()) -> list[str]:
+    """At most three distinct, short, one-line prompts, none of them a question `asked`."""
     kept: list[str] = []
+    seen = {_said(question) for question in asked}
     for candidate in candidates:
         if not isinstance(candidate, str):
             continue
         text = " ".join(candidate.split())
         if not text or len(text) > MAX_SUGGESTION_CHARS or "\x00" in text:
             continue
-        if text.casefold() in {k.casefold() for k in kept}:
+        if _said(text) in seen:
             continue
+        seen.add(_said(text))
         kept.append(text)
         if len(kept) == MAX_SUGGESTIONS:
             break
     return kept
 
 
+def _said(text: str) -> str:
+    """A message as suggestions are compared with it: case, spaces and a final "?" aside."""
+    return " ".join(text.split()).casefold().rstrip("?.! ")
+
+
+def user_questions(messages: Iterable[dict[str, Any]]) -> list[str]:
+    """What the user asked in the conversation: its user messages' text."""
+    return [
+        str(message["content"])
+        for message in messages
+        if message.get("role") == "user" and isinstance(message.get("content"), str)
+    ]
+
+
 def tool_suggestions(messages: Iterable[dict[str, Any]]) -> list[str]:
     """The `suggestions` the tools of the current turn returned (after the last user message)."""
     turn: list[dict[str, Any]] = []
+    asked: list[str] = []
     for message in messages:
         if message.get("role") == "user":
             turn = []
+            asked.extend(user_questions([message]))
         elif message.get("role") == "tool":
             turn.append(message)
     found: list[Any] = []
@@ -103,7 +125,7 @@ def tool_suggestions(messages: Iterable[dict[str, Any]]) -> list[str]:
             continue
         if isinstance(result, dict) and isinstance(result.get("suggestions"), list):
             found.extend(result["suggestions"])
-    return suggestions_clean(found)
+    return suggestions_clean(found, asked=asked)
 
 
 def model_suggestions_wanted(run: Run) -> bool:
@@ -185,13 +207,13 @@ def model_suggestions_ask(
     row = called.row
     try:
         parsed = json.loads(called.completion.content or "")
-        found = suggestions_clean(parsed.get("suggestions") or [])
+        found = suggestions_clean(parsed.get("suggestions") or [], asked=user_questions(messages))
     except (ValueError, AttributeError, TypeError) as exc:
         logger.warning("run %s: the model's follow-up suggestions are unreadable: %s", run.pk, exc)
         row.status = CallStatus.FAILED
         row.error = f"{type(exc).__name__}: {exc}"
         return Suggested(row, None)
-    merged = suggestions_clean([*(final.suggestions or []), *found])
+    merged = suggestions_clean([*(final.suggestions or []), *found], asked=user_questions(messages))
     return Suggested(row, merged if merged and merged != final.suggestions else None)
 
 

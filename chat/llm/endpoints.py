@@ -209,8 +209,15 @@ def _resolve(name: str) -> ModelChoice | None:
 
 
 def _label(provider: Endpoint, model: str) -> str:
+    """What the picker shows: the file's `label`, or the model and its provider's name.
+
+    Two offline providers are told apart: by their labels, else by their names.
+    """
     if provider.offline:
-        return "Offline demo model"
+        if provider.label:
+            return provider.label if model == OFFLINE else f"{model} · {provider.label}"
+        named = [part for part in (model, provider.name) if part != OFFLINE]
+        return " · ".join(["Offline demo model", *named])
     return f"{model} · {provider.label or provider.name}"
 
 

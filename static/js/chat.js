@@ -14,6 +14,7 @@
  *   sidebar.js           the conversation list and the mode of new ones
  *   picker.js            the model the open conversation talks to
  *   settings.js          the open conversation's settings (its system prompt)
+ *   shortcuts.js         the keyboard shortcuts and their help panel
  *   replay.js            "Try with another model…": a turn replayed and compared
  *   approvals.js         the calls waiting for the user, across conversations
  *   api.js, dom.js, format.js  the REST client, DOM helpers, text formatting
@@ -30,8 +31,9 @@ import { createReplayPanel } from "./replay.js";
 import { openSocket } from "./socket.js";
 import { conversationLabel, createSidebar } from "./sidebar.js";
 import { createSettings } from "./settings.js";
+import { createShortcuts } from "./shortcuts.js";
 import { reduce } from "./state.js";
-import { emptyThread } from "./thread.js";
+import { emptyThread, lastOnes } from "./thread.js";
 
 /**
  * @typedef {import("./state.js").Action} Action
@@ -87,10 +89,19 @@ function start(root) {
     post,
     resend,
     editing: (id) => dispatch({ type: "edit", id }),
-    cancelRun: () => {
-      if (thread.activeRunId && socket) socket.send({ type: "cancel", run_id: thread.activeRunId });
+    cancelRun,
+    lastQuestion: () => {
+      const key = lastOnes(thread).lastQuestion;
+      return key ? thread.messages[key] : null;
     },
   });
+
+  /** Stops the run in progress; false when there is none to stop. */
+  function cancelRun() {
+    if (!thread.activeRunId || !socket) return false;
+    socket.send({ type: "cancel", run_id: thread.activeRunId });
+    return true;
+  }
   const showError = composer.showError;
 
   const renderer = createRenderer(byId("log", HTMLElement), {
@@ -148,6 +159,14 @@ function start(root) {
   });
   const picker = createPicker({ api, current: () => current, saved, error: showError });
   const settings = createSettings({ api, current: () => current, saved });
+  createShortcuts({
+    newConversation: () => {
+      sidebar.close();
+      startDraft(true);
+    },
+    focusComposer: () => composer.focus(),
+    stop: cancelRun,
+  });
 
   /** @param {string} executionId */
   function clearApproval(executionId) {

@@ -2,7 +2,8 @@
 /* The composer: the message box, Send (or Resend, while an edit is open),
  * Cancel for the run in progress, and the error line above them.
  *
- * Enter sends, Shift+Enter makes a new line, Escape cancels an edit. A message
+ * Enter sends, Shift+Enter makes a new line, Escape cancels an edit (or stops
+ * the answer being written), Up in an empty box edits the last message. A message
  * over MAX_MESSAGE_CHARS is not cut: the user is told by how much, and Send
  * waits. The box grows with what is typed, up to 240 px.
  */
@@ -22,6 +23,7 @@ import { charCount } from "./format.js";
  * @property {(content: string, replaces: string) => void} resend an edited question
  * @property {(id: string | null) => void} editing the question being edited changed
  * @property {() => void} cancelRun
+ * @property {() => MessageView | null} lastQuestion the question Edit is offered on, if any
  */
 
 /** @param {ComposerHooks} hooks */
@@ -147,6 +149,7 @@ export function createComposer(hooks) {
     checkLength();
     update();
     send();
+    el.input.focus(); // the chip is gone with its answer: the focus goes where one types next
   }
 
   /**
@@ -173,6 +176,14 @@ export function createComposer(hooks) {
     if (event.key === "Escape" && hooks.thread().editing) {
       event.preventDefault();
       cancelEdit();
+      return;
+    }
+    if (event.key === "ArrowUp" && !el.input.value && !event.shiftKey && !event.isComposing) {
+      const last = hooks.lastQuestion();
+      if (last) {
+        event.preventDefault();
+        startEdit(last);
+      }
       return;
     }
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

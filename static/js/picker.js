@@ -46,10 +46,14 @@ export function createPicker(hooks) {
     promptShown();
   }
 
-  /** The Settings' placeholder: what a conversation on the picked model is told by default. */
+  /**
+   * The Settings' placeholder: what a conversation on the picked model is told by
+   * default; and the picked label whole, as the select's title.
+   */
   function promptShown() {
     const prompt = document.getElementById("system-prompt");
     const option = select && select.selectedOptions[0];
+    if (select) select.title = option ? option.textContent || "" : "";
     if (prompt instanceof HTMLTextAreaElement && option && option.dataset.prompt) {
       prompt.placeholder = option.dataset.prompt;
     }

@@ -96,6 +96,21 @@ export function sameModel(id, model) {
 }
 
 /**
+ * Which of the ids wrote a message that says `model` wrote it: the id itself, else the
+ * one of that server name; of several (two offline providers both serve `offline`), the
+ * one whose provider has the model's name (`offline/offline`: an offline provider of
+ * another name says `<name>/offline`). "" when none.
+ * @param {string[]} ids
+ * @param {string} model
+ * @returns {string}
+ */
+export function answeredBy(ids, model) {
+  if (ids.includes(model)) return model;
+  const named = ids.filter((id) => sameModel(id, model));
+  return named.find((id) => id === model + "/" + model) || named[0] || "";
+}
+
+/**
  * The panel under an answer: a model picker and a Replay button, then the comparison.
  * @param {string} runId the run that made the answer
  * @param {ReplayHooks} hooks
@@ -109,6 +124,12 @@ export function createReplayPanel(runId, hooks) {
   const select = /** @type {HTMLSelectElement} */ (h("select", "replay-model"));
   select.setAttribute("aria-label", "Model to replay on");
   label.appendChild(select);
+  // A label longer than the panel's width is whole in the select's title (and its menu).
+  const titled = () => {
+    const option = select.selectedOptions[0];
+    select.title = option ? option.textContent || "" : "";
+  };
+  select.addEventListener("change", titled);
   const go = /** @type {HTMLButtonElement} */ (h("button", "button-primary button-small", "Replay"));
   go.type = "submit";
   go.disabled = true;
@@ -148,8 +169,11 @@ export function createReplayPanel(runId, hooks) {
         select.appendChild(option);
       }
       // "Another model": the first one listed that did not write this answer, if any.
-      const other = Array.from(select.options).find((option) => !sameModel(option.value, hooks.answeredBy || ""));
+      const ids = Array.from(select.options, (option) => option.value);
+      const wrote = answeredBy(ids, hooks.answeredBy || "");
+      const other = Array.from(select.options).find((option) => option.value !== wrote);
       if (other) select.value = other.value;
+      titled();
       go.disabled = select.options.length === 0;
     },
     (/** @type {Error} */ error) => {

@@ -1,7 +1,9 @@
 // @ts-check
 /* The sidebar: the user's conversations (newest activity first, searchable,
  * renamed and deleted in place), the mode of new conversations, and on a
- * narrow screen the button that opens it.
+ * narrow screen the button that opens it over the thread (with a backdrop:
+ * Escape, a tap beside it or a choice closes it; the focus goes into it, and
+ * back to the button).
  */
 
 import { byId, h } from "./dom.js";
@@ -45,6 +47,9 @@ export function createSidebar(root, hooks) {
     newMode: byId("new-mode", HTMLSelectElement),
     search: byId("conversation-search", HTMLInputElement),
     modeHelp: byId("mode-help", HTMLElement),
+    sidebar: byId("sidebar", HTMLElement),
+    backdrop: byId("sidebar-backdrop", HTMLElement),
+    thread: byId("thread", HTMLElement),
   };
   /** @type {Conversation[]} */
   let conversations = [];
@@ -81,6 +86,27 @@ export function createSidebar(root, hooks) {
 
   /** Whether a title is being edited (its box must survive the list's redraws). */
   let renaming = false;
+  /** @type {string | null} */
+  let revealed = null; // the open conversation the list last scrolled to
+
+  /**
+   * Scrolls the list (only the list) so that the open conversation shows whole, when
+   * it is another than the last shown: a new one at the top, a lower one opened.
+   */
+  function reveal() {
+    const id = hooks.currentId();
+    if (!id || id === revealed) return;
+    const item = Array.from(el.list.querySelectorAll(".conversation-item")).find(
+      (node) => node instanceof HTMLElement && node.dataset.id === id
+    );
+    if (!(item instanceof HTMLElement) || !el.list.clientHeight) return; // hidden: next time
+    revealed = id;
+    const list = el.list.getBoundingClientRect();
+    const box = item.getBoundingClientRect();
+    const padding = parseFloat(getComputedStyle(el.list).paddingBottom) || 0;
+    if (box.top < list.top) el.list.scrollTop -= list.top - box.top;
+    else if (box.bottom > list.bottom - padding) el.list.scrollTop += box.bottom - (list.bottom - padding);
+  }
 
   function render() {
     // A title being edited keeps its box: the redraw waits for the edit's end.
@@ -88,6 +114,7 @@ export function createSidebar(root, hooks) {
     // A redraw (the list reloads, a time moves on) keeps the keyboard's place.
     const focused = document.activeElement;
     const hadFocus = el.list.contains(focused) && focused instanceof HTMLElement ? focused.dataset.action || "link" : null;
+    const scrolled = el.list.scrollTop; // emptied, the list would be back at its top
     el.list.textContent = "";
     el.listEmpty.textContent = search ? "No conversation matches “" + search + "”." : "No conversations yet.";
     el.listEmpty.hidden = conversations.length > 0;
@@ -115,8 +142,10 @@ export function createSidebar(root, hooks) {
       item.appendChild(actions);
       el.list.appendChild(item);
     }
+    el.list.scrollTop = scrolled;
     rove(roving && conversations.some((c) => c.id === roving) ? roving : currentId);
     if (hadFocus) focusLink(roving, hadFocus);
+    reveal();
   }
 
   /**
@@ -238,9 +267,15 @@ export function createSidebar(root, hooks) {
       done = true;
       renaming = false;
       const title = input.value.replace(/\s+/g, " ").trim();
+      // Ended with a key, the focus goes back to the conversation (not <body>), where
+      // Delete and the arrow keys still work; a click elsewhere keeps its own focus.
+      const focused = document.activeElement === input;
       input.remove();
       item.classList.remove("renaming");
-      if (link instanceof HTMLElement) link.hidden = false;
+      if (link instanceof HTMLElement) {
+        link.hidden = false;
+        if (focused) link.focus();
+      }
       if (!save || title === (conversation.title || "")) return render();
       hooks.api("PATCH", "/conversations/" + conversation.id + "/", { title })
         .then((updated) => {
@@ -277,9 +312,33 @@ export function createSidebar(root, hooks) {
       .catch((error) => hooks.error("Could not delete: " + error.message));
   }
 
+  /** Whether the narrow screen's sidebar is open (over the thread). */
+  const isOpen = () => root.classList.contains("sidebar-open");
+
+  /**
+   * Closes the narrow screen's sidebar; the focus, if it was in it, goes back to the
+   * button that opens it.
+   */
   function close() {
+    if (!isOpen()) return;
+    const hadFocus = el.sidebar.contains(document.activeElement);
     root.classList.remove("sidebar-open");
     el.toggle.setAttribute("aria-expanded", "false");
+    el.backdrop.hidden = true;
+    el.thread.inert = false;
+    if (hadFocus) el.toggle.focus();
+  }
+
+  /** Opens it over the thread (which cannot be reached meanwhile), the focus in it. */
+  function open() {
+    root.classList.add("sidebar-open");
+    el.toggle.setAttribute("aria-expanded", "true");
+    el.backdrop.hidden = false;
+    el.thread.inert = true;
+    const target = el.list.querySelector('.conversation-link[tabindex="0"]') || el.newForm.querySelector("button");
+    if (target instanceof HTMLElement) target.focus();
+    revealed = null;
+    reveal();
   }
 
   el.newForm.addEventListener("submit", (event) => {
@@ -327,8 +386,18 @@ export function createSidebar(root, hooks) {
   });
 
   el.toggle.addEventListener("click", () => {
-    const open = root.classList.toggle("sidebar-open");
-    el.toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    if (isOpen()) close();
+    else open();
+  });
+  // A tap beside it: the tap took the focus out of it (to <body>), so it goes to the button.
+  el.backdrop.addEventListener("click", () => {
+    close();
+    el.toggle.focus();
+  });
+  // Wide again, there is nothing to close: the sidebar is beside the thread.
+  const narrow = window.matchMedia("(max-width: 48rem)");
+  narrow.addEventListener("change", () => {
+    if (!narrow.matches) close();
   });
 
   // The page's HTML disables these until a click would do something.
@@ -340,7 +409,8 @@ export function createSidebar(root, hooks) {
   // Escape closes the narrow screen's sidebar wherever the focus is (even on nothing).
   document.addEventListener("keydown", (event) => {
     if (event.defaultPrevented) return;
-    if (event.key === "Escape" && root.classList.contains("sidebar-open")) {
+    if (event.key === "Escape" && isOpen()) {
+      event.preventDefault(); // this Escape is spent: it stops no answer
       close();
       el.toggle.focus();
     }
@@ -352,6 +422,7 @@ export function createSidebar(root, hooks) {
     upsert,
     touch,
     close,
+    isOpen,
     modeName,
     /** The mode a new conversation gets. */
     mode: () => el.newMode.value,

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { comparisonLines, sameModel } from "../../static/js/replay.js";
+import { answeredBy, comparisonLines, sameModel } from "../../static/js/replay.js";
 
 /** @param {object} fields */
 function run(fields) {
@@ -82,6 +82,15 @@ describe("the model a replay is tried on first", () => {
     assert.equal(sameModel("local/qwen3", "local/qwen3"), true);
     assert.equal(sameModel("openai/gpt-4.1-mini", "qwen3"), false);
     assert.equal(sameModel("offline/offline", ""), false);
+  });
+
+  test("of two offline providers, is the other one", () => {
+    const ids = ["offline/offline", "second/offline"];
+    assert.equal(answeredBy(ids, "offline"), "offline/offline");
+    assert.equal(answeredBy(ids, "second/offline"), "second/offline");
+    assert.equal(answeredBy(["second/offline", "offline/offline"], "offline"), "offline/offline");
+    assert.equal(answeredBy(["local/qwen3", "cloud/big"], "qwen3"), "local/qwen3");
+    assert.equal(answeredBy(["local/qwen3"], "gpt-4"), "");
   });
 });
 

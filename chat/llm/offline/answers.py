@@ -51,23 +51,34 @@ def _found_for_a_delete(results: list[TurnResult], asked: str) -> bool:
 
 
 # Asked for code: the one piece the offline model knows, which shows a code block's Copy.
+# The model cannot know the address the app is reached at (a request's host is not its
+# to read, and a port written here would be wrong on any other): the program reads it
+# from TOOLCHAT_URL, which the text says how to fill.
 _CODE = re.compile(r"\b(code|snippet)\b", re.IGNORECASE)
 CODE_ANSWER = (
     "Here is how a program talks to me through toolchat's OpenAI-compatible API "
-    "(docs/openai-api.md):\n\n"
+    "(docs/openai-api.md). Set `TOOLCHAT_URL` to this page's address as your browser "
+    "shows it (its scheme, host and port, without the path) and `TOOLCHAT_TOKEN` to your "
+    "API token (`manage.py drf_create_token USER`), then run:\n\n"
     "```python\n"
+    "import os\n\n"
     "from openai import OpenAI\n\n"
-    'client = OpenAI(base_url="http://127.0.0.1:8000/v1", api_key="YOUR_TOKEN")\n'
+    "client = OpenAI(\n"
+    '    base_url=os.environ["TOOLCHAT_URL"].rstrip("/") + "/v1",\n'
+    '    api_key=os.environ["TOOLCHAT_TOKEN"],\n'
+    ")\n"
     "reply = client.chat.completions.create(\n"
-    '    model="offline/offline",\n'
-    '    messages=[{"role": "user", "content": "What is 12*7?"}],\n'
+    '    model="{model}",\n'
+    '    messages=[{{"role": "user", "content": "What is 12*7?"}}],\n'
     ")\n"
     "print(reply.choices[0].message.content)\n"
     "```"
 )
 
 
-def answer_small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:
+def answer_small_talk(
+    text: str, tools: list[dict[str, Any]] | None, *, model_id: str = "offline/offline"
+) -> str:
     """The answer when no tool fits: what the offline model is, and what to try."""
     names = [t["function"]["name"] for t in tools or [] if t.get("type") == "function"]
     hint = ""
@@ -84,7 +95,7 @@ def answer_small_talk(text: str, tools: list[dict[str, Any]] | None) -> str:
     if _THANKS.search(text):
         return "You are welcome!"
     if _CODE.search(text):
-        return CODE_ANSWER
+        return CODE_ANSWER.format(model=model_id)
     return f"I am the offline model, so I only understand requests for my tools.{hint}"
 
 

@@ -34,6 +34,11 @@ one token. It is deterministic and of the same order as a real tokenizer's
 count. The prompt counts every message's role, text and tool calls, the
 offered tools' schemas and the response format; the completion counts the
 answer's text and its tool calls' names and arguments.
+
+The model that answered, as a server would report it, is the one asked; an
+offline provider named otherwise than `offline` answers as `<name>/<model>`,
+so that two of them are told apart on the messages they wrote (a badge, the
+audit). The code it shows names the model by that id too.
 """
 
 from __future__ import annotations
@@ -96,6 +101,7 @@ class OfflineProvider:
         """Answer the request: tool calls, JSON, or text streamed word by word."""
         started = time.monotonic()
         completion = _limited(self._answer(request), request)
+        completion.model = self.answers_as(request.model)
         text = completion.content or ""
         structured = request.response_format is not None
         pieces = ([text] if text else []) if structured else re.findall(r"\s*\S+\s*", text)
@@ -112,6 +118,10 @@ class OfflineProvider:
         if completion.first_token_ms is None:
             completion.first_token_ms = completion.latency_ms
         yield Done(completion)
+
+    def answers_as(self, model: str) -> str:
+        """The model a completion says answered: `model`, named by its provider if not `offline`."""
+        return model if self.name == "offline" else f"{self.name}/{model}"
 
     @staticmethod
     def _pause(delay_s: float, stop: threading.Event | None) -> None:
@@ -137,7 +147,7 @@ class OfflineProvider:
             return Completion(
                 content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
             )
-        text = _in_words(request, results)
+        text = _in_words(request, results, f"{self.name}/{request.model}")
         if request.response_format:
             text = _formatted(request, results, text)
         return Completion(content=text, finish_reason="stop", model=request.model)
@@ -177,7 +187,7 @@ class OfflineProvider:
                 results, asked=last_user_text(request.messages)
             )
         else:
-            decision["final_output"] = _without_tools(request)
+            decision["final_output"] = _without_tools(request, f"{self.name}/{request.model}")
         return Completion(content=json.dumps(decision), finish_reason="stop", model=request.model)
 
 
@@ -257,11 +267,14 @@ def _forced(
     )
 
 
-def _in_words(request: ChatRequest, results: list[TurnResult]) -> str:
-    """The answer as text: written from this turn's results, or without any."""
+def _in_words(request: ChatRequest, results: list[TurnResult], model_id: str = "") -> str:
+    """The answer as text: written from this turn's results, or without any.
+
+    `model_id` is the answering model's, as its code example names it.
+    """
     if results:
         return answer_compose(results, asked=last_user_text(request.messages))
-    return _without_tools(request)
+    return _without_tools(request, model_id or f"offline/{request.model}")
 
 
 def _formatted(request: ChatRequest, results: list[TurnResult], text: str) -> str:
@@ -296,12 +309,12 @@ def _limited(completion: Completion, request: ChatRequest) -> Completion:
     return completion
 
 
-def _without_tools(request: ChatRequest) -> str:
+def _without_tools(request: ChatRequest, model_id: str) -> str:
     """The answer when no tool is called and none has answered."""
     text = last_user_text(request.messages)
     if refers_back(text) and last_number(request.messages) is None:
         return answer_no_earlier_result()
-    return answer_small_talk(text, request.tools)
+    return answer_small_talk(text, request.tools, model_id=model_id)
 
 
 def _format_name(request: ChatRequest) -> str:

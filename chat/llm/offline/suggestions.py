@@ -5,7 +5,9 @@ three short prompts drawn from the turn that just ended, each one the offline
 model itself answers with a tool call: after a calculation, "Multiply that by
 3"; after the time somewhere, the time in another city; after a note, a search
 for a word of its title; after a search, a note; after small talk, the demo's
-own sentences.
+own sentences. None repeats a question already asked in the conversation, and
+after a tool's answer the demo's sentences only fill up to two, the README's
+first question last: it is not offered after every answer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from chat.llm.offline.history import Message, TurnResult, turn_results
 from chat.llm.offline.words import CITY_ZONES, STOPWORDS, WORD
 
 MAX_SUGGESTIONS = 3
+# After a turn that ran tools, the demo's own prompts fill the list up to this many.
+AFTER_RESULTS = 2
 # The demo's own prompts, with the tools they call: they fill the suggestions up,
 # each unless the turn's own suggestions already call all its tools.
 DEFAULTS = [
@@ -31,14 +35,37 @@ MAX_SHOWN_DIGITS = 12
 
 def suggestions_make(messages: Sequence[Message]) -> list[str]:
     """Two or three follow-up prompts for the turn that ends the messages."""
+    asked = asked_before(messages)
     found: dict[str, str] = {}  # each suggestion, and the tool it calls
-    for result in turn_results(messages):
-        if not result.failed:
-            found.update(_after(result))
-    for text, tools in DEFAULTS:
-        if not tools <= set(found.values()):
+    results = [result for result in turn_results(messages) if not result.failed]
+    for result in results:
+        found.update(
+            (text, tool) for text, tool in _after(result).items() if said(text) not in asked
+        )
+    # After small talk, the demo's sentences in the README's order; after tools, those
+    # that call other tools first, and only up to two.
+    defaults = list(reversed(DEFAULTS)) if results else DEFAULTS
+    wanted = AFTER_RESULTS if results else MAX_SUGGESTIONS
+    for text, tools in defaults:
+        if len(found) >= wanted:
+            break
+        if said(text) not in asked and not tools <= set(found.values()):
             found.setdefault(text, "")
     return list(found)[:MAX_SUGGESTIONS]
+
+
+def said(text: str) -> str:
+    """A message as it is compared with another: case and spaces aside."""
+    return " ".join(text.split()).casefold().rstrip("?.! ")
+
+
+def asked_before(messages: Sequence[Message]) -> set[str]:
+    """Every user message of the conversation, as `said` compares them."""
+    return {
+        said(message["content"])
+        for message in messages
+        if message.get("role") == "user" and isinstance(message.get("content"), str)
+    }
 
 
 def _after(result: TurnResult) -> dict[str, str]:
