@@ -313,7 +313,7 @@ def _call_store(
 
 def event_data(type: str, **fields: Any) -> dict[str, Any]:
     """Data that `type`'s declaration accepts: `fields`, and a placeholder for each other required one."""
-    from chat.live.event_types import EVENT_DATA
+    from chat.live.event_types import EVENT_CLASSES, EVENT_FIELDS
 
-    required = EVENT_DATA[type].__required_keys__
+    required = [name for name, needed in EVENT_FIELDS[EVENT_CLASSES[type]] if needed]
     return {**{name: f"<{name}>" for name in sorted(required)}, **fields}
