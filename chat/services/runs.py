@@ -12,12 +12,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.call_records import execution_event, tool_message_build
+from chat.engine.call_records import call_fields, tool_message_build
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.history import message_to_api
-from chat.live.event_types import Event
+from chat.live.event_types import Event, MessageCreated, MessagesSuperseded, ToolCallCompleted
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -92,10 +92,9 @@ def run_start(
     return run
 
 
-def _user_message_event(message: Message) -> Event:
+def _user_message_event(message: Message) -> MessageCreated:
     """The `message.created` of a user's message: other tabs and clients show it at once."""
-    data = {"message_id": str(message.pk), "role": "user", "message": message_to_api(message)}
-    return ("message.created", data)
+    return MessageCreated(message_id=str(message.pk), role="user", message=message_to_api(message))
 
 
 def run_regenerate(*, conversation: Conversation, client: ClientTurn | None = None) -> Run:
@@ -168,10 +167,8 @@ def _supersede(conversation: Conversation, *, from_position: int) -> list[str]:
 def _superseded_publish(
     run: Run, message_ids: list[str], *, after_message_id: str | None = None
 ) -> None:
-    data: dict[str, Any] = {"message_ids": message_ids}
-    if after_message_id is not None:
-        data["after_message_id"] = after_message_id
-    event_publish(run=run, type="messages.superseded", data=data)
+    superseded = MessagesSuperseded(message_ids=message_ids, after_message_id=after_message_id)
+    event_publish(run=run, event=superseded)
 
 
 def _visible(text: str) -> bool:
@@ -280,14 +277,14 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
                 finished_at=now,
                 duration_ms=duration,
             )
-            data = execution_event(
-                execution,
+            completed = ToolCallCompleted(
+                **call_fields(execution),
                 status=ExecutionStatus.SUCCEEDED,
                 duration_ms=duration,
                 truncated=False,
                 message=message_to_api(message),
             )
-            events.append(("tool_call.completed", data))
+            events.append(completed)
         if user is not None:
             events.append(_user_message_event(user))
         if events:
