@@ -176,7 +176,7 @@ class RunCancelled:
     cancelled_tool_calls: list[str]
 
 
-TypedEvent = (
+Event = (
     RunStarted
     | MessageCreated
     | MessagesSuperseded
@@ -196,14 +196,11 @@ TypedEvent = (
 )
 """An event before it is stored: one of the classes above."""
 
-# Until every publisher makes its events as objects: (type, data), checked when published.
-Event = TypedEvent | tuple[str, dict[str, Any]]
-
-EVENT_CLASSES: Mapping[str, type[TypedEvent]] = {cls.TYPE: cls for cls in get_args(TypedEvent)}
+EVENT_CLASSES: Mapping[str, type[Event]] = {cls.TYPE: cls for cls in get_args(Event)}
 
 EVENT_TYPES = frozenset(EVENT_CLASSES)
 
-EVENT_FIELDS: Mapping[type[TypedEvent], tuple[tuple[str, bool], ...]] = {
+EVENT_FIELDS: Mapping[type[Event], tuple[tuple[str, bool], ...]] = {
     cls: tuple(
         (field.name, field.default is dataclasses.MISSING) for field in dataclasses.fields(cls)
     )
@@ -212,7 +209,7 @@ EVENT_FIELDS: Mapping[type[TypedEvent], tuple[tuple[str, bool], ...]] = {
 """Each class's fields in order, each with whether it is required (has no default)."""
 
 
-def event_data(event: TypedEvent) -> dict[str, Any]:
+def event_data(event: Event) -> dict[str, Any]:
     """The event's `data` as stored and sent: its fields, but optional ones that are None."""
     data: dict[str, Any] = {}
     for name, required in EVENT_FIELDS[type(event)]:
@@ -222,7 +219,7 @@ def event_data(event: TypedEvent) -> dict[str, Any]:
     return data
 
 
-def event_from(type: str, data: Mapping[str, Any]) -> TypedEvent:
+def event_from(type: str, data: Mapping[str, Any]) -> Event:
     """The event of `type` with `data` as its fields: for data made where mypy cannot see.
 
     Raises ValueError for an unknown type, or a field missing or undeclared.

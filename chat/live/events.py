@@ -19,7 +19,7 @@ from channels.layers import get_channel_layer
 from django.db import connection, transaction
 from django.utils import timezone
 
-from chat.live.event_types import Event, event_data, event_from
+from chat.live.event_types import Event, event_data
 from chat.live.layers import ThreadSafeInMemoryChannelLayer
 from chat.live.run_ends import WAIT_ENDS, run_end_notify
 from chat.live.sender import layer_send
@@ -90,8 +90,7 @@ def events_publish(*, run: Run, events: Sequence[Event]) -> list[RunEvent]:
     """
     if not events:
         return []
-    typed = [event_from(*event) if isinstance(event, tuple) else event for event in events]
-    rows = [(event.TYPE, event_data(event)) for event in typed]
+    rows = [(event.TYPE, event_data(event)) for event in events]
     if connection.vendor == "postgresql":
         stored = _insert_numbered(run, rows)
     else:
@@ -161,17 +160,8 @@ def _insert_numbered(run: Run, events: Sequence[tuple[str, dict[str, Any]]]) -> 
     ]
 
 
-def event_publish(
-    *,
-    run: Run,
-    event: Event | None = None,
-    type: str | None = None,
-    data: dict[str, Any] | None = None,
-) -> RunEvent:
+def event_publish(*, run: Run, event: Event) -> RunEvent:
     """Store one event with the conversation's next seq; send it to live clients on commit."""
-    if event is None:
-        assert type is not None
-        return events_publish(run=run, events=[(type, data or {})])[0]
     return events_publish(run=run, events=[event])[0]
 
 
