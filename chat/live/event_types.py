@@ -24,8 +24,7 @@ A new event type is a class here, added to `Event`, and a row in
 docs/events.md.
 """
 
-# No `from __future__ import annotations`: dataclasses reads ClassVar from the
-# annotations, and get_args(Event) needs the union itself, not a string.
+from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
