@@ -42,7 +42,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from chat.exceptions import BudgetExceeded
-from chat.live.event_types import Event
+from chat.live.event_types import BudgetWarning
 from chat.llm.endpoints import UnknownModel, call_cost, model_resolve
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -245,7 +245,7 @@ class Reservation:
     """A new run's budget: what to keep on it (`Run.budget`), and the warnings it publishes."""
 
     budget: dict[str, Any] | None = None
-    warnings: tuple[Event, ...] = ()
+    warnings: tuple[BudgetWarning, ...] = ()
 
 
 def budget_reserve(
@@ -290,10 +290,9 @@ def budget_reserve(
     return Reservation(budget, tuple(_warning(found) for found in reached))
 
 
-def _warning(reached: Reached) -> Event:
+def _warning(reached: Reached) -> BudgetWarning:
     """The `budget.warning` event of a soft limit reached."""
-    data = {"limit": reached.data(), "message": reached.sentence() + "; this is a warning."}
-    return ("budget.warning", data)
+    return BudgetWarning(limit=reached.data(), message=reached.sentence() + "; this is a warning.")
 
 
 def budget_exceeded(reached: Reached, now: datetime.datetime) -> BudgetExceeded:
@@ -354,7 +353,7 @@ class RunCheck:
     """What a run's per-run limits say before its next model call."""
 
     ended: str = ""  # the reason it ends (a hard limit reached); "" to go on
-    warnings: tuple[Event, ...] = ()  # soft limits reached and not yet warned of
+    warnings: tuple[BudgetWarning, ...] = ()  # soft limits reached and not yet warned of
 
 
 def run_limit_check(run: Run, now: datetime.datetime | None = None) -> RunCheck:

@@ -13,6 +13,7 @@ import factory
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from chat.live.event_types import EVENT_CLASSES, EVENT_FIELDS, Event, event_from
 from chat.models import (
     CallStatus,
     Conversation,
@@ -311,9 +312,7 @@ def _call_store(
     )
 
 
-def event_data(type: str, **fields: Any) -> dict[str, Any]:
-    """Data that `type`'s declaration accepts: `fields`, and a placeholder for each other required one."""
-    from chat.live.event_types import EVENT_DATA
-
-    required = EVENT_DATA[type].__required_keys__
-    return {**{name: f"<{name}>" for name in sorted(required)}, **fields}
+def event_make(type: str, **fields: Any) -> Event:
+    """An event of `type`: `fields`, and a placeholder for each other required one."""
+    required = [name for name, needed in EVENT_FIELDS[EVENT_CLASSES[type]] if needed]
+    return event_from(type, {**{name: f"<{name}>" for name in required}, **fields})

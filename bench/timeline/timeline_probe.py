@@ -92,7 +92,7 @@ def install(path: str) -> None:
     publish, layer_send = events.events_publish, events._send
 
     def events_publish(*args: Any, **kwargs: Any) -> Any:
-        mark("publish " + ",".join(type_ for type_, _ in kwargs.get("events", ())))
+        mark("publish " + ",".join(event.TYPE for event in kwargs.get("events", ())))
         return publish(*args, **kwargs)
 
     def sent(stored: Any, *args: Any, **kwargs: Any) -> Any:

@@ -6,7 +6,7 @@ catch (it catches ValueError only) and which would answer 500. Here it is what
 it is: a body the API cannot read, answered 400 `parse_error` (docs/api.md).
 
 JSON's `\\ud800` escapes decode to lone surrogates, which have no UTF-8 form.
-In a value, the field refuses it by name (chat/api/base.py `TextField`); in a
+In a value, the field refuses it by name (chat/inputs.py `TextField`); in a
 key, nothing could name it back (an "unknown field" error echoing the key
 cannot be encoded), so a body with such a key is a parse error too.
 """

@@ -24,19 +24,28 @@ from the rows. A finished tool call is never run again, and one that was
 in flight when its worker died is run again only if its tool is idempotent;
 otherwise the model is told it was interrupted.
 
-The modules, in the order a run meets them:
+The modules (all of them), in the order a run meets them:
 
 - `dispatch`: hands a run step or a tool call to Celery, or to in-process threads;
 - `lease`: claiming a run, its heartbeat, the row locks every write takes;
-- `run`: the loop that finds where a run stands and does what comes next;
-- `request`: what a model call sends (the history, the step's instruction and tools);
-- `model_step`: one model call, streamed to live events, and its stored answer;
-- `model_calls`: a model call's audit row (failed, or recorded on takeover);
+- `claim_read`: the claimed run as the loop reads it (with its claim, on PostgreSQL);
+- `states`: the turn's named states, and the table of what moves a run between them;
+- `run`: the loop that does the work of the run's state until the worker lets go;
+- `forced_replay`: a forced replay's turn: the new model asked at each of the original's steps;
+- `request`: what a model call sends (the history, the step's instruction and tools), its hash;
+- `model_step`: one model step: its request, its stream to live events, its answer stored;
+- `model_calls`: every model call, made, streamed and recorded (its audit row);
 - `deltas`: the answer's text as `message.delta` events (the first at once, then coalesced);
 - `answer`: what a model answered, made storable (a decision as a call, calls repaired);
+- `answer_store`: a step's answer stored: its message, its calls' audit rows, the run's counters;
 - `tool_calls`: running one call, storing its result, the latch, parking;
+- `call_records`: a call's audit row, the tool message that answers it, and its events;
+- `call_liveness`: whether a running call is alive (its heartbeat), and when it is presumed dead;
+- `replay_tools`: a replay's calls with recorded tools, served from the original's record;
 - `approvals`: which calls wait for a person, and storing the decision (or its expiry);
 - `continuation`: the policies that choose what follows a step of tools;
+- `suggestions`: the follow-up prompts after a final answer, from its tools and the model;
+- `turn_end`: how the loop completes a turn: after its answer, or with a direct reply;
 - `finish`: ending a run (completed, failed, cancelled) with every call answered;
-- `recovery`: finding runs whose worker died, and queuing them again.
+- `recovery`: finding runs whose worker died, and queuing them again; expiring approvals.
 """

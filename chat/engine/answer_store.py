@@ -32,7 +32,7 @@ from chat.engine.request import client_tool_names
 from chat.engine.suggestions import model_suggestions_wanted
 from chat.engine.tool_calls import call_answer_store
 from chat.history import message_to_api
-from chat.live.event_types import Event
+from chat.live.event_types import Event, MessageCompleted, ToolsEnded
 from chat.live.events import events_publish
 from chat.llm.base import (
     Completion,
@@ -371,7 +371,7 @@ def _refusals_store(
                 answers.append(answered[0])
                 events.append(answered[1])
     if plan.answered:
-        events.append(("tools.ended", {"message_id": str(message.pk)}))
+        events.append(ToolsEnded(message_id=str(message.pk)))
     return answers
 
 
@@ -412,4 +412,4 @@ def assistant_message_create(
         **fields,
     )
     row_insert(message)
-    return message, ("message.completed", {"message": message_to_api(message)})
+    return message, MessageCompleted(message=message_to_api(message))

@@ -21,11 +21,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.call_records import execution_event
+from chat.engine.call_records import call_fields
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.replay_tools import call_arguments
 from chat.engine.tool_calls import call_answer_store, call_lock, latch_release
-from chat.live.event_types import Event
+from chat.live.event_types import Event, ToolCallApprovalDecided, ToolCallApprovalRequested
 from chat.live.events import events_publish
 from chat.models import ExecutionStatus, Message, Run, RunStatus, StandingApproval, ToolExecution
 from chat.policies import arguments_digest
@@ -36,13 +36,14 @@ from tools.results import rejected_result
 logger = logging.getLogger(__name__)
 
 
-def approval_requested_event(execution: ToolExecution) -> Event:
+def approval_requested_event(execution: ToolExecution) -> ToolCallApprovalRequested:
     """The `tool_call.approval_requested` event: what the call will do, arguments masked."""
     arguments = execution.arguments if execution.arguments is not None else {}
     spec = tool_registry.get(execution.name)
     description = spec.describe_call(arguments) if spec else execution.name
-    data = execution_event(execution, arguments=arguments, description=description)
-    return ("tool_call.approval_requested", data)
+    return ToolCallApprovalRequested(
+        **call_fields(execution), arguments=arguments, description=description
+    )
 
 
 def approval_store(
@@ -71,10 +72,14 @@ def approval_store(
     execution.approved_by = user
     execution.decided_at = now
     execution.decision_reason = reason
-    decided = execution_event(execution, approved=approve, reason=reason)
-    if approve and arguments is not None and _call_rewritten(execution, arguments):
-        decided["arguments"] = execution.approved_arguments
-    events: list[Event] = [("tool_call.approval_decided", decided)]
+    rewritten = approve and arguments is not None and _call_rewritten(execution, arguments)
+    decided = ToolCallApprovalDecided(
+        **call_fields(execution),
+        approved=approve,
+        reason=reason,
+        arguments=execution.approved_arguments if rewritten else None,
+    )
+    events: list[Event] = [decided]
     fields = ["approved_by", "decided_at", "decision_reason", "approved_arguments"]
     if approve and standing is not None:
         execution.standing_approval = _standing_approval_create(run, execution, user, standing)

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from chat.engine.lease import worker_name
 from chat.history import message_to_api
-from chat.live.event_types import Event
+from chat.live.event_types import CallFields, ToolCallCompleted, ToolCallStarted
 from chat.models import ExecutionStatus, Message, Role, Run, ToolExecution
 from chat.statements import row_insert
 from tools.audit import arguments_for_audit
@@ -43,13 +43,12 @@ def execution_build(
     )
 
 
-def execution_event(execution: ToolExecution, **fields: Any) -> dict[str, Any]:
-    """The data of a tool_call.* event: which call, and what there is to say about it."""
+def call_fields(execution: ToolExecution) -> CallFields:
+    """The fields a tool_call.* event starts with: which call it is about."""
     return {
         "execution_id": str(execution.pk),
         "tool_call_id": execution.tool_call_id,
         "name": execution.name,
-        **fields,
     }
 
 
@@ -104,19 +103,21 @@ def execution_start(execution: ToolExecution) -> None:
     execution.worker = worker_name()
 
 
-def execution_started_event(execution: ToolExecution) -> Event:
+def execution_started_event(execution: ToolExecution) -> ToolCallStarted:
     """The `tool_call.started` event of a started row (its arguments are masked already)."""
-    data = execution_event(execution, arguments=execution.arguments, attempt=execution.attempts)
-    return ("tool_call.started", data)
+    return ToolCallStarted(
+        **call_fields(execution), arguments=execution.arguments, attempt=execution.attempts
+    )
 
 
-def completed_event(execution: ToolExecution, result: ToolResult, message: Message) -> Event:
+def completed_event(
+    execution: ToolExecution, result: ToolResult, message: Message
+) -> ToolCallCompleted:
     """The `tool_call.completed` event of a stored result, with the tool message it made."""
-    data = execution_event(
-        execution,
+    return ToolCallCompleted(
+        **call_fields(execution),
         status=result.status,
         duration_ms=result.duration_ms,
         truncated=result.truncated,
         message=message_to_api(message),
     )
-    return ("tool_call.completed", data)

@@ -16,7 +16,7 @@ import uuid
 from django.conf import settings
 
 from chat.database import database_unreachable
-from chat.live.event_types import Event
+from chat.live.event_types import Event, MessageDelta
 from chat.live.events import event_publish
 from chat.models import Run
 
@@ -42,8 +42,7 @@ class DeltaBuffer:
         self.pending.clear()
         event_publish(
             run=self.run,
-            type="message.delta",
-            data={"message_id": self.message_id, "reset": True, "reason": reason, "text": ""},
+            event=MessageDelta(message_id=self.message_id, reset=True, reason=reason, text=""),
         )
 
     def take(self) -> list[Event]:
@@ -52,16 +51,14 @@ class DeltaBuffer:
             return []
         text = "".join(self.pending)
         self.pending.clear()
-        return [("message.delta", {"message_id": self.message_id, "text": text})]
+        return [MessageDelta(message_id=self.message_id, text=text)]
 
     def flush(self) -> None:
         if self.pending and not self.unreachable:
             text = "".join(self.pending)
             try:
                 event_publish(
-                    run=self.run,
-                    type="message.delta",
-                    data={"message_id": self.message_id, "text": text},
+                    run=self.run, event=MessageDelta(message_id=self.message_id, text=text)
                 )
             except Exception as exc:
                 if not database_unreachable(exc):

@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from chat.engine.lease import LeaseLost, run_write
 from chat.engine.tool_calls import unfinished_calls_answer
-from chat.live.event_types import Event
+from chat.live.event_types import Event, RunCancelled, RunCompleted, RunFailed
 from chat.live.events import events_publish
 from chat.llm.endpoints import prices_configured
 from chat.models import ExecutionStatus, ModelCall, Run, RunStatus, ToolExecution
@@ -96,17 +96,14 @@ class RunEnd:
     def event(self, run: Run, answered: list[ToolExecution]) -> Event:
         """The end's event, from the run's row as ended and the open calls it answered."""
         if self.status == RunStatus.FAILED:
-            return ("run.failed", {"error": self.error})
+            return RunFailed(error=self.error)
         if self.status == RunStatus.CANCELLED:
-            return ("run.cancelled", {"cancelled_tool_calls": [e.tool_call_id for e in answered]})
-        return (
-            "run.completed",
-            {
-                "message_id": str(self.answer_id),
-                "latency_ms": run.latency_ms,
-                "model_calls": run.model_calls,
-                "steps": run.steps,
-            },
+            return RunCancelled(cancelled_tool_calls=[e.tool_call_id for e in answered])
+        return RunCompleted(
+            message_id=str(self.answer_id),
+            latency_ms=run.latency_ms,
+            model_calls=run.model_calls,
+            steps=run.steps,
         )
 
 

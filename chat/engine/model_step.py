@@ -30,7 +30,7 @@ from chat.engine.model_calls import model_call
 from chat.engine.request import request_build, request_hash
 from chat.engine.suggestions import tool_suggestions
 from chat.history import RunHistory
-from chat.live.event_types import Event
+from chat.live.event_types import Event, MessageCreated
 from chat.live.events import events_publish
 from chat.llm import provider_for
 from chat.llm.base import ChatRequest, StreamRestart, TextDelta
@@ -49,16 +49,15 @@ class StepOpening:
     step: int
     message_id: uuid.UUID = dataclasses.field(default_factory=uuid.uuid4)
 
-    def event(self) -> Event:
+    def event(self) -> MessageCreated:
         """Its `message.created` event, which also lets a takeover record a call that died."""
-        data = {
-            "message_id": str(self.message_id),
-            "role": "assistant",
-            "purpose": self.purpose,
-            "step": self.step,
-            "model": self.model,
-        }
-        return ("message.created", data)
+        return MessageCreated(
+            message_id=str(self.message_id),
+            role="assistant",
+            purpose=self.purpose,
+            step=self.step,
+            model=self.model,
+        )
 
 
 def step_open(run: Run, *, purpose: str, model: str) -> StepOpening:

@@ -43,7 +43,7 @@ from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, work
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.engine.turn_end import answer_complete, direct_complete
 from chat.history import RunHistory
-from chat.live.event_types import Event
+from chat.live.event_types import Event, RunStarted
 from chat.live.events import event_publish, events_publish
 from chat.llm.endpoints import model_id
 from chat.models import (
@@ -149,13 +149,13 @@ def _claimed(turn: _Turn) -> Trigger:
         # Nothing stored yet but the user's message: the first model call
         # comes next, and announces the run's start with its own.
         turn.position = _first_position(run)
-        turn.announce = [("run.started", {"mode": run.mode})]
+        turn.announce = [RunStarted(mode=run.mode)]
         return Trigger.NEW
     # Holding the lease, no other model call of this run is in flight: one
     # announced but not stored belonged to a worker that died.
     interrupted_call_record(run)
     if not RunEvent.objects.filter(run=run, type="run.started").exists():
-        event_publish(run=run, type="run.started", data={"mode": run.mode})
+        event_publish(run=run, event=RunStarted(mode=run.mode))
     last = (
         Message.objects.filter(run=run, role=Role.ASSISTANT)
         .order_by("-position")

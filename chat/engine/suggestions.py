@@ -36,7 +36,7 @@ from chat.engine.lease import LeaseLost
 from chat.engine.model_calls import model_call
 from chat.engine.request import history_load, history_messages
 from chat.history import RunHistory
-from chat.live.event_types import Event
+from chat.live.event_types import Event, MessageSuggestions
 from chat.llm import provider_for
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest
 from chat.llm.endpoints import UnknownModel, endpoint, model_resolve
@@ -233,5 +233,4 @@ def model_suggestions_write(
         return []
     Message.objects.filter(pk=final.pk).update(suggestions=suggested.suggestions)
     final.suggestions = suggested.suggestions
-    data = {"message_id": str(final.pk), "suggestions": suggested.suggestions}
-    return [("message.suggestions", data)]
+    return [MessageSuggestions(message_id=str(final.pk), suggestions=suggested.suggestions)]

@@ -41,7 +41,7 @@ from chat.engine.lease import (
     run_write,
 )
 from chat.engine.replay_tools import call_arguments, recorded_result, tools_recorded
-from chat.live.event_types import Event
+from chat.live.event_types import Event, ToolsEnded, event_from
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
@@ -224,7 +224,7 @@ def tool_call_run(
         with transaction.atomic():
             answered = call_answer_store(run, execution, result)
             if answered is not None:
-                ended = ("tools.ended", {"message_id": str(execution.message_id)})
+                ended = ToolsEnded(message_id=str(execution.message_id))
                 events_publish(run=run, events=[answered[1], ended, *announce])
         return answered
 
@@ -238,7 +238,8 @@ def tool_call_run(
 
 def _event_sink(run: Run) -> Callable[[str, dict[str, Any]], None]:
     def sink(event_type: str, data: dict[str, Any]) -> None:
-        event_publish(run=run, type=event_type, data=data)
+        # What a tool sends is a type and a dict (tools/ may not import chat): checked here.
+        event_publish(run=run, event=event_from(event_type, data))
 
     return sink
 
@@ -431,4 +432,4 @@ def latch_release(run: Run, assistant_message_id: Any) -> list[Event]:
         run=run, type="tools.ended", data__message_id=str(assistant_message_id)
     ).exists():
         return []
-    return [("tools.ended", {"message_id": str(assistant_message_id)})]
+    return [ToolsEnded(message_id=str(assistant_message_id))]

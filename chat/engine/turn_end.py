@@ -21,6 +21,7 @@ from chat.engine.suggestions import (
     tool_suggestions,
 )
 from chat.history import RunHistory
+from chat.live.event_types import MessageCreated, MessageDelta
 from chat.models import Message, Role, Run
 
 
@@ -67,10 +68,7 @@ def direct_complete(run: Run, token: uuid.UUID, last: Message, *, position: int)
             or None,
         )
         events += [
-            (
-                "message.created",
-                {"message_id": str(message_id), "role": "assistant", "purpose": "direct"},
-            ),
-            ("message.delta", {"message_id": str(message_id), "text": text}),
+            MessageCreated(message_id=str(message_id), role="assistant", purpose="direct"),
+            MessageDelta(message_id=str(message_id), text=text),
             completed,
         ]

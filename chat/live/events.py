@@ -19,7 +19,7 @@ from channels.layers import get_channel_layer
 from django.db import connection, transaction
 from django.utils import timezone
 
-from chat.live.event_types import Event, event_check
+from chat.live.event_types import Event, event_data
 from chat.live.layers import ThreadSafeInMemoryChannelLayer
 from chat.live.run_ends import WAIT_ENDS, run_end_notify
 from chat.live.sender import layer_send
@@ -81,31 +81,31 @@ def _reserve_seqs(conversation_id: Any, count: int) -> int:
 def events_publish(*, run: Run, events: Sequence[Event]) -> list[RunEvent]:
     """Store events with the conversation's next seqs, in order; send them to live clients on commit.
 
-    Each is checked against its declaration (chat/live/event_types.py) first.
+    Each is an object of its class (chat/live/event_types.py), stored as its
+    type and its data.
 
         One statement on PostgreSQL, two elsewhere, however many events: inside
         the caller's transaction when there is one, so that a step's rows and its
         events commit together.
     """
-    for type, data in events:
-        event_check(type, data)
     if not events:
         return []
+    rows = [(event.TYPE, event_data(event)) for event in events]
     if connection.vendor == "postgresql":
-        stored = _insert_numbered(run, events)
+        stored = _insert_numbered(run, rows)
     else:
         with transaction.atomic(savepoint=False):
-            last = _reserve_seqs(run.conversation_id, len(events))
+            last = _reserve_seqs(run.conversation_id, len(rows))
             stored = RunEvent.objects.bulk_create(
                 [
                     RunEvent(
                         conversation_id=run.conversation_id,
                         run=run,
-                        seq=last - len(events) + index,
+                        seq=last - len(rows) + index,
                         type=type,
                         data=data,
                     )
-                    for index, (type, data) in enumerate(events, start=1)
+                    for index, (type, data) in enumerate(rows, start=1)
                 ]
             )
     transaction.on_commit(lambda: _send(stored))
@@ -127,7 +127,7 @@ RETURNING id, seq
 """
 
 
-def _insert_numbered(run: Run, events: Sequence[Event]) -> list[RunEvent]:
+def _insert_numbered(run: Run, events: Sequence[tuple[str, dict[str, Any]]]) -> list[RunEvent]:
     field = RunEvent._meta.get_field("data")
     datas = [field.get_prep_value(data) for _, data in events]  # NUL and surrogates cleaned
     now = timezone.now()
@@ -160,9 +160,9 @@ def _insert_numbered(run: Run, events: Sequence[Event]) -> list[RunEvent]:
     ]
 
 
-def event_publish(*, run: Run, type: str, data: dict[str, Any] | None = None) -> RunEvent:
+def event_publish(*, run: Run, event: Event) -> RunEvent:
     """Store one event with the conversation's next seq; send it to live clients on commit."""
-    return events_publish(run=run, events=[(type, data or {})])[0]
+    return events_publish(run=run, events=[event])[0]
 
 
 def _send(events: list[RunEvent]) -> None:

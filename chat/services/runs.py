@@ -13,12 +13,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.budgets import Reservation, budget_reserve
-from chat.engine.call_records import execution_event, tool_message_build
+from chat.engine.call_records import call_fields, tool_message_build
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.history import message_to_api
-from chat.live.event_types import Event
+from chat.live.event_types import Event, MessageCreated, MessagesSuperseded, ToolCallCompleted
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -105,10 +105,9 @@ def _budget_reserve(conversation: Conversation) -> Reservation:
     return budget_reserve(user_id=conversation.owner_id, model=conversation.model)
 
 
-def _user_message_event(message: Message) -> Event:
+def _user_message_event(message: Message) -> MessageCreated:
     """The `message.created` of a user's message: other tabs and clients show it at once."""
-    data = {"message_id": str(message.pk), "role": "user", "message": message_to_api(message)}
-    return ("message.created", data)
+    return MessageCreated(message_id=str(message.pk), role="user", message=message_to_api(message))
 
 
 def run_regenerate(*, conversation: Conversation, client: ClientTurn | None = None) -> Run:
@@ -185,10 +184,8 @@ def _supersede(conversation: Conversation, *, from_position: int) -> list[str]:
 def _superseded_publish(
     run: Run, message_ids: list[str], *, after_message_id: str | None = None
 ) -> None:
-    data: dict[str, Any] = {"message_ids": message_ids}
-    if after_message_id is not None:
-        data["after_message_id"] = after_message_id
-    event_publish(run=run, type="messages.superseded", data=data)
+    superseded = MessagesSuperseded(message_ids=message_ids, after_message_id=after_message_id)
+    event_publish(run=run, event=superseded)
 
 
 def _visible(text: str) -> bool:
@@ -299,14 +296,14 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
                 finished_at=now,
                 duration_ms=duration,
             )
-            data = execution_event(
-                execution,
+            completed = ToolCallCompleted(
+                **call_fields(execution),
                 status=ExecutionStatus.SUCCEEDED,
                 duration_ms=duration,
                 truncated=False,
                 message=message_to_api(message),
             )
-            events.append(("tool_call.completed", data))
+            events.append(completed)
         if user is not None:
             events.append(_user_message_event(user))
         events.extend(reservation.warnings)

@@ -5,8 +5,10 @@ moved to `chat/engine/` is worse than none. The application's comments and
 docstrings (chat/, tools/, project/) are read for repository paths (those
 under chat/, tools/, project/, static/, templates/, docs/, tests/, bench/);
 each must exist, as a file or a folder of the repository, or as a template
-name under templates/. String literals in code are not read: they are
-template names, URLs and MCP methods, checked by the tests of what uses them.
+name under templates/; and a name given with a Python file's path
+(chat/engine/lease.py `run_claim`) must be one that file has. String
+literals in code are not read: they are template names, URLs and MCP
+methods, checked by the tests of what uses them.
 
 A test says what it checks in words a reader can follow without the issue
 tracker: no comment or docstring under tests/ names an issue number.
@@ -93,6 +95,40 @@ def test_every_path_a_comment_or_docstring_names_exists():
                 if not exists(named):
                     missing.append(f"{path.relative_to(ROOT)}:{line}: {named}")
     assert missing == []
+
+
+# A Python file's path, then the name of something in it: "chat/engine/lease.py `run_claim`".
+NAMED_IN = re.compile(r"(?<![\w/.\-])((?:[\w.\-]+/)+[\w.\-]+\.py)\)?,?\s+`(\w+)`")
+
+
+def names_in_files(source: str) -> Iterator[tuple[int, str, str]]:
+    """(line, path, name) for each name a comment or docstring places in a Python file."""
+    for line, text in _texts(source):
+        for match in NAMED_IN.finditer(text.replace("#", " ")):
+            yield line + text.count("\n", 0, match.start()), match.group(1), match.group(2)
+
+
+def test_the_finder_reads_the_names_given_with_a_path():
+    source = '''"""The lease (chat/engine/lease.py `run_claim`), and chat/api/base.py
+`TextField`."""
+# see chat/engine/finish.py, `run_end`
+'''
+    assert list(names_in_files(source)) == [
+        (1, "chat/engine/lease.py", "run_claim"),
+        (1, "chat/api/base.py", "TextField"),
+        (3, "chat/engine/finish.py", "run_end"),
+    ]
+
+
+def test_every_name_given_with_a_files_path_is_in_that_file():
+    wrong = []
+    for folder in SOURCES:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for line, named, name in names_in_files(path.read_text()):
+                target = ROOT / named
+                if target.exists() and not re.search(rf"\b{name}\b", target.read_text()):
+                    wrong.append(f"{path.relative_to(ROOT)}:{line}: {named} `{name}`")
+    assert wrong == []
 
 
 def test_no_test_names_an_issue_number():

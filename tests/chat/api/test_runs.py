@@ -6,7 +6,7 @@ import pytest
 
 from chat.live.events import event_publish
 from chat.models import ExecutionStatus, Message, Role, Run, RunStatus, ToolExecution
-from tests.factories import RunFactory, event_data
+from tests.factories import RunFactory, event_make
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +66,7 @@ def test_the_detail_costs_four_queries(api, turn, django_assert_num_queries):
 @pytest.fixture
 def events(turn):
     published = [
-        event_publish(run=turn, type=kind, data=event_data(kind))
+        event_publish(run=turn, event=event_make(kind))
         for kind in (["run.started", "message.created", "message.delta", "run.completed"])
     ]
     return [e.seq for e in published]
@@ -109,7 +109,7 @@ def test_last_event_id_counts_as_after(api, turn, events):
 
 def test_only_this_runs_events(api, turn, events, conversation):
     other_run = RunFactory(conversation=conversation, status=RunStatus.COMPLETED)
-    event_publish(run=other_run, type="run.started", data=event_data("run.started"))
+    event_publish(run=other_run, event=event_make("run.started"))
     body = api.get(run_url(turn, "events/")).json()
     assert [e["seq"] for e in body["events"]] == events
 

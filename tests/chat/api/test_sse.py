@@ -12,7 +12,7 @@ from django.test import AsyncClient
 
 from chat.live.events import event_publish
 from chat.models import Run, RunStatus
-from tests.factories import RunFactory, event_data
+from tests.factories import RunFactory, event_make
 from tests.llm_server import text_reply, tool_calls_reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -91,7 +91,7 @@ async def test_posting_for_sse_streams_the_run_to_its_end(headers, conversation,
 async def test_the_events_of_an_ended_run_replay_and_end(headers, turn):
     seqs = await database_sync_to_async(
         lambda: [
-            event_publish(run=turn, type=kind, data=event_data(kind)).seq
+            event_publish(run=turn, event=event_make(kind)).seq
             for kind in ("run.started", "message.created", "run.completed")
         ]
     )()
@@ -105,7 +105,7 @@ async def test_the_events_of_an_ended_run_replay_and_end(headers, turn):
 async def test_last_event_id_resumes_the_stream(headers, turn):
     seqs = await database_sync_to_async(
         lambda: [
-            event_publish(run=turn, type=kind, data=event_data(kind)).seq
+            event_publish(run=turn, event=event_make(kind)).seq
             for kind in ("run.started", "message.created", "run.completed")
         ]
     )()
@@ -120,17 +120,11 @@ async def test_a_live_run_streams_what_comes_next(headers, conversation):
     run = await database_sync_to_async(RunFactory)(
         conversation=conversation, status=RunStatus.RUNNING
     )
-    first = await database_sync_to_async(event_publish)(
-        run=run, type="run.started", data=event_data("run.started")
-    )
+    first = await database_sync_to_async(event_publish)(run=run, event=event_make("run.started"))
 
     async def finish():
-        await database_sync_to_async(event_publish)(
-            run=run, type="message.created", data=event_data("message.created")
-        )
-        await database_sync_to_async(event_publish)(
-            run=run, type="run.completed", data=event_data("run.completed")
-        )
+        await database_sync_to_async(event_publish)(run=run, event=event_make("message.created"))
+        await database_sync_to_async(event_publish)(run=run, event=event_make("run.completed"))
 
     response = await AsyncClient().get(f"/api/v1/runs/{run.id}/events/", headers=headers)
     assert response.status_code == 200

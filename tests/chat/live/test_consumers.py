@@ -10,11 +10,12 @@ from channels.testing.websocket import WebsocketCommunicator
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
+from chat.live.event_types import event_data
 from chat.live.events import event_publish
 from chat.models import ACTIVE_RUN_STATUSES, Message, Run, RunStatus
 from project.asgi import application
 from tests.assertions import wait_until_async
-from tests.factories import ConversationFactory, RunFactory, UserFactory, event_data
+from tests.factories import ConversationFactory, RunFactory, UserFactory, event_make
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -53,9 +54,7 @@ async def receive_events(communicator, count, timeout=10):
 @database_sync_to_async
 def publish(run, count, start=0):
     return [
-        event_publish(
-            run=run, type="tool.progress", data=event_data("tool.progress", percent=start + i)
-        ).seq
+        event_publish(run=run, event=event_make("tool.progress", percent=start + i)).seq
         for i in range(count)
     ]
 
@@ -83,7 +82,7 @@ async def test_the_owner_receives_live_events_in_order(user):
         "type": "tool.progress",
         "run_id": str(run.id),
         "ts": events[0]["ts"],
-        "data": event_data("tool.progress", percent=0),
+        "data": event_data(event_make("tool.progress", percent=0)),
     }
     await communicator.disconnect()
 

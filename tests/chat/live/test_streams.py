@@ -15,12 +15,13 @@ import pytest
 import redis.exceptions
 from channels.db import database_sync_to_async
 
+from chat.live.event_types import Event
 from chat.live.events import event_publish
 from chat.live.layers import ThreadSafeInMemoryChannelLayer
 from chat.live.streams import event_stream, run_end_wait
 from chat.selectors import stored_events
 from tests.assertions import wait_until_async
-from tests.factories import ConversationFactory, RunFactory, event_data
+from tests.factories import ConversationFactory, RunFactory, event_make
 from tests.plugins.services import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -63,8 +64,8 @@ def make_run(user):
 
 
 @database_sync_to_async
-def publish(run, type: str, data: dict[str, Any]) -> int:
-    return event_publish(run=run, type=type, data=data).seq
+def publish(run, event: Event) -> int:
+    return event_publish(run=run, event=event).seq
 
 
 async def produce(run, count: int, delivered: list[dict[str, Any]]) -> list[int]:
@@ -75,9 +76,9 @@ async def produce(run, count: int, delivered: list[dict[str, Any]]) -> list[int]
     """
     seqs = []
     for n in range(count):
-        seqs.append(await publish(run, "tool.progress", event_data("tool.progress", percent=n)))
+        seqs.append(await publish(run, event_make("tool.progress", percent=n)))
         await wait_until_async(lambda n=n: len(delivered) > n, what=f"event {n} to be delivered")
-    seqs.append(await publish(run, "run.completed", event_data("run.completed")))
+    seqs.append(await publish(run, event_make("run.completed")))
     return seqs
 
 
@@ -133,7 +134,7 @@ async def test_a_wait_whose_end_event_was_dropped_ends_from_the_database_without
     use_layer(settings, "tests.chat.live.test_streams.LayerWhoseReceiveOutlivesCancel")
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=30))
-    await publish(run, "tool.progress", event_data("tool.progress"))  # the wait is receiving
+    await publish(run, event_make("tool.progress"))  # the wait is receiving
     await end_without_event(run)
     # The wait sees the end at its next look at the database, and returns: it
     # does not wait for a receive that would only end with a message.
@@ -151,7 +152,7 @@ def end_with_event(run) -> None:
 
     with transaction.atomic():
         Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
-        event_publish(run=run, type="run.completed", data=event_data("run.completed"))
+        event_publish(run=run, event=event_make("run.completed"))
 
 
 async def test_a_wait_in_the_process_that_runs_the_turn_wakes_at_the_ends_commit(
@@ -179,8 +180,7 @@ def pause_with_event(run) -> None:
 
     with transaction.atomic():
         Run.objects.filter(pk=run.pk).update(status=RunStatus.AWAITING_APPROVAL)
-        data = event_data("tool_call.approval_requested")
-        event_publish(run=run, type="tool_call.approval_requested", data=data)
+        event_publish(run=run, event=event_make("tool_call.approval_requested"))
 
 
 async def test_a_wait_wakes_when_the_run_stops_for_a_persons_decision(user, settings, monkeypatch):
@@ -227,7 +227,7 @@ async def test_a_stream_closed_while_receiving_does_not_wait_for_the_receive(use
     run = await make_run(user)
     events: list[dict[str, Any]] = []
     stream = event_stream(conversation_id=run.conversation_id, run_id=run.pk)
-    await publish(run, "tool.progress", event_data("tool.progress"))
+    await publish(run, event_make("tool.progress"))
     events.append(await anext(stream))
     reading = asyncio.ensure_future(anext(stream))  # now waiting on the layer
     await asyncio.sleep(0)
@@ -270,8 +270,8 @@ async def test_an_idle_stream_leaves_the_database_alone_and_a_quiet_one_catches_
     following = asyncio.create_task(follow(run, events))
     await asyncio.sleep(1.5)  # idle: CATCH_UP_S is 0.2 s here
     assert reads == [0], "an idle stream read the database again"
-    await publish(run, "tool.progress", event_data("tool.progress"))
-    await publish(run, "run.completed", event_data("run.completed"))  # dropped by the layer
+    await publish(run, event_make("tool.progress"))
+    await publish(run, event_make("run.completed"))  # dropped by the layer
     async with asyncio.timeout(5):
         await following
     assert [e["type"] for e in events] == ["tool.progress", "run.completed"]
