@@ -9,11 +9,10 @@ one warns (a `budget.warning` event). docs/governance.md has the rules.
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.contrib.auth.models import Group
 from django.db import models
 from django.db.models import Q
 
+from chat.models.policies import Covering
 from tools.fields import StorableTextField
 
 
@@ -30,18 +29,9 @@ LIMIT_FIGURES = ("tokens", "cost_usd", "model_calls", "tool_calls", "seconds")
 RUN_ONLY_FIGURES = ("model_calls", "tool_calls", "seconds")
 
 
-class BudgetLimit(models.Model):
+class BudgetLimit(Covering):
     """One limit: for whom, over what period, how much, and whether it stops or warns."""
 
-    users = models.ManyToManyField(
-        settings.AUTH_USER_MODEL,
-        blank=True,
-        related_name="+",
-        help_text="The people it covers; with no users and no groups, everyone.",
-    )
-    groups = models.ManyToManyField(
-        Group, blank=True, related_name="+", help_text="The groups whose members it covers."
-    )
     period = models.CharField(max_length=8, choices=BudgetPeriod.choices)
     tokens = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="Tokens in and out, summed over the model calls."

@@ -29,12 +29,9 @@ class PolicyDecision(models.TextChoices):
     DENY = "deny", "Deny: never offered, a call is refused"
 
 
-class ToolPolicy(models.Model):
-    """One rule: tool name patterns by who → allow, ask or deny."""
+class Covering(models.Model):
+    """Whom a rule or a budget limit covers: its users and its groups; neither, everyone."""
 
-    tools = models.JSONField(
-        help_text='Tool name patterns, shell-style globs: ["delete_*", "tracker__*"].'
-    )
     users = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,
@@ -43,6 +40,17 @@ class ToolPolicy(models.Model):
     )
     groups = models.ManyToManyField(
         Group, blank=True, related_name="+", help_text="The groups whose members it covers."
+    )
+
+    class Meta:
+        abstract = True
+
+
+class ToolPolicy(Covering):
+    """One rule: tool name patterns by who → allow, ask or deny."""
+
+    tools = models.JSONField(
+        help_text='Tool name patterns, shell-style globs: ["delete_*", "tracker__*"].'
     )
     decision = models.CharField(max_length=8, choices=PolicyDecision.choices)
     note = StorableTextField(blank=True, max_length=500, help_text="Why the rule exists.")
