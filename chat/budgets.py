@@ -127,8 +127,8 @@ class Used:
 
 def limits_for(user_id: Any) -> list[Limit]:
     """The limits that cover the user (theirs, their groups', everyone's), oldest first."""
-    people = BudgetLimit.users.through.objects.filter(budgetlimit_id=OuterRef("pk"))
-    groups = BudgetLimit.groups.through.objects.filter(budgetlimit_id=OuterRef("pk"))
+    people = BudgetLimit.users.through._default_manager.filter(budgetlimit_id=OuterRef("pk"))
+    groups = BudgetLimit.groups.through._default_manager.filter(budgetlimit_id=OuterRef("pk"))
     covered = (
         Q(~Exists(people), ~Exists(groups))
         | Exists(people.filter(user_id=user_id))
