@@ -88,6 +88,21 @@ class ToolResult:
         }
 
 
+def client_result(
+    name: str, content: str, *, duration_ms: int, tool_call_id: str = ""
+) -> ToolResult:
+    """The result a /v1 client sent for a call of its own tool: what the model is sent."""
+    return ToolResult(
+        name=name,
+        status=str(ToolStatus.SUCCEEDED),
+        content=content,
+        result={"content": content},
+        result_chars=len(content),
+        duration_ms=duration_ms,
+        tool_call_id=tool_call_id,
+    )
+
+
 def rejected_result(name: str, reason: str = "", *, tool_call_id: str = "") -> ToolResult:
     """The result of a call that was refused at approval: it never ran."""
     error = f"The call to {name} was rejected by the user: {reason or 'no reason given'}."

@@ -41,7 +41,7 @@ from chat.engine.lease import (
     run_write,
 )
 from chat.engine.replay_tools import call_arguments, recorded_result, tools_recorded
-from chat.live.event_types import Event, ToolsEnded, event_from
+from chat.live.event_types import Event, ToolCallCompleted, ToolsEnded, event_from
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
@@ -53,6 +53,7 @@ from chat.models import (
     RunStatus,
     ToolExecution,
 )
+from chat.statements import row_insert
 from chat.telemetry.metrics import tool_call_observe
 from chat.telemetry.propagation import headers_inject
 from chat.telemetry.tracing import tool_span
@@ -245,39 +246,50 @@ def _event_sink(run: Run) -> Callable[[str, dict[str, Any]], None]:
 
 
 def call_answer_store(
-    run: Run, execution: ToolExecution, result: ToolResult
-) -> tuple[Message, Event] | None:
+    run: Run, execution: ToolExecution, result: ToolResult, *, message: Message | None = None
+) -> tuple[Message, ToolCallCompleted] | None:
     """Store a call's result: its audit row, the tool message that answers it, and its event.
 
     The one way a result is stored, whoever has it: the run's own worker, a
-    tool task, or a rejection. In the caller's transaction; returns the tool
-    message and its `tool_call.completed` event to publish, or None when the
-    call was answered already (its run ended meanwhile): then what the tool
-    did is kept on its audit row only.
+    tool task, a rejection, or a /v1 client sending its own tool's result
+    (with the tool `message` it built in its place: chat/services/runs.py).
+    In the caller's transaction; returns the tool message and its
+    `tool_call.completed` event to publish, or None when the call was
+    answered already (its run ended meanwhile): then what the tool did is
+    kept on its audit row only.
     """
     if not result_write(execution, result):
         _late_result_keep(execution, result)
         return None
-    message = tool_message_create(
-        run=run,
-        execution=execution,
-        content=result.content,
-        resource_id=result.resource_id,
-        resource=result.resource,
-    )
+    if message is None:
+        message = tool_message_create(
+            run=run,
+            execution=execution,
+            content=result.content,
+            resource_id=result.resource_id,
+            resource=result.resource,
+        )
+    else:
+        row_insert(message)
     return message, completed_event(execution, result, message)
 
 
 def result_write(execution: ToolExecution, result: ToolResult) -> bool:
-    """Fill the audit row of a call that is still running; False if it ended meanwhile."""
+    """Fill the audit row of a call that is still running; False if it ended meanwhile.
+
+    A call of a /v1 client's own tool is done as far as its run is concerned
+    (`client`) until the client's next request brings its result: that row
+    takes it, once.
+    """
     fields = result.execution_fields()
     stored = {"arguments": execution.arguments, "arguments_raw": execution.arguments_raw}
     _model_arguments_keep(fields, execution.approved_arguments, stored)
-    return bool(
-        ToolExecution.objects.filter(pk=execution.pk)
-        .exclude(status__in=FINISHED_EXECUTION_STATUSES)
-        .update(finished_at=timezone.now(), **fields)
-    )
+    rows = ToolExecution.objects.filter(pk=execution.pk)
+    if execution.status == ExecutionStatus.CLIENT:
+        rows = rows.filter(status=ExecutionStatus.CLIENT)
+    else:
+        rows = rows.exclude(status__in=FINISHED_EXECUTION_STATUSES)
+    return bool(rows.update(finished_at=timezone.now(), **fields))
 
 
 def _model_arguments_keep(fields: dict[str, Any], approved: Any, stored: Mapping[str, Any]) -> None:
@@ -402,15 +414,10 @@ def unfinished_calls_answer(run: Run, result_for: Callable[..., ToolResult]) -> 
         result = result_for(
             execution.name, tool_call_id=execution.tool_call_id, started=started is not None
         )
-        # A call that had started ran until now, as far as the audit knows.
-        ToolExecution.objects.filter(pk=execution.pk).update(
-            status=result.status,
-            finished_at=now,
-            duration_ms=int((now - started).total_seconds() * 1000) if started else None,
-            content=result.content,
-            error=result.error,
-        )
-        tool_message_create(run=run, execution=execution, content=result.content)
+        # A call that had started ran until now, as far as the audit knows. The run's end
+        # event names the calls it answered: theirs (`tool_call.completed`) is not sent.
+        result.duration_ms = int((now - started).total_seconds() * 1000) if started else 0
+        call_answer_store(run, execution, result)
     return unfinished
 
 

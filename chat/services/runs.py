@@ -13,12 +13,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.budgets import Reservation, budget_reserve
-from chat.engine.call_records import call_fields, tool_message_build
+from chat.engine.call_records import tool_message_build
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
+from chat.engine.tool_calls import call_answer_store
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.history import message_to_api
-from chat.live.event_types import Event, MessageCreated, MessagesSuperseded, ToolCallCompleted
+from chat.live.event_types import Event, MessageCreated, MessagesSuperseded
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -34,6 +35,7 @@ from chat.selectors import current_messages
 from chat.services.turn_lock import idle_conversation
 from chat.statements import row_insert
 from chat.telemetry.propagation import turn_trace_parent
+from tools.results import client_result
 
 
 def run_start(
@@ -282,28 +284,22 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
             client_options=turn.options,
             budget=reservation.budget,
         )
-        Message.objects.bulk_create(rows)
+        Message.objects.bulk_create(rows[len(answered) :])
         now = timezone.now()
         events: list[Event] = []
         for execution, message in answered:
             # The client's round trip, as far as the audit can tell.
             duration = int((now - execution.created_at).total_seconds() * 1000)
-            ToolExecution.objects.filter(pk=execution.pk).update(
-                status=ExecutionStatus.SUCCEEDED,
-                result={"content": message.content},
-                content=message.content,
-                result_chars=len(message.content or ""),
-                finished_at=now,
+            result = client_result(
+                execution.name,
+                message.content or "",
                 duration_ms=duration,
+                tool_call_id=execution.tool_call_id,
             )
-            completed = ToolCallCompleted(
-                **call_fields(execution),
-                status=ExecutionStatus.SUCCEEDED,
-                duration_ms=duration,
-                truncated=False,
-                message=message_to_api(message),
-            )
-            events.append(completed)
+            # Locked as waiting for the client (`_client_calls_answered`): it is stored.
+            stored = call_answer_store(run, execution, result, message=message)
+            assert stored is not None
+            events.append(stored[1])
         if user is not None:
             events.append(_user_message_event(user))
         events.extend(reservation.warnings)
