@@ -101,6 +101,7 @@ ATTACKS: dict[str, list[str]] = {
     ],
     "approval races": [
         "tests/chat/engine/test_approval.py::decided_once",
+        "tests/chat/engine/test_approval.py::at_once",
         "tests/chat/api/test_approvals.py",
     ],
 }

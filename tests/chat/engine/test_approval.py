@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -244,13 +245,18 @@ def test_the_audit_page_and_the_admin_say_who_decided_and_how_long_the_call_wait
     assert f"{execution.approval_wait_ms:,} ms" in admin
 
 
+# Rounds of the race below: 20 in `make test`, 100 with TOOLCHAT_LONG_TESTS=1 (`make test-long`).
+RACE_ROUNDS = 100 if os.environ.get("TOOLCHAT_LONG_TESTS", "") in {"1", "true", "yes"} else 20
+
+
 @pytest.mark.postgres
-def test_approve_reject_and_cancel_at_once_leave_a_record_that_says_what_ran(
+def test_approve_edit_reject_and_cancel_at_once_leave_a_record_that_says_what_ran(
     llm_server, user, ledger
 ):
-    """Each round, an approval, a rejection and a cancel race for one waiting call of a tool
-    with a side effect. Exactly one decision wins, nothing runs twice, and the record (the
-    call's row and the tool message the model and the user read) says whether it ran."""
+    """Each round, an approval, an approval with other arguments, a rejection and a cancel
+    race for one waiting call of a tool with a side effect. Exactly one decision wins,
+    nothing runs twice, and the record (the call's row and the tool message the model and
+    the user read) says whether it ran, and with which arguments."""
     import threading
 
     from chat.exceptions import Conflict
@@ -259,13 +265,12 @@ def test_approve_reject_and_cancel_at_once_leave_a_record_that_says_what_ran(
     from tests.assertions import tool_stopped
     from tests.factories import ConversationFactory
 
-    rounds = 20
-    for round_ in range(rounds):
+    for round_ in range(RACE_ROUNDS):
         conversation = ConversationFactory(owner=user)
         llm_server.push(tool_calls_reply([("launch_rocket", f'{{"target": "t{round_}"}}')]))
         run = awaiting(run_start(conversation=conversation, content="launch it"))
         execution = ToolExecution.objects.get(run=run)
-        start = threading.Barrier(3)
+        start = threading.Barrier(4)
         won: list[str] = []
 
         def act(name, action, start=start, won=won):
@@ -284,6 +289,9 @@ def test_approve_reject_and_cancel_at_once_leave_a_record_that_says_what_ran(
             "approve": lambda e=execution: tool_call_decide(
                 execution_id=e.pk, user=user, approve=True
             ),
+            "edit": lambda e=execution, n=round_: tool_call_decide(
+                execution_id=e.pk, user=user, approve=True, arguments={"target": f"e{n}"}
+            ),
             "reject": lambda e=execution: tool_call_decide(
                 execution_id=e.pk, user=user, approve=False, reason="no"
             ),
@@ -296,8 +304,12 @@ def test_approve_reject_and_cancel_at_once_leave_a_record_that_says_what_ran(
             thread.join()
         wait_for_run(run)
         wait_until(tool_stopped("launch_rocket"), what="the tool to end")
-        ran = f"launched t{round_}" in launched(ledger)  # final: the tool has ended
-        assert launched(ledger).count(f"launched t{round_}") <= 1  # never twice
+        as_asked, as_edited = f"launched t{round_}", f"launched e{round_}"
+        done = launched(ledger)  # final: the tool has ended
+        ran = as_asked in done or as_edited in done
+        assert done.count(as_asked) + done.count(as_edited) <= 1  # never twice, one way
+        if ran:
+            assert ("edit" in won) == (as_edited in done), (round_, won)
         if ran:
             # Its result is stored by the task that ran it, once the tool has returned.
             wait_until(
@@ -313,7 +325,12 @@ def test_approve_reject_and_cancel_at_once_leave_a_record_that_says_what_ran(
         else:
             assert execution.status in (ExecutionStatus.REJECTED, ExecutionStatus.CANCELLED)
             assert "Launched at" not in answer.content
-        assert won.count("approve") + won.count("reject") <= 1, won
+        assert won.count("approve") + won.count("edit") + won.count("reject") <= 1, won
+        if ran:
+            # The row keeps what the model asked; what ran is beside it when it was edited.
+            assert execution.arguments == {"target": f"t{round_}"}
+            edited = {"target": f"e{round_}"} if "edit" in won else None
+            assert execution.approved_arguments == edited
         assert_valid_history(history_for_model(conversation=conversation))
 
 
