@@ -28,6 +28,7 @@ from typing import Any
 
 from chat.exceptions import InvalidInput
 from chat.openai_api.answers import CompletionRequest, request_read
+from chat.openai_api.response_options import echo_read, options_as_completion
 from chat.openai_api.threads import MAX_MESSAGES, ClientMessage, messages_read
 
 # Items a client sends back that toolchat gave out and holds itself.
@@ -60,30 +61,14 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
     instructions = _optional(body, "instructions", str, "a string")
     previous = _optional(body, "previous_response_id", str, "a string")
     store = _optional(body, "store", bool, "a boolean")
-    top_p = body.get("top_p")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, int | float)):
-        raise InvalidInput("top_p must be a number from 0 to 1.", field="top_p")
-    if top_p is not None and not 0 <= top_p <= 1:
-        raise InvalidInput("top_p must be a number from 0 to 1.", field="top_p")
     try:
         completion = request_read(_as_completion(body), meta)
     except InvalidInput as error:
-        raise InvalidInput(error.message, field=_field_named(error.field)) from None
+        field = _field_named(error.field)
+        message = error.message.replace(str(error.field), str(field)) if field else error.message
+        raise InvalidInput(message, field=field) from None
     messages = _instructions(instructions) + items_read(body.get("input"))
-    echo = {
-        "instructions": instructions,
-        "tools": body.get("tools") or [],
-        "tool_choice": body.get("tool_choice") or "auto",
-        "temperature": body.get("temperature"),
-        "top_p": top_p,
-        "max_output_tokens": body.get("max_output_tokens"),
-        "metadata": body.get("metadata") or {},
-        "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
-        "previous_response_id": previous,
-        "store": store is not False,
-        "user": body.get("user"),
-        "text": {"format": body.get("text", {}).get("format") or {"type": "text"}},
-    }
+    echo = echo_read(body)
     return ResponseRequest(completion, messages, echo, previous, store is not False)
 
 
@@ -96,23 +81,9 @@ def _optional(body: dict[str, Any], key: str, kind: type, name: str) -> Any:
 
 def _as_completion(body: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions body that asks for the same turn (its messages aside)."""
-    chat: dict[str, Any] = {
-        key: body[key]
-        for key in ("model", "temperature", "user", "metadata", "stream")
-        if key in body
-    }
-    if body.get("max_output_tokens") is not None:
-        chat["max_tokens"] = body["max_output_tokens"]
+    chat = options_as_completion(body, body["tools"] if isinstance(body.get("tools"), list) else [])
     if body.get("tools"):
         chat["tools"] = _tools_as_functions(body["tools"])
-    if body.get("tool_choice") is not None:
-        chat["tool_choice"] = _tool_choice(body["tool_choice"])
-    text_format = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
-    if isinstance(text_format, dict) and text_format.get("type") == "json_schema":
-        schema = {key: value for key, value in text_format.items() if key != "type"}
-        chat["response_format"] = {"type": "json_schema", "json_schema": schema}
-    elif isinstance(text_format, dict) and text_format.get("type") == "json_object":
-        chat["response_format"] = {"type": "json_object"}
     return chat
 
 
@@ -132,13 +103,6 @@ def _tools_as_functions(tools: Any) -> Any:
         function = {key: value for key, value in tool.items() if key != "type"}
         shaped.append({"type": "function", "function": function})
     return shaped
-
-
-def _tool_choice(choice: Any) -> Any:
-    """`{"type": "function", "name": ...}` as Chat Completions names a function."""
-    if isinstance(choice, dict) and choice.get("type") == "function" and "name" in choice:
-        return {"type": "function", "function": {"name": choice["name"]}}
-    return choice
 
 
 def _field_named(field: str | None) -> str | None:

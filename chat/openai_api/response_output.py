@@ -47,7 +47,7 @@ CALL_STATUSES = {
     ExecutionStatus.INTERRUPTED: "failed",
     ExecutionStatus.CANCELLED: "failed",
 }
-# Fields of the resource toolchat has nothing to say about, at their zero values.
+# Fields of the resource at the specification's defaults, where the request said nothing.
 FIXED = {
     "truncation": "disabled",
     "presence_penalty": 0,
@@ -124,8 +124,8 @@ def response_resource(run: Run, echo: dict[str, Any]) -> dict[str, Any]:
         "output": output,
         "error": error,
         "usage": response_usage(run),
-        **_echoed(echo),
         **FIXED,
+        **_echoed(echo),
     }
 
 
