@@ -13,8 +13,11 @@ turn (chat/openai_api/turns.py). Input items map onto messages:
 - a `function_call` item is a call of the assistant message before it (or of
   an assistant message of its own); a `function_call_output` item is the
   `tool` message that answers it;
-- `mcp_call` and `reasoning` items are ones toolchat gave out (its own tools'
-  calls, which it holds) and are skipped.
+- `mcp_call`, `mcp_approval_request` and `reasoning` items are ones toolchat
+  gave out (its own tools' calls, which it holds) and are skipped;
+- `mcp_approval_response` items, with `previous_response_id`, decide the calls
+  that wait (chat/openai_api/response_approvals.py) and come alone; resent
+  in a stateless history, they are skipped.
 
 Field names in errors are the Responses API's own (`tools[0].name`,
 `max_output_tokens`, `input[2].content`).
@@ -28,11 +31,13 @@ from typing import Any
 
 from chat.exceptions import InvalidInput
 from chat.openai_api.answers import CompletionRequest, request_read
+from chat.openai_api.response_approvals import Decision, decision_read
 from chat.openai_api.response_options import echo_read, options_as_completion
 from chat.openai_api.threads import MAX_MESSAGES, ClientMessage, messages_read
 
 # Items a client sends back that toolchat gave out and holds itself.
-SKIPPED_ITEMS = frozenset({"mcp_call", "mcp_list_tools", "reasoning"})
+SKIPPED_ITEMS = frozenset({"mcp_call", "mcp_list_tools", "mcp_approval_request", "reasoning"})
+APPROVAL_RESPONSE = "mcp_approval_response"
 TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
 UNSUPPORTED = {
     "background": "background responses are not supported yet",
@@ -49,6 +54,8 @@ class ResponseRequest:
     echo: dict[str, Any]  # the request fields the response shows (and Run.response keeps)
     previous_response_id: str | None
     store: bool
+    # The request's `mcp_approval_response` items: it decides calls instead of adding a turn.
+    decisions: list[Decision] = dataclasses.field(default_factory=list)
 
 
 def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
@@ -67,9 +74,47 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
         field = _field_named(error.field)
         message = error.message.replace(str(error.field), str(field)) if field else error.message
         raise InvalidInput(message, field=field) from None
+    decisions = _decisions_read(body.get("input"), previous)
+    if decisions:
+        return ResponseRequest(
+            completion, [], echo_read(body), previous, store is not False, decisions
+        )
     messages = _instructions(instructions) + items_read(body.get("input"))
     echo = echo_read(body)
     return ResponseRequest(completion, messages, echo, previous, store is not False)
+
+
+def _decisions_read(raw: Any, previous: str | None) -> list[Decision]:
+    """The approval responses of a request that decides calls (and does nothing else).
+
+    Without `previous_response_id`, an `mcp_approval_response` among other items is
+    history a stateless client resends, and is skipped.
+    """
+    if not isinstance(raw, list):
+        return []
+    items = [(f"input[{i}]", item) for i, item in enumerate(raw) if isinstance(item, dict)]
+    answers = [(where, item) for where, item in items if item.get("type") == APPROVAL_RESPONSE]
+    if not answers:
+        return []
+    others = [
+        where
+        for where, item in items
+        if item.get("type") not in SKIPPED_ITEMS and item.get("type") != APPROVAL_RESPONSE
+    ]
+    if previous is None and others:
+        return []
+    if previous is None:
+        raise InvalidInput(
+            "An mcp_approval_response answers a response: previous_response_id names it.",
+            field="previous_response_id",
+        )
+    if others:
+        raise InvalidInput(
+            f"{others[0]}: a request that answers approval requests carries only "
+            "mcp_approval_response items; send the next message once the turn has gone on.",
+            field=others[0],
+        )
+    return [decision_read(item, where) for where, item in answers]
 
 
 def _optional(body: dict[str, Any], key: str, kind: type, name: str) -> Any:
@@ -145,7 +190,7 @@ def _item_add(messages: list[ClientMessage], item: Any, where: str) -> None:
     if not isinstance(item, dict):
         raise InvalidInput(f"{where} must be an object.", field=where)
     kind = item.get("type") or ("message" if "role" in item else None)
-    if kind in SKIPPED_ITEMS:
+    if kind in SKIPPED_ITEMS or kind == APPROVAL_RESPONSE:
         return
     if kind == "message":
         messages.append(_message(item, where))
