@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from chat.exceptions import Conflict, InvalidInput
 from chat.models import Conversation, ExecutionStatus, Run, ToolExecution
+from chat.openai_api.response_items import INPUT_ITEMS, input_items_read
 from chat.openai_api.response_output import PARTS, PRIVATE, response_parts
 from chat.services.approvals import MAX_REASON_CHARS, tool_call_decide
 
@@ -67,7 +68,7 @@ def decision_read(item: dict[str, Any], where: str) -> Decision:
 
 
 def decisions_apply(
-    user: Any, run: Run, decisions: list[Decision], *, echo: dict[str, Any], store: bool
+    user: Any, run: Run, decisions: list[Decision], *, echo: dict[str, Any], store: bool, raw: Any
 ) -> tuple[int, int]:
     """Decide the run's waiting calls and begin the response that follows them.
 
@@ -104,10 +105,11 @@ def decisions_apply(
             )
         locked = Run.objects.select_for_update(of=("self",)).get(pk=run.pk)
         stored = dict(locked.response or {})
-        parts = [
-            *response_parts(locked),
-            {"since": since.isoformat(), "echo": echo, "stored": store},
-        ]
+        parts = response_parts(locked)
+        items = input_items_read(raw, run, len(parts) + 1)
+        parts.append(
+            {"since": since.isoformat(), "echo": echo, "stored": store, INPUT_ITEMS: items}
+        )
         Run.objects.filter(pk=run.pk).update(response={**stored, PARTS: parts})
     return len(parts), int(cursor)
 

@@ -56,6 +56,7 @@ class ResponseRequest:
     store: bool
     # The request's `mcp_approval_response` items: it decides calls instead of adding a turn.
     decisions: list[Decision] = dataclasses.field(default_factory=list)
+    raw_input: Any = None  # `input` as given, for GET .../input_items
 
 
 def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
@@ -74,14 +75,15 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
         field = _field_named(error.field)
         message = error.message.replace(str(error.field), str(field)) if field else error.message
         raise InvalidInput(message, field=field) from None
-    decisions = _decisions_read(body.get("input"), previous)
+    raw = body.get("input")
+    decisions = _decisions_read(raw, previous)
     if decisions:
         return ResponseRequest(
-            completion, [], echo_read(body), previous, store is not False, decisions
+            completion, [], echo_read(body), previous, store is not False, decisions, raw
         )
-    messages = _instructions(instructions) + items_read(body.get("input"))
+    messages = _instructions(instructions) + items_read(raw)
     echo = echo_read(body)
-    return ResponseRequest(completion, messages, echo, previous, store is not False)
+    return ResponseRequest(completion, messages, echo, previous, store is not False, [], raw)
 
 
 def _decisions_read(raw: Any, previous: str | None) -> list[Decision]:

@@ -33,7 +33,7 @@ from chat.models import ExecutionStatus, Message, ModelCall, Role, Run, RunStatu
 SERVER_LABEL = "toolchat"
 # Keys of Run.response that are toolchat's own, not echoed: the parts after approvals.
 PARTS, DELETED = "parts", "deleted"
-PRIVATE = frozenset({PARTS, DELETED})
+PRIVATE = frozenset({PARTS, DELETED, "input_items"})
 STATUSES = {
     RunStatus.QUEUED: "queued",
     RunStatus.RUNNING: "in_progress",

@@ -114,7 +114,8 @@ async def response_events(
             yield line
         yield stream.event("error", code=outcome.error["code"], message=outcome.error["message"])
         ended = await sync_to_async(response_resource)(started.run, echo, part)
-        yield stream.event("response.failed", response={**ended, "status": "failed"})
+        state = "cancelled" if ended["status"] == "cancelled" else "failed"
+        yield stream.event("response.failed", response={**ended, "status": state})
         yield "data: [DONE]\n\n"
         return
     for line in stream.text_close():

@@ -24,12 +24,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.api.base import AsyncApiView
-from chat.exceptions import InvalidInput
+from chat.exceptions import Conflict, InvalidInput
 from chat.message_rate import MessageRateThrottle
 from chat.models import Conversation, Run
 from chat.openai_api import docs
 from chat.openai_api.response_approvals import continued_echo, decisions_apply
 from chat.openai_api.response_input import ResponseRequest, output_read, response_request_read
+from chat.openai_api.response_items import (
+    INPUT_ITEMS,
+    input_items_of,
+    input_items_page,
+    input_items_read,
+)
 from chat.openai_api.response_output import (
     response_echo,
     response_forget,
@@ -51,6 +57,7 @@ from chat.openai_api.views import (
     turn_headers,
     unanswered,
 )
+from chat.services.runs import run_cancel
 
 ID_PARAMETER = OpenApiParameter(
     "response_id", str, OpenApiParameter.PATH, description="The response's id (`resp_...`)."
@@ -109,10 +116,13 @@ class ResponseCreateView(OpenAIView, AsyncApiView):
         if started.request.stream:
             return sse_response(_streamed(begun), headers)
         outcome = await run_wait(started)
-        if await unanswered(started, outcome):
+        failed = await unanswered(started, outcome)
+        if failed and (outcome.error or {}).get("code") != "run_cancelled":
             return Response({"error": outcome.error}, status=outcome.status, headers=headers)
+        # A response cancelled while its request waited is answered as cancel answers it.
         body = await sync_to_async(response_resource)(started.run, echo, begun.part)
-        await sync_to_async(_saw)(begun, body)
+        if not failed:
+            await sync_to_async(_saw)(begun, body)
         return Response(body, headers=headers)
 
 
@@ -148,6 +158,48 @@ class ResponseDetailView(OpenAIView):
         return Response(body, status=status.HTTP_200_OK)
 
 
+class ResponseCancelView(OpenAIView):
+    """Cancel a response whose run goes on."""
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_responses_cancel",
+        summary="Cancel a response (Responses API)",
+        parameters=[ID_PARAMETER],
+        responses={200: OpenApiTypes.OBJECT, **docs.errors(404, 409)},
+    )
+    def post(self, request: Request, response_id: str) -> Response:
+        """Its run cancelled (a background or in-flight one); a response that ended is a 409."""
+        run, part = response_ref(request.user, response_id)
+        if part != len(response_parts(run)):
+            raise Conflict(f"{response_id} has ended; a later response goes on with its run.")
+        run_cancel(run=run)
+        return Response(response_resource(run, response_echo(run, part), part))
+
+
+class ResponseInputItemsView(OpenAIView):
+    """The items a stored response was given."""
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_responses_input_items",
+        summary="List a response's input items (Responses API)",
+        parameters=[
+            ID_PARAMETER,
+            OpenApiParameter(
+                "order", str, description="`desc` (newest first, the default) or `asc`."
+            ),
+            OpenApiParameter("after", str, description="The id of the item to list after."),
+            OpenApiParameter("limit", int, description="1 to 100 (20 by default)."),
+        ],
+        responses={200: OpenApiTypes.OBJECT, **docs.errors(400, 404)},
+    )
+    def get(self, request: Request, response_id: str) -> Response:
+        """A page of the items, as OpenAI's list endpoints page."""
+        run, part = response_ref(request.user, response_id)
+        return Response(input_items_page(input_items_of(run, part), request.query_params))
+
+
 def _begin(user: Any, body: Any, meta: dict[str, Any]) -> _Begun:
     """Read the request, start its turn, and keep it as a stored response (unless `store: false`)."""
     read = response_request_read(body, meta)
@@ -157,7 +209,8 @@ def _begin(user: Any, body: Any, meta: dict[str, Any]) -> _Begun:
     with transaction.atomic():
         started = turn_start(user, read.completion, read.messages, meta, continues=continues)
         if read.store:
-            response_store(started.run, read.echo)
+            items = input_items_read(read.raw_input, started.run, 0)
+            response_store(started.run, {**read.echo, INPUT_ITEMS: items})
     return _Begun(started, read)
 
 
@@ -188,7 +241,9 @@ def _decide(user: Any, read: ResponseRequest, conversation: Conversation | None)
     assert conversation is not None
     run = response_run(user, read.previous_response_id, field="previous_response_id")
     echo = continued_echo(run, read.previous_response_id, read.store)
-    part, cursor = decisions_apply(user, run, read.decisions, echo=echo, store=read.store)
+    part, cursor = decisions_apply(
+        user, run, read.decisions, echo=echo, store=read.store, raw=read.raw_input
+    )
     started = Started(run, conversation, read.completion, [], after=cursor)
     return _Begun(started, dataclasses.replace(read, echo=echo), part)
 
