@@ -40,7 +40,6 @@ SKIPPED_ITEMS = frozenset({"mcp_call", "mcp_list_tools", "mcp_approval_request",
 APPROVAL_RESPONSE = "mcp_approval_response"
 TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
 UNSUPPORTED = {
-    "background": "background responses are not supported yet",
     "conversation": "conversation is not supported yet; use previous_response_id",
 }
 
@@ -58,6 +57,10 @@ class ResponseRequest:
     decisions: list[Decision] = dataclasses.field(default_factory=list)
     raw_input: Any = None  # `input` as given, for GET .../input_items
 
+    @property
+    def background(self) -> bool:
+        return bool(self.echo.get("background"))
+
 
 def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
     """Check a /v1/responses body; InvalidInput names the field at fault, as the API names it."""
@@ -69,6 +72,16 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
     instructions = _optional(body, "instructions", str, "a string")
     previous = _optional(body, "previous_response_id", str, "a string")
     store = _optional(body, "store", bool, "a boolean")
+    background = _optional(body, "background", bool, "a boolean")
+    if background and store is False:
+        raise InvalidInput(
+            "A background response is stored: background needs store.", field="store"
+        )
+    if background and body.get("stream"):
+        raise InvalidInput(
+            "background with stream is not supported; poll GET /v1/responses/{id}.",
+            field="stream",
+        )
     try:
         completion = request_read(_as_completion(body), meta)
     except InvalidInput as error:

@@ -87,6 +87,7 @@ def echo_read(body: dict[str, Any]) -> dict[str, Any]:
         "service_tier": body.get("service_tier") or "default",
         "prompt_cache_key": body.get("prompt_cache_key"),
         "safety_identifier": body.get("safety_identifier"),
+        "background": body.get("background") is True,
     }
 
 

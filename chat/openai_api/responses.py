@@ -115,6 +115,10 @@ class ResponseCreateView(OpenAIView, AsyncApiView):
             headers["X-Toolchat-Response-Part"] = str(begun.part)
         if started.request.stream:
             return sse_response(_streamed(begun), headers)
+        if begun.read.background:
+            # Answered at once; the run goes on (and survives restarts), polled with GET.
+            body = await sync_to_async(response_resource)(started.run, echo, begun.part)
+            return Response(body, headers=headers)
         outcome = await run_wait(started)
         failed = await unanswered(started, outcome)
         if failed and (outcome.error or {}).get("code") != "run_cancelled":

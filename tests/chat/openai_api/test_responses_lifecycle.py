@@ -1,7 +1,9 @@
-"""A stored response's input items, listed as OpenAI pages them, and a response cancelled.
+"""A stored response's input items, listed as OpenAI pages them; a response cancelled; one in
+the background, polled.
 
-The openai SDK's `responses.input_items.list` and `responses.cancel` on a real
-uvicorn, with the scripted model server; the query's refusals in-process.
+The openai SDK's `responses.input_items.list`, `responses.cancel` and
+`create(background=True)` on a real uvicorn, with the scripted model server;
+the query's refusals in-process.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from openai import ConflictError, NotFoundError, OpenAI
 from rest_framework.authtoken.models import Token
 
 from chat.models import Run, RunStatus
+from tests.assertions import wait_until
 from tests.factories import UserFactory
 from tests.llm_server import text_reply
 
@@ -112,3 +115,28 @@ def test_a_completed_response_cannot_be_cancelled_and_another_users_is_a_404(
     assert response.status_code == 409, response.json()
     assert response.json()["error"]["type"] == "conflict_error"
     assert v1.get(f"{URL}/{body['id']}").json()["status"] == "completed"
+
+
+@pytest.mark.postgres
+def test_a_background_response_answers_at_once_and_is_polled_to_its_end(
+    scripted_server, llm_server
+):
+    client = _client(scripted_server)
+    llm_server.push(
+        text_reply("Done in the background.", delay_s=1.5), text_reply("Never sent.", delay_s=30)
+    )
+    started = client.responses.create(model=MODEL, input="Work on it.", background=True)
+    assert started.status in ("queued", "in_progress")
+    assert started.background is True
+    assert started.output == []
+    wait_until(lambda: client.responses.retrieve(started.id).status == "completed", timeout=20)
+    done = client.responses.retrieve(started.id)
+    assert done.output_text == "Done in the background."
+    assert done.background is True
+
+    later = client.responses.create(
+        model=MODEL, input="And more.", background=True, previous_response_id=done.id
+    )
+    cancelled = client.responses.cancel(later.id)
+    assert cancelled.status == "cancelled"
+    assert client.responses.retrieve(later.id).status == "cancelled"
