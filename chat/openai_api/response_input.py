@@ -13,8 +13,11 @@ turn (chat/openai_api/turns.py). Input items map onto messages:
 - a `function_call` item is a call of the assistant message before it (or of
   an assistant message of its own); a `function_call_output` item is the
   `tool` message that answers it;
-- `mcp_call` and `reasoning` items are ones toolchat gave out (its own tools'
-  calls, which it holds) and are skipped.
+- `mcp_call`, `mcp_approval_request` and `reasoning` items are ones toolchat
+  gave out (its own tools' calls, which it holds) and are skipped;
+- `mcp_approval_response` items, with `previous_response_id`, decide the calls
+  that wait (chat/openai_api/response_approvals.py) and come alone; resent
+  in a stateless history, they are skipped.
 
 Field names in errors are the Responses API's own (`tools[0].name`,
 `max_output_tokens`, `input[2].content`).
@@ -28,13 +31,15 @@ from typing import Any
 
 from chat.exceptions import InvalidInput
 from chat.openai_api.answers import CompletionRequest, request_read
+from chat.openai_api.response_approvals import Decision, decision_read
+from chat.openai_api.response_options import echo_read, options_as_completion
 from chat.openai_api.threads import MAX_MESSAGES, ClientMessage, messages_read
 
 # Items a client sends back that toolchat gave out and holds itself.
-SKIPPED_ITEMS = frozenset({"mcp_call", "mcp_list_tools", "reasoning"})
+SKIPPED_ITEMS = frozenset({"mcp_call", "mcp_list_tools", "mcp_approval_request", "reasoning"})
+APPROVAL_RESPONSE = "mcp_approval_response"
 TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
 UNSUPPORTED = {
-    "background": "background responses are not supported yet",
     "conversation": "conversation is not supported yet; use previous_response_id",
 }
 
@@ -48,6 +53,13 @@ class ResponseRequest:
     echo: dict[str, Any]  # the request fields the response shows (and Run.response keeps)
     previous_response_id: str | None
     store: bool
+    # The request's `mcp_approval_response` items: it decides calls instead of adding a turn.
+    decisions: list[Decision] = dataclasses.field(default_factory=list)
+    raw_input: Any = None  # `input` as given, for GET .../input_items
+
+    @property
+    def background(self) -> bool:
+        return bool(self.echo.get("background"))
 
 
 def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
@@ -60,34 +72,64 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
     instructions = _optional(body, "instructions", str, "a string")
     previous = _optional(body, "previous_response_id", str, "a string")
     store = _optional(body, "store", bool, "a boolean")
-    text = _optional(body, "text", dict, "an object") or {}
-    if text.get("format") is not None and not isinstance(text["format"], dict):
-        raise InvalidInput("text.format must be an object.", field="text.format")
-    top_p = body.get("top_p")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, int | float)):
-        raise InvalidInput("top_p must be a number from 0 to 1.", field="top_p")
-    if top_p is not None and not 0 <= top_p <= 1:
-        raise InvalidInput("top_p must be a number from 0 to 1.", field="top_p")
+    background = _optional(body, "background", bool, "a boolean")
+    if background and store is False:
+        raise InvalidInput(
+            "A background response is stored: background needs store.", field="store"
+        )
+    if background and body.get("stream"):
+        raise InvalidInput(
+            "background with stream is not supported; poll GET /v1/responses/{id}.",
+            field="stream",
+        )
     try:
         completion = request_read(_as_completion(body), meta)
     except InvalidInput as error:
-        raise InvalidInput(error.message, field=_field_named(error.field)) from None
-    messages = _instructions(instructions) + items_read(body.get("input"))
-    echo = {
-        "instructions": instructions,
-        "tools": body.get("tools") or [],
-        "tool_choice": body.get("tool_choice") or "auto",
-        "temperature": body.get("temperature"),
-        "top_p": top_p,
-        "max_output_tokens": body.get("max_output_tokens"),
-        "metadata": body.get("metadata") or {},
-        "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
-        "previous_response_id": previous,
-        "store": store is not False,
-        "user": body.get("user"),
-        "text": {"format": text.get("format") or {"type": "text"}},
-    }
-    return ResponseRequest(completion, messages, echo, previous, store is not False)
+        field = _field_named(error.field)
+        message = error.message.replace(str(error.field), str(field)) if field else error.message
+        raise InvalidInput(message, field=field) from None
+    raw = body.get("input")
+    decisions = _decisions_read(raw, previous)
+    if decisions:
+        return ResponseRequest(
+            completion, [], echo_read(body), previous, store is not False, decisions, raw
+        )
+    messages = _instructions(instructions) + items_read(raw)
+    echo = echo_read(body)
+    return ResponseRequest(completion, messages, echo, previous, store is not False, [], raw)
+
+
+def _decisions_read(raw: Any, previous: str | None) -> list[Decision]:
+    """The approval responses of a request that decides calls (and does nothing else).
+
+    Without `previous_response_id`, an `mcp_approval_response` among other items is
+    history a stateless client resends, and is skipped.
+    """
+    if not isinstance(raw, list):
+        return []
+    items = [(f"input[{i}]", item) for i, item in enumerate(raw) if isinstance(item, dict)]
+    answers = [(where, item) for where, item in items if item.get("type") == APPROVAL_RESPONSE]
+    if not answers:
+        return []
+    others = [
+        where
+        for where, item in items
+        if item.get("type") not in SKIPPED_ITEMS and item.get("type") != APPROVAL_RESPONSE
+    ]
+    if previous is None and others:
+        return []
+    if previous is None:
+        raise InvalidInput(
+            "An mcp_approval_response answers a response: previous_response_id names it.",
+            field="previous_response_id",
+        )
+    if others:
+        raise InvalidInput(
+            f"{others[0]}: a request that answers approval requests carries only "
+            "mcp_approval_response items; send the next message once the turn has gone on.",
+            field=others[0],
+        )
+    return [decision_read(item, where) for where, item in answers]
 
 
 def _optional(body: dict[str, Any], key: str, kind: type, name: str) -> Any:
@@ -99,23 +141,9 @@ def _optional(body: dict[str, Any], key: str, kind: type, name: str) -> Any:
 
 def _as_completion(body: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions body that asks for the same turn (its messages aside)."""
-    chat: dict[str, Any] = {
-        key: body[key]
-        for key in ("model", "temperature", "user", "metadata", "stream")
-        if key in body
-    }
-    if body.get("max_output_tokens") is not None:
-        chat["max_tokens"] = body["max_output_tokens"]
+    chat = options_as_completion(body, body["tools"] if isinstance(body.get("tools"), list) else [])
     if body.get("tools"):
         chat["tools"] = _tools_as_functions(body["tools"])
-    if body.get("tool_choice") is not None:
-        chat["tool_choice"] = _tool_choice(body["tool_choice"])
-    text_format = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
-    if isinstance(text_format, dict) and text_format.get("type") == "json_schema":
-        schema = {key: value for key, value in text_format.items() if key != "type"}
-        chat["response_format"] = {"type": "json_schema", "json_schema": schema}
-    elif isinstance(text_format, dict) and text_format.get("type") == "json_object":
-        chat["response_format"] = {"type": "json_object"}
     return chat
 
 
@@ -135,13 +163,6 @@ def _tools_as_functions(tools: Any) -> Any:
         function = {key: value for key, value in tool.items() if key != "type"}
         shaped.append({"type": "function", "function": function})
     return shaped
-
-
-def _tool_choice(choice: Any) -> Any:
-    """`{"type": "function", "name": ...}` as Chat Completions names a function."""
-    if isinstance(choice, dict) and choice.get("type") == "function" and "name" in choice:
-        return {"type": "function", "function": {"name": choice["name"]}}
-    return choice
 
 
 def _field_named(field: str | None) -> str | None:
@@ -184,7 +205,7 @@ def _item_add(messages: list[ClientMessage], item: Any, where: str) -> None:
     if not isinstance(item, dict):
         raise InvalidInput(f"{where} must be an object.", field=where)
     kind = item.get("type") or ("message" if "role" in item else None)
-    if kind in SKIPPED_ITEMS:
+    if kind in SKIPPED_ITEMS or kind == APPROVAL_RESPONSE:
         return
     if kind == "message":
         messages.append(_message(item, where))

@@ -25,7 +25,12 @@ from asgiref.sync import sync_to_async
 from chat.engine.request import client_tool_names
 from chat.live.sse import with_keepalive
 from chat.openai_api.answers import run_outcome
-from chat.openai_api.response_output import output_text, response_resource, text_item
+from chat.openai_api.response_output import (
+    approvals_decided,
+    output_text,
+    response_resource,
+    text_item,
+)
 from chat.openai_api.turns import Started
 from chat.openai_api.views import KEEPALIVE_S, StreamedText, run_events, unanswered
 
@@ -39,6 +44,7 @@ class _Stream:
         self.sequence = 0
         self.items: list[dict[str, Any]] = []
         self.text: str | None = None  # the text of the message item still open
+        self.approvals: dict[str, str] = {}  # calls decided before the stream: their requests
 
     def event(self, kind: str, **fields: Any) -> str:
         body = {"type": kind, "sequence_number": self.sequence, **fields}
@@ -83,16 +89,19 @@ class _Stream:
         ]
 
 
-async def response_events(started: Started, echo: dict[str, Any]) -> AsyncIterator[str]:
-    """The run as the Responses API streams it (see the module's docstring)."""
+async def response_events(
+    started: Started, echo: dict[str, Any], part: int = 0
+) -> AsyncIterator[str]:
+    """The run (or its part after an approval) as the Responses API streams it (see above)."""
     stream = _Stream()
-    opening = await sync_to_async(response_resource)(started.run, echo)
+    opening = await sync_to_async(response_resource)(started.run, echo, part)
     opening = {**opening, "status": "in_progress", "output": [], "completed_at": None}
     yield stream.event("response.created", response=opening)
     yield stream.event("response.in_progress", response=opening)
     clients = await sync_to_async(client_tool_names)(started.run)
+    stream.approvals = await sync_to_async(approvals_decided)(started.run)
     text = StreamedText()
-    async for envelope in with_keepalive(run_events(started.run), KEEPALIVE_S):
+    async for envelope in with_keepalive(run_events(started.run, started.after), KEEPALIVE_S):
         if envelope is None:
             yield ": toolchat keep-alive\n\n"
             continue
@@ -104,14 +113,16 @@ async def response_events(started: Started, echo: dict[str, Any]) -> AsyncIterat
         for line in stream.text_close("incomplete"):
             yield line
         yield stream.event("error", code=outcome.error["code"], message=outcome.error["message"])
-        ended = await sync_to_async(response_resource)(started.run, echo)
-        yield stream.event("response.failed", response={**ended, "status": "failed"})
+        ended = await sync_to_async(response_resource)(started.run, echo, part)
+        state = "cancelled" if ended["status"] == "cancelled" else "failed"
+        yield stream.event("response.failed", response={**ended, "status": state})
         yield "data: [DONE]\n\n"
         return
     for line in stream.text_close():
         yield line
-    ended = await sync_to_async(response_resource)(started.run, echo)
-    for item in ended["output"][len(stream.items) :]:
+    ended = await sync_to_async(response_resource)(started.run, echo, part)
+    sent = {item["id"] for item in stream.items}
+    for item in [item for item in ended["output"] if item["id"] not in sent]:
         for line in _whole(stream, item):
             yield line
     yield stream.event(ENDED.get(ended["status"], "response.completed"), response=ended)
@@ -134,19 +145,36 @@ def _live(
         return [*lines, stream.text_delta(piece)]
     if kind == "tool_call.started" and data.get("name") not in clients:
         arguments = json.dumps(data.get("arguments") or {}, ensure_ascii=False)
-        return [*stream.text_close(), stream.added(_calling(data, arguments))]
-    if kind == "tool_call.completed" and data.get("name") not in clients and stream.items:
-        item = stream.items[-1]
-        if item["type"] == "mcp_call" and item["status"] == "calling":
-            ok = data.get("status") == "succeeded"
-            content = (data.get("message") or {}).get("content")
-            return [
-                stream.done({**item, "status": "completed" if ok else "failed", "output": content})
-            ]
+        approval = stream.approvals.get(str(data.get("execution_id")))
+        return [*stream.text_close(), stream.added(_calling(data, arguments, approval))]
+    if kind == "tool_call.completed" and data.get("name") not in clients:
+        return _call_ended(stream, data)
     return []
 
 
-def _calling(data: dict[str, Any], arguments: str) -> dict[str, Any]:
+def _call_ended(stream: _Stream, data: dict[str, Any]) -> list[str]:
+    """A server-side call's end; one that never started (a rejection) is added as it ends."""
+    ok = data.get("status") == "succeeded"
+    content = (data.get("message") or {}).get("content")
+    item = stream.items[-1] if stream.items else None
+    lines: list[str] = []
+    if item is None or item["type"] != "mcp_call" or item["status"] != "calling":
+        if ok:
+            return []  # an answer the stream carries as the run's record says it, at its end
+        arguments = json.dumps(data.get("arguments") or {}, ensure_ascii=False)
+        approval = stream.approvals.get(str(data.get("execution_id")))
+        item = _calling(data, arguments, approval)
+        lines = [*stream.text_close(), stream.added(item)]
+    ended = {**item, "status": "completed" if ok else "failed", "output": content if ok else None}
+    if not ok:
+        ended["error"] = {
+            "type": "mcp_tool_execution_error",
+            "content": [{"type": "text", "text": content or ""}],
+        }
+    return [*lines, stream.done(ended)]
+
+
+def _calling(data: dict[str, Any], arguments: str, approval: str | None) -> dict[str, Any]:
     return {
         "type": "mcp_call",
         "id": f"mcp_{str(data.get('execution_id', '')).replace('-', '')}",
@@ -156,7 +184,7 @@ def _calling(data: dict[str, Any], arguments: str) -> dict[str, Any]:
         "output": None,
         "error": None,
         "status": "calling",
-        "approval_request_id": None,
+        "approval_request_id": approval,
     }
 
 
@@ -185,4 +213,6 @@ def _whole(stream: _Stream, item: dict[str, Any]) -> list[str]:
             ),
             stream.done(item),
         ]
+    if item["type"] == "mcp_approval_request":
+        return [stream.added(item), stream.done(item)]
     return [stream.added({**item, "status": "calling"}), stream.done(item)]

@@ -24,13 +24,24 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.api.base import AsyncApiView
-from chat.exceptions import InvalidInput
+from chat.exceptions import Conflict, InvalidInput
 from chat.message_rate import MessageRateThrottle
 from chat.models import Conversation, Run
 from chat.openai_api import docs
+from chat.openai_api.response_approvals import continued_echo, decisions_apply
 from chat.openai_api.response_input import ResponseRequest, output_read, response_request_read
+from chat.openai_api.response_items import (
+    INPUT_ITEMS,
+    input_items_of,
+    input_items_page,
+    input_items_read,
+)
 from chat.openai_api.response_output import (
+    response_echo,
     response_forget,
+    response_id,
+    response_parts,
+    response_ref,
     response_resource,
     response_run,
     response_store,
@@ -46,6 +57,7 @@ from chat.openai_api.views import (
     turn_headers,
     unanswered,
 )
+from chat.services.runs import run_cancel
 
 ID_PARAMETER = OpenApiParameter(
     "response_id", str, OpenApiParameter.PATH, description="The response's id (`resp_...`)."
@@ -56,6 +68,7 @@ ID_PARAMETER = OpenApiParameter(
 class _Begun:
     started: Started
     read: ResponseRequest
+    part: int = 0  # a response that went on with its run after approvals: its number
 
 
 class ResponseCreateView(OpenAIView, AsyncApiView):
@@ -98,13 +111,22 @@ class ResponseCreateView(OpenAIView, AsyncApiView):
         """Answer when the turn ends, or stream it."""
         started, echo = begun.started, begun.read.echo
         headers = turn_headers(started)
+        if begun.part:
+            headers["X-Toolchat-Response-Part"] = str(begun.part)
         if started.request.stream:
             return sse_response(_streamed(begun), headers)
+        if begun.read.background:
+            # Answered at once; the run goes on (and survives restarts), polled with GET.
+            body = await sync_to_async(response_resource)(started.run, echo, begun.part)
+            return Response(body, headers=headers)
         outcome = await run_wait(started)
-        if await unanswered(started, outcome):
+        failed = await unanswered(started, outcome)
+        if failed and (outcome.error or {}).get("code") != "run_cancelled":
             return Response({"error": outcome.error}, status=outcome.status, headers=headers)
-        body = await sync_to_async(response_resource)(started.run, echo)
-        await sync_to_async(_saw)(begun, body)
+        # A response cancelled while its request waited is answered as cancel answers it.
+        body = await sync_to_async(response_resource)(started.run, echo, begun.part)
+        if not failed:
+            await sync_to_async(_saw)(begun, body)
         return Response(body, headers=headers)
 
 
@@ -121,8 +143,8 @@ class ResponseDetailView(OpenAIView):
     )
     def get(self, request: Request, response_id: str) -> Response:
         """The response as its run stands now; another user's, or a deleted one, is a 404."""
-        run = response_run(request.user, response_id)
-        return Response(response_resource(run, run.response or {}))
+        run, part = response_ref(request.user, response_id)
+        return Response(response_resource(run, response_echo(run, part), part))
 
     @extend_schema(
         tags=TAG,
@@ -134,20 +156,65 @@ class ResponseDetailView(OpenAIView):
     )
     def delete(self, request: Request, response_id: str) -> Response:
         """No longer a stored response; its turn stays in the conversation and the audit."""
-        run = response_run(request.user, response_id)
-        response_forget(run)
+        run, part = response_ref(request.user, response_id)
+        response_forget(run, part)
         body = {"id": response_id, "object": "response.deleted", "deleted": True}
         return Response(body, status=status.HTTP_200_OK)
+
+
+class ResponseCancelView(OpenAIView):
+    """Cancel a response whose run goes on."""
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_responses_cancel",
+        summary="Cancel a response (Responses API)",
+        parameters=[ID_PARAMETER],
+        responses={200: OpenApiTypes.OBJECT, **docs.errors(404, 409)},
+    )
+    def post(self, request: Request, response_id: str) -> Response:
+        """Its run cancelled (a background or in-flight one); a response that ended is a 409."""
+        run, part = response_ref(request.user, response_id)
+        if part != len(response_parts(run)):
+            raise Conflict(f"{response_id} has ended; a later response goes on with its run.")
+        run_cancel(run=run)
+        return Response(response_resource(run, response_echo(run, part), part))
+
+
+class ResponseInputItemsView(OpenAIView):
+    """The items a stored response was given."""
+
+    @extend_schema(
+        tags=TAG,
+        operation_id="openai_responses_input_items",
+        summary="List a response's input items (Responses API)",
+        parameters=[
+            ID_PARAMETER,
+            OpenApiParameter(
+                "order", str, description="`desc` (newest first, the default) or `asc`."
+            ),
+            OpenApiParameter("after", str, description="The id of the item to list after."),
+            OpenApiParameter("limit", int, description="1 to 100 (20 by default)."),
+        ],
+        responses={200: OpenApiTypes.OBJECT, **docs.errors(400, 404)},
+    )
+    def get(self, request: Request, response_id: str) -> Response:
+        """A page of the items, as OpenAI's list endpoints page."""
+        run, part = response_ref(request.user, response_id)
+        return Response(input_items_page(input_items_of(run, part), request.query_params))
 
 
 def _begin(user: Any, body: Any, meta: dict[str, Any]) -> _Begun:
     """Read the request, start its turn, and keep it as a stored response (unless `store: false`)."""
     read = response_request_read(body, meta)
     continues = _continued(user, read.previous_response_id)
+    if read.decisions:
+        return _decide(user, read, continues)
     with transaction.atomic():
         started = turn_start(user, read.completion, read.messages, meta, continues=continues)
         if read.store:
-            response_store(started.run, read.echo)
+            items = input_items_read(read.raw_input, started.run, 0)
+            response_store(started.run, {**read.echo, INPUT_ITEMS: items})
     return _Begun(started, read)
 
 
@@ -155,20 +222,34 @@ def _continued(user: Any, previous: str | None) -> Conversation | None:
     """The conversation `previous_response_id` continues: its latest response's only."""
     if previous is None:
         return None
-    run = response_run(user, previous, field="previous_response_id")
+    run, part = response_ref(user, previous, field="previous_response_id")
     latest = (
         Run.objects.filter(conversation=run.conversation, replay_of__isnull=True)
         .order_by("-created_at")
-        .values_list("pk", flat=True)
         .first()
     )
-    if latest != run.pk:
+    last_part = len(response_parts(latest)) if latest is not None else 0
+    if latest is None or latest.pk != run.pk or part != last_part:
+        shown = response_id(latest, last_part) if latest is not None else ""
         raise InvalidInput(
             f"{previous} is not the latest response of its conversation; continue "
-            f"resp_{latest.hex if latest else ''} (branching an earlier one is not supported yet).",
+            f"{shown} (branching an earlier one is not supported yet).",
             field="previous_response_id",
         )
     return run.conversation
+
+
+def _decide(user: Any, read: ResponseRequest, conversation: Conversation | None) -> _Begun:
+    """A request of approval responses: the waiting calls decided, the run's next part begun."""
+    assert read.previous_response_id is not None
+    assert conversation is not None
+    run = response_run(user, read.previous_response_id, field="previous_response_id")
+    echo = continued_echo(run, read.previous_response_id, read.store)
+    part, cursor = decisions_apply(
+        user, run, read.decisions, echo=echo, store=read.store, raw=read.raw_input
+    )
+    started = Started(run, conversation, read.completion, [], after=cursor)
+    return _Begun(started, dataclasses.replace(read, echo=echo), part)
 
 
 def _saw(begun: _Begun, body: dict[str, Any]) -> None:
@@ -185,9 +266,9 @@ def _saw(begun: _Begun, body: dict[str, Any]) -> None:
 
 async def _streamed(begun: _Begun) -> Any:
     """The response's events; at its end, what its client saw is remembered."""
-    async for line in response_events(begun.started, begun.read.echo):
+    async for line in response_events(begun.started, begun.read.echo, begun.part):
         yield line
     run = begun.started.run
-    body = await sync_to_async(response_resource)(run, begun.read.echo)
+    body = await sync_to_async(response_resource)(run, begun.read.echo, begun.part)
     if body["status"] in ("completed", "incomplete", "in_progress"):
         await sync_to_async(_saw)(begun, body)

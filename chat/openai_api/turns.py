@@ -37,6 +37,7 @@ class Started:
     conversation: Conversation
     request: CompletionRequest
     messages: list[ClientMessage]
+    after: int = 0  # the conversation's event cursor from which the turn's events are its own
 
 
 def turn_start(

@@ -16,5 +16,15 @@ urlpatterns = [
     path("chat/completions", views.ChatCompletionView.as_view(), name="chat-completions"),
     path("responses", responses.ResponseCreateView.as_view(), name="responses"),
     path("responses/<str:response_id>", responses.ResponseDetailView.as_view(), name="response"),
+    path(
+        "responses/<str:response_id>/cancel",
+        responses.ResponseCancelView.as_view(),
+        name="response-cancel",
+    ),
+    path(
+        "responses/<str:response_id>/input_items",
+        responses.ResponseInputItemsView.as_view(),
+        name="response-input-items",
+    ),
     re_path(r"^[\s\S]*$", csrf_exempt(views.not_found)),
 ]

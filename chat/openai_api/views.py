@@ -208,7 +208,7 @@ async def run_wait(started: Started) -> Outcome:
     """The turn's outcome once its run ends or waits for a person (or WAIT_S passed)."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(WAIT_S):
-            async for _ in run_events(started.run):
+            async for _ in run_events(started.run, started.after):
                 pass
     return await sync_to_async(run_outcome)(started.run.pk)
 
@@ -237,9 +237,9 @@ def _saw(started: Started, outcome: Outcome, content: str | None) -> None:
     thread_saw(started.conversation, [*started.messages, answer])
 
 
-async def run_events(run: Run) -> AsyncIterator[dict[str, Any]]:
-    """The run's events until it ends or waits for a person."""
-    async for envelope in run_event_stream(run=run):
+async def run_events(run: Run, after: int = 0) -> AsyncIterator[dict[str, Any]]:
+    """The run's events (after the cursor `after`) until it ends or waits for a person."""
+    async for envelope in run_event_stream(run=run, after=after):
         yield envelope
         if envelope["type"] in TERMINAL or envelope["type"] in WAITING_EVENTS:
             return

@@ -175,7 +175,9 @@ def test_store_false_answers_but_keeps_no_response_to_retrieve(v1, llm_server):
         ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
         ({"input": "hi", "top_p": 2}, "top_p"),
         ({"input": "hi", "store": "yes"}, "store"),
-        ({"input": "hi", "background": True}, "background"),
+        ({"input": "hi", "background": "yes"}, "background"),
+        ({"input": "hi", "background": True, "store": False}, "store"),
+        ({"input": "hi", "background": True, "stream": True}, "stream"),
         ({"input": [{"type": "function_call_output", "output": "3"}]}, "input[0].call_id"),
     ],
 )

@@ -1,0 +1,221 @@
+"""Approvals through /v1/responses: an `mcp_approval_request` item, answered by an
+`mcp_approval_response` in the next request, decided through the durable approval.
+
+The openai SDK on a real uvicorn for the round trips (plain and streamed);
+the in-process client for the refusals. What the model was sent is read at
+the scripted server; what was decided, from the audit rows.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from openai import ConflictError, OpenAI
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from chat.models import Conversation, ExecutionStatus, Run, RunStatus, ToolExecution
+from chat.selectors import history_for_model
+from tests.assertions import assert_valid_history
+from tests.factories import ResourceFactory, UserFactory
+from tests.llm_server import text_reply, tool_calls_reply
+from tools.models import Resource
+
+MODEL = "openai/test-model"
+URL = "/v1/responses"
+DELETE_TWO = json.dumps({"note_ids": [str(uuid.uuid4()), str(uuid.uuid4())]})
+
+
+def _client(base_url: str) -> tuple[OpenAI, object]:
+    user = UserFactory()
+    token = Token.objects.create(user=user).key
+    return OpenAI(base_url=f"{base_url}/v1", api_key=token, max_retries=0), user
+
+
+def _answer(request_id: str, approve: bool, **fields) -> dict:
+    return {
+        "type": "mcp_approval_response",
+        "approval_request_id": request_id,
+        "approve": approve,
+        **fields,
+    }
+
+
+@pytest.mark.postgres
+def test_an_approval_request_approved_in_the_next_request_runs_the_call_and_answers(
+    scripted_server, llm_server
+):
+    client, user = _client(scripted_server)
+    notes = json.dumps({"note_ids": [str(ResourceFactory(owner=user).pk) for _ in range(2)]})
+    llm_server.push(
+        tool_calls_reply([("delete_notes", notes, "call_delete")]),
+        text_reply("Both notes are deleted."),
+    )
+    first = client.responses.create(model=MODEL, input="Delete my two old notes.")
+    assert first.status == "completed"
+    (request,) = first.output
+    execution = ToolExecution.objects.get(tool_call_id="call_delete")
+    assert request.type == "mcp_approval_request"
+    assert (request.id, request.server_label, request.name) == (
+        f"mcpr_{execution.pk.hex}",
+        "toolchat",
+        "delete_notes",
+    )
+    assert json.loads(request.arguments) == json.loads(notes)
+    assert execution.status == ExecutionStatus.AWAITING_APPROVAL
+    assert len(llm_server.requests) == 1  # the model waits too
+
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[_answer(request.id, True)],
+    )
+    assert second.id != first.id
+    assert second.status == "completed"
+    assert second.previous_response_id == first.id
+    call, _message = second.output
+    assert (call.type, call.name, call.status) == ("mcp_call", "delete_notes", "completed")
+    assert call.approval_request_id == request.id
+    assert second.output_text == "Both notes are deleted."
+    execution.refresh_from_db()
+    assert execution.status == ExecutionStatus.SUCCEEDED
+    assert execution.approved_by_id == user.pk
+    assert not Resource.objects.filter(owner=user).exists()
+    # The model was sent the call's result before it answered.
+    assert llm_server.requests[1]["messages"][-1]["role"] == "tool"
+    # Each response keeps its own part of the turn.
+    assert [item.type for item in client.responses.retrieve(first.id).output] == [
+        "mcp_approval_request"
+    ]
+    assert client.responses.retrieve(second.id).output_text == "Both notes are deleted."
+    # The same decision again: the call does not wait any more.
+    with pytest.raises(ConflictError, match="not waiting"):
+        client.responses.create(
+            model=MODEL, previous_response_id=second.id, input=[_answer(request.id, True)]
+        )
+    (conversation,) = Conversation.objects.filter(owner=user)
+    assert_valid_history(history_for_model(conversation=conversation))
+
+    # The conversation goes on from the part.
+    llm_server.push(text_reply("You have no notes left."))
+    third = client.responses.create(
+        model=MODEL, previous_response_id=second.id, input="Any notes left?"
+    )
+    assert third.output_text == "You have no notes left."
+
+
+@pytest.mark.postgres
+def test_a_rejection_streamed_tells_the_model_and_the_reason(scripted_server, llm_server):
+    client, _ = _client(scripted_server)
+    llm_server.push(
+        tool_calls_reply([("delete_notes", DELETE_TWO, "call_delete")]),
+        text_reply("I left your notes alone."),
+    )
+    with client.responses.stream(model=MODEL, input="Delete my two old notes.") as stream:
+        events = list(stream)
+        first = stream.get_final_response()
+    added = [e.item.type for e in events if e.type == "response.output_item.added"]
+    assert added == ["mcp_approval_request"]
+    (request,) = first.output
+    with client.responses.stream(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[_answer(request.id, False, reason="Keep them.")],
+    ) as stream:
+        events = list(stream)
+        second = stream.get_final_response()
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    call, _ = second.output
+    assert (call.type, call.status, call.approval_request_id) == ("mcp_call", "failed", request.id)
+    assert second.output_text == "I left your notes alone."
+    execution = ToolExecution.objects.get(tool_call_id="call_delete")
+    assert (execution.status, execution.decision_reason) == (ExecutionStatus.REJECTED, "Keep them.")
+    assert "Keep them." in llm_server.requests[1]["messages"][-1]["content"]
+
+
+def _waiting(v1, llm_server) -> tuple[dict, str]:
+    llm_server.push(tool_calls_reply([("delete_notes", DELETE_TWO, "call_delete")]))
+    first = v1.post(URL, {"model": MODEL, "input": "Delete two notes."}, format="json").json()
+    (request,) = first["output"]
+    return first, request["id"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("fields", "status", "param"),
+    [
+        ({"input": [_answer("mcpr_nonesuch", True)]}, 400, "input[0].approval_request_id"),
+        (
+            {"input": [_answer(f"mcpr_{uuid.uuid4().hex}", True)]},
+            400,
+            "input[0].approval_request_id",
+        ),
+        (
+            {"input": [{"type": "mcp_approval_response", "approval_request_id": "REQ"}]},
+            400,
+            "input[0].approve",
+        ),
+        ({"input": [_answer("REQ", True), {"role": "user", "content": "hi"}]}, 400, "input[1]"),
+        (
+            {"input": [_answer("REQ", True)], "previous_response_id": None},
+            400,
+            "previous_response_id",
+        ),
+    ],
+)
+def test_a_decision_that_cannot_be_made_is_refused_and_decides_nothing(
+    v1, llm_server, fields, status, param
+):
+    first, request_id = _waiting(v1, llm_server)
+    body = {"model": MODEL, "previous_response_id": first["id"], **fields}
+    body["input"] = [
+        {**item, "approval_request_id": request_id}
+        if item.get("approval_request_id") == "REQ"
+        else item
+        for item in body["input"]
+    ]
+    if body["previous_response_id"] is None:
+        del body["previous_response_id"]
+    response = v1.post(URL, body, format="json")
+    assert response.status_code == status, response.json()
+    assert response.json()["error"]["param"] == param
+    assert ToolExecution.objects.get().status == ExecutionStatus.AWAITING_APPROVAL
+    assert Run.objects.get().status == RunStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_decided_on_the_rest_api_meanwhile_is_a_409(v1, user, llm_server):
+    first, request_id = _waiting(v1, llm_server)
+    llm_server.push(text_reply("Deleted."))
+    execution = ToolExecution.objects.get()
+    rest = APIClient()
+    rest.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get(user=user).key}")
+    approved = rest.post(f"/api/v1/tool-executions/{execution.pk}/approve/", {}, format="json")
+    assert approved.status_code == 200, approved.json()
+    response = v1.post(
+        URL,
+        {
+            "model": MODEL,
+            "previous_response_id": first["id"],
+            "input": [_answer(request_id, False)],
+        },
+        format="json",
+    )
+    assert response.status_code == 409, response.json()
+    error = response.json()["error"]
+    assert error["type"] == "conflict_error"
+    assert request_id in error["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_users_approval_request_is_not_theirs_to_decide(v1, other_v1, llm_server):
+    first, request_id = _waiting(v1, llm_server)
+    response = other_v1.post(
+        URL,
+        {"model": MODEL, "previous_response_id": first["id"], "input": [_answer(request_id, True)]},
+        format="json",
+    )
+    assert response.status_code == 404, response.json()
+    assert ToolExecution.objects.get().status == ExecutionStatus.AWAITING_APPROVAL
