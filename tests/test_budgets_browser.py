@@ -255,3 +255,23 @@ def test_a_soft_limit_warns_in_the_thread_once(asgi_server: str, page: Page, scr
     expect(page.locator(ANSWER).last).to_contain_text("9")
     expect(page.get_by_role("button", name="Regenerate")).to_be_visible()
     expect(banners).to_have_count(0)
+
+
+def test_a_regenerate_over_a_hard_limit_shows_the_same_notice(asgi_server: str, page: Page):
+    """The REST answer (a regenerate, an edit) is told as the socket's is."""
+    log_in(page, asgi_server)
+    ask(page, "what is 12*7")
+    expect(page.locator(ANSWER).last).to_contain_text("84")
+    regenerate = page.get_by_role("button", name="Regenerate")
+    expect(regenerate).to_be_visible()
+    ada = get_user_model().objects.get(username="ada")
+    limit = BudgetLimit.objects.create(period="month", tokens=10, hard=True)
+    spent(ada, 10, 0)
+
+    regenerate.click()
+    notice = page.get_by_test_id("budget-notice")
+    expect(notice).to_contain_text("Your monthly budget is used up.")
+    expect(notice).to_contain_text(f"The monthly limit is 10 tokens (budget limit {limit.pk});")
+    expect(notice).to_contain_text("Nothing was sent.")
+    expect(page.locator("#composer-error")).to_be_hidden()
+    expect(page.locator(ANSWER)).to_have_count(1)  # the answer stays
