@@ -14,6 +14,7 @@
  *   sidebar.js           the conversation list and the mode of new ones
  *   picker.js            the model the open conversation talks to
  *   settings.js          the open conversation's settings (its system prompt)
+ *   usage.js, budget.js  the Settings panel's Usage section; budgets in words and figures
  *   shortcuts.js         the keyboard shortcuts and their help panel
  *   replay.js            "Try with another model…": a turn replayed and compared
  *   approvals.js         the calls waiting for the user, across conversations
@@ -34,6 +35,7 @@ import { createSettings } from "./settings.js";
 import { createShortcuts } from "./shortcuts.js";
 import { reduce } from "./state.js";
 import { emptyThread, lastOnes } from "./thread.js";
+import { createUsage } from "./usage.js";
 
 /**
  * @typedef {import("./state.js").Action} Action
@@ -111,6 +113,10 @@ function start(root) {
     startEdit: (view) => composer.startEdit(view),
     sendSuggestion: (text) => composer.sendText(text),
     modeName: () => sidebar.modeName(sidebar.mode()),
+    dismiss: (key) => {
+      dispatch({ type: "notice.dismissed", key });
+      composer.focus(); // its button is gone: the focus goes where one types next
+    },
     replayPanel: (runId, answeredBy) => createReplayPanel(runId, { api, staff: STAFF, answeredBy }),
     decide: (executionId, action, reason) =>
       api("POST", "/tool-executions/" + encodeURIComponent(executionId) + "/" + action + "/", { reason }).then(
@@ -159,6 +165,7 @@ function start(root) {
   });
   const picker = createPicker({ api, current: () => current, saved, error: showError });
   const settings = createSettings({ api, current: () => current, saved });
+  createUsage({ api });
   createShortcuts({
     newConversation: () => {
       sidebar.close();
@@ -198,7 +205,7 @@ function start(root) {
     composer.cancelEdit();
     showError("");
     renderer.reset();
-    thread = emptyThread(intro, keep ? thread : undefined);
+    thread = emptyThread(intro, keep ? thread : undefined, thread.warned); // a limit is warned of once
     renderer.render(thread);
     composer.update();
   }
@@ -360,8 +367,10 @@ function start(root) {
   }
 
   /**
+   * A message that did not go: its text comes back to the box, and the reason shows above it
+   * (a hard budget limit's in a notice of its own).
    * @param {string} message
-   * @param {{code?: string, details?: {run_id?: string}}} [refusal]
+   * @param {import("./socket.js").SocketError} [refusal]
    */
   function failSend(message, refusal) {
     const pending = thread.pending;
@@ -369,6 +378,7 @@ function start(root) {
     dispatch({ type: "send.failed", runId: conflict || null });
     if (pending) composer.restore(pending.content);
     if (conflict) showBusy(message, conflict);
+    else if (refusal && refusal.code === "budget_exceeded") composer.showBudget(refusal);
     else showError(message);
     composer.update();
   }
@@ -392,6 +402,7 @@ function start(root) {
   function showRequestError(error, prefix = "") {
     const details = error.data && error.data.details;
     if (error.status === 409 && details && details.run_id) showBusy(prefix + error.message, details.run_id);
+    else if (error.data && error.data.code === "budget_exceeded") composer.showBudget(error.data);
     else showError(prefix + error.message);
   }
 

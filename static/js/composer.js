@@ -1,6 +1,8 @@
 // @ts-check
 /* The composer: the message box, Send (or Resend, while an edit is open),
- * Cancel for the run in progress, and the error line above them.
+ * Cancel for the run in progress, and the error line above them; a post refused
+ * over a hard budget limit has a notice of its own there (which limit, what was
+ * used, when it resets), and what was typed stays in the box.
  *
  * Enter sends, Shift+Enter makes a new line, Escape cancels an edit (or stops
  * the answer being written), Up in an empty box edits the last message. A message
@@ -8,12 +10,14 @@
  * waits. The box grows with what is typed, up to 240 px.
  */
 
-import { byId } from "./dom.js";
+import { refusal as refusalText, utcTime } from "./budget.js";
+import { byId, h } from "./dom.js";
 import { charCount } from "./format.js";
 
 /**
  * @typedef {import("./thread.js").Thread} Thread
  * @typedef {import("./thread.js").MessageView} MessageView
+ * @typedef {{message?: string, details?: {limit?: import("./budget.js").BudgetLimit, retry_after?: number}}} Refusal
  *
  * @typedef {Object} ComposerHooks
  * @property {number} maxChars the server's MAX_MESSAGE_CHARS, counted in code points
@@ -36,14 +40,14 @@ export function createComposer(hooks) {
     error: byId("composer-error", HTMLElement),
     editing: byId("composer-editing", HTMLElement),
     editCancel: byId("edit-cancel", HTMLButtonElement),
+    budget: byId("budget-notice", HTMLElement),
   };
 
   /**
-   * @param {string} message the error to show, or "" to hide it
-   * @param {string} [kind] what it is about, for `clearError`: "busy" (another run is
-   *   in progress) goes when that run ends
+   * @param {string} message
+   * @param {string} [kind]
    */
-  function showError(message, kind) {
+  function setError(message, kind) {
     el.error.textContent = message;
     el.error.hidden = !message;
     if (message && kind) el.error.dataset.kind = kind;
@@ -51,11 +55,59 @@ export function createComposer(hooks) {
   }
 
   /**
+   * @param {string} message the error to show, or "" to hide it (and a budget notice)
+   * @param {string} [kind] what it is about, for `clearError`: "busy" (another run is
+   *   in progress) goes when that run ends
+   */
+  function showError(message, kind) {
+    if (!message) el.budget.hidden = true;
+    setError(message, kind);
+  }
+
+  /**
    * Hides the error if it is of this kind.
    * @param {string} kind
    */
   function clearError(kind) {
-    if (el.error.dataset.kind === kind) showError("");
+    if (el.error.dataset.kind === kind) setError("");
+  }
+
+  /**
+   * A post refused over a hard budget limit (`budget_exceeded`): which limit, what was used,
+   * when it resets (local time; the UTC instant on hover). Every figure is the server's, as text.
+   * @param {Refusal} refused
+   */
+  function showBudget(refused) {
+    const said = refusalText(refused);
+    setError("");
+    const text = h("p", "budget-notice-text");
+    text.appendChild(h("strong", "budget-notice-title", said.title + " "));
+    text.appendChild(document.createTextNode([said.limit, said.used].filter(Boolean).join(" ")));
+    if (said.resets) {
+      text.appendChild(document.createTextNode(" It resets "));
+      const when = h("time", "budget-notice-reset", said.resets);
+      when.setAttribute("datetime", said.resetsAt);
+      when.title = utcTime(said.resetsAt);
+      text.appendChild(when);
+      text.appendChild(document.createTextNode("."));
+    }
+    const parts = [text];
+    if (said.note) parts.push(h("p", "budget-notice-note", "Note: " + said.note));
+    parts.push(
+      h("p", "budget-notice-help", el.input.value
+        ? "Your message was not sent; it is still in the box."
+        : "Nothing was sent.")
+    );
+    const close = h("button", "icon-button budget-notice-dismiss", "×");
+    close.type = "button";
+    close.title = "Dismiss";
+    close.setAttribute("aria-label", "Dismiss the budget notice");
+    close.addEventListener("click", () => {
+      el.budget.hidden = true;
+      el.input.focus();
+    });
+    el.budget.replaceChildren(close, ...parts);
+    el.budget.hidden = false;
   }
 
   function overLimit() {
@@ -204,6 +256,7 @@ export function createComposer(hooks) {
     update,
     showError,
     clearError,
+    showBudget,
     startEdit,
     cancelEdit,
     sendText,

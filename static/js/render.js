@@ -32,6 +32,7 @@ import { lastOnes } from "./thread.js";
  * @property {() => string} modeName the mode a draft will be created with
  * @property {(runId: string, answeredBy: string) => HTMLElement} replayPanel "Try with another model…" for a
  *   turn (replay.js); `answeredBy` is the model that wrote the answer, which the picker does not pick first
+ * @property {(key: string) => void} dismiss the reader closed a notice (a budget warning)
  *
  */
 
@@ -339,8 +340,18 @@ export function createRenderer(log, options) {
     if (node) return node;
     node = h("div", "notice notice-" + notice.level);
     if (notice.level === "error") node.setAttribute("role", "alert");
-    node.appendChild(h("strong", "", notice.level === "error" ? "Error: " : ""));
+    if (notice.level === "warning") node.setAttribute("role", "status");
+    const label = notice.level === "error" ? "Error: " : notice.level === "warning" ? "Budget: " : "";
+    node.appendChild(h("strong", "", label));
     node.appendChild(document.createTextNode(notice.text));
+    if (notice.dismissible) {
+      const close = h("button", "icon-button notice-dismiss", "×");
+      close.type = "button";
+      close.setAttribute("aria-label", "Dismiss this warning");
+      close.title = "Dismiss";
+      close.addEventListener("click", () => options.dismiss(notice.key));
+      node.appendChild(close);
+    }
     if (notice.retry) {
       const retry = h("button", "button-small button-ghost notice-action", "Retry");
       retry.type = "button";

@@ -13,7 +13,8 @@ import { parseJSON } from "./format.js";
 /**
  * @typedef {import("./thread.js").RunEvent} RunEvent
  * @typedef {import("./thread.js").Ack} Ack
- * @typedef {{type: "error", code?: string, message?: string, details?: {run_id?: string}}} SocketError
+ * @typedef {{type: "error", code?: string, message?: string,
+ *   details?: {run_id?: string, limit?: import("./budget.js").BudgetLimit, retry_after?: number}}} SocketError
  *
  * @typedef {Object} SocketHandlers
  * @property {() => string} url where to connect, with the newest seq seen

@@ -7,6 +7,7 @@
  * touches the page, so node's test runner checks it (tests/js/).
  */
 
+import { warningKey } from "./budget.js";
 import { argumentsSummary, parseJSON } from "./format.js";
 import {
   addItem,
@@ -44,6 +45,7 @@ import {
  *   | {type: "ack", ack: Ack}
  *   | {type: "send.failed", runId?: string | null}
  *   | {type: "notice", level: "error" | "info", text: string, retry?: boolean}
+ *   | {type: "notice.dismissed", key: string}
  *   | {type: "run.adopt", runId: string | null | undefined}
  *   | {type: "approval.cleared", callId: string}
  *   | {type: "edit", id: string | null}
@@ -84,6 +86,8 @@ export function reduce(thread, action) {
     }
     case "notice":
       return addNotice(thread, action.level, action.text, Boolean(action.retry));
+    case "notice.dismissed":
+      return thread.notices[action.key] ? removeItems(thread, [action.key]) : thread;
     case "run.adopt":
       // A run the REST API started: its events may have come (even its end) before the answer.
       if (action.runId && !thread.activeRunId && !thread.ended[action.runId]) {
@@ -190,6 +194,15 @@ export function applyEvent(thread, event) {
         t = setResult(t, event.data.tool_call_id, event.data.message.content);
         if (event.data.message.resource) t = setResource(t, event.data.tool_call_id, event.data.message.resource, event.data.execution_id);
       }
+      break;
+    }
+    case "budget.warning": {
+      // Once per limit a page load: every post over a soft limit warns again, and a
+      // conversation opened anew replays its run's events.
+      const key = warningKey(event.data);
+      if (t.warned[key]) break;
+      t = { ...t, warned: { ...t.warned, [key]: true } };
+      t = addNotice(t, "warning", event.data.message || "A budget limit is reached.", false, true);
       break;
     }
     case "run.completed": {

@@ -52,6 +52,7 @@
  *   | Envelope<"tool_call.completed", CallData & {status?: string, duration_ms?: number | null,
  *       truncated?: boolean, message?: StoredMessage}>
  *   | Envelope<"tools.ended", {message_id: string}>
+ *   | Envelope<"budget.warning", {limit?: import("./budget.js").BudgetLimit, message?: string}>
  *   | Envelope<"run.completed", {message_id?: string, latency_ms?: number | null, model_calls?: number, steps?: number}>
  *   | Envelope<"run.failed", {error?: string}>
  *   | Envelope<"run.cancelled", {cancelled_tool_calls?: (string | {tool_call_id?: string})[]}>} RunEvent
@@ -86,7 +87,9 @@
  * @property {{resource: Resource, executionId: string | null} | null} resource
  * @property {string | null} parent the key of the message it shows in (null: in the log)
  *
- * @typedef {{key: string, level: "error" | "info", text: string, retry: boolean}} Notice
+ * A notice: an error (a failed turn's, with Retry), an info (a cancelled turn's), or a
+ * warning (a soft budget limit reached), which the reader may dismiss.
+ * @typedef {{key: string, level: "error" | "info" | "warning", text: string, retry: boolean, dismissible: boolean}} Notice
  * @typedef {{kind: "message" | "card" | "notice", key: string}} Item
  * @typedef {{key: string, content: string, sent: boolean}} Pending
  *
@@ -99,6 +102,8 @@
  * @property {Record<string, string>} keyOf message id -> key
  * @property {Record<string, CardView>} cards by tool_call_id
  * @property {Record<string, Notice>} notices by key
+ * @property {Record<string, true>} warned the budget limits already warned of (budget.js `warningKey`):
+ *   a page shows each once, whatever conversation it opens next
  * @property {Pending | null} pending the user's message until its ack
  * @property {"draft" | "empty" | null} intro what an empty thread says
  * @property {string | null} editing the id of the user message being edited
@@ -108,12 +113,14 @@
  */
 
 /**
- * An empty thread; `pending` carries a message typed while its conversation was created.
+ * An empty thread; `pending` carries a message typed while its conversation was created,
+ * and `warned` the budget limits the page warned of already (they are not warned of again).
  * @param {"draft" | "empty" | null} [intro]
  * @param {Thread} [keepPendingOf]
+ * @param {Record<string, true>} [warned]
  * @returns {Thread}
  */
-export function emptyThread(intro = null, keepPendingOf) {
+export function emptyThread(intro = null, keepPendingOf, warned = keepPendingOf ? keepPendingOf.warned : {}) {
   /** @type {Thread} */
   let thread = {
     lastSeq: 0,
@@ -124,6 +131,7 @@ export function emptyThread(intro = null, keepPendingOf) {
     keyOf: {},
     cards: {},
     notices: {},
+    warned,
     pending: null,
     intro,
     editing: null,
@@ -153,7 +161,7 @@ export function lastOnes(t) {
   let answer = -1;
   let notice = -1;
   t.items.forEach((item, index) => {
-    if (item.kind === "notice") notice = index;
+    if (item.kind === "notice" && t.notices[item.key].level !== "warning") notice = index;
     if (item.kind !== "message") return;
     const view = t.messages[item.key];
     if (view.role === "user" && view.id) question = index;
@@ -365,14 +373,16 @@ export function setResource(t, callId, resource, executionId) {
 
 /**
  * @param {Thread} t
- * @param {"error" | "info"} level
+ * @param {"error" | "info" | "warning"} level
  * @param {string} text
  * @param {boolean} retry
+ * @param {boolean} [dismissible]
  * @returns {Thread}
  */
-export function addNotice(t, level, text, retry) {
+export function addNotice(t, level, text, retry, dismissible = false) {
   const key = "notice-" + (t.counter + 1);
-  t = { ...t, counter: t.counter + 1, notices: { ...t.notices, [key]: { key, level, text, retry } } };
+  const notice = { key, level, text, retry, dismissible };
+  t = { ...t, counter: t.counter + 1, notices: { ...t.notices, [key]: notice } };
   return addItem(t, { kind: "notice", key });
 }
 
