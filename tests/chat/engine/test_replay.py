@@ -197,6 +197,26 @@ def test_live_tools_run_for_real(llm_server, user):
     assert Resource.objects.count() == 2
 
 
+def test_a_live_replay_is_refused_a_tool_a_policy_denies_since(llm_server, user):
+    from chat.models import ToolPolicy
+
+    original = record_note_turn(llm_server, user)
+    rule = ToolPolicy.objects.create(tools=["record_*"], decision="deny", note="read-only now")
+    llm_server.push(
+        tool_calls_reply([("record_note", '{"title": "Milk", "body": "two litres"}')]),
+        text_reply("I may not note it."),
+    )
+
+    replica = replay(token_client(user), original, tools="live")
+
+    assert replica.status == RunStatus.COMPLETED, replica.error
+    execution = ToolExecution.objects.get(run=replica)
+    assert execution.status == ExecutionStatus.REJECTED
+    assert execution.policy == {"decision": "deny", "rule": rule.pk}
+    assert Resource.objects.count() == 1  # the original's note only: nothing ran
+    assert "record_note" not in [t["function"]["name"] for t in llm_server.requests[-2]["tools"]]
+
+
 def test_recorded_tools_ask_no_approval(llm_server, user):
     conversation = ConversationFactory(owner=user)
     llm_server.push(text_reply("Nothing to delete."))

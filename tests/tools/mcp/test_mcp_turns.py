@@ -329,6 +329,21 @@ def test_allow_tools_and_requires_approval_apply_to_mcp_tools(llm_server, mcp_se
     assert ToolExecution.objects.get(run=run).content == "42"
 
 
+def test_a_tool_policy_denies_an_mcp_servers_tools_by_its_prefix(llm_server, mcp_servers, user):
+    from chat.models import ToolPolicy
+
+    mcp_servers({"t": stdio_server()})
+    rule = ToolPolicy.objects.create(tools=["t__*"], decision="deny", note="not that server")
+    run = turn(llm_server, ConversationFactory(owner=user), [("t__add", {"a": 1, "b": 2})])
+
+    assert not any(t["function"]["name"].startswith("t__") for t in llm_server.requests[0]["tools"])
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ExecutionStatus.REJECTED
+    assert execution.policy == {"decision": "deny", "rule": rule.pk}
+    assert execution.result_chars == 0 or "not allowed" in execution.content
+    assert f"tool policy rule {rule.pk}: not that server" in tool_message(run).content
+
+
 def test_an_image_is_stored_as_the_users_resource(llm_server, mcp_servers, user):
     mcp_servers({"t": stdio_server()})
     run = turn(llm_server, ConversationFactory(owner=user), [("t__picture", {})])
