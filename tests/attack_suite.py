@@ -83,6 +83,8 @@ ATTACKS: dict[str, list[str]] = {
         "tests/chat/api/test_policies.py::not_staff",
         "tests/chat/api/test_policies.py::bad_rule",
         "tests/chat/test_policies.py::denied",
+        "tests/chat/engine/test_replay.py::policy_denies",
+        "tests/tools/mcp/test_mcp_turns.py::policy_denies",
         "tests/chat/test_policies.py::another_persons_rule",
         "tests/chat/api/test_approvals.py::another_users_standing",
         "tests/chat/api/test_approvals.py::staff_see_all",
