@@ -131,6 +131,23 @@ RESPONSE = {
 
 RESPONSE_DELETED = {"id": RESPONSE["id"], "object": "response.deleted", "deleted": True}
 
+RESPONSE_CANCELLED = {**RESPONSE, "status": "cancelled", "output": []}
+
+INPUT_ITEMS = {
+    "object": "list",
+    "data": [
+        {
+            "id": "msg_0",
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "What is 12*7?"}],
+        }
+    ],
+    "first_id": "msg_0",
+    "last_id": "msg_0",
+    "has_more": False,
+}
+
 
 class BearerAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     """The REST API's tokens as `Authorization: Bearer <key>`."""

@@ -170,7 +170,9 @@ class ResponseCancelView(OpenAIView):
         operation_id="openai_responses_cancel",
         summary="Cancel a response (Responses API)",
         parameters=[ID_PARAMETER],
+        request=None,
         responses={200: OpenApiTypes.OBJECT, **docs.errors(404, 409)},
+        examples=[docs.example("Cancelled", docs.RESPONSE_CANCELLED)],
     )
     def post(self, request: Request, response_id: str) -> Response:
         """Its run cancelled (a background or in-flight one); a response that ended is a 409."""
@@ -197,6 +199,7 @@ class ResponseInputItemsView(OpenAIView):
             OpenApiParameter("limit", int, description="1 to 100 (20 by default)."),
         ],
         responses={200: OpenApiTypes.OBJECT, **docs.errors(400, 404)},
+        examples=[docs.example("The items", docs.INPUT_ITEMS)],
     )
     def get(self, request: Request, response_id: str) -> Response:
         """A page of the items, as OpenAI's list endpoints page."""

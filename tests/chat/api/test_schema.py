@@ -91,6 +91,8 @@ def test_every_operation_of_design_section_7_and_ours_is_described(schema):
         ("/v1/responses", "post"),
         ("/v1/responses/{response_id}", "get"),
         ("/v1/responses/{response_id}", "delete"),
+        ("/v1/responses/{response_id}/cancel", "post"),
+        ("/v1/responses/{response_id}/input_items", "get"),
     }
 
 
