@@ -86,8 +86,14 @@ SETUP_USERS = (
 
 def serve_model() -> None:
     """`gateway.py --model-server`: the scripted model; stdin sets its delay and asks its counts."""
+    import socketserver
+
     sys.path.insert(0, str(ROOT))
     from tests.llm_server import ScriptedLLMServer, text_reply, tool_calls_reply
+
+    # socketserver listens with a backlog of 5: 64 clients connecting at once overflowed
+    # it, and the SYNs it dropped came back a second later (or as connection errors).
+    socketserver.TCPServer.request_queue_size = 1024
 
     delay = {"s": 0.0}
 
@@ -667,6 +673,41 @@ def setup_users(env: dict[str, str]) -> tuple[str, str]:
     return tool, passing
 
 
+PROFILED = ("web", "worker", "embedded_web")
+
+
+def profiles_start(
+    args: argparse.Namespace, pids: dict[str, int | None], delay: float, in_flight: int
+) -> dict[str, tuple[Any, Path]]:
+    """With --profile, py-spy on the web processes and the worker through the top level's cells
+    at the first model delay (streamed and not, written apart)."""
+    from profile_turn import profile_start
+
+    if not args.profile or in_flight != max(args.levels) or delay != args.delays[0]:
+        return {}
+    spies = {}
+    for name in PROFILED:
+        pid = pids.get(name)
+        if pid:
+            folded = ROOT / "bench" / "results" / f"gateway.{name}.folded"
+            folded.unlink(missing_ok=True)
+            spies[name] = (profile_start(pid, folded), folded)
+    return spies
+
+
+def profiles_stop(spies: dict[str, tuple[Any, Path]], stream: bool) -> None:
+    """Stop py-spy, print each process's top entries, keep its stacks by stream mode."""
+    from profile_turn import profile_print, profile_stop
+    from profile_turn import summarize as profile_summarize
+
+    kind = "streamed" if stream else "unstreamed"
+    for name, (spy, folded) in spies.items():
+        profile_stop(spy, folded)
+        kept = folded.with_name(f"gateway.{name}.{kind}.folded")
+        folded.replace(kept)
+        profile_print(f"{name}, {kind}", profile_summarize(kept, top=25))
+
+
 async def run_all(
     args: argparse.Namespace, paths: list[Path_], pids: dict[str, int | None], model: ModelProcess
 ) -> list[dict[str, Any]]:
@@ -690,6 +731,7 @@ async def run_all(
                     f"(load {load:.1f}) ...",
                     flush=True,
                 )
+                spies = profiles_start(args, pids, delay, in_flight)
                 results = await run_cell(
                     paths,
                     pids,
@@ -699,6 +741,7 @@ async def run_all(
                     per_round=per_round,
                 )
                 figures = summarize(results)
+                profiles_stop(spies, stream)
                 for path in paths:
                     if not path.app:
                         continue
@@ -749,6 +792,11 @@ def main() -> None:
     parser.add_argument("--min-rounds", type=int, default=2, help="rounds a level at least")
     parser.add_argument(
         "--quick", action="store_true", help="8 requests a level, one a worker a round"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy on the web processes and the worker at the top level (bench/results/*.folded)",
     )
     parser.add_argument("--no-embedded", action="store_true", help="the production stack only")
     args = parser.parse_args()
