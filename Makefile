@@ -15,7 +15,7 @@ PYTEST = $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_
 help:
 	@echo "make run    serve toolchat on http://$(HOST):$(PORT) (SQLite, offline model, demo user)"
 	@echo "make test   lint, type-check and run the tests on SQLite and PostgreSQL (and static/js with node)"
-	@echo "make bench  toolchat beside the bare loop, one table (BENCH_ARGS=--quick, --concurrent)"
+	@echo "make bench  toolchat beside the bare loop, and /v1 beside the LiteLLM proxy (BENCH_ARGS=--quick, --concurrent)"
 
 $(VENV)/.python-ok:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "toolchat needs Python 3.11 or newer; set PYTHON=python3.x")'
@@ -124,9 +124,12 @@ test-openwebui: $(VENV)/.installed-dev
 	openwebui_env="$$(.ci/openwebui.sh)" && eval "$$openwebui_env" && \
 	TOOLCHAT_TEST_DB=postgres $(BIN)/python -m pytest -p no:cacheprovider -m openwebui $(PYTEST_ARGS)
 
-# Needs the PostgreSQL and Redis server binaries; see bench/README.md.
+# Needs the PostgreSQL and Redis server binaries; see bench/README.md. The second table is
+# the latency /v1/chat/completions adds beside the LiteLLM proxy's (bench/gateway.py, quick form;
+# .ci/litellm.sh installs the proxy into its cached virtualenv on the first run).
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/compare.py $(BENCH_ARGS)
+	$(BIN)/python bench/gateway.py --quick $(GATEWAY_ARGS)
 
 # django-ai-assistant in a virtualenv of its own: compare.py's peer row (bench/peer/README.md).
 bench-peer: bench/.peer-venv/.installed

@@ -141,6 +141,9 @@ def running_embedded(llm: ScriptedLLMServer) -> Iterator[dict[str, Any]]:
             "http": server.base_url,
             "ws": server.base_url.replace("http", "ws", 1),
             "token": created.stdout.split()[-1],
+            # For gateway.py: the server's pid (its CPU) and the environment of its manage.py.
+            "pid": server.process.pid if server.process else None,
+            "env": full_env,
         }
     finally:
         server.stop()
