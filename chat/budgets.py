@@ -18,13 +18,15 @@ post (`budget_reserve`, in the transaction that stores the run):
   only what it used does: a budget is overrun by at most what the runs in
   flight when it was reached use beyond their reservations.
 - The per-run limits are kept on the run when it is made (`Run.budget`), and
-  checked before each of its model calls after the first (`run_limit_check`):
+  checked before each of its model calls after the first
+  (chat/engine/run_limits.py):
   a run over a hard one ends failed, saying which limit; over a soft one, it
   is warned once and goes on.
 
 With no limit stored, a post reads nothing more (chat/services/turn_lock.py
 says whether any exists in the statement that locks the conversation).
-docs/governance.md, "Budgets", is the user's view of this.
+What a person used is reported by chat/usage.py. docs/governance.md, "Budgets",
+is the user's view of this.
 """
 
 from __future__ import annotations
@@ -37,8 +39,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Exists, OuterRef, Q, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Exists, OuterRef, Q, Sum
 from django.utils import timezone
 
 from chat.exceptions import BudgetExceeded
@@ -50,7 +51,6 @@ from chat.models import (
     BudgetPeriod,
     ModelCall,
     Run,
-    ToolExecution,
 )
 from chat.models.budgets import LIMIT_FIGURES
 from chat.timestamps import iso_time
@@ -229,7 +229,7 @@ class Reached:
         return text
 
 
-def _reached(limits: Iterable[Limit], used: dict[str, Any], **kwargs: Any) -> list[Reached]:
+def limits_reached(limits: Iterable[Limit], used: dict[str, Any], **kwargs: Any) -> list[Reached]:
     """Of `limits`, each figure whose use reached its cap (hard ones first, then by id)."""
     found = [
         Reached(limit, figure, used[figure], **kwargs)
@@ -278,7 +278,7 @@ def budget_reserve(
             total = used[period] + in_flight
             figures = {"tokens": total.tokens, "cost_usd": total.cost_usd}
             covering = [limit for limit in periodic if limit.period == period]
-            reached += _reached(covering, figures, resets_at=resets_at)
+            reached += limits_reached(covering, figures, resets_at=resets_at)
     hard = [found for found in reached if found.limit.hard]
     if hard:
         raise budget_exceeded(hard[0], now)
@@ -287,10 +287,10 @@ def budget_reserve(
         "reserved": {"tokens": reserved.tokens, "cost_usd": float(reserved.cost_usd)},
         "warned": [],
     }
-    return Reservation(budget, tuple(_warning(found) for found in reached))
+    return Reservation(budget, tuple(budget_warning(found) for found in reached))
 
 
-def _warning(reached: Reached) -> BudgetWarning:
+def budget_warning(reached: Reached) -> BudgetWarning:
     """The `budget.warning` event of a soft limit reached."""
     return BudgetWarning(limit=reached.data(), message=reached.sentence() + "; this is a warning.")
 
@@ -330,125 +330,3 @@ def _dearest(model: str, tokens: int) -> Decimal:
         for p, c in ((tokens, 0), (0, tokens))
     ]
     return max((cost for cost in costs if cost is not None), default=Decimal(0))
-
-
-def _run_used(run: Run, capped: set[str], now: datetime.datetime) -> dict[str, Any]:
-    """What the run used of the figures its limits cap (a query only for those that need one)."""
-    used: dict[str, Any] = {"model_calls": run.model_calls}
-    if capped & {"tokens", "cost_usd"}:
-        sums = ModelCall.objects.filter(run=run).aggregate(
-            prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost_usd")
-        )
-        used["tokens"] = (sums["prompt"] or 0) + (sums["completion"] or 0)
-        used["cost_usd"] = sums["cost"] or Decimal(0)
-    if "tool_calls" in capped:
-        used["tool_calls"] = ToolExecution.objects.filter(run=run).aggregate(n=Count("pk"))["n"]
-    if "seconds" in capped and run.started_at is not None:
-        used["seconds"] = int((now - run.started_at).total_seconds())
-    return used
-
-
-@dataclasses.dataclass(frozen=True)
-class RunCheck:
-    """What a run's per-run limits say before its next model call."""
-
-    ended: str = ""  # the reason it ends (a hard limit reached); "" to go on
-    warnings: tuple[BudgetWarning, ...] = ()  # soft limits reached and not yet warned of
-
-
-def run_limit_check(run: Run, now: datetime.datetime | None = None) -> RunCheck:
-    """Whether the run may make another model call under its per-run limits.
-
-    Reads nothing for a run with no per-run limit, and only what its limits
-    cap: the tokens and dollars of its model calls, its tool calls.
-    """
-    budget = run.budget or {}
-    limits = [Limit.kept(data) for data in budget.get("limits") or []]
-    if not limits or run.model_calls == 0:
-        return RunCheck()
-    capped = {figure for limit in limits for figure in limit.caps}
-    reached = _reached(limits, _run_used(run, capped, now or timezone.now()))
-    hard = [found for found in reached if found.limit.hard]
-    if hard:
-        return RunCheck(ended=hard[0].sentence() + ": the run stopped there.")
-    warned = set(budget.get("warned") or [])
-    fresh = [found for found in reached if found.limit.id not in warned]
-    events = tuple(_warning(found) for found in fresh)
-    if fresh:
-        budget["warned"] = sorted(warned | {found.limit.id for found in fresh})
-        Run.objects.filter(pk=run.pk).update(budget=budget)
-        run.budget = budget
-    return RunCheck(warnings=events)
-
-
-def usage_report(user_id: Any, period: str, now: datetime.datetime | None = None) -> dict[str, Any]:
-    """The user's tokens and dollars this day or month, per model and per day, and their limits.
-
-    As `GET /api/v1/usage/` answers (docs/api.md): dollars are null where no
-    call had a price, never a made-up 0. A limit's `used_*` count the
-    reservations of runs in flight, as a post's check does.
-    """
-    now = now or timezone.now()
-    since, resets_at = period_bounds(period, now)
-    calls = ModelCall.objects.filter(run__conversation__owner_id=user_id, started_at__gte=since)
-    sums = {
-        "calls": Count("pk"),
-        "prompt": Sum("prompt_tokens"),
-        "completion": Sum("completion_tokens"),
-        "cost": Sum("cost_usd"),
-    }
-    by_model = [
-        {
-            "model": row["model"],
-            "provider": row["provider"],
-            "calls": row["calls"],
-            "prompt_tokens": row["prompt"] or 0,
-            "completion_tokens": row["completion"] or 0,
-            "tokens": (row["prompt"] or 0) + (row["completion"] or 0),
-            "cost_usd": _dollars(row["cost"]),
-        }
-        for row in calls.values("provider", "model").annotate(**sums).order_by("provider", "model")
-    ]
-    days = calls.annotate(day=TruncDate("started_at", tzinfo=datetime.UTC)).values("day")
-    by_day = [
-        {
-            "day": row["day"].isoformat(),
-            "tokens": (row["prompt"] or 0) + (row["completion"] or 0),
-            "cost_usd": _dollars(row["cost"]),
-        }
-        for row in days.annotate(**sums).order_by("day")
-    ]
-    costs = [row["cost_usd"] for row in by_model if row["cost_usd"] is not None]
-    reserved = reserved_unused(user_id)
-    return {
-        "period": period,
-        "since": iso_time(since),
-        "resets_at": iso_time(resets_at),
-        "tokens": sum(row["tokens"] for row in by_model),
-        "cost_usd": round(sum(costs), 8) if costs else None,
-        "reserved": {"tokens": reserved.tokens, "cost_usd": float(reserved.cost_usd)},
-        "by_model": by_model,
-        "by_day": by_day,
-        "limits": _limits_used(user_id, now, reserved),
-    }
-
-
-def _dollars(value: Decimal | None) -> float | None:
-    return None if value is None else float(value)
-
-
-def _limits_used(user_id: Any, now: datetime.datetime, reserved: Used) -> list[dict[str, Any]]:
-    """Each limit covering the user, with what a post's check counts against it."""
-    limits = limits_for(user_id)
-    bounds = {period: period_bounds(period, now) for period in ("day", "month")}
-    used = used_since(user_id, bounds["day"][0], bounds["month"][0]) if limits else {}
-    listed = []
-    for limit in limits:
-        data = limit.as_data()
-        if limit.period != BudgetPeriod.RUN:
-            total = used[limit.period] + reserved
-            data["used_tokens"] = total.tokens
-            data["used_cost_usd"] = float(total.cost_usd)
-            data["resets_at"] = iso_time(bounds[limit.period][1])
-        listed.append(data)
-    return listed

@@ -16,7 +16,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat.api import docs
-from chat.budgets import usage_report
 from chat.exceptions import InvalidInput, NotFound
 from chat.inputs import BudgetLimitInput
 from chat.models import BudgetLimit, BudgetPeriod
@@ -27,6 +26,7 @@ from chat.services.budgets import (
     limit_stored,
     limit_update,
 )
+from chat.usage import usage_report
 
 TAG = ["budgets"]
 _ID = docs.path_int("limit_id", "The limit.")

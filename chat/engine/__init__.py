@@ -31,6 +31,7 @@ The modules (all of them), in the order a run meets them:
 - `claim_read`: the claimed run as the loop reads it (with its claim, on PostgreSQL);
 - `states`: the turn's named states, and the table of what moves a run between them;
 - `run`: the loop that does the work of the run's state until the worker lets go;
+- `run_limits`: a run's per-run budget limits, checked before each of its model calls after the first;
 - `forced_replay`: a forced replay's turn: the new model asked at each of the original's steps;
 - `request`: what a model call sends (the history, the step's instruction and tools), its hash;
 - `model_step`: one model step: its request, its stream to live events, its answer stored;

@@ -29,7 +29,6 @@ from typing import Any
 
 from django.db.models import Max
 
-from chat.budgets import run_limit_check
 from chat.database import database_unreachable
 from chat.engine.answer_store import Step, StepOutcome
 from chat.engine.continuation import Action, Decision, decide_after_tools
@@ -39,6 +38,7 @@ from chat.engine.lease import LeaseLost, run_claim, run_recheck_later
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import StepOpening, model_step, step_open
 from chat.engine.request import RequestHasher, history_load
+from chat.engine.run_limits import run_limit_check
 from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, worker_lets_go
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.engine.turn_end import answer_complete, direct_complete

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db import connection, connections
 
-from chat.budgets import period_bounds, usage_report
+from chat.budgets import period_bounds
 from chat.exceptions import BudgetExceeded
 from chat.models import (
     BudgetLimit,
@@ -24,6 +24,7 @@ from chat.models import (
 from chat.selectors import history_for_model
 from chat.services.policies import policies_dump, policies_replace
 from chat.services.runs import run_start
+from chat.usage import usage_report
 from tests.assertions import assert_valid_history
 from tests.chat.engine.conftest import wait_for_run
 from tests.factories import ConversationFactory, ModelCallFactory, RunFactory, UserFactory
@@ -222,8 +223,6 @@ def test_a_soft_per_run_limit_warns_once_and_the_run_goes_on(llm_server, convers
 @pytest.mark.django_db(transaction=True)
 def test_fifty_posts_at_once_with_room_for_ten_start_ten_runs(llm_server, settings):
     """50 posts from one person on 50 conversations, each on its own connection, at once."""
-    if connection.vendor != "postgresql":
-        pytest.skip("row locks: PostgreSQL")
     settings.TOOLCHAT_BUDGET_RESERVE_TOKENS = 1000
     llm_server.push(*[text_reply("slow", delay_s=3) for _ in range(60)])
     user = UserFactory()

@@ -1,0 +1,71 @@
+"""A run's per-run budget limits, checked before each of its model calls after the first.
+
+The limits a run started under are kept on it (`Run.budget`, chat/budgets.py
+`budget_reserve`); a run over a hard one makes no more model calls (chat/engine/run.py
+ends it), and one over a soft one is warned once per limit (the run's row keeps
+which: `budget["warned"]`). Reads nothing for a run with no per-run limit, and
+only what its limits cap: the tokens and dollars of its model calls, its tool calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Sum
+from django.utils import timezone
+
+from chat.budgets import Limit, budget_warning, limits_reached
+from chat.live.event_types import BudgetWarning
+from chat.models import ModelCall, Run, ToolExecution
+
+
+def _run_used(run: Run, capped: set[str], now: datetime.datetime) -> dict[str, Any]:
+    """What the run used of the figures its limits cap (a query only for those that need one)."""
+    used: dict[str, Any] = {"model_calls": run.model_calls}
+    if capped & {"tokens", "cost_usd"}:
+        sums = ModelCall.objects.filter(run=run).aggregate(
+            prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost_usd")
+        )
+        used["tokens"] = (sums["prompt"] or 0) + (sums["completion"] or 0)
+        used["cost_usd"] = sums["cost"] or Decimal(0)
+    if "tool_calls" in capped:
+        used["tool_calls"] = ToolExecution.objects.filter(run=run).aggregate(n=Count("pk"))["n"]
+    if "seconds" in capped and run.started_at is not None:
+        used["seconds"] = int((now - run.started_at).total_seconds())
+    return used
+
+
+@dataclasses.dataclass(frozen=True)
+class RunCheck:
+    """What a run's per-run limits say before its next model call."""
+
+    ended: str = ""  # the reason it ends (a hard limit reached); "" to go on
+    warnings: tuple[BudgetWarning, ...] = ()  # soft limits reached and not yet warned of
+
+
+def run_limit_check(run: Run, now: datetime.datetime | None = None) -> RunCheck:
+    """Whether the run may make another model call under its per-run limits.
+
+    Reads nothing for a run with no per-run limit, and only what its limits
+    cap: the tokens and dollars of its model calls, its tool calls.
+    """
+    budget = run.budget or {}
+    limits = [Limit.kept(data) for data in budget.get("limits") or []]
+    if not limits or run.model_calls == 0:
+        return RunCheck()
+    capped = {figure for limit in limits for figure in limit.caps}
+    reached = limits_reached(limits, _run_used(run, capped, now or timezone.now()))
+    hard = [found for found in reached if found.limit.hard]
+    if hard:
+        return RunCheck(ended=hard[0].sentence() + ": the run stopped there.")
+    warned = set(budget.get("warned") or [])
+    fresh = [found for found in reached if found.limit.id not in warned]
+    events = tuple(budget_warning(found) for found in fresh)
+    if fresh:
+        budget["warned"] = sorted(warned | {found.limit.id for found in fresh})
+        Run.objects.filter(pk=run.pk).update(budget=budget)
+        run.budget = budget
+    return RunCheck(warnings=events)
