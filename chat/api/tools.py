@@ -17,7 +17,7 @@ from chat.api.base import (
     page_serializer,
     paginate,
 )
-from chat.api.serializers import PolicyVerdictSerializer, ToolExecutionSerializer
+from chat.api.call_serializers import PolicyVerdictSerializer, ToolExecutionSerializer
 from chat.inputs import StrictBooleanField, StrictInputSerializer, TextField
 from chat.models import PolicyDecision
 from chat.policies import ToolPolicies, Verdict, policies_for
