@@ -39,6 +39,9 @@ class Reply:
     error_body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # before the first byte
+    # Wait until this is set (at most a minute) before the first byte: a model that
+    # holds every call open until the test lets it answer.
+    gate: threading.Event | None = None
     chunk_delay_s: float = 0.0  # between streamed chunks
     cut_after_chunks: int | None = None  # drop the connection mid-stream
     # Go silent (nothing sent, the connection held) for `silence_s` after this many
@@ -303,6 +306,8 @@ class ScriptedLLMServer:
             self._send_json(handler, 400, {"error": error})
             return
         reply = self._next_reply(body)
+        if reply.gate is not None:
+            reply.gate.wait(timeout=60)
         if reply.delay_s:
             time.sleep(reply.delay_s)
         if reply.drop:

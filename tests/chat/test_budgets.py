@@ -224,7 +224,10 @@ def test_a_soft_per_run_limit_warns_once_and_the_run_goes_on(llm_server, convers
 def test_fifty_posts_at_once_with_room_for_ten_start_ten_runs(llm_server, settings):
     """50 posts from one person on 50 conversations, each on its own connection, at once."""
     settings.TOOLCHAT_BUDGET_RESERVE_TOKENS = 1000
-    llm_server.push(*[text_reply("slow", delay_s=3) for _ in range(60)])
+    # Every run holds its model call open until all posts are answered: a run that ended
+    # early would free its reservation and let a later post in.
+    answer = threading.Event()
+    llm_server.push(*[text_reply("slow", gate=answer) for _ in range(60)])
     user = UserFactory()
     BudgetLimit.objects.create(period="day", tokens=10_000)
     conversations = [ConversationFactory(owner=user) for _ in range(50)]
@@ -253,7 +256,8 @@ def test_fifty_posts_at_once_with_room_for_ten_start_ten_runs(llm_server, settin
     assert len(runs) == 10
     # The refused left nothing: one user message per run, no other.
     assert Message.objects.filter(conversation__owner=user).count() == 10
-    # Each answers (slowly); then each counts what it used, not its reservation.
+    answer.set()
+    # Each answers; then each counts what it used, not its reservation.
     assert all(wait_for_run(run, timeout=30).status == RunStatus.COMPLETED for run in runs)
     assert usage_report(user.pk, "day")["limits"][0]["used_tokens"] == 10 * 18
 
@@ -355,7 +359,8 @@ def test_posts_through_two_web_processes_at_once_share_one_budget(
         log_path=tmp_path / "uvicorn-second.log",
     )
     second.start()
-    llm_server.push(*[text_reply("slow", delay_s=4) for _ in range(60)])
+    answer = threading.Event()
+    llm_server.push(*[text_reply("slow", gate=answer) for _ in range(60)])
     user = UserFactory()
     token = Token.objects.create(user=user).key
     # The first process reserves its default (4,000 tokens), the second 1,000: room for two
@@ -389,12 +394,14 @@ def test_posts_through_two_web_processes_at_once_share_one_budget(
         assert sorted(set(codes)) == [202, 429], codes
         runs = list(Run.objects.filter(conversation__owner=user))
         reserved = sum(run.budget["reserved"]["tokens"] for run in runs)
-        assert reserved <= 10_000
+        assert reserved <= 10_000, [(run.status, run.budget["reserved"]) for run in runs]
         # Full: another post of either size would have crossed it.
         assert reserved > 10_000 - 4000
         assert codes.count(202) == len(runs)
         assert Message.objects.filter(conversation__owner=user).count() == len(runs)
         assert {run.budget["reserved"]["tokens"] for run in runs} <= {1000, 4000}
+        answer.set()
         server_settle(timeout=30)
     finally:
+        answer.set()
         second.stop()
