@@ -23,8 +23,10 @@ post (`budget_reserve`, in the transaction that stores the run):
   a run over a hard one ends failed, saying which limit; over a soft one, it
   is warned once and goes on.
 
-With no limit stored, a post reads nothing more (chat/services/turn_lock.py
-says whether any exists in the statement that locks the conversation).
+The limits covering a person are read, and their row locked, in the statement
+that locks the conversation for the post (chat/services/turn_lock.py): with
+no limit, a post reads nothing more, and with limits of a day or a month one
+query more, what they used (`use_read`).
 What a person used is reported by chat/usage.py. docs/governance.md, "Budgets",
 is the user's view of this.
 """
@@ -33,13 +35,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
+import json
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef, Q, Sum
+from django.db import connection
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from chat.exceptions import BudgetExceeded
@@ -50,7 +55,6 @@ from chat.models import (
     BudgetLimit,
     BudgetPeriod,
     ModelCall,
-    Run,
 )
 from chat.models.budgets import LIMIT_FIGURES
 from chat.timestamps import iso_time
@@ -125,6 +129,22 @@ class Used:
         return self.tokens if figure == "tokens" else self.cost_usd
 
 
+# A limit's columns as the statement that locks a conversation for a turn reads them
+# (chat/services/turn_lock.py), in this order.
+BUDGET_LIMIT_FIELDS = ("id", "period", "hard", "note", *LIMIT_FIGURES)
+
+
+def limits_read(rows: Any) -> list[Limit]:
+    """The limits as that statement gave them: `[[id, period, hard, note, figures...], ...]`."""
+    listed = json.loads(rows) if isinstance(rows, str | bytes) else rows or []
+    limits = []
+    for row in sorted(listed, key=lambda row: row[0]):
+        data = dict(zip(BUDGET_LIMIT_FIELDS, row, strict=True))
+        data["hard"] = bool(data["hard"])
+        limits.append(Limit.kept(data))
+    return limits
+
+
 def limits_for(user_id: Any) -> list[Limit]:
     """The limits that cover the user (theirs, their groups', everyone's), oldest first."""
     people = BudgetLimit.users.through._default_manager.filter(budgetlimit_id=OuterRef("pk"))
@@ -150,48 +170,87 @@ def period_bounds(
     return start, following
 
 
-def used_since(user_id: Any, day: datetime.datetime, month: datetime.datetime) -> dict[str, Used]:
-    """The tokens and dollars of the user's model calls since `day` and since `month` (one query)."""
-    since_day = Q(started_at__gte=day)
-    sums = ModelCall.objects.filter(
-        run__conversation__owner_id=user_id, started_at__gte=min(day, month)
-    ).aggregate(
-        month_prompt=Sum("prompt_tokens"),
-        month_completion=Sum("completion_tokens"),
-        month_cost=Sum("cost_usd"),
-        day_prompt=Sum("prompt_tokens", filter=since_day),
-        day_completion=Sum("completion_tokens", filter=since_day),
-        day_cost=Sum("cost_usd", filter=since_day),
-    )
-    return {
-        period: Used(
-            (sums[f"{period}_prompt"] or 0) + (sums[f"{period}_completion"] or 0),
-            sums[f"{period}_cost"] or Decimal(0),
-        )
-        for period in ("day", "month")
-    }
+@dataclasses.dataclass(frozen=True)
+class Use:
+    """What a person used since the day's and the month's start, and what their runs hold."""
+
+    day: Used
+    month: Used
+    in_flight: Used  # reserved by their runs in flight, and not used yet
+
+    def of(self, period: str) -> Used:
+        """What a post's check counts against a limit of `period`: used, and held in flight."""
+        return (self.day if period == BudgetPeriod.DAY else self.month) + self.in_flight
 
 
-def reserved_unused(user_id: Any) -> Used:
-    """What the user's runs in flight reserved and have not used yet (one query)."""
-    active = (
-        Run.objects.filter(
-            conversation__owner_id=user_id, status__in=ACTIVE_RUN_STATUSES, budget__isnull=False
-        )
-        .annotate(
-            prompt=Sum("model_call_rows__prompt_tokens"),
-            completion=Sum("model_call_rows__completion_tokens"),
-            cost=Sum("model_call_rows__cost_usd"),
-        )
-        .values_list("budget", "prompt", "completion", "cost")
+# The tokens and dollars of the person's model calls since the day's and the month's
+# start (UTC), and what their runs in flight reserved beyond what they used, each run
+# on its own (a run past its reservation holds nothing more): one statement.
+_USE = """
+SELECT used.day_tokens, used.day_cost, used.month_tokens, used.month_cost,
+       held.tokens, held.cost
+FROM (
+    SELECT
+        SUM(CASE WHEN mc.started_at >= %s THEN {tokens} END) AS day_tokens,
+        SUM(CASE WHEN mc.started_at >= %s THEN mc.cost_usd END) AS day_cost,
+        SUM(CASE WHEN mc.started_at >= %s THEN {tokens} END) AS month_tokens,
+        SUM(CASE WHEN mc.started_at >= %s THEN mc.cost_usd END) AS month_cost
+    FROM chat_modelcall AS mc
+    JOIN chat_run AS r ON r.id = mc.run_id
+    JOIN chat_conversation AS c ON c.id = r.conversation_id
+    WHERE c.owner_id = %s AND mc.started_at >= %s
+) AS used, (
+    SELECT
+        SUM(CASE WHEN tokens > used_tokens THEN tokens - used_tokens ELSE 0 END) AS tokens,
+        SUM(CASE WHEN cost > used_cost THEN cost - used_cost ELSE 0 END) AS cost
+    FROM (
+        SELECT {reserved_tokens} AS tokens, {reserved_cost} AS cost,
+            COALESCE((SELECT SUM({tokens}) FROM chat_modelcall AS mc
+                      WHERE mc.run_id = r.id), 0) AS used_tokens,
+            COALESCE((SELECT SUM(mc.cost_usd) FROM chat_modelcall AS mc
+                      WHERE mc.run_id = r.id), 0) AS used_cost
+        FROM chat_run AS r
+        JOIN chat_conversation AS c ON c.id = r.conversation_id
+        WHERE c.owner_id = %s AND r.status IN (%s, %s, %s) AND r.budget IS NOT NULL
+    ) AS reserved
+) AS held
+"""
+
+
+@functools.cache
+def _use_sql(vendor: str) -> str:
+    if vendor == "postgresql":
+        reserved = "COALESCE((r.budget -> 'reserved' ->> '{}')::numeric, 0)"
+    else:
+        reserved = "COALESCE(json_extract(r.budget, '$.reserved.{}'), 0)"
+    return _USE.format(
+        tokens="COALESCE(mc.prompt_tokens, 0) + COALESCE(mc.completion_tokens, 0)",
+        reserved_tokens=reserved.format("tokens"),
+        reserved_cost=reserved.format("cost_usd"),
     )
-    unused = Used()
-    for budget, prompt, completion, cost in active:
-        reserved = (budget or {}).get("reserved") or {}
-        tokens = max(0, int(reserved.get("tokens") or 0) - (prompt or 0) - (completion or 0))
-        dollars = Decimal(str(reserved.get("cost_usd") or 0)) - (cost or Decimal(0))
-        unused += Used(tokens, max(Decimal(0), dollars))
-    return unused
+
+
+def use_read(user_id: Any, now: datetime.datetime) -> Use:
+    """What the user used this day and month, and what their runs in flight hold (one query)."""
+    day, month = period_bounds("day", now)[0], period_bounds("month", now)[0]
+    started = ModelCall._meta.get_field("started_at")
+    day_at, month_at = (started.get_db_prep_value(at, connection) for at in (day, month))
+    owner = get_user_model()._meta.pk.get_db_prep_value(user_id, connection)
+    params = [day_at, day_at, month_at, month_at, owner, min(day_at, month_at), owner]
+    params += [status.value for status in ACTIVE_RUN_STATUSES]
+    with connection.cursor() as cursor:
+        cursor.execute(_use_sql(connection.vendor), params)
+        day_tokens, day_cost, month_tokens, month_cost, held_tokens, held_cost = cursor.fetchone()
+    return Use(
+        day=Used(int(day_tokens or 0), _decimal(day_cost)),
+        month=Used(int(month_tokens or 0), _decimal(month_cost)),
+        in_flight=Used(int(held_tokens or 0), _decimal(held_cost)),
+    )
+
+
+def _decimal(value: Any) -> Decimal:
+    """A sum of dollars as the database gave it (PostgreSQL's numeric, SQLite's float)."""
+    return Decimal(0) if value is None else Decimal(str(value))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,18 +308,24 @@ class Reservation:
 
 
 def budget_reserve(
-    *, user_id: Any, model: str, now: datetime.datetime | None = None
+    *,
+    user_id: Any,
+    model: str,
+    limits: list[Limit],
+    owner_locked: bool,
+    now: datetime.datetime | None = None,
 ) -> Reservation:
     """The budget a new run of the user starts under, checked.
 
-    In the transaction that stores the run, before anything is: raises
-    BudgetExceeded when a hard limit of the day or month is reached (then
-    nothing is stored). Locks the user's row while a day's or month's limit
-    covers them, so that concurrent posts reserve one after another. The
-    soft limits reached come back as the `budget.warning` events the run
-    publishes with its user message.
+    `limits` are those covering the user, read with the conversation's lock
+    (chat/services/turn_lock.py), which also locked the user's row when a
+    day's or month's limit covers them (`owner_locked`); here, in the
+    transaction that stores the run, before anything is, what they used is
+    read (one query) and BudgetExceeded raised when a hard limit of the day
+    or month is reached (then nothing is stored). The soft limits reached
+    come back as the `budget.warning` events the run publishes with its user
+    message.
     """
-    limits = limits_for(user_id)
     if not limits:
         return Reservation()
     now = now or timezone.now()
@@ -269,16 +334,15 @@ def budget_reserve(
     reserved = _reservation(per_run, model)
     reached: list[Reached] = []
     if periodic:
-        owner = get_user_model()
-        owner.objects.select_for_update().filter(pk=user_id).values_list("pk").first()
-        bounds = {period: period_bounds(period, now) for period in ("day", "month")}
-        used = used_since(user_id, bounds["day"][0], bounds["month"][0])
-        in_flight = reserved_unused(user_id)
-        for period, (_, resets_at) in bounds.items():
-            total = used[period] + in_flight
+        if not owner_locked:
+            owner = get_user_model()
+            owner.objects.select_for_update().filter(pk=user_id).values_list("pk").first()
+        use = use_read(user_id, now)
+        for period in ("day", "month"):
+            total = use.of(period)
             figures = {"tokens": total.tokens, "cost_usd": total.cost_usd}
             covering = [limit for limit in periodic if limit.period == period]
-            reached += limits_reached(covering, figures, resets_at=resets_at)
+            reached += limits_reached(covering, figures, resets_at=period_bounds(period, now)[1])
     hard = [found for found in reached if found.limit.hard]
     if hard:
         raise budget_exceeded(hard[0], now)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Field, Model
 
@@ -85,3 +86,71 @@ def _update(
     conditions = " AND ".join(f"{quote(field.column)} = %s" for field in matched)
     table = quote(model._meta.db_table)
     return f"UPDATE {table} SET {assignments} WHERE {conditions}", fields, matched  # noqa: S608
+
+
+def covering_condition(model: type[Model], alias: str, owner: str) -> str:
+    """SQL true when the row `alias` of `model` (a `Covering`: a rule, a limit) covers `owner`.
+
+    `owner` is the SQL of a user's id. A row covers everyone when it names no
+    user and no group, else its users and the members of its groups: the same
+    rows as the ORM's `Exists` filters of chat/policies.py `policies_for`.
+    The statement holds the models' own table and column names, quoted, and
+    no value.
+    """
+    quote = connection.ops.quote_name
+    people = model.users.through._meta  # type: ignore[attr-defined]
+    groups = model.groups.through._meta  # type: ignore[attr-defined]
+    own = quote(people.get_field(model._meta.model_name).column)
+
+    def column(meta: Any, name: str) -> str:
+        return quote(meta.get_field(name).column)
+
+    def covering(meta: Any, extra: str = "") -> str:
+        return (
+            f"SELECT 1 FROM {quote(meta.db_table)} AS covering {extra}"  # noqa: S608
+            f"WHERE covering.{own} = {alias}.id"
+        )
+
+    conditions = [
+        f"NOT EXISTS ({covering(people)}) AND NOT EXISTS ({covering(groups)})",
+        f"EXISTS ({covering(people)} AND covering.{column(people, 'user')} = {owner})",
+    ]
+    member = getattr(get_user_model(), "groups", None)
+    if member is not None:
+        joined = member.through._meta
+        join = (
+            f"JOIN {quote(joined.db_table)} AS member ON member.{column(joined, 'group')} "
+            f"= covering.{column(groups, 'group')} "
+        )
+        conditions.append(
+            f"EXISTS ({covering(groups, join)} AND member.{column(joined, 'user')} = {owner})"
+        )
+    return "(" + " OR ".join(f"({condition})" for condition in conditions) + ")"
+
+
+def covering_column(model: type[Model], fields: tuple[str, ...], owner: str) -> str:
+    """A subquery column: the rows of `model` covering `owner`, as a JSON array of arrays.
+
+    Each row is `[field, ...]` in the order of `fields` (a JSON field as its
+    JSON); NULL when no row covers them. Read with a statement the caller
+    makes anyway, it costs no query of its own, whatever the number of rows.
+    Unordered: the reader sorts.
+    """
+    quote = connection.ops.quote_name
+    alias = "covered"
+    columns = []
+    for name in fields:
+        field: Field[Any, Any] = model._meta.get_field(name)  # type: ignore[assignment]
+        column = f"{alias}.{quote(field.column)}"
+        json_typed = field.get_internal_type() == "JSONField"
+        columns.append(
+            f"json({column})" if json_typed and connection.vendor != "postgresql" else column
+        )
+    if connection.vendor == "postgresql":
+        row, aggregate = f"json_build_array({', '.join(columns)})", "json_agg"
+    else:
+        row, aggregate = f"json_array({', '.join(columns)})", "json_group_array"
+    return (
+        f"(SELECT {aggregate}({row}) FROM {quote(model._meta.db_table)} AS {alias} "  # noqa: S608
+        f"WHERE {covering_condition(model, alias, owner)})"
+    )

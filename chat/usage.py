@@ -14,7 +14,7 @@ from django.db.models import Count, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from chat.budgets import Used, limits_for, period_bounds, reserved_unused, used_since
+from chat.budgets import Use, limits_for, period_bounds, use_read
 from chat.models import BudgetPeriod, ModelCall
 from chat.timestamps import iso_time
 
@@ -57,7 +57,8 @@ def usage_report(user_id: Any, period: str, now: datetime.datetime | None = None
         for row in days.annotate(**sums).order_by("day")
     ]
     costs = [row["cost_usd"] for row in by_model if row["cost_usd"] is not None]
-    reserved = reserved_unused(user_id)
+    use = use_read(user_id, now)
+    reserved = use.in_flight
     return {
         "period": period,
         "since": iso_time(since),
@@ -67,7 +68,7 @@ def usage_report(user_id: Any, period: str, now: datetime.datetime | None = None
         "reserved": {"tokens": reserved.tokens, "cost_usd": float(reserved.cost_usd)},
         "by_model": by_model,
         "by_day": by_day,
-        "limits": _limits_used(user_id, now, reserved),
+        "limits": _limits_used(user_id, now, use),
     }
 
 
@@ -75,18 +76,15 @@ def _dollars(value: Decimal | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _limits_used(user_id: Any, now: datetime.datetime, reserved: Used) -> list[dict[str, Any]]:
+def _limits_used(user_id: Any, now: datetime.datetime, use: Use) -> list[dict[str, Any]]:
     """Each limit covering the user, with what a post's check counts against it."""
-    limits = limits_for(user_id)
-    bounds = {period: period_bounds(period, now) for period in ("day", "month")}
-    used = used_since(user_id, bounds["day"][0], bounds["month"][0]) if limits else {}
     listed = []
-    for limit in limits:
+    for limit in limits_for(user_id):
         data = limit.as_data()
         if limit.period != BudgetPeriod.RUN:
-            total = used[limit.period] + reserved
+            total = use.of(limit.period)
             data["used_tokens"] = total.tokens
             data["used_cost_usd"] = float(total.cost_usd)
-            data["resets_at"] = iso_time(bounds[limit.period][1])
+            data["resets_at"] = iso_time(period_bounds(limit.period, now)[1])
         listed.append(data)
     return listed

@@ -21,19 +21,26 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Field, Model
 
+from chat.engine.run_limits import run_used_keep
 from chat.models import Conversation, Run, RunStatus, ToolPolicy
 from chat.policies import policies_keep
-from chat.statements import model_columns
+from chat.statements import covering_column, model_columns
 
 # What follows a claim: the run, its conversation, the conversation's owner, the
 # position of the conversation's last message (superseded ones too): a regenerated
 # answer goes after the answer it replaces (chat/engine/run.py), and the tool
-# policies that cover the owner (chat/policies.py), as one JSON array.
+# policies that cover the owner (chat/policies.py), as one JSON array, and, for a run
+# under budget limits, the tokens and dollars its model calls used so far
+# (chat/engine/run_limits.py), as `[tokens, dollars]`.
 _READ = """
 SELECT {run}, {conversation},{owner}
     (SELECT position FROM chat_message WHERE conversation_id = claimed.conversation_id
      ORDER BY position DESC LIMIT 1),
-    {policies}
+    {policies},
+    CASE WHEN claimed.budget IS NULL THEN NULL ELSE
+        (SELECT {pair}(COALESCE(SUM(mc.prompt_tokens), 0) + COALESCE(SUM(mc.completion_tokens), 0),
+                       SUM(mc.cost_usd))
+         FROM chat_modelcall AS mc WHERE mc.run_id = claimed.id) END
 FROM {source}
 JOIN chat_conversation ON chat_conversation.id = claimed.conversation_id
 {owner_join}
@@ -91,6 +98,7 @@ def _statement(source: str) -> str:
         owner=f" {model_columns(owner)}," if joined else "",
         source=source,
         policies=_policies_column(),
+        pair="json_build_array" if connection.vendor == "postgresql" else "json_array",
         owner_join=(
             f"JOIN {table} ON {table}.{quote(owner._meta.pk.column)} = chat_conversation.owner_id"
             if joined
@@ -103,49 +111,10 @@ def _policies_column() -> str:
     """The rules covering the conversation's owner, as `[[id, tools, decision, note], ...]`.
 
     The same rules as chat/policies.py `policies_for`, read with the claim: no
-    query of its own, whatever the number of rules. The statement holds the
-    models' own table and column names, quoted, and no value (S608 below).
+    query of its own, whatever the number of rules.
     """
-    quote = connection.ops.quote_name
-    people = ToolPolicy.users.through._meta
-    groups = ToolPolicy.groups.through._meta
-    owner = "chat_conversation.owner_id"
-
-    def column(meta: Any, name: str) -> str:
-        return quote(meta.get_field(name).column)
-
-    def covering(meta: Any, extra: str = "") -> str:
-        return (
-            f"SELECT 1 FROM {quote(meta.db_table)} AS covering {extra}"  # noqa: S608
-            f"WHERE covering.{column(meta, 'toolpolicy')} = policy.id"
-        )
-
-    mine = f"EXISTS ({covering(people)} AND covering.{column(people, 'user')} = {owner})"
-    conditions = [
-        f"NOT EXISTS ({covering(people)}) AND NOT EXISTS ({covering(groups)})",
-        mine,
-    ]
-    member = getattr(get_user_model(), "groups", None)
-    if member is not None:
-        joined = member.through._meta
-        join = (
-            f"JOIN {quote(joined.db_table)} AS member ON member.{column(joined, 'group')} "
-            f"= covering.{column(groups, 'group')} "
-        )
-        conditions.append(
-            f"EXISTS ({covering(groups, join)} AND member.{column(joined, 'user')} = {owner})"
-        )
-    rule = (
-        "json_build_array(policy.id, policy.tools, policy.decision, policy.note)"
-        if connection.vendor == "postgresql"
-        else "json_array(policy.id, json(policy.tools), policy.decision, policy.note)"
-    )
-    aggregate = "json_agg" if connection.vendor == "postgresql" else "json_group_array"
-    where = " OR ".join(f"({condition})" for condition in conditions)
-    return (
-        f"(SELECT {aggregate}({rule}) FROM {quote(ToolPolicy._meta.db_table)} AS policy "  # noqa: S608
-        f"WHERE {where})"
-    )
+    fields = ("id", "tools", "decision", "note")
+    return covering_column(ToolPolicy, fields, "chat_conversation.owner_id")
 
 
 def _owner_joined() -> bool:
@@ -177,6 +146,7 @@ def _read(sql: str, params: list[Any]) -> Run | None:
     Run._meta.get_field("conversation").set_cached_value(run, conversation)
     vars(run)["last_position"] = next(values)  # as the ORM sets an annotation
     policies_keep(run, next(values))
+    run_used_keep(run, next(values))
     return run
 
 

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release
 from chat.engine.request import request_hash
+from chat.engine.run_limits import run_used_add
 from chat.llm.base import (
     ChatProvider,
     ChatRequest,
@@ -154,6 +155,7 @@ def _call(
         return _failed(row, f"The model ({provider.name}) ended its answer without finishing it.")
     row.status = CallStatus.SUCCEEDED
     completion_fill(row, completion)
+    run_used_add(run, row)
     return Called(row, completion)
 
 

@@ -11,26 +11,60 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from chat.budgets import Limit, budget_warning, limits_reached
+from chat.budgets import Limit, Used, budget_warning, limits_reached
 from chat.live.event_types import BudgetWarning
 from chat.models import ModelCall, Run, ToolExecution
+
+
+def run_used_keep(run: Run, pair: Any) -> None:
+    """Keep on the run what its model calls used, as its claim read it: `[tokens, dollars]`.
+
+    NULL for a run under no budget limit. Then each call of this worker adds
+    its own (`run_used_add`), and the check before a model call reads nothing.
+    """
+    if isinstance(pair, str | bytes):
+        pair = json.loads(pair)
+    if pair is not None:
+        tokens, dollars = pair
+        vars(run)[_USED] = Used(int(tokens or 0), Decimal(str(dollars or 0)))
+
+
+def run_used_add(run: Run, model_call: ModelCall) -> None:
+    """Add a call's tokens and dollars to what its run keeps, if it keeps them."""
+    used: Used | None = vars(run).get(_USED)
+    if used is not None:
+        tokens = (model_call.prompt_tokens or 0) + (model_call.completion_tokens or 0)
+        vars(run)[_USED] = used + Used(tokens, model_call.cost_usd or Decimal(0))
+
+
+_USED = "_budget_used"
+
+
+def _calls_used(run: Run) -> Used:
+    """The tokens and dollars of the run's model calls: as kept, or summed now."""
+    kept: Used | None = vars(run).get(_USED)
+    if kept is not None:
+        return kept
+    sums = ModelCall.objects.filter(run=run).aggregate(
+        prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost_usd")
+    )
+    return Used((sums["prompt"] or 0) + (sums["completion"] or 0), sums["cost"] or Decimal(0))
 
 
 def _run_used(run: Run, capped: set[str], now: datetime.datetime) -> dict[str, Any]:
     """What the run used of the figures its limits cap (a query only for those that need one)."""
     used: dict[str, Any] = {"model_calls": run.model_calls}
     if capped & {"tokens", "cost_usd"}:
-        sums = ModelCall.objects.filter(run=run).aggregate(
-            prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), cost=Sum("cost_usd")
-        )
-        used["tokens"] = (sums["prompt"] or 0) + (sums["completion"] or 0)
-        used["cost_usd"] = sums["cost"] or Decimal(0)
+        calls = _calls_used(run)
+        used["tokens"] = calls.tokens
+        used["cost_usd"] = calls.cost_usd
     if "tool_calls" in capped:
         used["tool_calls"] = ToolExecution.objects.filter(run=run).aggregate(n=Count("pk"))["n"]
     if "seconds" in capped and run.started_at is not None:

@@ -100,11 +100,14 @@ def run_start(
 def _budget_reserve(conversation: Conversation) -> Reservation:
     """The budget a new run of the conversation starts under; BudgetExceeded refuses it.
 
-    Reads nothing when no budget limit exists (the conversation's lock said so).
+    The limits covering its owner came with the conversation's lock (chat/services/turn_lock.py).
     """
-    if not vars(conversation).get("budgeted"):
-        return Reservation()
-    return budget_reserve(user_id=conversation.owner_id, model=conversation.model)
+    return budget_reserve(
+        user_id=conversation.owner_id,
+        model=conversation.model,
+        limits=vars(conversation)["budget_limits"],
+        owner_locked=vars(conversation)["owner_locked"],
+    )
 
 
 def _user_message_event(message: Message) -> MessageCreated:

@@ -13,12 +13,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from chat.budgets import BUDGET_LIMIT_FIELDS, limits_read
 from chat.exceptions import Conflict
 from chat.models import ACTIVE_RUN_STATUSES, BudgetLimit, Conversation, Run
-from chat.statements import model_columns
+from chat.statements import covering_column, covering_condition, model_columns
 
 
 @contextmanager
@@ -45,24 +47,58 @@ def idle_conversation(conversation: Conversation) -> Iterator[tuple[Conversation
         raise busy_conflict(active) from None
 
 
-# The row lock, the last activity, the active run, the last position and whether
-# any budget limit exists (with none, a post reads no budget), in one
-# statement (the ACTIVE_RUN_STATUSES are its three parameters after the id).
+# The row lock, the last activity, the active run, the last position and the budget
+# limits covering the conversation's owner (chat/budgets.py), in one statement (the
+# ACTIVE_RUN_STATUSES are its three parameters after the id). On PostgreSQL, when a
+# day's or month's limit covers the owner, it also locks the owner's row, so that
+# their concurrent posts reserve one after another: the statement that reads what
+# they used must come after the lock (each statement reads what was committed when
+# it began), and it is the only query a budget adds to a post. On SQLite the
+# conversation's UPDATE holds the database's one write lock until the commit, which
+# orders every post already.
 _LOCK_FOR_TURN = """
-UPDATE chat_conversation SET updated_at = %s WHERE id = %s
+{owner_lock}UPDATE chat_conversation SET updated_at = %s WHERE id = %s
 RETURNING {columns},
     (SELECT id FROM chat_run WHERE conversation_id = chat_conversation.id
      AND status IN (%s, %s, %s) LIMIT 1) AS active_run_id,
     (SELECT position FROM chat_message WHERE conversation_id = chat_conversation.id
      ORDER BY position DESC LIMIT 1) AS last_position,
-    EXISTS (SELECT 1 FROM {limits}) AS budgeted
+    {limits} AS budget_limits{owner_locked}
+"""
+
+# The owner's row, locked when a limit of a calendar period covers them (its one
+# parameter: the conversation's id).
+_OWNER_LOCK = """WITH owner_lock AS (
+    SELECT person.{owner_pk} FROM {owner_table} AS person
+    WHERE person.{owner_pk} = (SELECT owner_id FROM chat_conversation WHERE id = %s)
+    AND EXISTS (SELECT 1 FROM {limits_table} AS calendar WHERE calendar.period <> 'run'
+                AND {covers})
+    FOR UPDATE OF person
+)
 """
 
 
 @functools.cache
 def _lock_for_turn_sql() -> str:
-    table = connection.ops.quote_name(BudgetLimit._meta.db_table)
-    return _LOCK_FOR_TURN.format(columns=model_columns(Conversation), limits=table)
+    quote = connection.ops.quote_name
+    limits = covering_column(BudgetLimit, BUDGET_LIMIT_FIELDS, "chat_conversation.owner_id")
+    if connection.vendor != "postgresql":
+        return _LOCK_FOR_TURN.format(
+            owner_lock="", columns=model_columns(Conversation), limits=limits, owner_locked=""
+        )
+    owner = get_user_model()._meta
+    owner_lock = _OWNER_LOCK.format(
+        owner_pk=quote(owner.pk.column),
+        owner_table=quote(owner.db_table),
+        limits_table=quote(BudgetLimit._meta.db_table),
+        covers=covering_condition(BudgetLimit, "calendar", f"person.{quote(owner.pk.column)}"),
+    )
+    return _LOCK_FOR_TURN.format(
+        owner_lock=owner_lock,
+        columns=model_columns(Conversation),
+        limits=limits,
+        owner_locked=",\n    EXISTS (SELECT 1 FROM owner_lock) AS owner_locked",
+    )
 
 
 def _lock_for_turn(conversation_id: Any) -> tuple[Conversation, Any, int | None]:
@@ -72,21 +108,26 @@ def _lock_for_turn(conversation_id: Any) -> tuple[Conversation, Any, int | None]
     subqueries, then a save, cost a third of a post's CPU to build
     (bench/post_cost.py). The instance is not for saving whole (its
     `last_event_seq` moves with every event); its `updated_at` is stored.
+    The budget limits covering the owner stay on it, as chat/budgets.py
+    `budget_reserve` takes them (`budget_limits`, `owner_locked`).
     """
     pk, updated_at = Conversation._meta.pk, Conversation._meta.get_field("updated_at")
+    conversation = pk.get_db_prep_value(conversation_id, connection)
     params = [
+        *([conversation] if connection.vendor == "postgresql" else []),
         updated_at.get_db_prep_value(timezone.now(), connection),
-        pk.get_db_prep_value(conversation_id, connection),
+        conversation,
         *(status.value for status in ACTIVE_RUN_STATUSES),
     ]
     rows = list(Conversation.objects.raw(_lock_for_turn_sql(), params))
     if not rows:
         raise Conversation.DoesNotExist(f"conversation {conversation_id} is gone")
-    # The subqueries' columns, which raw() sets on the instance as they came; whether any
-    # budget limit exists stays on it (`budgeted`: chat/services/runs.py reads it).
+    # The subqueries' columns, which raw() sets on the instance as they came.
     locked = rows[0]
-    vars(locked)["budgeted"] = bool(vars(locked).get("budgeted"))
-    return locked, vars(locked).pop("active_run_id"), vars(locked).pop("last_position")
+    found = vars(locked)
+    found["budget_limits"] = limits_read(found.get("budget_limits"))
+    found["owner_locked"] = bool(found.get("owner_locked", connection.vendor != "postgresql"))
+    return locked, found.pop("active_run_id"), found.pop("last_position")
 
 
 def busy_conflict(active: Run) -> Conflict:

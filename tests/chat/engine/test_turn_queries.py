@@ -149,6 +149,6 @@ def test_with_fifty_rules_and_budgets_set_a_turn_costs_what_the_budgets_need_and
     daily = counted()
     print(f"two-pass turn: {bare} bare, {ruled} with 50 rules, {per_run} / {tokens} / {daily}")
     assert ruled == bare  # the rules are read with the claim
-    assert per_run == bare + 1  # the post reads the limits covering its owner
-    assert tokens == per_run + 1  # the second model call sums the run's tokens first
-    assert daily == tokens + 3  # the post locks the owner and sums their day's and month's use
+    assert per_run == bare  # the limits are read with the conversation's lock
+    assert tokens == per_run  # what the run's calls used is read with the claim, then kept
+    assert daily == tokens + 1  # the post sums the owner's day's and month's use
