@@ -406,3 +406,97 @@ def test_posts_through_two_web_processes_at_once_share_one_budget(
     finally:
         answer.set()
         second.stop()
+
+
+def _posts_at_once(urls: list[str], token: str) -> list[int]:
+    """POST "go" to each of `urls` at once, each on its own connection; the status codes."""
+    import urllib.error
+    import urllib.request
+
+    barrier = threading.Barrier(len(urls))
+    codes: list[int] = []
+
+    def post(url: str) -> None:
+        request = urllib.request.Request(
+            url,
+            data=b'{"content": "go"}',
+            headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+        )
+        barrier.wait()
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                codes.append(response.status)
+        except urllib.error.HTTPError as error:
+            codes.append(error.code)
+
+    threads = [threading.Thread(target=post, args=(url,)) for url in urls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return codes
+
+
+@pytest.mark.postgres
+def test_two_web_processes_and_two_workers_overrun_a_budget_by_the_runs_in_flight_at_most(
+    celery_env, start_worker, llm_server, tmp_path
+):
+    """Posts through two uvicorn processes, runs on two Celery workers, each run past its
+    reservation: the budget is overrun by what the runs let in before it was reached used,
+    and by nothing more; once they settle, every post is refused."""
+    from rest_framework.authtoken.models import Token
+
+    from tests.plugins.servers import AsgiServer
+
+    env = {**celery_env["env"], "TOOLCHAT_BUDGET_RESERVE_TOKENS": "1000"}
+    servers = [AsgiServer(env=env, log_path=tmp_path / f"uvicorn-{n}.log") for n in (1, 2)]
+    for server in servers:
+        server.start()
+    start_worker("w1")
+    start_worker("w2")
+    answer = threading.Event()
+    # Each answer uses 1,500 tokens, past the 1,000 its run reserved.
+    llm_server.push(
+        *[
+            text_reply("costly", gate=answer, prompt_tokens=1200, completion_tokens=300)
+            for _ in range(100)
+        ]
+    )
+    user = UserFactory()
+    token = Token.objects.create(user=user).key
+    BudgetLimit.objects.create(period="day", tokens=10_000)
+    conversations = [ConversationFactory(owner=user) for _ in range(100)]
+
+    def urls(batch) -> list[str]:
+        return [
+            f"{servers[n % 2].base_url}/api/v1/conversations/{conversation.pk}/messages/"
+            for n, conversation in enumerate(batch)
+        ]
+
+    try:
+        codes = _posts_at_once(urls(conversations[:50]), token)
+        assert codes.count(202) == 10, codes  # ten reservations of 1,000 reach 10,000
+        assert codes.count(429) == 40, codes
+        answer.set()
+        runs = list(Run.objects.filter(conversation__owner=user))
+        assert len(runs) == 10
+        assert all(wait_for_run(run, timeout=60).status == RunStatus.COMPLETED for run in runs)
+        # Overrun by the ten in flight when it was reached, by what each used past its
+        # reservation (500 tokens), and no more.
+        report = usage_report(user.pk, "day")
+        assert report["tokens"] == 10 * 1500
+        assert report["reserved"]["tokens"] == 0
+        # Settled: what was used counts, and it is past the limit: every post is refused.
+        codes = _posts_at_once(urls(conversations[50:]), token)
+        assert codes == [429] * 50, codes
+        assert Run.objects.filter(conversation__owner=user).count() == 10
+        workers = {
+            worker
+            for worker in ("w1", "w2")
+            if "chat.run_execute" in (celery_env["logs"] / f"{worker}.log").read_text()
+        }
+        assert workers, "no worker ran a run"
+    finally:
+        answer.set()
+        for server in servers:
+            server.stop()
