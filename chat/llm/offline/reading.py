@@ -24,7 +24,10 @@ from chat.llm.offline.words import (
 
 _NUM = r"-?\d+(?:\.\d+)?"
 # An arithmetic expression: numbers joined by at least one operator.
-EXPRESSION = re.compile(r"[-(\s]*\d[\d.\s]*(?:(?:\*\*|[-+*/%^x\u00d7\u00f7])[\s(]*-?[\d.]+[\s)]*)+")
+# A point is a decimal point only between digits: "add 2+2." ends with a full stop.
+EXPRESSION = re.compile(
+    r"[-(\s]*\d(?:\d|\.\d|\s)*(?:(?:\*\*|[-+*/%^x\u00d7\u00f7])[\s(]*-?\d+(?:\.\d+)?[\s)]*)+"
+)
 # Arithmetic said in words, between numbers: "12 times 7", "1024 squared".
 SPOKEN_OPERATORS = [
     (re.compile(rf"({_NUM})\s+(?:times|multiplied by)\s+(?=-?\d)", re.I), r"\1*"),

@@ -127,6 +127,9 @@ def ask(text, tools=TOOLS):
         ("What's (3 + 4) * 2?", "calculator", {"expression": "(3 + 4) * 2"}),
         ("what is 12 times 7", "calculator", {"expression": "12*7"}),
         ("What is 1024 squared?", "calculator", {"expression": "1024**2"}),
+        # A sentence's full stop is not a decimal point; one between digits is.
+        ("Then add 2+2.", "calculator", {"expression": "2+2"}),
+        ("Add 1.5 + 2.25.", "calculator", {"expression": "1.5 + 2.25"}),
         ("what time is it in Tokyo", "get_current_time", {"timezone": "Asia/Tokyo"}),
         (
             "what's the time in new york right now",
