@@ -20,10 +20,10 @@ class Resource(models.Model):
     )
     title = StorableCharField(max_length=255, blank=True)
     data = StorableJSONField(default=dict, blank=True)
-    # A string reference, not an import: the audit row lives in `chat`, and
-    # `tools` code never imports `chat`.
+    # The app built on `tools` keeps the audit row; the setting names its model, so
+    # that neither `tools` code nor its migrations name that app.
     created_by_execution = models.ForeignKey(
-        "chat.ToolExecution",
+        settings.TOOLS_EXECUTION_MODEL,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,

@@ -60,6 +60,11 @@ INSTALLED_APPS = [
     "chat",
 ]
 
+# The audit row of a tool's execution, which a resource names as what created it: the
+# `tools` framework names the model only through this setting (as Django's auth does
+# AUTH_USER_MODEL), so neither its code nor its migrations name the app built on it.
+TOOLS_EXECUTION_MODEL = "chat.ToolExecution"
+
 # Three of Django's middleware through project/middleware.py: their hooks run on
 # the event loop under ASGI, not through a thread hand-off each. The security,
 # session, CSRF and clickjacking ones keep Django's paths: the deploy checks
