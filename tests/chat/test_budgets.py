@@ -335,79 +335,6 @@ def test_a_bad_limit_is_refused_naming_its_key(entry, field):
     assert not BudgetLimit.objects.exists()
 
 
-@pytest.mark.postgres
-def test_posts_through_two_web_processes_at_once_share_one_budget(
-    scripted_server, asgi_server_session, llm_server, tmp_path, settings
-):
-    """50 posts over REST, split between two uvicorn processes that run their own turns."""
-    import urllib.error
-    import urllib.request
-
-    from rest_framework.authtoken.models import Token
-
-    from tests.plugins.servers import AsgiServer, server_settle
-
-    second = AsgiServer(
-        env={
-            **asgi_server_session.env,
-            "LLM_PROVIDER": "openai",
-            "OPENAI_API_KEY": "sk-test",
-            "OPENAI_BASE_URL": llm_server.base_url,
-            "LLM_MODEL": "test-model",
-            "TOOLCHAT_BUDGET_RESERVE_TOKENS": "1000",
-        },
-        log_path=tmp_path / "uvicorn-second.log",
-    )
-    second.start()
-    answer = threading.Event()
-    llm_server.push(*[text_reply("slow", gate=answer) for _ in range(60)])
-    user = UserFactory()
-    token = Token.objects.create(user=user).key
-    # The first process reserves its default (4,000 tokens), the second 1,000: each post is
-    # let in while what the runs before it hold is under 10,000, and refused once it is not.
-    BudgetLimit.objects.create(period="day", tokens=10_000)
-    conversations = [ConversationFactory(owner=user) for _ in range(50)]
-    servers = [scripted_server, second.base_url]
-    barrier = threading.Barrier(50)
-    codes: list[int] = []
-
-    def post(index: int) -> None:
-        url = f"{servers[index % 2]}/api/v1/conversations/{conversations[index].pk}/messages/"
-        request = urllib.request.Request(
-            url,
-            data=b'{"content": "go"}',
-            headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-        )
-        barrier.wait()
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                codes.append(response.status)
-        except urllib.error.HTTPError as error:
-            codes.append(error.code)
-
-    try:
-        threads = [threading.Thread(target=post, args=(n,)) for n in range(50)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-        assert sorted(set(codes)) == [202, 429], codes
-        runs = list(Run.objects.filter(conversation__owner=user).order_by("created_at"))
-        held = [run.budget["reserved"]["tokens"] for run in runs]
-        # In the order they were let in (one at a time, under the owner's lock), each saw
-        # the runs before it hold less than the limit; and then it was reached.
-        assert all(sum(held[:n]) < 10_000 for n in range(len(held))), held
-        assert sum(held) >= 10_000, held
-        assert codes.count(202) == len(runs)
-        assert Message.objects.filter(conversation__owner=user).count() == len(runs)
-        assert {run.budget["reserved"]["tokens"] for run in runs} <= {1000, 4000}
-        answer.set()
-        server_settle(timeout=30)
-    finally:
-        answer.set()
-        second.stop()
-
-
 def _posts_at_once(urls: list[str], token: str) -> list[int]:
     """POST "go" to each of `urls` at once, each on its own connection; the status codes."""
     import urllib.error
@@ -435,6 +362,59 @@ def _posts_at_once(urls: list[str], token: str) -> list[int]:
     for thread in threads:
         thread.join(timeout=60)
     return codes
+
+
+@pytest.mark.postgres
+def test_posts_through_two_web_processes_at_once_share_one_budget(
+    scripted_server, asgi_server_session, llm_server, tmp_path, settings
+):
+    """50 posts over REST, split between two uvicorn processes that run their own turns."""
+    from rest_framework.authtoken.models import Token
+
+    from tests.plugins.servers import AsgiServer, server_settle
+
+    second = AsgiServer(
+        env={
+            **asgi_server_session.env,
+            "LLM_PROVIDER": "openai",
+            "OPENAI_API_KEY": "sk-test",
+            "OPENAI_BASE_URL": llm_server.base_url,
+            "LLM_MODEL": "test-model",
+            "TOOLCHAT_BUDGET_RESERVE_TOKENS": "1000",
+        },
+        log_path=tmp_path / "uvicorn-second.log",
+    )
+    second.start()
+    answer = threading.Event()
+    llm_server.push(*[text_reply("slow", gate=answer) for _ in range(60)])
+    user = UserFactory()
+    token = Token.objects.create(user=user).key
+    # The first process reserves its default (4,000 tokens), the second 1,000: each post is
+    # let in while what the runs before it hold is under 10,000, and refused once it is not.
+    BudgetLimit.objects.create(period="day", tokens=10_000)
+    conversations = [ConversationFactory(owner=user) for _ in range(50)]
+    servers = [scripted_server, second.base_url]
+    urls = [
+        f"{servers[n % 2]}/api/v1/conversations/{conversation.pk}/messages/"
+        for n, conversation in enumerate(conversations)
+    ]
+    try:
+        codes = _posts_at_once(urls, token)
+        assert sorted(set(codes)) == [202, 429], codes
+        runs = list(Run.objects.filter(conversation__owner=user).order_by("created_at"))
+        held = [run.budget["reserved"]["tokens"] for run in runs]
+        # In the order they were let in (one at a time, under the owner's lock), each saw
+        # the runs before it hold less than the limit; and then it was reached.
+        assert all(sum(held[:n]) < 10_000 for n in range(len(held))), held
+        assert sum(held) >= 10_000, held
+        assert codes.count(202) == len(runs)
+        assert Message.objects.filter(conversation__owner=user).count() == len(runs)
+        assert {run.budget["reserved"]["tokens"] for run in runs} <= {1000, 4000}
+        answer.set()
+        server_settle(timeout=30)
+    finally:
+        answer.set()
+        second.stop()
 
 
 @pytest.mark.postgres
