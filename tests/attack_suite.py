@@ -100,6 +100,7 @@ ATTACKS: dict[str, list[str]] = {
         "tests/chat/test_budgets.py::bad_limit",
         "tests/chat/test_budgets.py::fifty_posts",
         "tests/chat/test_budgets.py::two_web_processes",
+        "tests/chat/test_budgets.py::two_workers",
     ],
     "approval races": [
         "tests/chat/engine/test_approval.py::decided_once",
