@@ -1,7 +1,8 @@
 """What people expect of a chat page in 2026, each in a real browser on a real uvicorn.
 
 Markdown answers, Copy / Regenerate / Edit, conversations created by their
-first message, renamed, deleted, searched and sorted by activity, follow-up
+first message, renamed, deleted, searched and sorted by activity, those of
+API clients shown or hidden, follow-up
 chips, resource cards, labelled badges, dark mode, the keyboard, and a cancel
 that stops the tool. Screenshots go to screenshots/ (gitignored), named
 chat-<feature>[-375].png.
@@ -17,9 +18,17 @@ from typing import TYPE_CHECKING
 import pytest
 from django.utils import timezone
 
-from chat.models import Conversation, ExecutionStatus, Message, Run, RunEvent, ToolExecution
+from chat.models import (
+    Conversation,
+    ExecutionStatus,
+    Message,
+    Run,
+    RunEvent,
+    Source,
+    ToolExecution,
+)
 from tests.assertions import wait_until
-from tests.factories import UserFactory
+from tests.factories import ConversationFactory, UserFactory
 from tests.test_chat_ui_browser import ask, log_in, new_conversation
 
 if TYPE_CHECKING:
@@ -137,6 +146,40 @@ def test_edit_resends_the_last_question_and_escape_cancels(asgi_server: str, pag
     expect(page.locator(".msg-user")).to_have_text(re.compile("what is 3\\+3"))
     expect(page.locator(ANSWER)).to_have_count(1)
     assert Message.objects.filter(superseded_at__isnull=False).count() >= 2
+
+
+def test_api_clients_conversations_are_marked_and_hidden_on_request_after_a_reload_too(
+    asgi_server: str, page: Page, screenshots_dir: Path
+):
+    log_in(page, asgi_server)
+    ada = UserFactory._meta.model.objects.get(username="ada")
+    ask(page, "what is 2+2")
+    expect(page.locator(ANSWER).last).to_contain_text("4")
+    ConversationFactory(owner=ada, title="Asked from a script", source=Source.V1)
+    ConversationFactory(owner=ada, title="### Task: a title", source=Source.TASK)
+    page.reload()
+    items = page.locator(".conversation-item")
+    shown = page.get_by_label("Show API clients' conversations")
+    expect(shown).to_be_checked()  # by default: they are the person's conversations too
+    expect(items).to_have_count(2)  # a client's background task is never listed
+    client = items.filter(has_text="Asked from a script")
+    expect(client.locator(".conversation-source")).to_have_text("API client")
+    expect(items.filter(has_text="what is 2+2").locator(".conversation-source")).to_have_count(0)
+    page.screenshot(path=screenshots_dir / "chat-api-clients.png")
+
+    shown.uncheck()
+    expect(items).to_have_count(1)
+    expect(items.first).to_contain_text("what is 2+2")
+    page.reload()  # the choice is remembered
+    expect(page.get_by_label("Show API clients' conversations")).not_to_be_checked()
+    expect(items).to_have_count(1)
+    expect(items.first).to_contain_text("what is 2+2")
+    page.get_by_label("Search conversations").fill("script")
+    expect(page.locator("#conversations-empty")).to_contain_text("No conversation matches")
+    page.get_by_label("Search conversations").fill("")
+    page.get_by_label("Show API clients' conversations").check()
+    expect(items).to_have_count(2)
+    expect(items.filter(has_text="Asked from a script")).to_have_count(1)
 
 
 def test_conversations_are_made_by_a_message_renamed_deleted_searched_and_sorted(
@@ -336,8 +379,11 @@ def test_the_keyboard_reaches_everything_and_streamed_text_is_announced(
     page.keyboard.press("Enter")
     expect(page.locator(".tool-card .tool-name").last).to_have_text("search_notes")
     expect(page.locator(ANSWER).last).to_contain_text("Found 1 note")
-    # The sidebar: search field, then the conversation, which Enter opens.
+    # The sidebar: search field, the box of API clients, then the conversation,
+    # which Enter opens.
     page.get_by_label("Search conversations").focus()
+    page.keyboard.press("Tab")
+    expect(page.get_by_label("Show API clients' conversations")).to_be_focused()
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.classList.contains('conversation-link')")
 

@@ -559,6 +559,8 @@ def test_the_conversation_list_is_one_tab_stop_walked_with_the_arrow_keys(
     expect(page.locator("#export")).to_have_attribute("href", re.compile("/export/$"))
     page.locator("#conversation-search").focus()
     page.keyboard.press("Tab")
+    assert_focus(page, "conversations-show-clients")  # the search's box of API clients
+    page.keyboard.press("Tab")
     assert_focus(page, "link First")
     page.keyboard.press("Tab")
     assert_focus(page, "Rename “First”")  # the focused one's buttons follow it
@@ -580,7 +582,7 @@ def test_the_conversation_list_is_one_tab_stop_walked_with_the_arrow_keys(
     page.keyboard.press("ArrowUp")
     assert_focus(page, "link Second")
     # Leaving the list and coming back lands on the one left.
-    page.locator("#conversation-search").focus()
+    page.locator("#conversations-show-clients").focus()
     page.keyboard.press("Tab")
     assert_focus(page, "link Second")
     page.keyboard.press("F2")

@@ -220,7 +220,12 @@ V1_FIELDS: dict[str, tuple[dict[str, Any], list[list[str]]]] = {
             ["text"],
             ["max_output_tokens"],
             ["temperature"],
+            ["conversation"],
         ],
+    ),
+    "/v1/conversations": (
+        {"items": [{"type": "message", "role": "user", "content": "hi"}]},
+        [["items"], ["metadata"]],
     ),
 }
 
@@ -247,7 +252,12 @@ def test_every_v1_field_survives_hostile_values(world, capsys, settings, monkeyp
                 )
                 tally.add(f"/v1 POST {path}", response.status_code, f"{field[0]} {kind}")
     for kind, raw in HOSTILE_QUERY.items():
-        for path in (f"/v1/responses/{raw}", f"/v1/models/{raw}"):
+        for path in (
+            f"/v1/responses/{raw}",
+            f"/v1/models/{raw}",
+            f"/v1/conversations/{raw}",
+            f"/v1/conversations/{raw}/items",
+        ):
             response = client.get(path)
             tally.add("/v1 GET a hostile id", response.status_code, f"{path} {kind}")
     tally.report(capsys)

@@ -58,6 +58,9 @@ class Conversation(models.Model):
     # and the client's own name for the conversation (an X-OpenWebUI-Chat-Id), if any.
     client_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
     client_ref = StorableCharField(max_length=200, blank=True, default="", editable=False)
+    # A /v1/conversations client's `metadata` (chat/openai_api/conversations.py): at most
+    # 16 string pairs, as OpenAI bounds it.
+    client_metadata = StorableJSONField(default=dict, blank=True, editable=False)
     # A replay's own conversation (chat/services/replays.py): the run it replays. Left
     # out of the conversation list, reachable by id, deleted with the original.
     replay_of = models.ForeignKey(

@@ -133,20 +133,36 @@ RESPONSE_DELETED = {"id": RESPONSE["id"], "object": "response.deleted", "deleted
 
 RESPONSE_CANCELLED = {**RESPONSE, "status": "cancelled", "output": []}
 
+INPUT_ITEM = {
+    "id": "msg_0",
+    "type": "message",
+    "role": "user",
+    "content": [{"type": "input_text", "text": "What is 12*7?"}],
+}
+
 INPUT_ITEMS = {
     "object": "list",
-    "data": [
-        {
-            "id": "msg_0",
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": "What is 12*7?"}],
-        }
-    ],
+    "data": [INPUT_ITEM],
     "first_id": "msg_0",
     "last_id": "msg_0",
     "has_more": False,
 }
+
+CONVERSATION = {
+    "id": "conv_0f8fad5bd9cb469fa16570867728950e",
+    "object": "conversation",
+    "created_at": 1764151200,
+    "metadata": {"topic": "orders"},
+}
+
+CONVERSATION_REQUEST = {
+    "items": [{"type": "message", "role": "user", "content": "Hello!"}],
+    "metadata": {"topic": "orders"},
+}
+
+CONVERSATION_DELETED = {"id": CONVERSATION["id"], "object": "conversation.deleted", "deleted": True}
+
+ITEMS_REQUEST = {"items": [{"type": "message", "role": "user", "content": "And order A-2?"}]}
 
 
 class BearerAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]

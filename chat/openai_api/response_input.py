@@ -39,9 +39,6 @@ from chat.openai_api.threads import MAX_MESSAGES, ClientMessage, messages_read
 SKIPPED_ITEMS = frozenset({"mcp_call", "mcp_list_tools", "mcp_approval_request", "reasoning"})
 APPROVAL_RESPONSE = "mcp_approval_response"
 TEXT_PARTS = {"input_text": "text", "output_text": "text", "text": "text", "refusal": "refusal"}
-UNSUPPORTED = {
-    "conversation": "conversation is not supported yet; use previous_response_id",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +53,7 @@ class ResponseRequest:
     # The request's `mcp_approval_response` items: it decides calls instead of adding a turn.
     decisions: list[Decision] = dataclasses.field(default_factory=list)
     raw_input: Any = None  # `input` as given, for GET .../input_items
+    conversation: str | None = None  # the id of the conversation it is the next turn of
 
     @property
     def background(self) -> bool:
@@ -66,9 +64,7 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
     """Check a /v1/responses body; InvalidInput names the field at fault, as the API names it."""
     if not isinstance(body, dict):
         raise InvalidInput("The body must be a JSON object.")
-    for key, reason in UNSUPPORTED.items():
-        if body.get(key):
-            raise InvalidInput(f"{key}: {reason}.", field=key)
+    conversation = _conversation_read(body.get("conversation"))
     instructions = _optional(body, "instructions", str, "a string")
     previous = _optional(body, "previous_response_id", str, "a string")
     store = _optional(body, "store", bool, "a boolean")
@@ -89,6 +85,12 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
         message = error.message.replace(str(error.field), str(field)) if field else error.message
         raise InvalidInput(message, field=field) from None
     raw = body.get("input")
+    if conversation is not None and previous is not None:
+        raise InvalidInput(
+            "conversation and previous_response_id are two ways to name the turn before; "
+            "send one of them.",
+            field="conversation",
+        )
     decisions = _decisions_read(raw, previous)
     if decisions:
         return ResponseRequest(
@@ -96,7 +98,22 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
         )
     messages = _instructions(instructions) + items_read(raw)
     echo = echo_read(body)
-    return ResponseRequest(completion, messages, echo, previous, store is not False, [], raw)
+    return ResponseRequest(
+        completion, messages, echo, previous, store is not False, [], raw, conversation
+    )
+
+
+def _conversation_read(value: Any) -> str | None:
+    """`conversation`: a conversation's id, as a string or as `{"id": ...}`."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        value = value.get("id")
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(
+            'conversation must be a conversation\'s id, or {"id": ...}.', field="conversation"
+        )
+    return value
 
 
 def _decisions_read(raw: Any, previous: str | None) -> list[Decision]:

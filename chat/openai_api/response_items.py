@@ -43,7 +43,9 @@ def input_items_of(run: Run, part: int) -> list[dict[str, Any]]:
     return list(stored.get(INPUT_ITEMS) or [])
 
 
-def input_items_page(items: list[dict[str, Any]], query: Any) -> dict[str, Any]:
+def input_items_page(
+    items: list[dict[str, Any]], query: Any, *, of: str = "this response"
+) -> dict[str, Any]:
     """One page of the items, as OpenAI's list endpoints answer; InvalidInput names a bad query."""
     order = query.get("order") or "desc"
     if order not in ("asc", "desc"):
@@ -59,9 +61,7 @@ def input_items_page(items: list[dict[str, Any]], query: Any) -> dict[str, Any]:
     if after:
         ids = [item["id"] for item in ordered]
         if after not in ids:
-            raise InvalidInput(
-                f"after: no input item {after[:80]!r} in this response.", field="after"
-            )
+            raise InvalidInput(f"after: no item {after[:80]!r} in {of}.", field="after")
         ordered = ordered[ids.index(after) + 1 :]
     data = ordered[:limit]
     return {

@@ -46,7 +46,7 @@ CHOICES = ("none", "auto", "required")
 def options_as_completion(body: dict[str, Any], tools: list[Any]) -> dict[str, Any]:
     """The Chat Completions fields (tools and messages aside) that ask for the same turn."""
     chat: dict[str, Any] = {key: body[key] for key in SAME_NAME if key in body}
-    _metadata_check(body.get("metadata"))
+    metadata_check(body.get("metadata"))
     if body.get("max_output_tokens") is not None:
         chat["max_tokens"] = body["max_output_tokens"]
     text = _object(body, "text")
@@ -111,7 +111,7 @@ def _object(body: dict[str, Any], key: str, field: str | None = None) -> dict[st
     return value
 
 
-def _metadata_check(metadata: Any) -> None:
+def metadata_check(metadata: Any) -> None:
     """OpenAI's rule for `metadata`: at most 16 string pairs, of bounded lengths."""
     if not isinstance(metadata, dict):
         return  # None, or options_read says what is wrong with it

@@ -225,14 +225,16 @@ def _timed_items(run: Run) -> list[tuple[datetime, dict[str, Any]]]:
             if execution is None:
                 continue
             if call["function"]["name"] in client_names:
-                items.append((execution.created_at, _function_call(execution, call)))
+                items.append((execution.created_at, function_call_item(execution, call)))
             elif _waited(execution):
                 items.append((execution.created_at, approval_request(execution, call)))
                 if execution.status != ExecutionStatus.AWAITING_APPROVAL:
                     at = execution.decided_at or execution.created_at
-                    items.append((at, _mcp_call(execution, call, approval_request_id(execution))))
+                    items.append(
+                        (at, mcp_call_item(execution, call, approval_request_id(execution)))
+                    )
             else:
-                items.append((execution.created_at, _mcp_call(execution, call)))
+                items.append((execution.created_at, mcp_call_item(execution, call)))
     return items
 
 
@@ -291,7 +293,8 @@ def output_text(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _function_call(execution: ToolExecution, call: dict[str, Any]) -> dict[str, Any]:
+def function_call_item(execution: ToolExecution, call: dict[str, Any]) -> dict[str, Any]:
+    """A call of one of the client's tools, which the client answers."""
     return {
         "type": "function_call",
         "id": f"fc_{execution.pk.hex}",
@@ -302,9 +305,10 @@ def _function_call(execution: ToolExecution, call: dict[str, Any]) -> dict[str, 
     }
 
 
-def _mcp_call(
+def mcp_call_item(
     execution: ToolExecution, call: dict[str, Any], approval: str | None = None
 ) -> dict[str, Any]:
+    """A call of one of toolchat's tools, which it ran (or runs) on the server."""
     status = CALL_STATUSES.get(ExecutionStatus(execution.status), "calling")
     error = None
     if status == "failed":

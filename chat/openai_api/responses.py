@@ -6,7 +6,8 @@ chat/openai_api/response_input.py, and shown as the resource
 chat/openai_api/response_output.py builds from the run. Authentication, the
 message budget and the error object are the Chat Completions endpoint's.
 A request that continues `previous_response_id` is the next turn of that
-response's conversation; one without it finds its conversation as a Chat
+response's conversation, one that names a `conversation` (chat/openai_api/
+conversations.py) the next turn of that one; one without either finds its conversation as a Chat
 Completions request does, by the history it sends.
 """
 
@@ -28,6 +29,7 @@ from chat.exceptions import Conflict, InvalidInput
 from chat.message_rate import MessageRateThrottle
 from chat.models import Conversation, Run
 from chat.openai_api import docs
+from chat.openai_api.conversation_items import conversation_of, v1_id
 from chat.openai_api.response_approvals import continued_echo, decisions_apply
 from chat.openai_api.response_input import ResponseRequest, output_read, response_request_read
 from chat.openai_api.response_items import (
@@ -211,6 +213,10 @@ def _begin(user: Any, body: Any, meta: dict[str, Any]) -> _Begun:
     """Read the request, start its turn, and keep it as a stored response (unless `store: false`)."""
     read = response_request_read(body, meta)
     continues = _continued(user, read.previous_response_id)
+    if read.conversation is not None:
+        continues = conversation_of(user, read.conversation, field="conversation")
+        echo = {**read.echo, "conversation": {"id": v1_id(continues)}}
+        read = dataclasses.replace(read, echo=echo)
     if read.decisions:
         return _decide(user, read, continues)
     with transaction.atomic():
@@ -258,10 +264,10 @@ def _decide(user: Any, read: ResponseRequest, conversation: Conversation | None)
 def _saw(begun: _Begun, body: dict[str, Any]) -> None:
     """Remember what the client saw (its input and the output) for its next stateless request.
 
-    A request that continued `previous_response_id` is followed by that, not
-    by its history (turn_start cleared what its conversation remembers).
+    A request that continued `previous_response_id` (or `conversation`) is
+    followed by that, not by its history (turn_start cleared what its conversation remembers).
     """
-    if begun.read.previous_response_id is not None:
+    if begun.read.previous_response_id is not None or begun.read.conversation is not None:
         return
     answer = output_read(body["output"])
     thread_saw(begun.started.conversation, [*begun.started.messages, *answer])

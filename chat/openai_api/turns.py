@@ -100,7 +100,7 @@ def _task_start(
     with transaction.atomic():
         conversation = conversation_create(
             owner=user,
-            title=_title(task),
+            title=conversation_title(task),
             mode=Mode.LOOP,
             system_prompt=system_prompt_read(messages),
             model=request.model,
@@ -119,7 +119,7 @@ def _conversation_new(
 ) -> Conversation:
     conversation = conversation_create(
         owner=user,
-        title=_title(turn.content or ""),
+        title=conversation_title(turn.content or ""),
         mode=request.mode or DEFAULT_MODE,
         system_prompt=system_prompt_read(messages),
         model=request.model,
@@ -144,6 +144,7 @@ def _conversation_follow(
     )
 
 
-def _title(content: str) -> str:
+def conversation_title(content: str) -> str:
+    """A conversation's title from its first message: its words, at most 80 characters."""
     words = " ".join(content.split())
     return words if len(words) <= 80 else words[:79] + "…"

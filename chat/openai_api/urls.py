@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from chat.openai_api import responses, views
+from chat.openai_api import conversations, responses, views
 
 app_name = "openai"
 
@@ -25,6 +25,22 @@ urlpatterns = [
         "responses/<str:response_id>/input_items",
         responses.ResponseInputItemsView.as_view(),
         name="response-input-items",
+    ),
+    path("conversations", conversations.ConversationCreateView.as_view(), name="conversations"),
+    path(
+        "conversations/<str:conversation_id>",
+        conversations.ConversationDetailView.as_view(),
+        name="conversation",
+    ),
+    path(
+        "conversations/<str:conversation_id>/items",
+        conversations.ConversationItemsView.as_view(),
+        name="conversation-items",
+    ),
+    path(
+        "conversations/<str:conversation_id>/items/<str:item_id>",
+        conversations.ConversationItemView.as_view(),
+        name="conversation-item",
     ),
     re_path(r"^[\s\S]*$", csrf_exempt(views.not_found)),
 ]

@@ -142,6 +142,15 @@ def conversation_update(
     return conversation
 
 
+def conversation_metadata_set(
+    *, conversation: Conversation, metadata: dict[str, str]
+) -> Conversation:
+    """Replace a /v1/conversations client's metadata (checked by the caller, as OpenAI bounds it)."""
+    conversation.client_metadata = metadata
+    conversation.save(update_fields=["client_metadata", "updated_at"])
+    return conversation
+
+
 def conversation_delete(*, conversation: Conversation) -> None:
     """Delete a conversation and everything recorded in it; Conflict while a run is active.
 

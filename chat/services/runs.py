@@ -351,6 +351,37 @@ def _client_calls_answered(
     return answered
 
 
+def client_history_add(
+    *, conversation: Conversation, history: list[dict[str, Any]]
+) -> list[Message]:
+    """Store a /v1 client's items in its conversation, after the last message, with no run.
+
+    In one transaction with the conversation's lock (no run may be active: a
+    Conflict); the history is checked by the caller, as `ClientTurn.history`.
+    A call the conversation handed to its client still waits for its result:
+    nothing else may follow it, so that is InvalidInput naming the calls.
+    """
+    with idle_conversation(conversation) as (locked, last_position):
+        waiting = sorted(
+            ToolExecution.objects.filter(
+                run__conversation=locked, status=ExecutionStatus.CLIENT
+            ).values_list("tool_call_id", flat=True)
+        )
+        if waiting:
+            raise InvalidInput(
+                "The conversation waits for the result of " + ", ".join(waiting) + "; answer "
+                "it with a function_call_output in the next response first.",
+                field="items",
+                details={"call_ids": waiting},
+            )
+        position = 0 if last_position is None else last_position + 1
+        rows = [
+            _imported(locked, item, position=position + index) for index, item in enumerate(history)
+        ]
+        Message.objects.bulk_create(rows)
+    return rows
+
+
 def _imported(conversation: Conversation, item: dict[str, Any], *, position: int) -> Message:
     """A message of a client's own past, stored as it was (no run made it)."""
     role = item["role"]

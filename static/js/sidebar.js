@@ -1,6 +1,7 @@
 // @ts-check
 /* The sidebar: the user's conversations (newest activity first, searchable,
- * renamed and deleted in place), the mode of new conversations, and on a
+ * renamed and deleted in place; those of API clients shown or not, as the
+ * person last chose), the mode of new conversations, and on a
  * narrow screen the button that opens it over the thread (with a backdrop:
  * Escape, a tap beside it or a choice closes it; the focus goes into it, and
  * back to the button).
@@ -11,7 +12,8 @@ import { exactTime, relativeTime, shortTime } from "./format.js";
 
 /**
  * @typedef {{id: string, title?: string, mode?: string, created_at: string, updated_at?: string,
- *   last_event_seq?: number, active_run_id?: string | null, system_prompt?: string}} Conversation
+ *   last_event_seq?: number, active_run_id?: string | null, system_prompt?: string,
+ *   source?: string}} Conversation
  *
  * @typedef {Object} SidebarHooks
  * @property {(method: string, path: string, body?: unknown) => Promise<any>} api
@@ -24,6 +26,54 @@ import { exactTime, relativeTime, shortTime } from "./format.js";
  * @property {(conversation: Conversation) => void} deleted
  * @property {(message: string) => void} error
  */
+
+/** Where the choice to show API clients' conversations is remembered. */
+export const SHOW_CLIENTS_KEY = "toolchat.sidebar.showClients";
+
+/**
+ * Whether the list shows the conversations of OpenAI-compatible clients (source `v1`):
+ * yes, unless the person unticked it (a storage that cannot be read: yes).
+ * @param {Pick<Storage, "getItem"> | null} storage
+ */
+export function showsClients(storage) {
+  try {
+    return !storage || storage.getItem(SHOW_CLIENTS_KEY) !== "0";
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * Remembers the choice; a storage that refuses it (private mode, full) keeps it for the page only.
+ * @param {Pick<Storage, "setItem"> | null} storage
+ * @param {boolean} shown
+ */
+export function showClientsRemember(storage, shown) {
+  try {
+    if (storage) storage.setItem(SHOW_CLIENTS_KEY, shown ? "1" : "0");
+  } catch {
+    // Nothing to do: the box still says what the list shows.
+  }
+}
+
+/**
+ * The list's query: the search's `q`, and without API clients' conversations the other
+ * sources (the REST API's `?source=`; a client's background tasks are never listed).
+ * @param {string} search
+ * @param {boolean} clients
+ */
+export function listQuery(search, clients) {
+  return (search ? "&q=" + encodeURIComponent(search) : "") + (clients ? "" : "&source=chat,api");
+}
+
+/** @returns {Storage | null} */
+function storageOrNull() {
+  try {
+    return window.localStorage;
+  } catch {
+    return null;
+  }
+}
 
 /**
  * The title, or "Untitled · 12 Nov 10:00" (format.js shortTime).
@@ -46,6 +96,7 @@ export function createSidebar(root, hooks) {
     newForm: byId("new-conversation", HTMLFormElement),
     newMode: byId("new-mode", HTMLSelectElement),
     search: byId("conversation-search", HTMLInputElement),
+    showClients: byId("conversations-show-clients", HTMLInputElement),
     modeHelp: byId("mode-help", HTMLElement),
     sidebar: byId("sidebar", HTMLElement),
     backdrop: byId("sidebar-backdrop", HTMLElement),
@@ -54,6 +105,7 @@ export function createSidebar(root, hooks) {
   /** @type {Conversation[]} */
   let conversations = [];
   let search = ""; // the search box's text, once it settled
+  el.showClients.checked = showsClients(storageOrNull());
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let searchTimer;
   let listRequest = 0; // numbers the list's loads: a late answer to an older search is dropped
@@ -133,6 +185,11 @@ export function createSidebar(root, hooks) {
       when.title = "Last activity: " + exactTime(at);
       facts.appendChild(when);
       facts.appendChild(h("span", "conversation-mode", modeName(conversation.mode)));
+      if (conversation.source === "v1") {
+        const source = h("span", "conversation-source", "API client");
+        source.title = "Made by an OpenAI-compatible client (/v1)";
+        facts.appendChild(source);
+      }
       link.appendChild(facts);
       if (currentId === conversation.id) link.setAttribute("aria-current", "page");
       item.appendChild(link);
@@ -192,7 +249,7 @@ export function createSidebar(root, hooks) {
 
   /** The list from the server (with the search's `q`); resolves to it. */
   function load() {
-    const query = search ? "&q=" + encodeURIComponent(search) : "";
+    const query = listQuery(search, el.showClients.checked);
     const request = ++listRequest;
     const createdBefore = created.length;
     return hooks.apiAll("/conversations/?page_size=200" + query, 1).then((items) => {
@@ -221,6 +278,7 @@ export function createSidebar(root, hooks) {
       found = true;
       return conversation;
     });
+    if (!found && !el.showClients.checked && conversation.source === "v1") return;
     if (!found) conversations.unshift(conversation);
     conversations.sort((a, b) => (b.updated_at || "").localeCompare(a.updated_at || ""));
     render();
@@ -359,6 +417,11 @@ export function createSidebar(root, hooks) {
       search = el.search.value.trim();
       load().catch((error) => hooks.error("Could not search: " + error.message));
     }, 250);
+  });
+
+  el.showClients.addEventListener("change", () => {
+    showClientsRemember(storageOrNull(), el.showClients.checked);
+    load().catch((error) => hooks.error("Could not load the conversations: " + error.message));
   });
 
   el.list.addEventListener("keydown", listKey);

@@ -93,6 +93,13 @@ def test_every_operation_of_design_section_7_and_ours_is_described(schema):
         ("/v1/responses/{response_id}", "delete"),
         ("/v1/responses/{response_id}/cancel", "post"),
         ("/v1/responses/{response_id}/input_items", "get"),
+        ("/v1/conversations", "post"),
+        ("/v1/conversations/{conversation_id}", "get"),
+        ("/v1/conversations/{conversation_id}", "post"),
+        ("/v1/conversations/{conversation_id}", "delete"),
+        ("/v1/conversations/{conversation_id}/items", "get"),
+        ("/v1/conversations/{conversation_id}/items", "post"),
+        ("/v1/conversations/{conversation_id}/items/{item_id}", "get"),
     }
 
 

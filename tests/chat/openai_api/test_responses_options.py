@@ -2,8 +2,9 @@
 
 What the model was sent is read at the scripted server (tests/llm_server.py);
 the offline model's structured output, tool choice and token limit are checked
-through the openai SDK's `responses.parse` and pydantic-ai's
-OpenAIResponsesModel with an `output_type`, on a real uvicorn.
+through the openai SDK's `responses.parse`, pydantic-ai's
+OpenAIResponsesModel with an `output_type` and LangChain's
+`with_structured_output` on its Responses API, on a real uvicorn.
 """
 
 from __future__ import annotations
@@ -248,3 +249,25 @@ def test_pydantic_ai_responses_model_with_an_output_type(offline):
     native = Agent(model, output_type=NativeOutput(Calculation)).run_sync("What is 6*7?")
     assert isinstance(native.output, Calculation)
     assert native.output.value == 42
+
+
+@pytest.mark.postgres
+def test_langchains_with_structured_output_on_the_responses_api(offline):
+    from langchain_openai import ChatOpenAI
+
+    base_url, token = offline
+    chat = ChatOpenAI(
+        model="offline/offline",
+        base_url=base_url,
+        api_key=token,
+        max_retries=0,
+        use_responses_api=True,
+    )
+    answer = chat.with_structured_output(Calculation, method="json_schema").invoke("What is 6*7?")
+    assert isinstance(answer, Calculation)
+    assert answer.value == 42  # toolchat ran its calculator, then the model answered
+    # As a function to call, named in tool_choice: a function_call item LangChain parses.
+    called = chat.with_structured_output(Calculation, method="function_calling").invoke(
+        "What is 6*7?"
+    )
+    assert isinstance(called, Calculation)
