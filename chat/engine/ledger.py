@@ -47,9 +47,11 @@ def _stored(state: TurnState, trigger: Trigger) -> RunStatus:
     return STORED_STATUS[transition(state, trigger)]
 
 
-# A claim's UPDATE writes one status, whether the run was queued or parked (or taken
-# over): the table stores both moves alike (tests/chat/engine/test_states.py).
+# A queued run's claim, and a parked run's (woken by its last call, or taken over when
+# its lease went stale); the take-over's UPDATE may find a queued run too, and the table
+# stores both moves alike (tests/chat/engine/test_states.py).
 _CLAIMED = _stored(TurnState.QUEUED, Trigger.CLAIMED)
+_WOKEN = _stored(TurnState.PARKED, Trigger.WOKEN)
 _APPROVAL_ASKED = _stored(TurnState.ASKING, Trigger.APPROVAL_ASKED)
 _DECIDED = _stored(TurnState.AWAITING_APPROVAL, Trigger.DECIDED)
 # The status of a run a worker holds: what a write under its lease expects to find.
@@ -115,7 +117,7 @@ def run_claim(*, run_id: Any) -> Claim | None:
         .filter(free | Q(heartbeat_at__lt=stale) if stale else free)
         .update(
             started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())),
-            status=_CLAIMED,
+            status=_WOKEN,
             lease=token,
             heartbeat_at=now,
         )
