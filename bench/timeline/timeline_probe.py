@@ -15,7 +15,7 @@ STEPS = [
     ("chat.services.runs", "run_start"),
     ("chat.message_rate", "message_rate_check"),
     ("chat.engine.dispatch", "dispatch_run"),
-    ("chat.engine.lease", "run_claim"),
+    ("chat.engine.ledger", "run_claim"),
     ("chat.engine.request", "history_load"),
     ("chat.engine.request", "request_build"),
     ("chat.engine.model_step", "model_step"),

@@ -27,9 +27,10 @@ otherwise the model is told it was interrupted.
 The modules (all of them), in the order a run meets them:
 
 - `dispatch`: hands a run step or a tool call to Celery, or to in-process threads;
-- `lease`: claiming a run, its heartbeat, the row locks every write takes;
+- `ledger`: the run's row: its claim, the writes under its lease, the one writer of its status;
+- `lease`: the heartbeat that renews a run's lease, when a lease is stale, the row locks;
 - `claim_read`: the claimed run as the loop reads it (with its claim, on PostgreSQL);
-- `states`: the turn's named states, and the table of what moves a run between them;
+- `states`: the turn's named states, the table of what moves a run, the status each stores;
 - `run`: the loop that does the work of the run's state until the worker lets go;
 - `run_limits`: a run's per-run budget limits, checked before each of its model calls after the first;
 - `forced_replay`: a forced replay's turn: the new model asked at each of the original's steps;

@@ -25,7 +25,7 @@ from chat.engine.approvals import approval_requested_event, standing_approval_no
 from chat.engine.call_records import execution_build, execution_start, execution_started_event
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import RunEnd, run_end
-from chat.engine.lease import run_write
+from chat.engine.ledger import run_approval_wait, run_write
 from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.engine.replay_tools import tools_recorded
 from chat.engine.request import client_tool_names
@@ -45,7 +45,6 @@ from chat.models import (
     PolicyDecision,
     Role,
     Run,
-    RunStatus,
     StandingApproval,
     ToolExecution,
 )
@@ -246,7 +245,11 @@ def _answer_write(
                 message, executions = answer(events=events, suggestions=suggestions)
         else:
             with transaction.atomic():
-                run_write(run, token, **_step_fields(run, plan))
+                if plan.held:
+                    # Nobody holds a run that waits for a person: a decision moves it on.
+                    run_approval_wait(run, token, **_step_fields(run, plan))
+                else:
+                    run_write(run, token, **_step_fields(run, plan))
                 events = []
                 message, executions = answer(events=events, suggestions=suggestions)
                 if not plan.inline:
@@ -286,9 +289,6 @@ def _step_fields(run: Run, plan: _Plan) -> dict[str, Any]:
         fields["steps"] = run.steps + 1
         if not plan.inline:
             fields["lease"] = None
-        if plan.held:
-            # Nobody holds a run that waits for a person: a decision moves it on.
-            fields["status"] = RunStatus.AWAITING_APPROVAL
     return fields
 
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from chat.engine.call_records import call_fields
 from chat.engine.dispatch import dispatch_tool
+from chat.engine.ledger import run_decided
 from chat.engine.replay_tools import call_arguments
 from chat.engine.tool_calls import call_answer_store, call_lock, latch_release
 from chat.live.event_types import Event, ToolCallApprovalDecided, ToolCallApprovalRequested
@@ -100,10 +101,7 @@ def approval_store(
         # this last decision: people's time, kept apart from toolchat's own.
         waited = max(0, int((now - execution.created_at).total_seconds() * 1000))
         run.approval_wait_ms = (run.approval_wait_ms or 0) + waited
-        Run.objects.filter(pk=run.pk).update(
-            status=RunStatus.RUNNING, heartbeat_at=now, approval_wait_ms=run.approval_wait_ms
-        )
-        run.status = RunStatus.RUNNING
+        run_decided(run, at=now)
     events += latch_release(run, execution.message_id)
     events_publish(run=run, events=events)
 

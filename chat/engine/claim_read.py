@@ -1,6 +1,6 @@
 """A claimed run as the run loop reads it: the run, its conversation and owner, its last position.
 
-Every run is claimed once at least (chat/engine/lease.py `run_claim`), and the
+Every run is claimed once at least (chat/engine/ledger.py `run_claim`), and the
 ORM's `select_related` with an annotated subquery cost more to build than the
 database took to answer it. Here the statement is written once, and the rows
 become instances as the ORM would make them (each field's converters, then
@@ -12,9 +12,7 @@ own UPDATE and the read follows it (`claimed_reread`).
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -22,7 +20,7 @@ from django.db import connection
 from django.db.models import Field, Model
 
 from chat.engine.run_limits import run_used_keep
-from chat.models import Conversation, Run, RunStatus, ToolPolicy
+from chat.models import Conversation, Run, ToolPolicy
 from chat.policies import policies_keep
 from chat.statements import covering_column, model_columns
 
@@ -46,43 +44,27 @@ JOIN chat_conversation ON chat_conversation.id = claimed.conversation_id
 {owner_join}
 """
 
-# A queued run nobody started, claimed (the parameters: started_at, status, lease,
-# heartbeat_at, then the run's id and the status it must have).
-_CLAIM = """
-WITH claimed AS (
-    UPDATE chat_run SET started_at = %s, status = %s, lease = %s, heartbeat_at = %s
-    WHERE id = %s AND status = %s AND started_at IS NULL
-    RETURNING *
-)
-"""
 
+def claimed_read(claim: str, params: list[Any]) -> Run | None:
+    """Claim a run and read it, in one statement; None if the claim took no row.
 
-def claimed_read(run_id: Any, *, now: datetime, token: uuid.UUID) -> Run | None:
-    """Claim a queued run nobody started and read it, in one statement; None if it is not one.
-
-    PostgreSQL only (a data-modifying WITH).
+    `claim` is a data-modifying WITH named `claimed` (chat/engine/ledger.py
+    `run_claim`, which writes the claim), `params` its values. PostgreSQL only.
     """
-    params = [
-        _prepared("started_at", now),
-        RunStatus.RUNNING.value,
-        _prepared("lease", token),
-        _prepared("heartbeat_at", now),
-        _prepared("id", run_id),
-        RunStatus.QUEUED.value,
-    ]
-    return _read(_CLAIM + _statement("claimed"), params)
+    return _read(claim + _statement("claimed"), params)
 
 
 def claimed_reread(run_id: Any) -> Run:
     """The run this worker claimed (with its own UPDATE), as `claimed_read` gives it."""
-    params = [_prepared("id", run_id)]
+    params = [prepared("id", run_id)]
     run = _read(_statement("chat_run AS claimed") + " WHERE claimed.id = %s", params)
     if run is None:
         raise Run.DoesNotExist(f"run {run_id} is gone")
     return run
 
 
-def _prepared(name: str, value: Any) -> Any:
+def prepared(name: str, value: Any) -> Any:
+    """`value` as the database takes it for the run's field `name`."""
     field: Field[Any, Any] = Run._meta.get_field(name)  # type: ignore[assignment]
     return field.get_db_prep_value(value, connection)
 

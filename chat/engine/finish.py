@@ -1,9 +1,13 @@
 """Ending a run: completed, failed or cancelled, in one function, whoever ends it.
 
-`run_end` is the only writer of a run's end: the engine's answer (stored by
-the model step, by a `direct` turn, or after the follow-up suggestions), its
+`run_end` is the only way a run ends: the engine's answer (stored by the
+model step, by a `direct` turn, or after the follow-up suggestions), its
 failures, and a person's cancel (chat/services/runs.py) all go through it.
-One transaction holds the whole end:
+Each end is named by its trigger in the turn's table (chat/engine/states.py:
+`completed`, `cancelled`, and a failure's `model_failed`, `limit_reached`,
+`no_text_twice` or `error`), and the row is written by chat/engine/ledger.py
+`run_ended`, the status the end state stores with it. One transaction holds
+the whole end:
 
     the run's row      status, finished_at, latency_ms (from the post to the end),
                        error, no lease, the last heartbeat; with any counter the
@@ -17,8 +21,8 @@ One transaction holds the whole end:
                        `run.failed` or `run.cancelled`, always the run's last
 
 The row is written first, as every step's write is: the engine's end is
-fenced by its lease (`run_write`: LeaseLost when a cancel or a take-over came
-first), a cancel by the row lock its caller took.
+fenced by its lease (LeaseLost when a cancel or a take-over came first), a
+cancel by the row lock its caller took.
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ from django.db import transaction
 from django.db.models import Min, OuterRef, Subquery, Sum
 from django.utils import timezone
 
-from chat.engine.lease import LeaseLost, run_write
+from chat.engine.lease import LeaseLost
+from chat.engine.ledger import run_ended
+from chat.engine.states import ENDS, Trigger, TurnState
 from chat.engine.tool_calls import unfinished_calls_answer
 from chat.live.event_types import Event, RunCancelled, RunCompleted, RunFailed
 from chat.live.events import events_publish
@@ -48,9 +54,9 @@ from tools.results import ToolResult, cancelled_result, interrupted_result
 
 @dataclasses.dataclass(frozen=True)
 class RunEnd:
-    """How a run ends: its status, and what its end event says."""
+    """How a run ends: the trigger that ends it (its end state), and what its end event says."""
 
-    status: RunStatus
+    trigger: Trigger
     error: str = ""
     answer_id: uuid.UUID | None = None  # a completed run's final answer
     at: datetime.datetime | None = None  # when its latency stops (None: when it is written)
@@ -58,32 +64,36 @@ class RunEnd:
     @classmethod
     def completed(cls, answer_id: uuid.UUID, *, at: datetime.datetime | None = None) -> RunEnd:
         """Completed with `answer_id` as its answer; `at` when the turn's latency stops."""
-        return cls(RunStatus.COMPLETED, answer_id=answer_id, at=at)
+        return cls(Trigger.COMPLETED, answer_id=answer_id, at=at)
 
     @classmethod
-    def failed(cls, error: str) -> RunEnd:
-        """Failed, with a readable error."""
-        return cls(RunStatus.FAILED, error=error)
+    def failed(cls, error: str, trigger: Trigger) -> RunEnd:
+        """Failed, with a readable error; `trigger` says why (a model call's failure, say)."""
+        return cls(trigger, error=error)
 
     @classmethod
     def cancelled(cls) -> RunEnd:
         """Cancelled by a person."""
-        return cls(RunStatus.CANCELLED)
+        return cls(Trigger.CANCELLED)
+
+    @property
+    def state(self) -> TurnState:
+        """The end the run is in: completed, failed or cancelled."""
+        return ENDS[self.trigger]
 
     @property
     def open_call_result(self) -> Callable[..., ToolResult] | None:
         """The answer the run's open calls get; None for a completed run, which has none."""
         return {
-            RunStatus.FAILED: interrupted_result,
-            RunStatus.CANCELLED: cancelled_result,
-        }.get(self.status)
+            TurnState.FAILED: interrupted_result,
+            TurnState.CANCELLED: cancelled_result,
+        }.get(self.state)
 
     def fields(self, run: Run) -> dict[str, Any]:
-        """The columns of the run's row at its end: times, latency, no lease, the error."""
+        """The columns of the run's row at its end but its status: times, latency, no lease, the error."""
         now = timezone.now()
         ended = self.at or now
         fields: dict[str, Any] = {
-            "status": self.status,
             "finished_at": ended,
             "latency_ms": int((ended - run.created_at).total_seconds() * 1000),
             "lease": None,
@@ -95,9 +105,9 @@ class RunEnd:
 
     def event(self, run: Run, answered: list[ToolExecution]) -> Event:
         """The end's event, from the run's row as ended and the open calls it answered."""
-        if self.status == RunStatus.FAILED:
+        if self.state == TurnState.FAILED:
             return RunFailed(error=self.error)
-        if self.status == RunStatus.CANCELLED:
+        if self.state == TurnState.CANCELLED:
             return RunCancelled(cancelled_tool_calls=[e.tool_call_id for e in answered])
         return RunCompleted(
             message_id=str(self.answer_id),
@@ -128,12 +138,7 @@ def run_end(
         fields = {**end.fields(run), **(counters or {})}
         if run.status == RunStatus.AWAITING_APPROVAL:
             fields["approval_wait_ms"] = _waited_until(run, fields["finished_at"])
-        if lease is None:
-            Run.objects.filter(pk=run.pk).update(**fields)
-            for name, value in fields.items():
-                setattr(run, name, value)
-        else:
-            run_write(run, lease, **fields)
+        run_ended(run, end.trigger, fields, token=lease)
         result_for = end.open_call_result
         answered = unfinished_calls_answer(run, result_for) if result_for else []
         events: list[Event] = []
@@ -167,14 +172,21 @@ def _cost_sum(run: Run) -> None:
 
 
 def run_fail(
-    run: Run, token: uuid.UUID, error: str, *, counters: dict[str, Any] | None = None
+    run: Run,
+    token: uuid.UUID,
+    error: str,
+    *,
+    trigger: Trigger,
+    counters: dict[str, Any] | None = None,
 ) -> None:
     """Mark the run failed with a readable error, if it is still ours to end.
 
-    `counters` as for `run_end` (the model call that failed counts among its calls).
+    `trigger` names why, as the table does (`model_failed`, `limit_reached`,
+    `no_text_twice`, `error`); `counters` as for `run_end` (the model call that
+    failed counts among its calls).
     """
     try:
-        with run_end(run, RunEnd.failed(error), lease=token, counters=counters):
+        with run_end(run, RunEnd.failed(error, trigger), lease=token, counters=counters):
             pass
     except LeaseLost:
         pass  # cancelled or taken over meanwhile: whoever did it ends the run

@@ -33,9 +33,10 @@ from chat.engine.answer import decision_completion, repaired_tool_calls
 from chat.engine.answer_store import answer_figures, assistant_message_create
 from chat.engine.continuation import decide_after_tools
 from chat.engine.finish import RunEnd, run_end, run_fail
-from chat.engine.lease import run_write
+from chat.engine.ledger import run_write
 from chat.engine.model_calls import model_call
 from chat.engine.request import request_build
+from chat.engine.states import Trigger
 from chat.history import RunHistory
 from chat.history_rows import history_rows
 from chat.live.event_types import RunStarted
@@ -78,7 +79,12 @@ def forced_replay_run(run: Run, token: uuid.UUID, *, model: str, first: bool) ->
     try:
         provider, choice = provider_for(model)
     except UnknownModel as exc:
-        run_fail(run, token, f"{exc} Choose another model for this replay.")
+        run_fail(
+            run,
+            token,
+            f"{exc} Choose another model for this replay.",
+            trigger=Trigger.MODEL_FAILED,
+        )
         return False
     for index, original in enumerate(steps):
         if (original.step, original.purpose) in asked:
@@ -97,7 +103,13 @@ def forced_replay_run(run: Run, token: uuid.UUID, *, model: str, first: bool) ->
             run, token, request, provider=provider, purpose=original.purpose, step=original.step
         )
         if called.completion is None:
-            run_fail(run, token, called.error, counters={"model_calls": run.model_calls + 1})
+            run_fail(
+                run,
+                token,
+                called.error,
+                trigger=Trigger.MODEL_FAILED,
+                counters={"model_calls": run.model_calls + 1},
+            )
             return False
         completion = called.completion
         if original.purpose == ModelCallPurpose.DECIDE:
@@ -111,7 +123,12 @@ def forced_replay_run(run: Run, token: uuid.UUID, *, model: str, first: bool) ->
         with transaction.atomic():
             run_write(run, token, model_calls=run.model_calls + 1, steps=original.step)
             called.row.save(force_insert=True)
-    run_fail(run, token, "The original run has no answered step to replay.")
+    run_fail(
+        run,
+        token,
+        "The original run has no answered step to replay.",
+        trigger=Trigger.MODEL_FAILED,
+    )
     return False
 
 

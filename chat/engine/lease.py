@@ -1,9 +1,11 @@
-"""Who works on a run: claiming its lease, the heartbeat that renews it, and the row locks.
+"""Who works on a run: the heartbeat that renews its lease, when a lease is stale, the row locks.
 
-A claim is a compare-and-set on the run row; the holder renews `heartbeat_at`
-while it works, and anyone may take over a lease whose heartbeat went stale.
-Every write of a step happens under the run's row lock with the lease checked,
-so a worker that lost its lease (a cancel, a take-over) changes nothing.
+A claim is a compare-and-set on the run row (chat/engine/ledger.py
+`run_claim`); the holder renews `heartbeat_at` while it works, and anyone may
+take over a lease whose heartbeat went stale. Every write of a step happens
+under the run's row lock with the lease checked (chat/engine/ledger.py
+`run_write`), so a worker that lost its lease (a cancel, a take-over) changes
+nothing.
 
 Lock order everywhere: run, then tool execution, then conversation; and every
 row lock is FOR NO KEY UPDATE (or an UPDATE of non-key columns), so that the
@@ -20,21 +22,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Self
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connection, connections
-from django.db.models import DateTimeField, Q, QuerySet, Value
-from django.db.models.functions import Coalesce
+from django.db import DEFAULT_DB_ALIAS, InterfaceError, OperationalError, connections
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from chat.database import database_unreachable, database_up_since
-from chat.engine.claim_read import claimed_read, claimed_reread
 from chat.engine.dispatch import dispatch_run
 from chat.models import Run, RunStatus
-from chat.statements import rows_update
 
 logger = logging.getLogger(__name__)
 
@@ -65,71 +63,6 @@ def connection_release() -> None:
 
 class LeaseLost(Exception):
     """Another worker took the run over, or the run was cancelled: stop quietly."""
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A run taken by this worker: the row as claimed, the lease token, and whether it is new.
-
-    `first` is a claim of a run nobody worked on before: nothing of it is
-    stored yet beyond its user message, so there is nothing to look up or
-    repair before the first model call.
-    """
-
-    run: Run
-    token: uuid.UUID
-    first: bool
-
-
-def run_claim(*, run_id: Any) -> Claim | None:
-    """Take the run's lease if it is free or stale; None when someone else holds it or it ended.
-
-    The run comes with its conversation, the conversation's owner, and the
-    conversation's last position (chat/engine/claim_read.py).
-    """
-    now = timezone.now()
-    token = uuid.uuid4()
-    # The common case first: a queued run nobody has started.
-    if connection.vendor == "postgresql":
-        run = claimed_read(run_id, now=now, token=token)
-        if run is not None:
-            return Claim(run, token, first=True)
-    else:
-        started = Run.objects.filter(
-            pk=run_id, status=RunStatus.QUEUED, started_at__isnull=True
-        ).update(started_at=now, status=RunStatus.RUNNING, lease=token, heartbeat_at=now)
-        if started:
-            return Claim(claimed_reread(run_id), token, first=True)
-    free = Q(lease__isnull=True) | Q(heartbeat_at__isnull=True)
-    stale = stale_cutoff(now)
-    claimed = (
-        Run.objects.filter(pk=run_id, status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
-        .filter(free | Q(heartbeat_at__lt=stale) if stale else free)
-        .update(
-            started_at=Coalesce("started_at", Value(now, output_field=DateTimeField())),
-            status=RunStatus.RUNNING,
-            lease=token,
-            heartbeat_at=now,
-        )
-    )
-    if not claimed:
-        return None
-    return Claim(claimed_reread(run_id), token, first=False)
-
-
-def run_write(run: Run, token: uuid.UUID, **fields: Any) -> None:
-    """Update the run's row if the lease is still ours, else raise LeaseLost.
-
-    Called first in a step's transaction: the UPDATE takes the run's row lock
-    (held to commit) and checks the lease in one statement.
-    """
-    fields.setdefault("heartbeat_at", timezone.now())
-    ours = {"id": run.pk, "lease": token, "status": RunStatus.RUNNING}
-    written = rows_update(Run, ours, **fields)
-    if not written:
-        raise LeaseLost(str(run.pk))
-    for name, value in fields.items():
-        setattr(run, name, value)
 
 
 def run_recheck_later(*, run_id: Any) -> None:

@@ -28,6 +28,7 @@ from chat.engine.deltas import DeltaBuffer
 from chat.engine.finish import run_fail
 from chat.engine.model_calls import model_call
 from chat.engine.request import request_build, request_hash
+from chat.engine.states import Trigger
 from chat.engine.suggestions import tool_suggestions
 from chat.history import RunHistory
 from chat.live.event_types import Event, MessageCreated
@@ -89,7 +90,12 @@ def model_step(
     except UnknownModel as exc:
         if announce is not None:
             events_publish(run=run, events=list(announce))
-        run_fail(run, token, f"{exc} Choose another model for this conversation.")
+        run_fail(
+            run,
+            token,
+            f"{exc} Choose another model for this conversation.",
+            trigger=Trigger.MODEL_FAILED,
+        )
         return Step(StepOutcome.FAILED)
     request = request_build(
         run, history, purpose=opening.purpose, model=choice.model, instruction=instruction
@@ -123,7 +129,13 @@ def model_step(
     completion = called.completion
     if completion is None:
         buffer.flush()
-        run_fail(run, token, called.error, counters={"model_calls": run.model_calls + 1})
+        run_fail(
+            run,
+            token,
+            called.error,
+            trigger=Trigger.MODEL_FAILED,
+            counters={"model_calls": run.model_calls + 1},
+        )
         return Step(StepOutcome.FAILED)
     if deciding:
         completion = decision_completion(completion)

@@ -34,7 +34,8 @@ from chat.engine.answer_store import Step, StepOutcome
 from chat.engine.continuation import Action, Decision, decide_after_tools
 from chat.engine.finish import run_fail
 from chat.engine.forced_replay import forced_replay_run
-from chat.engine.lease import LeaseLost, run_claim, run_recheck_later
+from chat.engine.lease import LeaseLost, run_recheck_later
+from chat.engine.ledger import run_claim
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import StepOpening, model_step, step_open
 from chat.engine.request import RequestHasher, history_load
@@ -91,7 +92,12 @@ def run_advance(*, run_id: Any) -> None:
             )
             return
         logger.exception("run %s failed with an internal error", run.pk)
-        run_fail(run, token, f"Internal error while processing the run ({type(exc).__name__}).")
+        run_fail(
+            run,
+            token,
+            f"Internal error while processing the run ({type(exc).__name__}).",
+            trigger=Trigger.ERROR,
+        )
         return
 
 
@@ -239,7 +245,7 @@ def _model_step(turn: _Turn) -> Trigger:
     if check.warnings:
         events_publish(run=run, events=list(check.warnings))
     if check.ended:
-        run_fail(run, turn.token, check.ended)
+        run_fail(run, turn.token, check.ended, trigger=Trigger.LIMIT_REACHED)
         return Trigger.LIMIT_REACHED
     if turn.last is None:
         first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
@@ -308,7 +314,12 @@ def _no_text(turn: _Turn) -> Trigger:
         return Trigger.NO_TEXT
     if turn.last is not None:
         return Trigger.NO_TEXT_TWICE_AFTER_TOOLS
-    run_fail(turn.run, turn.token, "The model answered with no text, twice. Try again.")
+    run_fail(
+        turn.run,
+        turn.token,
+        "The model answered with no text, twice. Try again.",
+        trigger=Trigger.NO_TEXT_TWICE,
+    )
     return Trigger.NO_TEXT_TWICE
 
 

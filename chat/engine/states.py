@@ -7,6 +7,13 @@ next state from this table; nothing else moves a run. A trigger reports work
 already done: a model step that failed has marked the run failed before it
 says `MODEL_FAILED`.
 
+The table is the code of the stored status too: `STORED_STATUS` gives each
+state's, and chat/engine/ledger.py, the only module that writes `Run.status`,
+stores the status of the state `transition` names for each move it makes (a
+claim, a wait for approval, a decision, an end: `ENDS` names the end a
+trigger leads to). An outside actor moves a run through it too: a person's
+decision (chat/engine/approvals.py) and cancel (chat/services/runs.py).
+
                 QUEUED
                   │ claimed (run_claim takes the lease)
                   ▼
@@ -157,6 +164,15 @@ TRANSITIONS: dict[tuple[TurnState, Trigger], TurnState] = {
 }
 
 
+_ENDED = frozenset({TurnState.COMPLETED, TurnState.FAILED, TurnState.CANCELLED})
+
+# The end each trigger that ends a run leads to, from any state it may happen in:
+# what chat/engine/ledger.py `run_ended` stores, read off the table.
+ENDS: dict[Trigger, TurnState] = {
+    trigger: ended for (_, trigger), ended in TRANSITIONS.items() if ended in _ENDED
+}
+
+
 class UnknownTransition(Exception):
     """A state was told of something that cannot happen in it: a bug in the run loop."""
 
@@ -174,15 +190,7 @@ def worker_lets_go(state: TurnState) -> bool:
     return state in _LET_GO
 
 
-_LET_GO = frozenset(
-    {
-        TurnState.PARKED,
-        TurnState.AWAITING_APPROVAL,
-        TurnState.COMPLETED,
-        TurnState.FAILED,
-        TurnState.CANCELLED,
-    }
-)
+_LET_GO = frozenset({TurnState.PARKED, TurnState.AWAITING_APPROVAL, *_ENDED})
 
 # What the policy's decision after a step of tools leads to (chat/engine/continuation.py).
 AFTER_TOOLS: dict[Action, Trigger] = {

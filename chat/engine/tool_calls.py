@@ -33,13 +33,8 @@ from chat.engine.call_records import (
     tool_message_create,
 )
 from chat.engine.dispatch import dispatch_run, dispatch_tool
-from chat.engine.lease import (
-    Heartbeat,
-    LeaseLost,
-    connection_release,
-    restart_grace_left,
-    run_write,
-)
+from chat.engine.lease import Heartbeat, LeaseLost, connection_release, restart_grace_left
+from chat.engine.ledger import run_write
 from chat.engine.replay_tools import call_arguments, recorded_result, tools_recorded
 from chat.live.event_types import Event, ToolCallCompleted, ToolsEnded, event_from
 from chat.live.events import event_publish, events_publish

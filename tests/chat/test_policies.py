@@ -110,7 +110,7 @@ def test_a_person_is_covered_by_their_rules_their_groups_rules_and_everyones(
 def test_a_claim_reads_the_owners_rules_with_the_run_and_no_query_more(
     django_assert_num_queries, queued
 ):
-    from chat.engine.lease import run_claim
+    from chat.engine.ledger import run_claim
     from tests.factories import ConversationFactory, RunFactory
 
     alice = UserFactory()

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from chat.engine.lease import run_claim
+from chat.engine.ledger import run_claim
 from chat.models import Message, Role, Run, RunStatus
 from tests.factories import ConversationFactory
 

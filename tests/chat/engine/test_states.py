@@ -7,6 +7,7 @@ import pytest
 from chat.engine.continuation import Action
 from chat.engine.states import (
     AFTER_TOOLS,
+    ENDS,
     STORED_STATUS,
     TRANSITIONS,
     Trigger,
@@ -139,3 +140,41 @@ def test_every_state_but_an_end_has_a_way_out_and_every_end_is_reached():
 def test_each_state_has_the_stored_status_of_its_run(state, status):
     assert STORED_STATUS[state] == status
     assert set(STORED_STATUS) == set(TurnState)
+
+
+@pytest.mark.parametrize(
+    ("trigger", "end"),
+    [
+        (T.COMPLETED, S.COMPLETED),
+        (T.CANCELLED, S.CANCELLED),
+        (T.ERROR, S.FAILED),
+        (T.MODEL_FAILED, S.FAILED),
+        (T.LIMIT_REACHED, S.FAILED),
+        (T.NO_TEXT_TWICE, S.FAILED),
+    ],
+)
+def test_a_trigger_that_ends_a_run_ends_it_the_same_way_from_every_state(trigger, end):
+    assert ENDS[trigger] == end
+    assert {
+        target
+        for (_, said), target in TRANSITIONS.items()
+        if said == trigger and target in ENDS.values()
+    } == {end}
+
+
+def test_only_the_triggers_that_end_a_run_have_an_end():
+    assert set(ENDS) == {
+        T.COMPLETED,
+        T.CANCELLED,
+        T.ERROR,
+        T.MODEL_FAILED,
+        T.LIMIT_REACHED,
+        T.NO_TEXT_TWICE,
+    }
+
+
+def test_a_claim_stores_one_status_whether_the_run_was_queued_or_parked():
+    # chat/engine/ledger.py `run_claim` writes one status in its take-over's UPDATE.
+    queued = STORED_STATUS[transition(S.QUEUED, T.CLAIMED)]
+    woken = STORED_STATUS[transition(S.PARKED, T.WOKEN)]
+    assert queued == woken == RunStatus.RUNNING
