@@ -17,6 +17,8 @@ parameter out (the call then says what is missing, rather than guess):
   takes the one after "from", a target the one after "to";
 - a time of day (`time`, or described as HH:MM): the clock time in the text,
   "2pm" as 14:00;
+- a string the words name, followed by a code: the code ("order A-7" is
+  `A-7`: chat/llm/offline/codes.py);
 - a title and a body (`title`, `body`, ...): the user's words as written, after
   the words that asked for the tool ("note that"), without Markdown emphasis or
   code marks; what follows a colon or a line break is the body;
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chat.llm.offline.codes import named_code
 from chat.llm.offline.history import Listed
 from chat.llm.offline.reading import STOP_STEMS, Reading, stem
 from chat.llm.offline.words import (
@@ -57,7 +60,8 @@ from chat.llm.offline.words import (
 )
 
 QUOTED = re.compile(r"\"([^\"]+)\"|'([^']+)'|“([^”]+)”")
-NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+# A number of its own: not the digits of a code ("A-7", "v2.1") or of a word.
+NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?![\w.])")
 # Parameter name words for a time zone, and for the zone a conversion starts from or goes to.
 ZONE_WORDS = frozenset({"timezone", "tz", "zone"})
 SOURCE_WORDS = frozenset({"source", "from", "origin"})
@@ -229,6 +233,13 @@ def _clock_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
     return clock_time(filling.text, seconds=_wants_seconds(schema))
 
 
+def _code_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
+    if schema.get("type") not in {"string", None} or "enum" in schema:
+        return _SKIP
+    code = named_code(name, filling.text)
+    return _SKIP if code is None else code
+
+
 def _title_rule(name: str, schema: dict[str, Any], filling: _Filling) -> Any:
     if name.lower() not in TITLE_PARAMS or not filling.title:
         return _SKIP
@@ -276,6 +287,7 @@ RULES = [
     _enum_rule,
     _zone_rule,
     _clock_rule,
+    _code_rule,
     _title_rule,
     _body_rule,
     _quoted_rule,

@@ -159,6 +159,38 @@ def test_picks_the_tool_and_fills_its_arguments(sentence, tool, arguments):
     assert completion.tool_calls[0].id.startswith("call_")
 
 
+LOOKUP_ORDER = function(
+    "lookup_order",
+    "Look an order up by its number.",
+    {"order": {"type": "string"}},
+    ["order"],
+)
+COUNT_ITEMS = function(
+    "count_items",
+    "Record how many items an order has.",
+    {"order": {"type": "string"}, "items": {"type": "integer"}},
+    ["order", "items"],
+)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "tool", "arguments"),
+    [
+        # A string named in the words, followed by a code: the code, not the rest.
+        ("Look up the order 1234 with lookup_order", LOOKUP_ORDER, {"order": "1234"}),
+        ("Where is my order A-1?", LOOKUP_ORDER, {"order": "A-1"}),
+        ("Check order #55 for me", LOOKUP_ORDER, {"order": "#55"}),
+        # The digits of a code are not a number of their own.
+        ("Order A-7 has 12 items", COUNT_ITEMS, {"order": "A-7", "items": 12}),
+    ],
+)
+def test_a_client_tools_string_takes_the_code_the_words_name_it_by(sentence, tool, arguments):
+    completion = ask(sentence, tools=[tool])
+    assert [(c.name, json.loads(c.arguments)) for c in completion.tool_calls] == [
+        (tool["function"]["name"], arguments)
+    ]
+
+
 def test_tool_call_ids_are_unique_across_identical_requests():
     assert ask("what is 1+1").tool_calls[0].id != ask("what is 1+1").tool_calls[0].id
 
