@@ -236,6 +236,10 @@ class ScriptedLLMServer:
                 server._models_list(self)
 
         class Server(ThreadingHTTPServer):
+            # socketserver's default backlog is 5: fifty runs calling at once had their
+            # connections refused or their SYNs retried a second later.
+            request_queue_size = 128
+
             def handle_error(self, request: Any, client_address: Any) -> None:
                 # A client that hangs up (a cancelled stream, a timeout test) is normal here.
                 pass
