@@ -1,0 +1,203 @@
+"""Images in user messages through /v1, in-process: read, checked, stored, sent, refused.
+
+Chat Completions' `image_url` parts and Responses' `input_image` parts are
+stored with the message (an `image` resource each, the facts on the message),
+sent to the model as `image_url` parts on every later call of the
+conversation, and anything a model could not be sent is a 400 that names the
+part, with nothing stored. The real clients' side is in test_images_clients.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+
+import pytest
+
+from chat.models import Conversation, Message
+from tests.chat.api.conftest import token_client
+from tests.llm_server import text_reply
+from tools.models import Resource
+
+MODEL = "openai/test-model"
+URL = "/v1/chat/completions"
+
+
+def png(width: int = 64, height: int = 48) -> bytes:
+    """A real PNG of one colour, `width`x`height` pixels."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def data_url(data: bytes, media_type: str = "image/png") -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+
+
+def image_part(url: str, detail: str | None = None) -> dict:
+    image = {"url": url} | ({"detail": detail} if detail else {})
+    return {"type": "image_url", "image_url": image}
+
+
+def asked(text: str, *parts: dict) -> dict:
+    return {"role": "user", "content": [{"type": "text", "text": text}, *parts]}
+
+
+def post(client, messages, **fields):
+    return client.post(URL, {"model": MODEL, "messages": messages} | fields, format="json")
+
+
+def error_of(response):
+    body = response.json()
+    assert set(body) == {"error"}, body
+    return body["error"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_image_is_stored_with_its_message_and_sent_on_every_later_call(v1, user, llm_server):
+    picture = png(64, 48)
+    llm_server.push(text_reply("A red square."), text_reply("Still red."))
+    first = [asked("What is this?", image_part(data_url(picture), "low"))]
+    response = post(v1, first)
+    assert response.status_code == 200, response.json()
+    sent = llm_server.requests[0]["messages"][-1]
+    assert sent == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": data_url(picture), "detail": "low"}},
+        ],
+    }
+    message = Message.objects.get(role="user")
+    (entry,) = message.images
+    assert entry | {"resource_id": None} == {
+        "resource_id": None,
+        "media_type": "image/png",
+        "bytes": len(picture),
+        "width": 64,
+        "height": 48,
+        "detail": "low",
+    }
+    resource = Resource.objects.get(pk=entry["resource_id"])
+    assert (resource.kind, resource.owner, resource.title) == ("image", user, "image/png, 64x48")
+    assert base64.b64decode(resource.data["data"]) == picture
+
+    # The client resends the history: the same conversation, the image sent again.
+    follow = [*first, {"role": "assistant", "content": "A red square."}, asked("And now?")]
+    response = post(v1, follow)
+    assert response.status_code == 200, response.json()
+    assert Conversation.objects.count() == 1
+    assert Resource.objects.count() == 1
+    again = llm_server.requests[1]["messages"]
+    assert again[-3]["content"][1]["image_url"]["url"] == data_url(picture)
+    assert again[-1] == {"role": "user", "content": "And now?"}
+    listed = token_client(user).get(f"/api/v1/conversations/{message.conversation_id}/messages/")
+    shown = listed.json()["results"][0]
+    assert (shown["content"], shown["images"]) == ("What is this?", message.images)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_https_image_is_sent_as_its_url_and_an_image_alone_is_a_message(v1, llm_server):
+    llm_server.push(text_reply("A cat."))
+    url = "https://images.example.com/cat.jpg?size=large"
+    response = post(v1, [{"role": "user", "content": [image_part(url)]}])
+    assert response.status_code == 200, response.json()
+    assert llm_server.requests[0]["messages"][-1]["content"] == [
+        {"type": "image_url", "image_url": {"url": url}}
+    ]
+    (entry,) = Message.objects.get(role="user").images
+    assert (entry["url"], entry["detail"]) == (url, None)
+    assert Resource.objects.get().data == {"url": url, "detail": None}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_responses_input_image_parts_reach_the_model_as_image_url_parts(v1, llm_server):
+    picture = png(8, 8)
+    llm_server.push(text_reply("Tiny."))
+    content = [
+        {"type": "input_text", "text": "Size?"},
+        {"type": "input_image", "image_url": data_url(picture), "detail": "high"},
+    ]
+    response = v1.post(
+        "/v1/responses",
+        {"model": MODEL, "input": [{"role": "user", "content": content}]},
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    assert response.json()["output"][-1]["content"][0]["text"] == "Tiny."
+    assert llm_server.requests[0]["messages"][-1]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": data_url(picture), "detail": "high"},
+    }
+
+
+GIF = b"GIF89a\x02\x00\x03\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x00\x00\x00\x00\x00,\x00\x00\x00\x00\x02\x00\x03\x00\x00\x02\x02D\x01\x00;"
+
+
+@pytest.mark.parametrize(
+    ("part", "field", "words"),
+    [
+        (image_part("data:image/png;base64,not*base64"), ".image_url.url", "not valid base64"),
+        (image_part(data_url(b"plain text, no image")), ".image_url.url", "not a PNG"),
+        (image_part(data_url(GIF, "text/plain")), ".image_url.url", "not an image type"),
+        (image_part("data:image/png," + "A" * 8), ".image_url.url", "base64"),
+        (image_part("http://example.com/a.png"), ".image_url.url", "https"),
+        (image_part("file:///etc/passwd"), ".image_url.url", "https"),
+        (image_part("https://example.com/a\x00.png"), ".image_url.url", "NUL"),
+        (image_part("https://example.com/a b.png"), ".image_url.url", "spaces"),
+        ({"type": "image_url", "image_url": {"url": 7}}, ".image_url.url", "a string"),
+        ({"type": "image_url", "image_url": 7}, ".image_url", "an object"),
+        (image_part(data_url(GIF), "huge"), ".image_url.detail", "auto, low, high"),
+        ({"type": "input_audio", "input_audio": {}}, "", "text and image parts"),
+    ],
+)
+@pytest.mark.django_db
+def test_a_bad_image_is_a_400_naming_it_and_nothing_is_stored(v1, llm_server, part, field, words):
+    response = post(v1, [asked("Look", part)])
+    assert response.status_code == 400, response.json()
+    error = error_of(response)
+    assert error["param"] == f"messages[0].content[1]{field}"
+    assert words in error["message"]
+    assert not Conversation.objects.exists()
+    assert not Resource.objects.exists()
+    assert not llm_server.requests
+
+
+@pytest.mark.django_db
+def test_an_image_over_the_limits_is_a_400_and_nothing_is_stored(v1, llm_server, settings):
+    settings.TOOLCHAT_IMAGE_MAX_BYTES = 1000
+    response = post(v1, [asked("Look", image_part(data_url(png(200, 200) + b"\x00" * 2000)))])
+    assert response.status_code == 400
+    assert "the limit is 1,000 (TOOLCHAT_IMAGE_MAX_BYTES)" in error_of(response)["message"]
+    settings.TOOLCHAT_IMAGE_MAX_COUNT = 2
+    response = post(v1, [asked("Look", *[image_part(data_url(GIF))] * 3)])
+    assert response.status_code == 400
+    error = error_of(response)
+    assert (error["param"], "at most 2" in error["message"]) == ("messages[0].content", True)
+    assert not Conversation.objects.exists()
+    assert not Resource.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("role", ["system", "assistant"])
+def test_an_image_in_a_message_not_the_users_is_refused(v1, llm_server, role):
+    messages = [
+        {"role": role, "content": [{"type": "text", "text": "x"}, image_part(data_url(GIF))]},
+        {"role": "user", "content": "hi"},
+    ]
+    response = post(v1, messages)
+    assert response.status_code == 400
+    assert error_of(response)["param"] == "messages[0].content[1]"
+    assert not Conversation.objects.exists()
+
