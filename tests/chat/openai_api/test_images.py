@@ -201,3 +201,23 @@ def test_an_image_in_a_message_not_the_users_is_refused(v1, llm_server, role):
     assert error_of(response)["param"] == "messages[0].content[1]"
     assert not Conversation.objects.exists()
 
+
+# --- the offline model -------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_offline_model_says_what_it_was_shown(v1):
+    jpeg = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffc0000b080020002801011100")
+    content = [
+        {"type": "text", "text": "hello"},
+        image_part(data_url(png(64, 48))),
+        image_part(data_url(jpeg, "image/jpeg")),
+        image_part("https://images.example.com/cat.jpg"),
+    ]
+    response = post(v1, [{"role": "user", "content": content}], model="offline/offline")
+    assert response.status_code == 200, response.json()
+    answer = response.json()["choices"][0]["message"]["content"]
+    assert answer.startswith(
+        "I see 3 images (image/png, 64x48; image/jpeg, 40x32; "
+        "at images.example.com, not fetched). Hello!"
+    )
