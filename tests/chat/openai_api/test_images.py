@@ -15,9 +15,9 @@ import zlib
 
 import pytest
 
-from chat.models import Conversation, Message
+from chat.models import Conversation, Message, ModelCall, Run
 from tests.chat.api.conftest import token_client
-from tests.llm_server import text_reply
+from tests.llm_server import error_reply, text_reply
 from tools.models import Resource
 
 MODEL = "openai/test-model"
@@ -200,6 +200,70 @@ def test_an_image_in_a_message_not_the_users_is_refused(v1, llm_server, role):
     assert response.status_code == 400
     assert error_of(response)["param"] == "messages[0].content[1]"
     assert not Conversation.objects.exists()
+
+
+# --- a model that refuses images ----------------------------------------------------------
+
+REFUSAL = "Invalid content type. image_url is only supported by certain models."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_that_refuses_images_is_a_400_naming_it_and_is_remembered(v1, llm_server):
+    llm_server.push(error_reply(400, REFUSAL))
+    question = [asked("What is this?", image_part(data_url(png())))]
+    response = post(v1, question)
+    assert response.status_code == 400, response.json()
+    error = error_of(response)
+    assert error["code"] == "model_refuses_images"
+    assert error["message"].startswith(f"The model {MODEL} does not accept images")
+    assert REFUSAL in error["message"]
+    assert len(llm_server.requests) == 1
+    stored = (Message.objects.count(), Run.objects.count(), Resource.objects.count())
+
+    # Known now: refused at once, with nothing stored and no model call.
+    for body in (question, [asked("Another", image_part("https://example.com/a.png"))]):
+        response = post(v1, body)
+        assert response.status_code == 400
+        assert error_of(response)["code"] == "model_refuses_images"
+        assert error_of(response)["param"] == "messages"
+    content = [{"type": "input_image", "image_url": data_url(png())}]
+    response = v1.post(
+        "/v1/responses",
+        {"model": MODEL, "input": [{"role": "user", "content": content}]},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert (error_of(response)["code"], error_of(response)["param"]) == (
+        "model_refuses_images",
+        "input",
+    )
+    assert (Message.objects.count(), Run.objects.count(), Resource.objects.count()) == stored
+    assert len(llm_server.requests) == 1
+    assert ModelCall.objects.count() == 1
+
+    # Text still goes; an earlier image of the history is told in words.
+    llm_server.push(text_reply("I cannot see images, sorry."))
+    follow = [*question, {"role": "assistant", "content": "?"}, asked("Then just say hi")]
+    response = post(v1, follow)
+    assert response.status_code == 200, response.json()
+    sent = llm_server.requests[-1]["messages"]
+    assert {"type": "text", "text": "[an image this model cannot be shown]"} in sent[-3]["content"]
+    assert not any(
+        part.get("type") == "image_url"
+        for message in sent
+        if isinstance(message["content"], list)
+        for part in message["content"]
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_error_about_the_image_itself_does_not_mark_the_model(v1, llm_server):
+    llm_server.push(error_reply(400, "Image too large: the image exceeds the limit of 20 MB."))
+    response = post(v1, [asked("What is this?", image_part(data_url(png())))])
+    assert response.status_code == 502
+    llm_server.push(text_reply("A square."))
+    response = post(v1, [asked("And this one?", image_part(data_url(png(4, 4))))])
+    assert response.status_code == 200, response.json()
 
 
 # --- the offline model -------------------------------------------------------------------
