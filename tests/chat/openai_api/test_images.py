@@ -17,6 +17,7 @@ import pytest
 
 from chat.models import Conversation, Message, ModelCall, Run
 from tests.chat.api.conftest import token_client
+from tests.factories import UserFactory
 from tests.llm_server import error_reply, text_reply
 from tools.models import Resource
 
@@ -285,3 +286,34 @@ def test_the_offline_model_says_what_it_was_shown(v1):
         "I see 3 images (image/png, 64x48; image/jpeg, 40x32; "
         "at images.example.com, not fetched). Hello!"
     )
+
+
+# --- the audit ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_audit_and_the_admin_show_a_messages_images_escaped_and_fetch_none(
+    v1, llm_server, client
+):
+    picture = png(12, 6)
+    hostile = 'https://example.com/a.png?x="><script>alert(1)</script>'
+    llm_server.push(text_reply("Two."))
+    response = post(
+        v1, [asked("Which?", image_part(data_url(picture), "low"), image_part(hostile))]
+    )
+    assert response.status_code == 200, response.json()
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    run = Run.objects.get()
+    html = client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert f'<img class="thumbnail" src="{data_url(picture)}"' in html
+    assert "image/png, 12x6, " in html
+    assert "detail low" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>alert(1)" not in html
+    assert 'src="https://example.com' not in html
+    message = Message.objects.get(role="user")
+    admin = client.get(f"/admin/chat/message/{message.pk}/change/").content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in admin
+    assert "<script>alert(1)" not in admin
+    for entry in message.images:
+        assert f"/admin/tools/resource/{entry['resource_id']}/change/" in admin
