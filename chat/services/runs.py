@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import unicodedata
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -45,14 +46,17 @@ def run_start(
     conversation: Conversation,
     content: str,
     replaces: Any = None,
+    images: Sequence[ImageInput] = (),
 ) -> Run:
     """Store the user's message and a queued run in one transaction; queue the run on commit.
 
     With `replaces` (the id of the conversation's last user message) the
     message is an edit: that message and its answer are superseded, kept in
-    the record but no longer part of what the model or a reader sees.
+    the record but no longer part of what the model or a reader sees. With
+    `images` (checked, chat/images.py) the message carries them, each stored
+    as its author's `image` resource in the same transaction.
     """
-    content_check(content)
+    content_check(content, images=bool(images))
     with idle_conversation(conversation) as (locked, last_position):
         superseded: list[str] = []
         if replaces is not None:
@@ -84,6 +88,7 @@ def run_start(
             position=0 if last_position is None else last_position + 1,
             role=Role.USER,
             content=content,
+            images=images_store(owner_id=locked.owner_id, images=images),
         )
         row_insert(message)
         # Queued first on commit, before the events below are sent: the run's first

@@ -317,3 +317,42 @@ def test_the_audit_and_the_admin_show_a_messages_images_escaped_and_fetch_none(
     assert "<script>alert(1)" not in admin
     for entry in message.images:
         assert f"/admin/tools/resource/{entry['resource_id']}/change/" in admin
+
+
+# --- the REST post (and the socket, which takes the same fields) ---------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rest_post_takes_images_and_refuses_bad_ones_storing_nothing(user, llm_server):
+    api = token_client(user)
+    conversation = api.post("/api/v1/conversations/", {}, format="json").json()
+    url = f"/api/v1/conversations/{conversation['id']}/messages/"
+    bad = [
+        ({"content": "Look", "images": ["http://example.com/a.png"]}, "https"),
+        ({"content": "Look", "images": [{"url": data_url(b"no image")}]}, "not a PNG"),
+        ({"content": "Look", "images": "data:image/png;base64,AAAA"}, "array"),
+        ({"content": ""}, "may not be blank"),
+        ({"content": " ", "images": []}, "empty"),
+    ]
+    for body, words in bad:
+        response = api.post(url, body, format="json")
+        assert response.status_code == 400, response.json()
+        assert words in response.json()["message"]
+    assert not Message.objects.exists()
+    assert not Resource.objects.exists()
+
+    llm_server.push(text_reply("A square."))
+    picture = png(10, 10)
+    response = api.post(
+        f"{url}?wait=true", {"content": "", "images": [{"url": data_url(picture)}]}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert llm_server.requests[0]["messages"][-1]["content"] == [
+        {"type": "image_url", "image_url": {"url": data_url(picture)}}
+    ]
+    (shown,) = [m for m in api.get(url).json()["results"] if m["role"] == "user"]
+    assert (shown["content"], shown["images"][0]["width"]) == ("", 10)
+    resource = api.get(f"/api/v1/resources/{shown['images'][0]['resource_id']}/").json()
+    assert base64.b64decode(resource["data"]["data"]) == picture
+    other = token_client(UserFactory())
+    assert other.get(f"/api/v1/resources/{shown['images'][0]['resource_id']}/").status_code == 404
