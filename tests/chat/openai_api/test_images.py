@@ -356,3 +356,25 @@ def test_the_rest_post_takes_images_and_refuses_bad_ones_storing_nothing(user, l
     assert base64.b64decode(resource["data"]["data"]) == picture
     other = token_client(UserFactory())
     assert other.get(f"/api/v1/resources/{shown['images'][0]['resource_id']}/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_conversations_past_keeps_its_images(v1, llm_server):
+    """A client's history toolchat has not seen: its earlier images are stored and sent too."""
+    earlier, later = png(3, 3), png(5, 5)
+    llm_server.push(text_reply("Both squares."))
+    messages = [
+        asked("First", image_part(data_url(earlier))),
+        {"role": "assistant", "content": "A dot."},
+        asked("Second", image_part("https://example.com/b.png"), image_part(data_url(later))),
+    ]
+    response = post(v1, messages)
+    assert response.status_code == 200, response.json()
+    sent = [m for m in llm_server.requests[0]["messages"] if m["role"] == "user"]
+    assert [[p.get("image_url", {}).get("url") for p in m["content"]] for m in sent] == [
+        [None, data_url(earlier)],
+        [None, "https://example.com/b.png", data_url(later)],
+    ]
+    stored = Message.objects.filter(role="user").order_by("position")
+    assert [len(m.images) for m in stored] == [1, 2]
+    assert Resource.objects.filter(kind="image").count() == 3

@@ -48,6 +48,18 @@ def test_the_offline_model_says_what_the_sdk_showed_it(asgi_server):
     assert completion.choices[0].message.content.startswith(
         "I see 1 image (image/png, 32x16). Hello!"
     )
+    streamed = client.chat.completions.create(
+        model="offline/offline",
+        stream=True,
+        messages=[
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": picture}}],
+            }
+        ],
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in streamed if chunk.choices)
+    assert text.startswith("I see 1 image (image/png, 32x16).")
     response = client.responses.create(
         model="offline/offline",
         input=[
