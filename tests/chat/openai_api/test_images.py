@@ -378,3 +378,25 @@ def test_a_new_conversations_past_keeps_its_images(v1, llm_server):
     stored = Message.objects.filter(role="user").order_by("position")
     assert [len(m.images) for m in stored] == [1, 2]
     assert Resource.objects.filter(kind="image").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_open_responses_compliance_image_case_completes_on_the_offline_model(v1):
+    """Its shape: a message item, input_text then an input_image of a 32x32 PNG, no detail."""
+    content = [
+        {"type": "input_text", "text": "What do you see in this image? Answer in one sentence."},
+        {"type": "input_image", "image_url": data_url(png(32, 32))},
+    ]
+    response = v1.post(
+        "/v1/responses",
+        {
+            "model": "offline/offline",
+            "input": [{"type": "message", "role": "user", "content": content}],
+        },
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["status"] == "completed"
+    (message,) = [item for item in body["output"] if item["type"] == "message"]
+    assert message["content"][0]["text"].startswith("I see 1 image (image/png, 32x32).")
