@@ -50,6 +50,12 @@ class InvalidInput(ToolchatError):
         return body
 
 
+class ImagesRefused(InvalidInput):
+    """A message with images for a model known to refuse them (an HTTP 400)."""
+
+    code = "model_refuses_images"
+
+
 class NotFound(ToolchatError):
     """No such object, or it belongs to someone else (both answer 404)."""
 

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
 from chat.history_guards import OpenAIMessage, call_ids, repair, trim
+from chat.images import image_parts
 from chat.markdown import markdown_html
 from chat.models import Message, Role
 from chat.timestamps import iso_time
@@ -48,6 +49,9 @@ class HistoryRow(NamedTuple):
     content: str | None
     tool_calls: Any
     tool_call_id: str
+    # A user message's images as a model is sent them, each {"url", "detail"} (url None
+    # for one since deleted): chat/history_rows.py reads them with the rows.
+    image_urls: list[dict[str, Any]] | None = None
 
 
 def message_to_openai(message: StoredMessage) -> OpenAIMessage:
@@ -69,6 +73,10 @@ def message_to_openai(message: StoredMessage) -> OpenAIMessage:
             # Content may be missing only where tool_calls say what the message is.
             data["content"] = ""
         return data
+    images = getattr(message, "image_urls", None)
+    if role == Role.USER and images:
+        # OpenAI's content parts: the text, then each image (chat/images.py).
+        return {"role": "user", "content": image_parts(message.content or "", images)}
     if role in (Role.SYSTEM, Role.USER):
         return {"role": str(role), "content": message.content or ""}
     raise ValueError(f"the message at {message.position} has the unknown role {role!r}")
@@ -109,6 +117,9 @@ def message_to_api(message: Message) -> dict[str, Any]:
         data["suggestions"] = message.suggestions or None
         # What the model wrote before answering: shown, never sent back (message_to_openai).
         data["reasoning"] = message.reasoning or None
+    if message.role == Role.USER and message.images:
+        # What each image is, not its bytes: those are its resource's (GET /api/v1/resources/).
+        data["images"] = message.images
     if message.resource_id:
         data["resource"] = resource_summary(message.resource)
     if message.superseded_at is not None:

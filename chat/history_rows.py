@@ -6,15 +6,18 @@ are constant SQL, written once, on SQLite as on PostgreSQL.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from django.db import connection
 
 from chat.history import HistoryRow, RunHistory
+from chat.images import IMAGE_KIND, image_url_of
 from chat.models import Conversation, Message, Role
+from tools.models import Resource
 
 # What message_to_openai reads; the other columns stay in the database.
-HISTORY_COLUMNS = ("position", "role", "content", "tool_calls", "tool_call_id")
+HISTORY_COLUMNS = ("position", "role", "content", "tool_calls", "tool_call_id", "images")
 # Where a bounded history load looks first for the end of the leading system rows.
 HEAD_POSITIONS = 16
 
@@ -172,17 +175,51 @@ _HISTORY_WINDOW = _HISTORY_WINDOW.format(near=_LAST)
 
 
 def _history_read(sql: str, conversation: Conversation, **params: Any) -> list[tuple[Any, ...]]:
-    """A history statement's rows, their tool calls decoded as the model's field does."""
+    """A history statement's rows, their tool calls decoded as the model's field does.
+
+    A user message's images come as the URLs a model is sent (`HistoryRow.image_urls`),
+    their bytes read from their resources in one more query, only when there are some.
+    """
     pk: Any = Message._meta.pk
     params["conversation"] = pk.get_db_prep_value(conversation.pk, connection)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     calls = HISTORY_COLUMNS.index("tool_calls")
+    images = HISTORY_COLUMNS.index("images")
     field: Any = Message._meta.get_field("tool_calls")
-    return [
+    rows = [
         (*row[:calls], field.from_db_value(row[calls], None, connection), *row[calls + 1 :])
         if row[calls] is not None
         else row
         for row in rows
+    ]
+    if not any(row[images] is not None for row in rows):
+        return rows
+    decoded = {i: field.from_db_value(row[images], None, connection) for i, row in enumerate(rows)}
+    data = _images_data(entry for entries in decoded.values() if entries for entry in entries)
+    return [
+        (*row[:images], _image_urls(decoded[i], data), *row[images + 1 :]) if decoded[i] else row
+        for i, row in enumerate(rows)
+    ]
+
+
+def _images_data(entries: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The stored data of the images these entries name (those whose bytes toolchat holds)."""
+    ids = {entry["resource_id"] for entry in entries if not entry.get("url")}
+    if not ids:
+        return {}
+    found = Resource.objects.filter(pk__in=ids, kind=IMAGE_KIND).values_list("pk", "data")
+    return {str(pk): data for pk, data in found}
+
+
+def _image_urls(
+    entries: list[dict[str, Any]], data: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "url": image_url_of(entry, data.get(str(entry.get("resource_id")))),
+            "detail": entry.get("detail"),
+        }
+        for entry in entries
     ]

@@ -14,10 +14,12 @@ from typing import Any, ClassVar
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from chat.exceptions import InvalidInput
+from chat.images import ImageInput, image_read, images_checked
 from chat.models.budgets import LIMIT_FIGURES, RUN_ONLY_FIGURES, BudgetPeriod
 from chat.models.policies import MAX_PATTERN_CHARS, MAX_RULE_PATTERNS, PolicyDecision
 
@@ -94,13 +96,72 @@ def unknown_fields_body(data: Mapping[str, Any], known: Collection[str]) -> dict
     return validation_error_body(unknown) if unknown else None
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {
+            "oneOf": [
+                {"type": "string", "description": "A data: or https: URL."},
+                {
+                    "type": "object",
+                    "properties": {
+                        "url": {"type": "string"},
+                        "detail": {"type": "string", "enum": ["auto", "low", "high"]},
+                    },
+                    "required": ["url"],
+                },
+            ]
+        },
+    }
+)
+class ImagesField(serializers.Field):  # type: ignore[type-arg]
+    """A user message's images: each a data: or https: URL, or `{"url", "detail"}` (chat/images.py)."""
+
+    def to_internal_value(self, data: Any) -> list[ImageInput]:
+        """The images, checked; a validation error names the one at fault."""
+        if not isinstance(data, list):
+            raise serializers.ValidationError("Must be an array of images.")
+        images = []
+        try:
+            for index, item in enumerate(data):
+                where = f"images[{index}]"
+                if isinstance(item, dict):
+                    images.append(image_read(item.get("url"), item.get("detail"), f"{where}.url"))
+                else:
+                    images.append(image_read(item, None, where))
+            images_checked(images, "images")
+        except InvalidInput as error:
+            raise serializers.ValidationError(error.message) from None
+        return images
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class MessageInput(StrictInputSerializer):
-    """A user message to post: its text, and the question it edits, if any."""
+    """A user message to post: its text, its images, and the question it edits, if any."""
 
     content = TextField(
         trim_whitespace=False,
-        help_text="The user's message: not blank, at most MAX_MESSAGE_CHARS (default 32,000).",
+        allow_blank=True,
+        help_text="The user's message: not blank (unless it has images), at most "
+        "MAX_MESSAGE_CHARS (default 32,000).",
     )
+    images = ImagesField(
+        required=False,
+        help_text="Images the message carries, after its text: each a `data:image/...;base64,` "
+        "URL (PNG, JPEG, GIF or WebP, at most TOOLCHAT_IMAGE_MAX_BYTES) or an https URL "
+        "(never fetched by toolchat), or `{url, detail}`; at most TOOLCHAT_IMAGE_MAX_COUNT.",
+    )
+
+    def validate(self, attrs: Any) -> Any:
+        """A message of no text carries images."""
+        attrs = super().validate(attrs)
+        if attrs.get("content") == "" and not attrs.get("images"):
+            blank = self.fields["content"].error_messages["blank"]
+            raise serializers.ValidationError({"content": [blank]})
+        return attrs
+
     replaces = serializers.UUIDField(
         required=False,
         help_text="Edit and resend: the id of the conversation's last user message. It and "

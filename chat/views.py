@@ -63,6 +63,8 @@ def index(request: HttpRequest) -> HttpResponse:
                 for mode in Mode
             ],
             "max_message_chars": settings.MAX_MESSAGE_CHARS,
+            "max_image_bytes": settings.TOOLCHAT_IMAGE_MAX_BYTES,
+            "max_images": settings.TOOLCHAT_IMAGE_MAX_COUNT,
             # What a conversation without its own prompt is told (its settings show it).
             "default_system_prompt": default_system_prompt(""),
             "max_system_prompt_chars": settings.MAX_SYSTEM_PROMPT_CHARS,

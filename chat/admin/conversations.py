@@ -8,7 +8,8 @@ from django.contrib import admin
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
@@ -153,6 +154,7 @@ class MessageAdmin(FiguresAdminMixin, ReadOnlyAdminMixin, MessageAdminBase):
         "position",
         "role",
         "content_text",
+        "images_list",
         "reasoning_text",
         "tool_calls_pretty",
         "tool_call_id",
@@ -165,7 +167,26 @@ class MessageAdmin(FiguresAdminMixin, ReadOnlyAdminMixin, MessageAdminBase):
         "finish_reason",
         "created_at",
     )
-    readonly_fields = ("content_text", "reasoning_text", "tool_calls_pretty")
+    readonly_fields = ("content_text", "images_list", "reasoning_text", "tool_calls_pretty")
+
+    @admin.display(description="images")
+    def images_list(self, obj: Message) -> SafeString:
+        """A user message's images: what each is, and its resource (an https URL as text)."""
+        if not obj.images:
+            return format_html("{}", "—")
+        items = format_html_join(
+            "",
+            '<li>{} <a href="{}">resource</a></li>',
+            (
+                (
+                    entry.get("url")
+                    or f"{entry.get('media_type')}, {entry.get('bytes', 0):,} bytes",
+                    reverse("admin:tools_resource_change", args=[entry.get("resource_id")]),
+                )
+                for entry in obj.images
+            ),
+        )
+        return format_html("<ul>{}</ul>", items)
 
     @admin.display(description="reasoning")
     def reasoning_text(self, obj: Message) -> SafeString:

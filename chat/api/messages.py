@@ -173,6 +173,7 @@ class MessageCreateApi(AsyncApiView):
             conversation=conversation,
             content=body.validated_data["content"],
             replaces=body.validated_data.get("replaces"),
+            images=body.validated_data.get("images") or (),
         )
         return _Posted(run, query.validated_data["wait"], query.validated_data["timeout"])
 

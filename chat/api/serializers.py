@@ -159,6 +159,23 @@ class ResourceSummarySerializer(serializers.Serializer[Any]):
     )
 
 
+class MessageImageSerializer(serializers.Serializer[Any]):
+    """One image of a user message: what it is; its bytes are its resource's."""
+
+    resource_id = serializers.UUIDField(
+        help_text="The `image` resource that holds it (GET /api/v1/resources/{id}/: "
+        "`data.data` is its bytes, base64, or `data.url` its URL)."
+    )
+    media_type = serializers.CharField(required=False, help_text="Sent as data: its type.")
+    bytes = serializers.IntegerField(required=False, help_text="Sent as data: its size.")
+    width = serializers.IntegerField(required=False, allow_null=True)
+    height = serializers.IntegerField(required=False, allow_null=True)
+    url = serializers.URLField(
+        required=False, help_text="Sent as an https URL: the URL (toolchat never fetches it)."
+    )
+    detail = serializers.CharField(allow_null=True, help_text="`auto`, `low`, `high` or null.")
+
+
 class MessageSerializer(serializers.Serializer[Any]):
     """One message: an OpenAI Chat Completions message plus toolchat's fields.
 
@@ -213,6 +230,12 @@ class MessageSerializer(serializers.Serializer[Any]):
         required=False,
         allow_null=True,
         help_text="With resource_id: the record's kind and title, for a card.",
+    )
+    images = MessageImageSerializer(
+        many=True,
+        required=False,
+        help_text="User only, when it has any: the images it carries, after its text "
+        "(sent to the model as `image_url` content parts).",
     )
     superseded_at = serializers.DateTimeField(
         required=False,

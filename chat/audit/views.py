@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.audit.formatting import pretty_json, shown_arguments, shown_tool_calls
+from chat.audit.images import images_shown
 from chat.audit.people import MAX_PEOPLE, person_stats
 from chat.audit.period import PRESETS, Period, PeriodForm, period_errors, period_from_query
 from chat.audit.plots import histogram_plot, timeseries_plot, width_text
@@ -231,9 +232,11 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             }
         )
     by_call_id = {item["row"].tool_call_id: item for item in executions}
+    images = images_shown(entry.message for entry in timeline.entries)
     entries = [
         {
             "message": entry.message,
+            "images": images.get(entry.message.pk, []),
             "model_call": entry.model_call,
             "execution": by_call_id.get(entry.execution.tool_call_id) if entry.execution else None,
             "tool_calls": [

@@ -254,6 +254,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                     message.validated_data["content"],
                     self.scope["user"],
                     message.validated_data.get("replaces"),
+                    message.validated_data.get("images") or (),
                 )
         except ToolchatError as exc:
             await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
@@ -410,9 +411,9 @@ def _conversation_get(conversation_id: Any, user: Any) -> Any:
 
 
 @_on_any_thread
-def _run_start(conversation: Any, content: str, user: Any, replaces: Any) -> Any:
+def _run_start(conversation: Any, content: str, user: Any, replaces: Any, images: Any) -> Any:
     message_rate_check(user)
-    return run_start(conversation=conversation, content=content, replaces=replaces)
+    return run_start(conversation=conversation, content=content, replaces=replaces, images=images)
 
 
 @_on_any_thread

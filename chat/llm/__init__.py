@@ -6,7 +6,13 @@ from __future__ import annotations
 from django.conf import settings
 
 from chat.llm.base import ChatProvider
-from chat.llm.endpoints import ModelChoice, default_model, endpoint, model_resolve
+from chat.llm.endpoints import (
+    ModelChoice,
+    UnknownModel,
+    default_model,
+    endpoint,
+    model_resolve,
+)
 from chat.llm.offline import OfflineProvider
 from chat.llm.providers_file import Endpoint
 
@@ -58,3 +64,28 @@ def _provider(found: Endpoint) -> ChatProvider:
             max_tokens=settings.LLM_LOCAL_MAX_TOKENS if local_server(found.base_url) else None,
         ),
     )
+
+
+def model_refuses_images(model: str) -> bool:
+    """Whether the model (`<provider>/<model>`) has refused images in this process."""
+    from chat.llm.limits import server_limits
+
+    try:
+        provider, choice = provider_for(model)
+    except UnknownModel:
+        return False
+    base_url = getattr(provider, "base_url", None)
+    return base_url is not None and not server_limits(base_url, choice.model).images
+
+
+def model_images_refused(model: str, why: str) -> None:
+    """Remember in this process that the model refused images (a run's worker learned it)."""
+    from chat.llm.limits import images_refused
+
+    try:
+        provider, choice = provider_for(model)
+    except UnknownModel:
+        return
+    base_url = getattr(provider, "base_url", None)
+    if base_url is not None:
+        images_refused(base_url, choice.model, why)

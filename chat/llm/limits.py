@@ -63,6 +63,9 @@ class ServerLimits:
     stream_tools_seen: bool = False  # a streamed answer with tool calls came from it
     # True: an assistant message's null `content` (beside its tool calls) is sent as "".
     content_text: bool = False
+    # False: the model refused a request with images (`images_refused`); a request with
+    # images is refused at once, without asking it again.
+    images: bool = True
     renamed: dict[str, str] = dataclasses.field(default_factory=dict)
     dropped: set[str] = dataclasses.field(default_factory=set)
     refused: set[str] = dataclasses.field(default_factory=set)  # every name refused so far
@@ -105,6 +108,81 @@ def streaming_tools_refused(base_url: str, model: str, why: str) -> None:
             model,
             why,
         )
+
+
+# The words of an error that refuses images: OpenAI's ("image_url is only supported by
+# certain models"), vLLM's ("is not a multimodal model"), llama.cpp's ("image input is
+# not supported", "mmproj"), Ollama's and LM Studio's ("does not support images").
+_IMAGE_WORDS = re.compile(r"image|vision|multi-?modal|mmproj", re.IGNORECASE)
+# Words that say the image itself is at fault (it could not be read, or is too big):
+# another image may do, so the model is not marked as refusing them.
+_IMAGE_FAULT = re.compile(
+    r"too large|too big|exceeds|could not (be )?(download|fetch|process|decode)|invalid image"
+    r"|unable to (download|fetch|decode)|timed? ?out",
+    re.IGNORECASE,
+)
+# What the error of a model that refuses images says, whoever reads it (chat/openai_api/).
+IMAGES_REFUSED = "does not accept images"
+
+
+def images_sent(messages: list[dict[str, Any]]) -> bool:
+    """Whether a request's messages hold an image part."""
+    return any(_has_image(m) for m in messages)
+
+
+def images_asked(messages: list[dict[str, Any]]) -> bool:
+    """Whether the request's last user message (the one being answered) holds an image."""
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    return last is not None and _has_image(last)
+
+
+def images_left_out(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history with each image said in words: for a model that refuses images.
+
+    Only earlier messages' images: a question with images is refused outright.
+    """
+    return [
+        {**m, "content": [_image_said(p) for p in m["content"]]} if _has_image(m) else m
+        for m in messages
+    ]
+
+
+def _image_said(part: Any) -> Any:
+    if isinstance(part, dict) and part.get("type") == "image_url":
+        return {"type": "text", "text": "[an image this model cannot be shown]"}
+    return part
+
+
+def _has_image(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(p, dict) and p.get("type") == "image_url" for p in content
+    )
+
+
+def image_input_refused(status: int | None, message: str) -> bool:
+    """Whether a model server's error to a request with images refuses images as such."""
+    if status is None or not (400 <= status < 500 or _REFUSAL.search(message)):
+        return False
+    return bool(_IMAGE_WORDS.search(message)) and not _IMAGE_FAULT.search(message)
+
+
+def images_refused(base_url: str, model: str, why: str) -> None:
+    """Remember that this server's model refuses images."""
+    limits = server_limits(base_url, model)
+    with _lock:
+        learned, limits.images = limits.images, False
+    if learned:
+        logger.warning("%s (%s) refuses images (%s)", base_url, model, why)
+
+
+def images_refusal(model_id: str, why: str = "") -> str:
+    """The error of a request with images to a model that refuses them, naming the model."""
+    said = f" (its server said: {why})" if why else " (its server refused images before)"
+    return (
+        f"The model {model_id} {IMAGES_REFUSED}{said}. Send the message without images, "
+        "or choose a model that accepts them."
+    )
 
 
 def token_limit_name(base_url: str | None) -> str:

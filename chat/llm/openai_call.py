@@ -57,6 +57,11 @@ from chat.llm.failures import (
     failed,
 )
 from chat.llm.limits import (
+    image_input_refused,
+    images_asked,
+    images_refusal,
+    images_refused,
+    images_sent,
     null_content_refused,
     parameter_refused,
     refused_parameter,
@@ -105,6 +110,9 @@ class Call:
         self.limits = server_limits(provider.base_url, request.model)
 
     def run(self) -> Iterator[StreamEvent]:
+        if not self.limits.images and images_asked(self.request.messages):
+            # Refused before: not asked again (chat/llm/limits.py `images_refused`).
+            raise ProviderError(images_refusal(self.model_id()), status=400, attempts=0)
         unstreamed = self._why_unstreamed()
         if unstreamed:
             self.notes.append(f"not streamed: {unstreamed}")
@@ -182,6 +190,7 @@ class Call:
                     return openai.Stream(cast_to=object, response=raw.http_response, client=client)
             except openai.APIStatusError as exc:
                 self.attempts += requests_sent(exc.request.headers)
+                self._images_refused(exc)
                 if not self.limits.content_text and null_content_refused(
                     error_message(exc), self.request.messages
                 ):
@@ -213,6 +222,24 @@ class Call:
                 if isinstance(exc, openai.APIError | Unanswered):
                     self.attempts += requests_sent(exc.request.headers)
                 raise
+
+    def model_id(self) -> str:
+        """The model as toolchat names it: `<provider>/<model>`."""
+        return f"{self.provider.name}/{self.request.model}"
+
+    def _images_refused(self, exc: openai.APIStatusError) -> None:
+        """Raise the error of a model that refuses images, remembered, if the server said so."""
+        words = error_message(exc)
+        if not images_sent(self.request.messages) or not image_input_refused(
+            exc.status_code, words
+        ):
+            return
+        images_refused(self.provider.base_url, self.request.model, words)
+        raise ProviderError(
+            images_refusal(self.model_id(), f"HTTP {exc.status_code}: {words}"),
+            status=exc.status_code,
+            attempts=self.attempts,
+        ) from exc
 
     def null_content_sent(self) -> bool:
         """Whether the history holds an assistant's null content this server may refuse."""

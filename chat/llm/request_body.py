@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from chat.llm.base import ChatRequest
-from chat.llm.limits import ServerLimits, tools_for_model
+from chat.llm.limits import ServerLimits, images_left_out, tools_for_model
 
 # Options sent that the SDK's `create` does not take (the open servers' samplers): they go
 # in its `extra_body`.
@@ -76,7 +76,13 @@ def request_body(
 
 
 def messages_taken(messages: list[dict[str, Any]], limits: ServerLimits) -> list[dict[str, Any]]:
-    """The history as this server takes it (some refuse an assistant's null content)."""
+    """The history as this server takes it.
+
+    Some refuse an assistant's null content; a model that refuses images is
+    told of earlier ones in words.
+    """
+    if not limits.images:
+        messages = images_left_out(messages)
     if not limits.content_text:
         return messages
     return [

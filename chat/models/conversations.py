@@ -144,6 +144,9 @@ class Message(models.Model):
     # only: shown and exported on request, never sent back to a model.
     # The database default keeps inserts of code that predates the column working.
     reasoning = StorableTextField(blank=True, default="", db_default="")
+    # A user message's images (chat/images.py), in order: each one's Resource (which
+    # holds its bytes) and what it is (media type, size, detail, or its https URL).
+    images = StorableJSONField(null=True, blank=True)
     # Set when a regenerated answer or an edited question replaced this message: it stays
     # in the record (and the audit) but leaves the conversation a model or a reader sees.
     superseded_at = models.DateTimeField(null=True, blank=True)
@@ -176,6 +179,11 @@ class Message(models.Model):
                 condition=Q(role=Role.ASSISTANT)
                 | Q(tool_calls__isnull=True, latency_ms__isnull=True),
                 name="message_tool_calls_only_on_assistant",
+            ),
+            # Only a user's message carries images.
+            models.CheckConstraint(
+                condition=Q(role=Role.USER) | Q(images__isnull=True),
+                name="message_images_only_on_user",
             ),
             # Only a model's answer has reasoning.
             models.CheckConstraint(

@@ -17,8 +17,10 @@ from django.db.models import Sum
 from rest_framework import status
 
 from chat.engine.request import client_tool_names
-from chat.exceptions import InvalidInput, NotFound
+from chat.exceptions import ImagesRefused, InvalidInput, NotFound
+from chat.llm import model_images_refused
 from chat.llm.endpoints import ModelChoice, UnknownModel, model_allowed
+from chat.llm.limits import IMAGES_REFUSED
 from chat.models import (
     ExecutionStatus,
     Message,
@@ -213,6 +215,12 @@ def run_outcome(run_id: Any) -> Outcome:
     if run.status == RunStatus.AWAITING_APPROVAL:
         return Outcome(approval_text(run), usage=usage, waiting=True)
     if run.status == RunStatus.FAILED:
+        if IMAGES_REFUSED in run.error:
+            # The model refused the message's images: the client's to change, a 400. This
+            # process remembers it too (the run's worker may be another), so that the next
+            # request with images is refused at once (chat/openai_api/turns.py).
+            model_images_refused(run.conversation.model, run.error)
+            return _failed(400, run.error, ImagesRefused.code, usage)
         return _failed(502, run.error or "The run failed.", "run_failed", usage)
     if run.status == RunStatus.CANCELLED:
         return _failed(500, "The run was cancelled.", "run_cancelled", usage)

@@ -8,7 +8,8 @@ turn (chat/openai_api/turns.py). Input items map onto messages:
 
 - a string, or a `message` item, is a message of its role (`developer` is
   `system`); its content a string or text parts (`input_text`,
-  `output_text`, `refusal`);
+  `output_text`, `refusal`), and a user's its `input_image` parts
+  (chat/images.py);
 - `instructions` is a system message before the input;
 - a `function_call` item is a call of the assistant message before it (or of
   an assistant message of its own); a `function_call_output` item is the
@@ -242,10 +243,8 @@ def _item_add(messages: list[ClientMessage], item: Any, where: str) -> None:
 
 
 def _message(item: dict[str, Any], where: str) -> ClientMessage:
-    content = item.get("content")
-    if isinstance(content, list):
-        content = _text(content, f"{where}.content")
-    return _checked({"role": item.get("role"), "content": content}, where, "role")
+    """A message item, read as a Chat Completions message is (a user's may hold images)."""
+    return _checked({"role": item.get("role"), "content": item.get("content")}, where, "role")
 
 
 def _text(parts: list[Any], where: str) -> str:
@@ -281,6 +280,8 @@ def _checked(message: dict[str, Any], where: str, key: str) -> ClientMessage:
         (read,) = messages_read([message])
     except InvalidInput as error:
         field = f"{where}.{key}" if key else where
+        if error.field and error.field.startswith("messages[0].content"):
+            field = error.field.replace("messages[0]", where)
         text = error.message.replace("messages[0].tool_calls[0].", "").replace("messages[0]", where)
-        raise InvalidInput(text, field=field) from None
+        raise InvalidInput(text, field=field, details=error.details or None) from None
     return read

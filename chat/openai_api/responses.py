@@ -220,7 +220,9 @@ def _begin(user: Any, body: Any, meta: dict[str, Any]) -> _Begun:
     if read.decisions:
         return _decide(user, read, continues)
     with transaction.atomic():
-        started = turn_start(user, read.completion, read.messages, meta, continues=continues)
+        started = turn_start(
+            user, read.completion, read.messages, meta, continues=continues, images_field="input"
+        )
         if read.store:
             items = input_items_read(read.raw_input, started.run, 0)
             response_store(started.run, {**read.echo, INPUT_ITEMS: items})

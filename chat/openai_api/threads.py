@@ -36,11 +36,14 @@ from typing import Any
 from django.db.models import Q
 
 from chat.exceptions import InvalidInput
+from chat.images import ImageInput, image_part, images_checked
 from chat.models import Conversation, ExecutionStatus, ToolExecution
 from chat.services.runs import ClientTurn
 from tools.spec import TOOL_NAME_RE
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+# A text part's key, by its type (Chat Completions' and Responses' names alike).
+TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text", "refusal": "refusal"}
 REF_HEADERS = ("HTTP_X_OPENWEBUI_CHAT_ID", "HTTP_X_TOOLCHAT_CONVERSATION")
 MAX_MESSAGES = 2000
 
@@ -53,12 +56,20 @@ class ClientMessage:
     content: str | None
     tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments)
     tool_call_id: str | None = None
+    images: tuple[ImageInput, ...] = ()  # a user message's images, after its text
 
     def canonical(self) -> str:
-        """What the digest covers: the fields that matter, whitespace collapsed."""
+        """What the digest covers: the fields that matter, whitespace collapsed.
+
+        A message's images count by their bytes' hash (or URL), and only where
+        there are some: the digests of messages without images are unchanged.
+        """
         calls = [[i, n, _canonical_arguments(a)] for i, n, a in self.tool_calls]
         text = " ".join((self.content or "").split())
-        return json.dumps([self.role, text, calls, self.tool_call_id or ""], ensure_ascii=False)
+        fields: list[Any] = [self.role, text, calls, self.tool_call_id or ""]
+        if self.images:
+            fields.append([image.key() for image in self.images])
+        return json.dumps(fields, ensure_ascii=False)
 
     def openai(self) -> dict[str, Any]:
         """The message in OpenAI shape, as the conversation stores it."""
@@ -70,6 +81,8 @@ class ClientMessage:
             ]
         if self.tool_call_id is not None:
             data["tool_call_id"] = self.tool_call_id
+        if self.images:
+            data["images"] = list(self.images)  # stored as resources (chat/services/runs.py)
         return data
 
 
@@ -102,6 +115,9 @@ def _message_read(item: Any, where: str) -> ClientMessage:
             f"{where}.role must be system, developer, user, assistant or tool, not {_shown(role)}.",
             field=f"{where}.role",
         )
+    if role == "user":
+        content, images = content_read(item.get("content"), f"{where}.content", images_ok=True)
+        return ClientMessage("user", content or "", images=images)
     content = _text(item.get("content"), where)
     calls = _calls_read(item.get("tool_calls"), where) if role == "assistant" else ()
     if content is None and not calls:
@@ -111,22 +127,38 @@ def _message_read(item: Any, where: str) -> ClientMessage:
 
 def _text(content: Any, where: str) -> str | None:
     """The text of a message's content: a string, or text (and refusal) parts joined."""
+    return content_read(content, f"{where}.content", images_ok=False)[0]
+
+
+def content_read(
+    content: Any, where: str, *, images_ok: bool
+) -> tuple[str | None, tuple[ImageInput, ...]]:
+    """A message's content: its text (a string, or text and refusal parts joined) and images.
+
+    Images (`image_url` and `input_image` parts, chat/images.py) only where
+    `images_ok` (a user message's content); InvalidInput names the part at fault.
+    """
     if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for index, part in enumerate(content):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind not in ("text", "refusal") or not isinstance(part.get(kind), str):
-                raise InvalidInput(
-                    f"{where}.content[{index}]: only text parts are supported, not {_shown(kind)}.",
-                    field=f"{where}.content",
-                )
-            texts.append(part[kind])
-        return "".join(texts)
-    raise InvalidInput(
-        f"{where}.content must be a string or an array of parts.", field=f"{where}.content"
-    )
+        return content, ()
+    if not isinstance(content, list):
+        raise InvalidInput(f"{where} must be a string or an array of parts.", field=where)
+    texts, images = [], []
+    for index, part in enumerate(content):
+        at = f"{where}[{index}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        text_key = TEXT_PARTS.get(kind or "")
+        if text_key is not None and isinstance(part.get(text_key), str):
+            texts.append(part[text_key])
+            continue
+        image = image_part(part, at) if images_ok and isinstance(part, dict) else None
+        if image is None:
+            allowed = "text and image" if images_ok else "text"
+            raise InvalidInput(
+                f"{at}: only {allowed} parts are supported here, not {_shown(kind)}.", field=at
+            )
+        images.append(image)
+    images_checked(images, where)
+    return "".join(texts), tuple(images)
 
 
 def _shown(value: Any) -> str:
@@ -272,6 +304,7 @@ def turn_read(
         history=_history_checked(history),
         results=results,
         content=last.content or "" if last.role == "user" else None,
+        images=list(last.images) if last.role == "user" else [],
         tools=tools,
         options=options,
     )

@@ -12,6 +12,9 @@ from typing import Any
 
 from django.db import transaction
 
+from chat.exceptions import ImagesRefused
+from chat.llm import model_refuses_images
+from chat.llm.limits import images_refusal
 from chat.models import Conversation, Mode, Run, Source
 from chat.openai_api.answers import DEFAULT_MODE, CompletionRequest
 from chat.openai_api.tasks import client_task
@@ -47,6 +50,7 @@ def turn_start(
     meta: dict[str, Any],
     *,
     continues: Conversation | None = None,
+    images_field: str = "messages",
 ) -> Started:
     """Find or make the request's conversation, store what it adds and start the run.
 
@@ -54,6 +58,7 @@ def turn_start(
     `previous_response_id`): every message is new to it, and the digest of what
     its client saw is cleared, since that client no longer sends the history.
     """
+    images_check(request.model, messages, field=images_field)
     task = client_task(messages) if continues is None else ""
     if task:
         return _task_start(user, request, messages, task)
@@ -84,6 +89,15 @@ def turn_start(
             _conversation_follow(conversation, request, messages)
         run = client_run_start(conversation=conversation, turn=turn)
     return Started(run, conversation, request, messages)
+
+
+def images_check(model: str, messages: list[ClientMessage], *, field: str) -> None:
+    """Refuse a new message with images for a model known to refuse them, before storing it.
+
+    `field` is the request's name for its messages (`messages`, or Responses' `input`).
+    """
+    if messages and messages[-1].images and model_refuses_images(model):
+        raise ImagesRefused(images_refusal(model), field=field)
 
 
 def _task_start(

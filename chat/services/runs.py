@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import unicodedata
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -19,6 +20,7 @@ from chat.engine.finish import RunEnd, run_end
 from chat.engine.tool_calls import call_answer_store
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.history import message_to_api
+from chat.images import ImageInput
 from chat.live.event_types import Event, MessageCreated, MessagesSuperseded
 from chat.live.events import event_publish, events_publish
 from chat.models import (
@@ -32,6 +34,7 @@ from chat.models import (
 )
 from chat.prompts import system_prompt_for
 from chat.selectors import current_messages
+from chat.services.images import images_store
 from chat.services.turn_lock import idle_conversation
 from chat.statements import row_insert
 from chat.telemetry.propagation import turn_trace_parent
@@ -43,14 +46,17 @@ def run_start(
     conversation: Conversation,
     content: str,
     replaces: Any = None,
+    images: Sequence[ImageInput] = (),
 ) -> Run:
     """Store the user's message and a queued run in one transaction; queue the run on commit.
 
     With `replaces` (the id of the conversation's last user message) the
     message is an edit: that message and its answer are superseded, kept in
-    the record but no longer part of what the model or a reader sees.
+    the record but no longer part of what the model or a reader sees. With
+    `images` (checked, chat/images.py) the message carries them, each stored
+    as its author's `image` resource in the same transaction.
     """
-    content_check(content)
+    content_check(content, images=bool(images))
     with idle_conversation(conversation) as (locked, last_position):
         superseded: list[str] = []
         if replaces is not None:
@@ -82,6 +88,7 @@ def run_start(
             position=0 if last_position is None else last_position + 1,
             role=Role.USER,
             content=content,
+            images=images_store(owner_id=locked.owner_id, images=images),
         )
         row_insert(message)
         # Queued first on commit, before the events below are sent: the run's first
@@ -148,9 +155,12 @@ def run_regenerate(*, conversation: Conversation, client: ClientTurn | None = No
     return run
 
 
-def content_check(content: Any) -> None:
-    """Refuse what no path may store as a user message (the REST serializer, the socket)."""
-    if not isinstance(content, str) or not _visible(content):
+def content_check(content: Any, *, images: bool = False) -> None:
+    """Refuse what no path may store as a user message (the REST serializer, the socket).
+
+    A message with `images` may have no text.
+    """
+    if not isinstance(content, str) or not (images or _visible(content)):
         raise InvalidInput("The message is empty.", field="content")
     _storable_check(content, what="The message", field="content")
 
@@ -240,6 +250,7 @@ class ClientTurn:
     content: str | None  # the new user message, if the request ends with one
     tools: list[dict[str, Any]] | None  # the client's tools, in OpenAI shape
     options: dict[str, Any]  # the request's options the run honours and keeps
+    images: list[ImageInput] = dataclasses.field(default_factory=list)  # the new message's
 
 
 def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
@@ -251,11 +262,12 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
     model is sent. The run continues the turn from there.
     """
     if turn.content is not None:
-        content_check(turn.content)
+        content_check(turn.content, images=bool(turn.images))
     with idle_conversation(conversation) as (locked, last_position):
         reservation = _budget_reserve(locked)
         position = 0 if last_position is None else last_position + 1
         run_id = uuid.uuid4()
+        owner_id = locked.owner_id
         answered = _client_calls_answered(locked, turn.results, run_id=run_id)
         rows = [message for _, message in answered]
         if answered:
@@ -271,6 +283,7 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
                 position=position,
                 role=Role.USER,
                 content=turn.content,
+                images=images_store(owner_id=owner_id, images=turn.images),
             )
             rows.append(user)
         if not rows:
@@ -383,11 +396,12 @@ def client_history_add(
 
 
 def _imported(conversation: Conversation, item: dict[str, Any], *, position: int) -> Message:
-    """A message of a client's own past, stored as it was (no run made it)."""
+    """A message of a client's own past, stored as it was (no run made it), its images too."""
     role = item["role"]
     content = item.get("content")
     if content is not None:
         content_check_tool(content)
+    images = item.get("images") or []
     return Message(
         conversation=conversation,
         position=position,
@@ -396,6 +410,7 @@ def _imported(conversation: Conversation, item: dict[str, Any], *, position: int
         tool_calls=item.get("tool_calls") or None,
         tool_call_id=item.get("tool_call_id"),
         name=item.get("name"),
+        images=images_store(owner_id=conversation.owner_id, images=images) if images else None,
     )
 
 

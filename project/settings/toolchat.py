@@ -173,6 +173,12 @@ TOOLCHAT_MCP_CONNECT_TIMEOUT_S = env_float("TOOLCHAT_MCP_CONNECT_TIMEOUT_S", 10.
 TOOLCHAT_MCP_REFRESH_S = env_float("TOOLCHAT_MCP_REFRESH_S", 300.0)
 TOOLCHAT_MCP_RETRY_S = env_float("TOOLCHAT_MCP_RETRY_S", 30.0)
 MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 32_000)
+# Images a user message may carry (chat/images.py): each at most this many bytes, at
+# most this many a message. A request's body must hold them, base64 (4 characters for
+# 3 bytes): Django's limit on a body, 2.5 MB by default, is raised to fit a few.
+TOOLCHAT_IMAGE_MAX_BYTES = env_int("TOOLCHAT_IMAGE_MAX_BYTES", 5 * 1024 * 1024)
+TOOLCHAT_IMAGE_MAX_COUNT = env_int("TOOLCHAT_IMAGE_MAX_COUNT", 8)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 24 * 1024 * 1024)
 # A conversation's system prompt is sent on every model call, outside the
 # history budget: bounded like a message.
 MAX_SYSTEM_PROMPT_CHARS = env_int("MAX_SYSTEM_PROMPT_CHARS", 8_000)

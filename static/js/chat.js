@@ -86,6 +86,8 @@ function start(root) {
 
   const composer = createComposer({
     maxChars: MAX_CHARS,
+    maxImageBytes: parseInt(root.dataset.maxImageBytes || "", 10) || undefined,
+    maxImages: parseInt(root.dataset.maxImages || "", 10) || undefined,
     thread: () => thread,
     ready: () => Boolean(current) || thread.opening || draft,
     post,
@@ -352,9 +354,10 @@ function start(root) {
    * A new message: it waits in the thread (greyed) until the socket is open, so that
    * typing and pressing Enter right after opening a conversation just works.
    * @param {string} content
+   * @param {string[]} [images] data: URLs of the images it carries
    */
-  function post(content) {
-    dispatch({ type: "send", content }, true);
+  function post(content, images) {
+    dispatch({ type: "send", content, images }, true);
     if (draft) createFromDraft();
     else flushPending();
   }
@@ -363,7 +366,10 @@ function start(root) {
     const pending = thread.pending;
     if (!pending || pending.sent || !socket || !socket.isOpen()) return;
     dispatch({ type: "sent" });
-    socket.send({ type: "message", content: pending.content });
+    socket.send(
+      pending.images ? { type: "message", content: pending.content, images: pending.images }
+        : { type: "message", content: pending.content }
+    );
   }
 
   /**

@@ -8,6 +8,12 @@
  * the answer being written), Up in an empty box edits the last message. A message
  * over MAX_MESSAGE_CHARS is not cut: the user is told by how much, and Send
  * waits. The box grows with what is typed, up to 240 px.
+ *
+ * Attach (or a paste of images in the box) adds images to the message: each is
+ * read here as a data: URL, shown by its name with a button to remove it, and
+ * sent with the message (docs/api.md); a message of images alone may have no
+ * text. A file that is not a PNG, JPEG, GIF or WebP, or over the server's size
+ * limit, is refused here with a word why (the server checks them again).
  */
 
 import { refusal as refusalText, utcTime } from "./budget.js";
@@ -21,9 +27,11 @@ import { charCount } from "./format.js";
  *
  * @typedef {Object} ComposerHooks
  * @property {number} maxChars the server's MAX_MESSAGE_CHARS, counted in code points
+ * @property {number} [maxImageBytes] the server's TOOLCHAT_IMAGE_MAX_BYTES
+ * @property {number} [maxImages] the server's TOOLCHAT_IMAGE_MAX_COUNT
  * @property {() => Thread} thread
  * @property {() => boolean} ready a conversation (or a draft) is there to write in
- * @property {(content: string) => void} post a new message
+ * @property {(content: string, images: string[]) => void} post a new message, with its images
  * @property {(content: string, replaces: string) => void} resend an edited question
  * @property {(id: string | null) => void} editing the question being edited changed
  * @property {() => void} cancelRun
@@ -41,7 +49,13 @@ export function createComposer(hooks) {
     editing: byId("composer-editing", HTMLElement),
     editCancel: byId("edit-cancel", HTMLButtonElement),
     budget: byId("budget-notice", HTMLElement),
+    attach: byId("attach", HTMLButtonElement),
+    file: byId("composer-file", HTMLInputElement),
+    images: byId("composer-images", HTMLElement),
   };
+  /** @type {{name: string, url: string}[]} the images to send with the message */
+  let attached = [];
+  const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
   /**
    * @param {string} message
@@ -138,7 +152,9 @@ export function createComposer(hooks) {
   function update() {
     const thread = hooks.thread();
     const busy = Boolean(thread.activeRunId || thread.pending || thread.requesting);
-    el.send.disabled = !hooks.ready() || busy || !el.input.value.trim() || overLimit();
+    const empty = !el.input.value.trim() && !attached.length;
+    el.send.disabled = !hooks.ready() || busy || empty || overLimit();
+    el.attach.disabled = !hooks.ready() || Boolean(thread.editing);
     el.send.textContent = thread.editing ? "Resend" : "Send";
     el.cancel.hidden = !thread.activeRunId;
     el.form.classList.toggle("busy", busy);
@@ -154,16 +170,71 @@ export function createComposer(hooks) {
   /** The message waits in the thread (greyed) until the socket is open. */
   function send() {
     const content = el.input.value;
-    if (!content.trim() || el.send.disabled) return;
+    if ((!content.trim() && !attached.length) || el.send.disabled) return;
     showError("");
     const editing = hooks.thread().editing;
     if (editing) {
       hooks.resend(content, editing);
       return;
     }
+    const images = attached.map((image) => image.url);
     el.input.value = "";
+    attached = [];
+    drawAttached();
     fitInput();
-    hooks.post(content);
+    hooks.post(content, images);
+  }
+
+  /** The images to send, each by its name, with a button that removes it. */
+  function drawAttached() {
+    el.images.replaceChildren(...attached.map((image, index) => {
+      const item = h("li", "composer-image", image.name);
+      const remove = h("button", "icon-button", "×");
+      remove.type = "button";
+      remove.title = "Remove";
+      remove.setAttribute("aria-label", "Remove " + image.name);
+      remove.addEventListener("click", () => {
+        attached = attached.filter((_, at) => at !== index);
+        drawAttached();
+        update();
+      });
+      item.appendChild(remove);
+      return item;
+    }));
+    el.images.hidden = !attached.length;
+  }
+
+  /**
+   * Images chosen or pasted: read as data: URLs, after the checks the server makes too.
+   * @param {File[]} files
+   */
+  function attach(files) {
+    const maxBytes = hooks.maxImageBytes || 5 * 1024 * 1024;
+    const maxImages = hooks.maxImages || 8;
+    for (const file of files) {
+      if (!IMAGE_TYPES.includes(file.type)) {
+        showError(file.name + " is not a PNG, JPEG, GIF or WebP image.");
+        continue;
+      }
+      if (file.size > maxBytes) {
+        showError(file.name + " is " + file.size.toLocaleString("en") + " bytes; the limit is " +
+          maxBytes.toLocaleString("en") + ".");
+        continue;
+      }
+      if (attached.length >= maxImages) {
+        showError("At most " + maxImages + " images a message.");
+        break;
+      }
+      const name = file.name || "pasted image";
+      const reader = new FileReader();
+      reader.addEventListener("load", () => {
+        if (typeof reader.result !== "string") return;
+        attached = [...attached, { name, url: reader.result }];
+        drawAttached();
+        update();
+      });
+      reader.readAsDataURL(file);
+    }
   }
 
   /**
@@ -251,6 +322,19 @@ export function createComposer(hooks) {
   });
 
   el.cancel.addEventListener("click", () => hooks.cancelRun());
+
+  el.attach.addEventListener("click", () => el.file.click());
+  el.file.addEventListener("change", () => {
+    attach(Array.from(el.file.files || []));
+    el.file.value = "";
+  });
+  el.input.addEventListener("paste", (event) => {
+    const files = Array.from((event.clipboardData && event.clipboardData.files) || [])
+      .filter((file) => file.type.startsWith("image/"));
+    if (!files.length) return;
+    event.preventDefault(); // an image pasted is attached, not its name typed
+    attach(files);
+  });
 
   return {
     update,

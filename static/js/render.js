@@ -232,10 +232,37 @@ export function createRenderer(log, options) {
     }
     if (!was || was.message !== view.message) drawTime(entry, view);
     if (view.role === "assistant" && (!was || was.message !== view.message)) drawReasoning(entry, view);
+    if (view.role === "user" && (!was || was.message !== view.message)) drawImages(entry, view);
     if (!was || was.suggestions !== view.suggestions) drawSuggestions(entry, view.suggestions);
     if (view.actions && !entry.actions) addActions(entry);
     const replay = entry.actions && entry.actions.querySelector("[data-replay]");
     if (replay instanceof HTMLElement) replay.hidden = !replayableRun(view);
+  }
+
+  /**
+   * A user message's images, each said in words (its type and size, or its URL as text:
+   * the page fetches no image a message names).
+   * @param {MessageNode} entry
+   * @param {MessageView} view
+   */
+  function drawImages(entry, view) {
+    const images = (view.message && view.message.images) || [];
+    let list = entry.bubble.querySelector(".msg-images");
+    if (!images.length) {
+      if (list) list.remove();
+      return;
+    }
+    if (!list) {
+      list = h("ul", "msg-images");
+      entry.bubble.appendChild(list);
+    }
+    list.replaceChildren(...images.map((image) => {
+      const size = image.width && image.height ? ", " + image.width + "x" + image.height : "";
+      const said = image.url ? image.url : (image.media_type || "image") + size;
+      const item = h("li", "msg-image", "Image: " + said);
+      item.title = image.url ? "Sent as a link; toolchat does not fetch it" : "Sent with the message";
+      return item;
+    }));
   }
 
   /**

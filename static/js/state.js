@@ -40,7 +40,7 @@ import {
  *
  * @typedef {{type: "event", event: RunEvent}
  *   | {type: "history", messages: StoredMessage[], executions: Execution[], activeRunId: string | null, lastSeq: number}
- *   | {type: "send", content: string}
+ *   | {type: "send", content: string, images?: string[]}
  *   | {type: "sent"}
  *   | {type: "ack", ack: Ack}
  *   | {type: "send.failed", runId?: string | null}
@@ -69,8 +69,11 @@ export function reduce(thread, action) {
       return applyHistory(thread, action);
     case "send": {
       const key = "local-" + (thread.counter + 1);
+      /** @type {import("./thread.js").Pending} */
+      const pending = { key, content: action.content, sent: false };
+      if (action.images && action.images.length) pending.images = action.images;
       /** @type {Thread} */
-      let next = { ...thread, counter: thread.counter + 1, pending: { key, content: action.content, sent: false } };
+      let next = { ...thread, counter: thread.counter + 1, pending };
       next = putMessage(next, { ...newMessage(key, null, "user"), text: action.content, pending: true });
       return addItem(next, { kind: "message", key });
     }

@@ -18,8 +18,10 @@
  *   turn?: TurnOutcome | null, tool_calls?: ToolCall[] | null, tool_call_id?: string, name?: string,
  *   resource?: Resource | null, tool_execution_id?: string | null, latency_ms?: number | null,
  *   usage?: Usage | null, model?: string | null, suggestions?: string[] | null,
- *   reasoning?: string | null, created_at?: string
+ *   reasoning?: string | null, created_at?: string, images?: ImageFacts[] | null
  * }} StoredMessage
+ * @typedef {{resource_id: string, media_type?: string, bytes?: number, width?: number | null,
+ *   height?: number | null, url?: string, detail?: string | null}} ImageFacts
  * @typedef {{id: string, tool_call_id: string, name: string, status: string, arguments?: unknown,
  *   duration_ms?: number | null, truncated?: boolean}} Execution
  * @typedef {{type: "ack", action?: string, run_id?: string, message_id?: string}} Ack
@@ -91,7 +93,7 @@
  * warning (a soft budget limit reached), which the reader may dismiss.
  * @typedef {{key: string, level: "error" | "info" | "warning", text: string, retry: boolean, dismissible: boolean}} Notice
  * @typedef {{kind: "message" | "card" | "notice", key: string}} Item
- * @typedef {{key: string, content: string, sent: boolean}} Pending
+ * @typedef {{key: string, content: string, sent: boolean, images?: string[]}} Pending
  *
  * @typedef {Object} Thread
  * @property {number} lastSeq the newest event applied

@@ -401,3 +401,16 @@ describe("the declared events", () => {
     assert.deepEqual(declared, documented);
   });
 });
+
+describe("a message with images", () => {
+  test("the pending message keeps its images until it is sent; none is no key at all", () => {
+    const url = "data:image/png;base64,iVBORw0KGgo=";
+    const withImages = apply(emptyThread(), { type: "send", content: "", images: [url] });
+    assert.deepEqual(withImages.pending.images, [url]);
+    assert.equal(withImages.pending.content, "");
+    const sent = apply(withImages, { type: "sent" });
+    assert.deepEqual(sent.pending.images, [url]);
+    const plain = apply(emptyThread(), { type: "send", content: "hi", images: [] });
+    assert.equal("images" in plain.pending, false);
+  });
+});

@@ -10,13 +10,17 @@ deleted.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
+from chat.images import image_facts
 from chat.llm.offline.words import destroys
 
 Message = dict[str, Any]
@@ -61,6 +65,38 @@ def last_user_text(messages: Sequence[Message]) -> str:
     """What the user said last ("" when they said nothing)."""
     index = _last_user_index(messages)
     return message_text(messages[index]) if index is not None else ""
+
+
+def images_seen(messages: Sequence[Message]) -> str:
+    """What the user's last message showed, in words ("" for no image).
+
+    "I see 1 image (image/png, 64x64)." An image sent as data is read from its
+    header; one sent as an https URL is named by its host (the offline model,
+    like toolchat, fetches nothing).
+    """
+    index = _last_user_index(messages)
+    content = messages[index].get("content") if index is not None else None
+    if not isinstance(content, list):
+        return ""
+    said = []
+    for part in content:
+        url = (part.get("image_url") or {}).get("url") if isinstance(part, dict) else None
+        if isinstance(url, str):
+            said.append(_image_said(url))
+    if not said:
+        return ""
+    count = "1 image" if len(said) == 1 else f"{len(said)} images"
+    return f"I see {count} ({'; '.join(said)})."
+
+
+def _image_said(url: str) -> str:
+    if not url.startswith("data:"):
+        return f"at {urlsplit(url).hostname or 'a URL'}, not fetched"
+    try:
+        facts = image_facts(base64.b64decode(url.partition(",")[2]))
+    except (binascii.Error, ValueError):
+        facts = None
+    return facts.said() if facts is not None else "unreadable"
 
 
 def turn_results(messages: Sequence[Message]) -> list[TurnResult]:

@@ -12,6 +12,9 @@ What it says depends on where the conversation stands:
 - tool results came back: the answer written from them (answers.py);
 - none of these: what it can do (answers.py).
 
+A text answer to a user message with images begins by saying what it was
+shown: "I see 1 image (image/png, 64x64)." (history.py `images_seen`).
+
 It honours the request as a model does: `tool_choice` "none" calls nothing,
 "required" calls a tool (the one the words ask for, else one named for the
 answer, pydantic-ai's `final_result`, else the last offered), a named
@@ -70,6 +73,7 @@ from chat.llm.offline.choosing import call_make
 from chat.llm.offline.history import (
     Message,
     TurnResult,
+    images_seen,
     last_number,
     last_user_text,
     message_text,
@@ -148,6 +152,9 @@ class OfflineProvider:
                 content=None, tool_calls=calls, finish_reason="tool_calls", model=request.model
             )
         text = _in_words(request, results, f"{self.name}/{request.model}")
+        seen = images_seen(messages)
+        if seen and not request.response_format:
+            text = f"{seen} {text}"
         if request.response_format:
             text = _formatted(request, results, text)
         return Completion(content=text, finish_reason="stop", model=request.model)

@@ -15,6 +15,7 @@ from chat.live.events import event_publish
 from chat.models import ACTIVE_RUN_STATUSES, Message, Run, RunStatus
 from project.asgi import application
 from tests.assertions import wait_until_async
+from tests.chat.openai_api.test_images import data_url, png
 from tests.factories import ConversationFactory, RunFactory, UserFactory, event_make
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -762,4 +763,26 @@ async def test_a_message_over_a_hard_budget_is_an_error_frame_saying_which_with_
         lambda: Message.objects.filter(conversation=conversation).exists()
     )
     assert not await stored()
+    await communicator.disconnect()
+
+
+async def test_a_socket_post_carries_images_as_the_rest_post_does(user, settings):
+    settings.LLM_PROVIDER = "offline"
+    conversation = await make(ConversationFactory, owner=user)
+    communicator, _, _ = await connect(conversation.id, await headers_for(user), "after=0")
+    await communicator.send_json_to(
+        {"type": "message", "content": "", "images": ["http://example.com/a.png"]}
+    )
+    (refused,) = await receive_events(communicator, 1)
+    assert (refused["type"], refused["field"]) == ("error", "images"), refused
+    await communicator.send_json_to(
+        {"type": "message", "content": "", "images": [{"url": data_url(png(6, 4))}]}
+    )
+    events = []
+    while not any(e["type"] == "run.completed" for e in events):
+        events.extend(await receive_events(communicator, 1))
+    created = next(e for e in events if e["type"] == "message.created")
+    assert created["data"]["message"]["images"][0]["width"] == 6
+    text = "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
+    assert text.startswith("I see 1 image (image/png, 6x4).")
     await communicator.disconnect()

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from chat.llm.base import ChatRequest, Done, ProviderError, TextDelta
-from chat.llm.limits import local_server, token_limit_name, tools_for_model
+from chat.llm.limits import image_input_refused, local_server, token_limit_name, tools_for_model
 from chat.llm.openai_provider import OpenAIProvider
 from tests.llm_server import (
     Reply,
@@ -500,3 +500,44 @@ def test_the_server_is_offered_the_worded_schema(server, provider):
     content = sent["tools"][0]["function"]["parameters"]["properties"]["content"]
     assert "maxLength" not in content
     assert content["description"].endswith("(at most 20000 characters)")
+
+
+@pytest.mark.parametrize(
+    ("status", "words", "refused"),
+    [
+        (400, "Invalid content type. image_url is only supported by certain models.", True),
+        (400, "The model `qwen3` is not a multimodal model", True),
+        (500, "image input is not supported - hint: you may need to provide the mmproj", True),
+        (400, "llava does not support images", True),
+        (400, "Image too large: the image exceeds 20 MB", False),
+        (400, "Could not download the image from the URL", False),
+        (400, "messages[0].content must be a string", False),
+        (503, "image service overloaded, try later", False),
+    ],
+)
+def test_an_error_refuses_images_only_when_its_words_say_so(status, words, refused):
+    assert image_input_refused(status, words) is refused
+
+
+def test_a_model_that_refused_images_is_told_of_earlier_ones_in_words(server, provider):
+    server.push(
+        error_reply(400, "Invalid content type. image_url is only supported by certain models.")
+    )
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    asked = {"role": "user", "content": [{"type": "text", "text": "what?"}, image]}
+    request = ChatRequest(model="test-model", messages=[asked])
+    with pytest.raises(ProviderError, match="The model openai/test-model does not accept images"):
+        list(provider.stream(request))
+    # Asked again with that image as the question: refused without a request.
+    with pytest.raises(ProviderError, match="refused images before"):
+        list(provider.stream(request))
+    assert len(server.requests) == 1
+    # As history, it is said in words.
+    server.push(text_reply("hi"))
+    later = [asked, {"role": "assistant", "content": "?"}, {"role": "user", "content": "hi"}]
+    events = list(provider.stream(ChatRequest(model="test-model", messages=later)))
+    assert isinstance(events[-1], Done)
+    assert server.requests[-1]["messages"][0]["content"][1] == {
+        "type": "text",
+        "text": "[an image this model cannot be shown]",
+    }

@@ -442,11 +442,11 @@ def test_a_client_tool_named_like_one_of_ours_takes_the_name_for_its_request(v1,
                 "messages": [
                     {
                         "role": "user",
-                        "content": [{"type": "image_url", "image_url": {"url": "x"}}],
+                        "content": [{"type": "input_audio", "input_audio": {"data": "x"}}],
                     }
                 ],
             },
-            "messages[0].content",
+            "messages[0].content[0]",
         ),
         ({"model": MODEL, "messages": [{"role": "user", "content": "a\x00b"}]}, "content"),
         ({"model": MODEL, "messages": [{"role": "user", "content": "\ud800"}]}, "content"),

@@ -166,7 +166,7 @@ def test_store_false_answers_but_keeps_no_response_to_retrieve(v1, llm_server):
         ({"input": []}, "input"),
         ({"input": [{"type": "message", "role": "robot", "content": "hi"}]}, "input[0].role"),
         (
-            {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+            {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
             "input[0].content[0]",
         ),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
