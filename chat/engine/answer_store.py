@@ -21,16 +21,24 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from chat.engine.answer import repaired_tool_calls, storable_call_ids
-from chat.engine.approvals import approval_requested_event, standing_approval_note
-from chat.engine.call_records import execution_build, execution_start, execution_started_event
+from chat.engine.approvals import approval_requested_event
+from chat.engine.call_records import execution_build, execution_started_event
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import RunEnd, run_end
-from chat.engine.ledger import run_approval_wait, run_write
+from chat.engine.ledger import (
+    call_answer_store,
+    call_denied,
+    call_for_client,
+    call_held,
+    call_standing_approved,
+    call_start,
+    run_approval_wait,
+    run_write,
+)
 from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.engine.replay_tools import tools_recorded
 from chat.engine.request import client_tool_names
 from chat.engine.suggestions import model_suggestions_wanted
-from chat.engine.tool_calls import call_answer_store
 from chat.history import message_to_api
 from chat.live.event_types import Event, MessageCompleted, ToolsEnded
 from chat.live.events import events_publish
@@ -332,16 +340,16 @@ def _answer_rows(
         if verdict is not None:
             execution.policy_decision, execution.policy_rule = verdict.decision, verdict.rule
         if call["id"] in plan.standing:
-            standing_approval_note(execution, plan.standing[call["id"]])
+            call_standing_approved(execution, plan.standing[call["id"]])
         if call in plan.client:
-            execution.status = ExecutionStatus.CLIENT
+            call_for_client(execution)
         elif call in plan.denied:
-            execution.decision_reason = verdict.reason() if verdict else ""
+            call_denied(execution, verdict.reason() if verdict else "")
         elif call in plan.held:
-            execution.status = ExecutionStatus.AWAITING_APPROVAL
+            call_held(execution)
             events.append(approval_requested_event(execution))
         elif plan.inline:
-            execution_start(execution)
+            call_start(execution)
             events.append(execution_started_event(execution))
     if len(executions) == 1:
         row_insert(executions[0])
@@ -367,7 +375,6 @@ def _refusals_store(
             )
             answered = call_answer_store(run, execution, refusal)
             if answered is not None:
-                execution.status = refusal.status
                 answers.append(answered[0])
                 events.append(answered[1])
     if plan.answered:

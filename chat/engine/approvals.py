@@ -23,9 +23,9 @@ from django.utils import timezone
 
 from chat.engine.call_records import call_fields
 from chat.engine.dispatch import dispatch_tool
-from chat.engine.ledger import run_decided
+from chat.engine.ledger import call_answer_store, call_decided, run_decided
 from chat.engine.replay_tools import call_arguments
-from chat.engine.tool_calls import call_answer_store, call_lock, latch_release
+from chat.engine.tool_calls import call_lock, latch_release
 from chat.live.event_types import Event, ToolCallApprovalDecided, ToolCallApprovalRequested
 from chat.live.events import events_publish
 from chat.models import ExecutionStatus, Message, Run, RunStatus, StandingApproval, ToolExecution
@@ -70,27 +70,26 @@ def approval_store(
     every call has its answer.
     """
     now = timezone.now()
-    execution.approved_by = user
-    execution.decided_at = now
-    execution.decision_reason = reason
-    rewritten = approve and arguments is not None and _call_rewritten(execution, arguments)
+    approved = _call_rewritten(execution, arguments) if approve and arguments is not None else None
     decided = ToolCallApprovalDecided(
-        **call_fields(execution),
-        approved=approve,
-        reason=reason,
-        arguments=execution.approved_arguments if rewritten else None,
+        **call_fields(execution), approved=approve, reason=reason, arguments=approved
     )
     events: list[Event] = [decided]
-    fields = ["approved_by", "decided_at", "decision_reason", "approved_arguments"]
+    made = None
     if approve and standing is not None:
-        execution.standing_approval = _standing_approval_create(run, execution, user, standing)
-        fields.append("standing_approval")
+        made = _standing_approval_create(run, execution, user, standing, approved=approved)
+    call_decided(
+        execution,
+        user=user,
+        at=now,
+        reason=reason,
+        approve=approve,
+        approved_arguments=approved,
+        standing_approval=made,
+    )
     if approve:
-        execution.status = ExecutionStatus.PENDING
-        execution.save(update_fields=["status", *fields])
         transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
     else:
-        execution.save(update_fields=fields)
         result = rejected_result(execution.name, reason, tool_call_id=execution.tool_call_id)
         answered = call_answer_store(run, execution, result)  # it waited: not answered yet
         if answered is not None:
@@ -106,13 +105,14 @@ def approval_store(
     events_publish(run=run, events=events)
 
 
-def _call_rewritten(execution: ToolExecution, arguments: dict[str, Any]) -> bool:
-    """Give the call the approved arguments, in the history and the audit; False if the same.
+def _call_rewritten(execution: ToolExecution, arguments: dict[str, Any]) -> Any:
+    """Give the call the approved arguments in the history; their audit form, None if the same.
 
     The assistant message's `tool_calls` is what later model calls read and
     what the tool runs with (chat/engine/replay_tools.py `call_arguments`), so
     the model sees the call as it ran; `arguments` on the audit row stays the
-    model's, and `approved_arguments` (masked alike) says what ran.
+    model's, and `approved_arguments` (the value returned, masked alike, which
+    the ledger writes with the decision) says what ran.
     """
     sent = call_arguments(execution)
     try:
@@ -120,7 +120,7 @@ def _call_rewritten(execution: ToolExecution, arguments: dict[str, Any]) -> bool
     except ValueError:
         unchanged = False
     if unchanged:
-        return False
+        return None
     text = json.dumps(arguments, ensure_ascii=False)
     message = execution.message
     message.tool_calls = [
@@ -130,8 +130,7 @@ def _call_rewritten(execution: ToolExecution, arguments: dict[str, Any]) -> bool
         for call in message.tool_calls or []
     ]
     Message.objects.filter(pk=message.pk).update(tool_calls=message.tool_calls)
-    execution.approved_arguments = arguments_for_audit(execution.name, text)[0]
-    return True
+    return arguments_for_audit(execution.name, text)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +141,7 @@ class Standing:
 
 
 def _standing_approval_create(
-    run: Run, execution: ToolExecution, user: Any, standing: Standing
+    run: Run, execution: ToolExecution, user: Any, standing: Standing, *, approved: Any
 ) -> StandingApproval:
     """Say yes to the call's tool in its conversation, for any arguments or for these.
 
@@ -156,7 +155,7 @@ def _standing_approval_create(
         except ValueError:
             ran = None
         digest = arguments_digest(ran)
-        shown = execution.approved_arguments or execution.arguments
+        shown = approved or execution.approved_arguments or execution.arguments
     return StandingApproval.objects.create(
         conversation_id=run.conversation_id,
         tool=execution.name,
@@ -165,14 +164,6 @@ def _standing_approval_create(
         created_by=user,
         created_from=execution,
     )
-
-
-def standing_approval_note(execution: ToolExecution, approval: StandingApproval) -> None:
-    """Mark an (unsaved) call that runs without asking: its owner said yes in this conversation."""
-    execution.standing_approval = approval
-    execution.approved_by_id = approval.created_by_id
-    execution.decided_at = timezone.now()
-    execution.decision_reason = f"approved for this conversation (standing approval {approval.pk})"
 
 
 def approvals_expire() -> list[Any]:

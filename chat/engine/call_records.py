@@ -1,8 +1,9 @@
 """A tool call's records: its audit row, the tool message that answers it, and its events.
 
-What the engine writes about a call, in one place, whoever runs it: the run's
+What the engine builds about a call, in one place, whoever runs it: the run's
 own worker, a tool task, an approval, or the end of a run
-(chat/engine/tool_calls.py runs calls and stores their results).
+(chat/engine/tool_calls.py runs calls; chat/engine/ledger/calls.py writes
+their outcomes). The audit row built here is the call as the model asked it.
 
 The answer to a call goes right after the assistant message that asked for
 it, in the order of its calls (`tool_message_position`), whenever it arrives:
@@ -13,12 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils import timezone
-
-from chat.engine.lease import worker_name
 from chat.history import message_to_api
 from chat.live.event_types import CallFields, ToolCallCompleted, ToolCallStarted
-from chat.models import ExecutionStatus, Message, Role, Run, ToolExecution
+from chat.models import Message, Role, Run, ToolExecution
 from chat.statements import row_insert
 from tools.audit import arguments_for_audit
 from tools.models import Resource
@@ -93,14 +91,6 @@ def tool_message_build(
         name=execution.name,
         content=content,
     )
-
-
-def execution_start(execution: ToolExecution) -> None:
-    """Mark the (in-memory) row as started by this worker; the caller saves it."""
-    execution.status = ExecutionStatus.RUNNING
-    execution.started_at = execution.heartbeat_at = timezone.now()
-    execution.attempts += 1
-    execution.worker = worker_name()
 
 
 def execution_started_event(execution: ToolExecution) -> ToolCallStarted:

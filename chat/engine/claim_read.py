@@ -1,6 +1,6 @@
 """A claimed run as the run loop reads it: the run, its conversation and owner, its last position.
 
-Every run is claimed once at least (chat/engine/ledger.py `run_claim`), and the
+Every run is claimed once at least (chat/engine/ledger/runs.py `run_claim`), and the
 ORM's `select_related` with an annotated subquery cost more to build than the
 database took to answer it. Here the statement is written once, and the rows
 become instances as the ORM would make them (each field's converters, then
@@ -48,7 +48,7 @@ JOIN chat_conversation ON chat_conversation.id = claimed.conversation_id
 def claimed_read(claim: str, params: list[Any]) -> Run | None:
     """Claim a run and read it, in one statement; None if the claim took no row.
 
-    `claim` is a data-modifying WITH named `claimed` (chat/engine/ledger.py
+    `claim` is a data-modifying WITH named `claimed` (chat/engine/ledger/runs.py
     `run_claim`, which writes the claim), `params` its values. PostgreSQL only.
     """
     return _read(claim + _statement("claimed"), params)

@@ -5,7 +5,7 @@ model step, by a `direct` turn, or after the follow-up suggestions), its
 failures, and a person's cancel (chat/services/runs.py) all go through it.
 Each end is named by its trigger in the turn's table (chat/engine/states.py:
 `completed`, `cancelled`, and a failure's `model_failed`, `limit_reached`,
-`no_text_twice` or `error`), and the row is written by chat/engine/ledger.py
+`no_text_twice` or `error`), and the row is written by chat/engine/ledger/runs.py
 `run_ended`, the status the end state stores with it. One transaction holds
 the whole end:
 

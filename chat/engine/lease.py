@@ -1,9 +1,9 @@
 """Who works on a run: the heartbeat that renews its lease, when a lease is stale, the row locks.
 
-A claim is a compare-and-set on the run row (chat/engine/ledger.py
+A claim is a compare-and-set on the run row (chat/engine/ledger/runs.py
 `run_claim`); the holder renews `heartbeat_at` while it works, and anyone may
 take over a lease whose heartbeat went stale. Every write of a step happens
-under the run's row lock with the lease checked (chat/engine/ledger.py
+under the run's row lock with the lease checked (chat/engine/ledger/runs.py
 `run_write`), so a worker that lost its lease (a cancel, a take-over) changes
 nothing.
 

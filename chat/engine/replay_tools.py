@@ -34,6 +34,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from pydantic_core import to_jsonable_python
 
+from chat.engine.ledger import call_replay_link
 from chat.models import ExecutionStatus, Message, ReplayTools, Role, Run, ToolExecution
 from tools.arguments import ArgumentsInvalid
 from tools.registry import registry as tool_registry
@@ -156,7 +157,7 @@ def _recorded_link(run: Run, execution: ToolExecution, arguments: str) -> ToolEx
             continue
         try:
             with transaction.atomic():
-                ToolExecution.objects.filter(pk=execution.pk).update(replayed_from=candidate)
+                call_replay_link(execution, candidate)
         except IntegrityError:
             continue  # another call of this replay took it meanwhile
         return candidate

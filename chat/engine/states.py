@@ -8,7 +8,7 @@ already done: a model step that failed has marked the run failed before it
 says `MODEL_FAILED`.
 
 The table is the code of the stored status too: `STORED_STATUS` gives each
-state's, and chat/engine/ledger.py, the only module that writes `Run.status`,
+state's, and chat/engine/ledger/runs.py, the only module that writes `Run.status`,
 stores the status of the state `transition` names for each move it makes (a
 claim, a wait for approval, a decision, an end: `ENDS` names the end a
 trigger leads to). An outside actor moves a run through it too: a person's
@@ -167,7 +167,7 @@ TRANSITIONS: dict[tuple[TurnState, Trigger], TurnState] = {
 _ENDED = frozenset({TurnState.COMPLETED, TurnState.FAILED, TurnState.CANCELLED})
 
 # The end each trigger that ends a run leads to, from any state it may happen in:
-# what chat/engine/ledger.py `run_ended` stores, read off the table.
+# what chat/engine/ledger/runs.py `run_ended` stores, read off the table.
 ENDS: dict[Trigger, TurnState] = {
     trigger: ended for (_, trigger), ended in TRANSITIONS.items() if ended in _ENDED
 }

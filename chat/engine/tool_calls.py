@@ -8,7 +8,9 @@ each result is stored as it completes (audit row, tool message, event), and
 the last one to finish releases the latch: it queues the run again. While
 those tools work the run holds no lease ("parked"), so no worker waits on them.
 
-The rows, messages and events a call leaves are built in chat/engine/call_records.py.
+The rows, messages and events a call leaves are built in chat/engine/call_records.py;
+every write of a call's outcome (started, its result, a late one) is the
+ledger's (chat/engine/ledger/calls.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -26,29 +28,22 @@ from django.utils import timezone
 
 from chat.database import HOLD_WHILE_UNREACHABLE_S, database_retry
 from chat.engine.call_liveness import CallHeartbeat, call_dead_in
-from chat.engine.call_records import (
-    completed_event,
-    execution_start,
-    execution_started_event,
-    tool_message_create,
-)
+from chat.engine.call_records import execution_started_event
 from chat.engine.dispatch import dispatch_run, dispatch_tool
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, restart_grace_left
-from chat.engine.ledger import run_write
+from chat.engine.ledger import call_answer_store, call_start_write, late_result_store, run_write
 from chat.engine.replay_tools import call_arguments, recorded_result, tools_recorded
-from chat.live.event_types import Event, ToolCallCompleted, ToolsEnded, event_from
+from chat.live.event_types import Event, ToolsEnded, event_from
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     ExecutionStatus,
     Message,
-    Role,
     Run,
     RunEvent,
     RunStatus,
     ToolExecution,
 )
-from chat.statements import row_insert
 from chat.telemetry.metrics import tool_call_observe
 from chat.telemetry.propagation import headers_inject
 from chat.telemetry.tracing import tool_span
@@ -133,10 +128,7 @@ def tool_call_execute(*, execution_id: Any) -> None:
             # A recorded replay's call ran nothing: serving it again is safe.
             interrupted = (spec is None or not spec.idempotent) and not tools_recorded(run)
         if not interrupted:
-            execution_start(execution)
-            execution.save(
-                update_fields=["status", "started_at", "heartbeat_at", "attempts", "worker"]
-            )
+            call_start_write(execution)
             events_publish(run=run, events=[execution_started_event(execution)])
     if interrupted:
         logger.warning(
@@ -227,9 +219,7 @@ def tool_call_run(
     answered = database_retry(store, within_s=HOLD_WHILE_UNREACHABLE_S)
     if answered is None:
         raise LeaseLost(str(run.pk))
-    message = answered[0]
-    execution.status = result.status
-    return message
+    return answered[0]
 
 
 def _event_sink(run: Run) -> Callable[[str, dict[str, Any]], None]:
@@ -238,120 +228,6 @@ def _event_sink(run: Run) -> Callable[[str, dict[str, Any]], None]:
         event_publish(run=run, event=event_from(event_type, data))
 
     return sink
-
-
-def call_answer_store(
-    run: Run, execution: ToolExecution, result: ToolResult, *, message: Message | None = None
-) -> tuple[Message, ToolCallCompleted] | None:
-    """Store a call's result: its audit row, the tool message that answers it, and its event.
-
-    The one way a result is stored, whoever has it: the run's own worker, a
-    tool task, a rejection, or a /v1 client sending its own tool's result
-    (with the tool `message` it built in its place: chat/services/runs.py).
-    In the caller's transaction; returns the tool message and its
-    `tool_call.completed` event to publish, or None when the call was
-    answered already (its run ended meanwhile): then what the tool did is
-    kept on its audit row only.
-    """
-    if not result_write(execution, result):
-        _late_result_keep(execution, result)
-        return None
-    if message is None:
-        message = tool_message_create(
-            run=run,
-            execution=execution,
-            content=result.content,
-            resource_id=result.resource_id,
-            resource=result.resource,
-        )
-    else:
-        row_insert(message)
-    return message, completed_event(execution, result, message)
-
-
-def result_write(execution: ToolExecution, result: ToolResult) -> bool:
-    """Fill the audit row of a call that is still running; False if it ended meanwhile.
-
-    A call of a /v1 client's own tool is done as far as its run is concerned
-    (`client`) until the client's next request brings its result: that row
-    takes it, once.
-    """
-    fields = result.execution_fields()
-    stored = {"arguments": execution.arguments, "arguments_raw": execution.arguments_raw}
-    _model_arguments_keep(fields, execution.approved_arguments, stored)
-    rows = ToolExecution.objects.filter(pk=execution.pk)
-    if execution.status == ExecutionStatus.CLIENT:
-        rows = rows.filter(status=ExecutionStatus.CLIENT)
-    else:
-        rows = rows.exclude(status__in=FINISHED_EXECUTION_STATUSES)
-    return bool(rows.update(finished_at=timezone.now(), **fields))
-
-
-def _model_arguments_keep(fields: dict[str, Any], approved: Any, stored: Mapping[str, Any]) -> None:
-    """The row keeps the arguments the model sent, as `stored` has them.
-
-    A result says the arguments its tool ran with. Those are the model's own
-    unless an approver changed them: then the row has them as
-    `approved_arguments` already, and `arguments` stays what the model asked.
-    """
-    if approved is not None or fields["arguments"] is None:
-        fields["arguments"] = stored["arguments"]
-    if approved is not None or not fields["arguments_raw"]:
-        fields["arguments_raw"] = stored["arguments_raw"]
-
-
-# What a run's end answers a call that was still open with (chat/engine/finish.py).
-_ENDED_WITH_THE_RUN = (ExecutionStatus.CANCELLED, ExecutionStatus.INTERRUPTED)
-
-
-def _late_result_keep(execution: ToolExecution, result: ToolResult) -> None:
-    """A call answered already (its run ended while it ran) that finished after all.
-
-    The record says what it did: its row takes the tool's own outcome (noted
-    as finished after its run ended), and the tool message that answered it
-    with "cancelled" or "interrupted" takes the tool's result, so that the
-    history a later turn reads is true. A tool that stopped because of that
-    cancel did nothing more to keep: the row says `cancelled` once, as the
-    cancel wrote it. Nothing is published: the run's end was its last event.
-    """
-    if result.status == ExecutionStatus.CANCELLED:
-        return
-    with transaction.atomic():
-        # Only an answer the run's end wrote is replaced (not a result stored already).
-        row = (
-            ToolExecution.objects.select_for_update(of=("self",), no_key=True)
-            .filter(pk=execution.pk, status__in=_ENDED_WITH_THE_RUN)
-            .values("error", "run__status", "arguments", "arguments_raw", "approved_arguments")
-            .first()
-        )
-        if row is None:
-            return
-        ended = str(row["run__status"])
-        fields = result.execution_fields()
-        _model_arguments_keep(fields, row["approved_arguments"], row)
-        note = f"the tool finished after its run was {ended}"
-        fields["error"] = "; ".join(part for part in (fields["error"], note) if part)
-        ToolExecution.objects.filter(pk=execution.pk).update(**fields)
-        Message.objects.filter(
-            run_id=execution.run_id, role=Role.TOOL, tool_call_id=execution.tool_call_id
-        ).update(content=result.content, resource_id=result.resource_id)
-    logger.warning(
-        "tool call %s (%s) finished after its run was %s; its record says what it did",
-        execution.tool_call_id,
-        execution.name,
-        ended,
-    )
-
-
-def late_result_store(*, execution_id: Any, result: ToolResult) -> None:
-    """A call given up on at its run's cancel (its tool went on) that ended: keep what it did."""
-    found = (
-        ToolExecution.objects.filter(pk=execution_id)
-        .only("id", "run_id", "name", "tool_call_id")
-        .first()
-    )
-    if found is not None:
-        _late_result_keep(found, result)
 
 
 def call_lock(executions: QuerySet[ToolExecution], execution_id: Any) -> tuple[Run, ToolExecution]:

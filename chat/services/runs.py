@@ -17,7 +17,7 @@ from chat.budgets import Reservation, budget_reserve
 from chat.engine.call_records import tool_message_build
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
-from chat.engine.tool_calls import call_answer_store
+from chat.engine.ledger import call_answer_store
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.history import message_to_api
 from chat.images import ImageInput

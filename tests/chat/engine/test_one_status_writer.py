@@ -1,4 +1,4 @@
-"""A run's status has one writer: chat/engine/ledger.py.
+"""A run's status has one writer: chat/engine/ledger/runs.py.
 
 Every other module under chat/ (migrations aside) is read as source, and any
 write of `Run.status` in it is named. ToolExecution and ModelCall have a
@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-LEDGER = ROOT / "chat" / "engine" / "ledger.py"
+LEDGER = ROOT / "chat" / "engine" / "ledger" / "runs.py"
 
 _RUN_NAME = re.compile(r"^(run|.*_run|locked|replica|Run)$")
 _WRITES = {"update", "create", "get_or_create", "update_or_create"}

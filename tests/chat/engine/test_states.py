@@ -174,7 +174,7 @@ def test_only_the_triggers_that_end_a_run_have_an_end():
 
 
 def test_a_claim_stores_one_status_whether_the_run_was_queued_or_parked():
-    # chat/engine/ledger.py `run_claim` writes one status in its take-over's UPDATE.
+    # chat/engine/ledger/runs.py `run_claim` writes one status in its take-over's UPDATE.
     queued = STORED_STATUS[transition(S.QUEUED, T.CLAIMED)]
     woken = STORED_STATUS[transition(S.PARKED, T.WOKEN)]
     assert queued == woken == RunStatus.RUNNING

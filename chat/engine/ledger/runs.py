@@ -135,7 +135,7 @@ def run_write(run: Run, token: uuid.UUID, **fields: Any) -> None:
     one of `fields`: it moves only by the moves of this module.
     """
     if "status" in fields:
-        raise TypeError("a run's status moves only by chat/engine/ledger.py's moves")
+        raise TypeError("a run's status moves only by chat/engine/ledger/runs.py's moves")
     _leased_write(run, token, fields)
 
 

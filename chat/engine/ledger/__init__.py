@@ -1,0 +1,52 @@
+"""The ledger: the one writer of a turn's record, so far a run's status and its calls' outcomes.
+
+- chat/engine/ledger/runs.py: a run's row, its claim, the writes fenced by
+  its lease, and the only writes of `Run.status`, each a move of the turn's
+  table (tests/chat/engine/test_one_status_writer.py holds it).
+- chat/engine/ledger/calls.py: what became of each tool call (a
+  ToolExecution's status, result, decision, timings): the only writes of a
+  call's outcome (tests/chat/engine/test_one_outcome_writer.py holds it).
+
+Messages and ModelCall rows are not the ledger's yet. Callers import from
+`chat.engine.ledger`.
+"""
+
+from chat.engine.ledger.calls import (
+    call_answer_store,
+    call_decided,
+    call_denied,
+    call_for_client,
+    call_held,
+    call_replay_link,
+    call_standing_approved,
+    call_start,
+    call_start_write,
+    late_result_store,
+)
+from chat.engine.ledger.runs import (
+    Claim,
+    run_approval_wait,
+    run_claim,
+    run_decided,
+    run_ended,
+    run_write,
+)
+
+__all__ = [
+    "Claim",
+    "call_answer_store",
+    "call_decided",
+    "call_denied",
+    "call_for_client",
+    "call_held",
+    "call_replay_link",
+    "call_standing_approved",
+    "call_start",
+    "call_start_write",
+    "late_result_store",
+    "run_approval_wait",
+    "run_claim",
+    "run_decided",
+    "run_ended",
+    "run_write",
+]
