@@ -198,8 +198,12 @@ def _post(v1, path, body):
         ),
         ({"items": [{"type": "function_call_output", "call_id": "c1", "output": "x"}]}, "items"),
         (
-            {"items": [{"type": "message", "role": "user", "content": [{"type": "input_image"}]}]},
+            {"items": [{"type": "message", "role": "user", "content": [{"type": "input_audio"}]}]},
             "items[0].content[0]",
+        ),
+        (  # an image part with no image
+            {"items": [{"type": "message", "role": "user", "content": [{"type": "input_image"}]}]},
+            "items[0].content[0].image_url",
         ),
         ({"metadata": {"topic": 7}}, "metadata.topic"),
         ({"metadata": "orders"}, "metadata"),
