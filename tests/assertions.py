@@ -7,7 +7,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 # How often a wait looks again: short, since each look is one cheap query.
 POLL_S = 0.02
@@ -46,6 +46,25 @@ def wait_until(predicate: Callable[[], object], timeout: float = 15.0, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
         time.sleep(POLL_S)
+
+
+class _Page(Protocol):
+    def wait_for_timeout(self, timeout: float) -> None: ...
+
+
+def wait_until_on_page(
+    page: _Page, predicate: Callable[[], object], timeout: float = 15.0, what: str = ""
+) -> None:
+    """`wait_until` for what a Playwright page's handlers record (a held route, a frame).
+
+    The sync API runs those handlers only while it is called: the poll waits
+    in the page (`wait_for_timeout`), not in `time.sleep`, so that they run.
+    """
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        page.wait_for_timeout(POLL_S * 1000)
 
 
 async def wait_until_async(

@@ -27,12 +27,14 @@ from chat.models import (
     Source,
     ToolExecution,
 )
-from tests.assertions import wait_until
+from tests.assertions import wait_until, wait_until_on_page
 from tests.factories import ConversationFactory, UserFactory
 from tests.test_chat_ui_browser import ask, log_in, new_conversation
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
+
+    from tests.plugins.servers import AsgiServer
 
 expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed").expect
 
@@ -389,8 +391,18 @@ def test_the_keyboard_reaches_everything_and_streamed_text_is_announced(
 
 
 def test_cancel_stops_the_tool_and_the_audit_says_cancelled_once(
-    asgi_server: str, page: Page, screenshots_dir: Path
+    asgi_server: str, asgi_server_session: AsgiServer, page: Page, screenshots_dir: Path
 ):
+    received: list[int] = []  # the seq of every event the page's sockets were sent
+    page.on(
+        "websocket",
+        lambda ws: ws.on(
+            "framereceived",
+            lambda frame: received.extend(
+                int(n) for n in re.findall(r'"seq":\s*(\d+)', str(frame))
+            ),
+        ),
+    )
     log_in(page, asgi_server)
     new_conversation(page)
     ask(page, "generate a dataset of 10000 rows")
@@ -400,7 +412,20 @@ def test_cancel_stops_the_tool_and_the_audit_says_cancelled_once(
     expect(page.locator(".tool-status")).to_have_text("cancelled")
     cancelled_at = timezone.now()
     expect(progress).to_be_hidden()
-    page.wait_for_timeout(2500)
+    # The worker gives up on the tool once its heartbeat sees the cancel, and from
+    # then on the tool's events are dropped: every late one is stored by the time
+    # the turn stops. The page is then sent the last of them, and has run it.
+    run = Run.objects.get()
+    wait_until(
+        lambda: f"run {run.pk}: lease lost" in asgi_server_session.log_path.read_text(),
+        what="the worker to stop the turn",
+    )
+    last = RunEvent.objects.filter(run__conversation=run.conversation).order_by("seq").last()
+    assert last is not None
+    wait_until_on_page(
+        page, lambda: max(received, default=0) >= last.seq, what="the page to get every event"
+    )
+    page.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
     expect(progress).to_be_hidden()
     # The tool stopped within its heartbeat's look (1 s), and its row says so, once.
     late = RunEvent.objects.filter(type="tool.progress", created_at__gt=cancelled_at)

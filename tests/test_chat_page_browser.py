@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 from django.core.management import call_command
 
+from tests.assertions import wait_until_on_page
 from tests.factories import UserFactory
 from tests.test_chat_ui_browser import PASSWORD, ask, log_in, new_conversation
 
@@ -212,8 +213,7 @@ def test_a_first_message_sent_before_the_conversation_list_arrives_is_answered_i
     ask(page, "what is 12*7")
     order = [first, "create" if first == "list" else "list"]
     for name in order:
-        while name not in held:
-            page.wait_for_timeout(20)  # the request is on its way
+        wait_until_on_page(page, lambda name=name: name in held, what=f"the {name} request")
         with page.expect_request_finished(lambda r: "/api/v1/conversations/" in r.url):
             held.pop(name).continue_()  # type: ignore[attr-defined]
         flush_tasks(page)
@@ -284,8 +284,13 @@ def test_a_still_in_progress_refusal_goes_when_that_run_ends(
     other.screenshot(path=screenshots_dir / "chat-second-tab-busy.png")
     page.get_by_role("button", name="Cancel").click()
     expect(page.locator(".notice-info")).to_contain_text("cancelled")
-    other.wait_for_timeout(300)
-    expect(error).to_be_visible()  # the run's end has not reached this tab yet
+    # The run's end has come to this tab's socket, and is held there: the run is
+    # over for the server, and what the page had to run has run.
+    wait_until_on_page(
+        other, lambda: any("run.cancelled" in str(m) for m in held), what="the run's end, held"
+    )
+    flush_tasks(other)
+    expect(error).to_be_visible()  # the run's end has not reached this tab's page yet
     for message in held:  # now it does
         routes[-1].send(message)
     expect(error).to_be_hidden()
@@ -388,8 +393,7 @@ def test_the_sidebars_buttons_wait_for_the_pages_script(asgi_server: str, page: 
     new = page.locator("#new-conversation button")  # in the closed sidebar: not shown yet
     expect(toggle).to_be_disabled()
     expect(new).to_be_disabled()
-    while not held:
-        page.wait_for_timeout(20)  # the module's request is on its way
+    wait_until_on_page(page, lambda: held, what="the request for the sidebar's module")
     held[0].continue_()
     toggle.click()  # waits for the button to be enabled
     expect(toggle).to_have_attribute("aria-expanded", "true")

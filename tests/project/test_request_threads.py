@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.backends.signals import connection_created
 
 from project.request_threads import KeptRequestThreads
+from tests.assertions import wait_until_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,7 +126,7 @@ def test_a_thread_left_busy_by_its_request_is_not_lent_to_the_next():
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["path"] == "/leave-busy/":
             left.append(asyncio.ensure_future(sync_to_async(slow)()))
-            await asyncio.sleep(0.05)  # submitted, and running
+            await wait_until_async(lambda: seen, what="the slow call to be running")
         else:
             await sync_to_async(quick)()
         await send({"type": "http.response.start", "status": 200, "headers": []})

@@ -357,7 +357,7 @@ def test_the_run_keeps_its_wait_for_a_person_apart_from_its_own_time(
     assert 300 <= run.approval_wait_ms < run.latency_ms
     # A run cancelled while it waits waited until the cancel.
     second = awaiting(run_start(conversation=conversation, content="and mars"))
-    time.sleep(0.2)
+    time.sleep(0.2)  # a person reads it, then cancels: the wait asserted below
     run_cancel(run=second)
     second.refresh_from_db()
     assert second.approval_wait_ms is not None

@@ -275,7 +275,14 @@ def test_a_model_answer_that_streams_while_the_database_is_down_is_stored_once_i
     assert status == 201, created
     run_id = client.post(created["id"], "tell me a story")
     wait_until(lambda: asked, timeout=30, what="the model to be asked")
-    time.sleep(1.2)  # a few words in, already shown
+
+    def words_shown() -> bool:
+        _, _, stored = client("GET", f"/api/v1/runs/{run_id}/events/")
+        return any(e["type"] == "message.delta" for e in stored["events"])
+
+    # The first words are stored, and shown, before the database goes: the rest
+    # of the answer (half a second a word) streams while it is down.
+    wait_until(words_shown, timeout=30, what="the answer's first words to be shown")
     database.halt()
     time.sleep(DOWN_S)
     assert worker.process.poll() is None, worker.log()[-3000:]

@@ -132,6 +132,6 @@ def test_after_a_failed_send_the_live_path_is_skipped_for_a_while_then_tried_aga
     layer.failing = False
     layer_send(layer, [("g", {"n": 8})])
     assert layer.calls == []  # skipped: Redis is not asked at every commit while it is down
-    time.sleep(0.35)
+    time.sleep(0.35)  # the pause (SEND_RETRY_S, 0.3 s here) passing is what is tested
     layer_send(layer, [("g", {"n": 9})])
     assert [call for _, call in layer.calls] == [[("g", {"n": 9})]]

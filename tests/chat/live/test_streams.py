@@ -68,6 +68,37 @@ def publish(run, event: Event) -> int:
     return event_publish(run=run, event=event).seq
 
 
+def looks_recorded(monkeypatch) -> set[str]:
+    """The runs whose waits have read the database and found them going on (a spy, not a mock).
+
+    A wait registers for its signal, then reads the run once: an end that
+    commits before that read is found by it, and the signal is not tested.
+    Waiting until the read found the run going on, instead of a guessed sleep,
+    makes the end the test commits next reach the wait by the signal alone.
+    """
+    from chat.live import streams
+
+    real = streams._run_stopped
+    looked: set[str] = set()
+
+    async def recorded(run_id: Any) -> bool:
+        stopped: bool = await real(run_id)
+        if not stopped:
+            looked.add(str(run_id))
+        return stopped
+
+    monkeypatch.setattr(streams, "_run_stopped", recorded)
+    return looked
+
+
+async def looked_at(looked: set[str], *runs: Any) -> None:
+    """Until each run's wait has read it once, found it going on, and waits on its signal."""
+    await wait_until_async(
+        lambda: all(str(run.pk) in looked for run in runs),
+        what="the wait to have read the run and to wait on its signal",
+    )
+
+
 async def produce(run, count: int, delivered: list[dict[str, Any]]) -> list[int]:
     """Publish `count` progress events, each once the stream has delivered the last, then the end.
 
@@ -162,9 +193,10 @@ async def test_a_wait_in_the_process_that_runs_the_turn_wakes_at_the_ends_commit
     settings.TOOLCHAT_TASKS_IN_PROCESS = True
     use_layer(settings, "tests.chat.live.test_streams.LayerThatCannotReceive")
     monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+    looked = looks_recorded(monkeypatch)
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
-    await asyncio.sleep(0.2)  # waiting on the signal
+    await looked_at(looked, run)
     await end_with_event(run)
     await asyncio.wait({waiting}, timeout=5)
     assert waiting.done(), "the end's commit did not wake the wait"
@@ -188,9 +220,10 @@ async def test_a_wait_wakes_when_the_run_stops_for_a_persons_decision(user, sett
     settings.TOOLCHAT_TASKS_IN_PROCESS = True
     use_layer(settings, "tests.chat.live.test_streams.LayerThatCannotReceive")
     monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
+    looked = looks_recorded(monkeypatch)
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
-    await asyncio.sleep(0.2)  # waiting on the signal
+    await looked_at(looked, run)
     await pause_with_event(run)
     await asyncio.wait({waiting}, timeout=5)
     assert waiting.done(), "the pause did not wake the wait"
@@ -199,11 +232,12 @@ async def test_a_wait_wakes_when_the_run_stops_for_a_persons_decision(user, sett
     assert await run_end_wait(run=run, timeout=0.5) is True
 
 
-async def ended_unannounced_is_seen(user) -> bool:
+async def ended_unannounced_is_seen(user, monkeypatch) -> bool:
     """A wait on a run that ends with no word to this process: whether the database told it."""
+    looked = looks_recorded(monkeypatch)
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
-    await asyncio.sleep(0.1)
+    await looked_at(looked, run)  # so that only a second look can find the end
     await end_without_event(run)
     await asyncio.wait({waiting}, timeout=10)
     assert waiting.done(), "the wait did not look at the database again"
@@ -213,7 +247,7 @@ async def ended_unannounced_is_seen(user) -> bool:
 async def test_a_wait_in_process_still_sees_an_end_that_sent_no_signal(user, settings, monkeypatch):
     # Ended by another process (recover_runs, a worker): the database tells.
     settings.TOOLCHAT_TASKS_IN_PROCESS = True
-    assert await ended_unannounced_is_seen(user)
+    assert await ended_unannounced_is_seen(user, monkeypatch)
 
 
 async def test_a_wait_in_process_gives_up_at_its_timeout(user, settings):
@@ -304,22 +338,26 @@ def waits_on_redis(settings, monkeypatch, redis_url):
 
 @pytest.mark.redis
 async def test_a_wait_on_redis_wakes_at_the_workers_publish_of_the_end(
-    user, waits_on_redis, redis_url
+    user, waits_on_redis, redis_url, monkeypatch
 ):
     # The run ends in a worker: nothing in this process is told but by Redis.
+    looked = looks_recorded(monkeypatch)
     run = await make_run(user)
     waiting = asyncio.create_task(run_end_wait(run=run, timeout=60))
-    await asyncio.sleep(0.3)  # subscribed, and waiting on the signal
+    await wait_until_async(subscribed, what="the subscription to run ends")
+    await looked_at(looked, run)
     assert await woken_by_the_workers_end(redis_url, run, waiting), "the publish did not wake it"
 
 
 @pytest.mark.redis
 async def test_several_waits_on_redis_each_wake_at_their_own_runs_end(
-    user, waits_on_redis, redis_url
+    user, waits_on_redis, redis_url, monkeypatch
 ):
+    looked = looks_recorded(monkeypatch)
     runs = [await make_run(user) for _ in range(3)]
     waits = [asyncio.create_task(run_end_wait(run=run, timeout=60)) for run in runs]
-    await asyncio.sleep(0.3)
+    await wait_until_async(subscribed, what="the subscription to run ends")
+    await looked_at(looked, *runs)
     await end_without_event(runs[1])
     await worker_publishes_end(redis_url, runs[1])
     await asyncio.wait({waits[1]}, timeout=5)
@@ -441,12 +479,14 @@ async def test_a_subscription_with_redis_health_checks_stays_up_while_quiet(
     assert await woken_by_the_workers_end(redis_url, run, waiting)
 
 
-async def test_a_wait_whose_subscription_cannot_connect_reads_the_database(user, settings, caplog):
+async def test_a_wait_whose_subscription_cannot_connect_reads_the_database(
+    user, settings, caplog, monkeypatch
+):
     settings.TOOLCHAT_TASKS_IN_PROCESS = False
     use_layer(
         settings,
         "chat.live.redis_layer.RedisChannelLayer",
         hosts=[{"address": f"redis://127.0.0.1:{free_port()}/0", "socket_connect_timeout": 1}],
     )
-    assert await ended_unannounced_is_seen(user)
+    assert await ended_unannounced_is_seen(user, monkeypatch)
     assert "the subscription to run ends failed" in caplog.text
