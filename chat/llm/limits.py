@@ -110,10 +110,19 @@ def streaming_tools_refused(base_url: str, model: str, why: str) -> None:
         )
 
 
-# The words of an error that refuses images: OpenAI's ("image_url is only supported by
-# certain models"), vLLM's ("is not a multimodal model"), llama.cpp's ("image input is
-# not supported", "mmproj"), Ollama's and LM Studio's ("does not support images").
-_IMAGE_WORDS = re.compile(r"image|vision|multi-?modal|mmproj", re.IGNORECASE)
+# What an error that refuses images as such says: OpenAI's ("image_url is only
+# supported by certain models"), vLLM's ("is not a multimodal model"), llama.cpp's
+# ("image input is not supported", "mmproj"), Ollama's and LM Studio's ("does not
+# support images"). Only these: a refusal is remembered for everyone who uses the model,
+# so an error about one person's image ("you uploaded an unsupported image") or one that
+# repeats a URL they chose must not read as one (the URLs are taken out first).
+_IMAGE_REFUSALS = re.compile(
+    r"only supported by certain models|not an? multi-?modal model|mmproj"
+    r"|\b(?:image|vision)s?(?: input)? (?:is |are )?not supported"
+    r"|(?:does not|doesn't|do not|cannot) (?:support|accept|take) (?:image|vision)",
+    re.IGNORECASE,
+)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 # Words that say the image itself is at fault (it could not be read, or is too big):
 # another image may do, so the model is not marked as refusing them.
 _IMAGE_FAULT = re.compile(
@@ -164,7 +173,8 @@ def image_input_refused(status: int | None, message: str) -> bool:
     """Whether a model server's error to a request with images refuses images as such."""
     if status is None or not (400 <= status < 500 or _REFUSAL.search(message)):
         return False
-    return bool(_IMAGE_WORDS.search(message)) and not _IMAGE_FAULT.search(message)
+    words = _URL.sub("", message)
+    return bool(_IMAGE_REFUSALS.search(words)) and not _IMAGE_FAULT.search(words)
 
 
 def images_refused(base_url: str, model: str, why: str) -> None:

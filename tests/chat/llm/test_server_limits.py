@@ -513,6 +513,13 @@ def test_the_server_is_offered_the_worded_schema(server, provider):
         (400, "Could not download the image from the URL", False),
         (400, "messages[0].content must be a string", False),
         (503, "image service overloaded, try later", False),
+        # A broken image, or a URL whose words say "image", is no refusal of images: one
+        # person's upload must not switch images off for everyone using the model.
+        (400, "You uploaded an unsupported image. Please make sure your image is valid.", False),
+        (400, "Error while downloading https://x.example/not-a-multimodal-model/image.png", False),
+        (400, "Failed to load image from http://images.example.com/vision/a.png", False),
+        (400, "This model does not support image input.", True),
+        (400, "Vision is not supported by this model", True),
     ],
 )
 def test_an_error_refuses_images_only_when_its_words_say_so(status, words, refused):
