@@ -28,6 +28,7 @@ import base64
 import binascii
 import dataclasses
 import hashlib
+import ipaddress
 import re
 import struct
 from collections.abc import Iterable, Sequence
@@ -232,7 +233,42 @@ def _url_checked(url: str, where: str) -> str:
             f"{where}: the URL is over {MAX_URL_CHARS} characters or holds spaces or controls.",
             field=where,
         )
+    if parts.username is not None or parts.password is not None:
+        raise InvalidInput(
+            f"{where}: an image URL may not carry a user name or password.", field=where
+        )
+    if not _public_host(parts.hostname):
+        raise InvalidInput(
+            f"{where}: the image's host must be a public name or address (the model's server "
+            "fetches it from inside its own network: no private, loopback or link-local "
+            "address, no localhost or .internal name).",
+            field=where,
+        )
     return url
+
+
+# Names that reach the fetching server itself or its private network, whatever DNS says.
+_PRIVATE_NAMES = re.compile(r"(?:^|\.)(?:localhost|local|internal|localdomain|home\.arpa)$")
+
+
+def _public_host(host: str) -> bool:
+    """Whether an image URL's host names the public internet, as far as its text can tell.
+
+    An address is checked as one (dotted, IPv6, or a bare number such as
+    2130706433, which resolvers read as 127.0.0.1); a name must have a dot and
+    no private suffix. A public name that resolves to a private address is the
+    model server's to refuse: toolchat never resolves or fetches it.
+    """
+    host = host.lower().rstrip(".")
+    try:
+        address = ipaddress.ip_address(int(host) if host.isdigit() else host)
+    except ValueError:
+        # A last label of digits (127.1, 0x7f.1) is an address a resolver would read, not
+        # a name: no top-level domain is a number.
+        last = host.rsplit(".", 1)[-1]
+        numeric = last.isdigit() or last.startswith("0x")
+        return "." in host and not numeric and not _PRIVATE_NAMES.search(host)
+    return address.is_global and not address.is_multicast
 
 
 def images_checked(images: Sequence[ImageInput], field: str) -> None:

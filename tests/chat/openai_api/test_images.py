@@ -157,6 +157,16 @@ GIF = b"GIF89a\x02\x00\x03\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x00\
         (image_part("file:///etc/passwd"), ".image_url.url", "https"),
         (image_part("https://example.com/a\x00.png"), ".image_url.url", "NUL"),
         (image_part("https://example.com/a b.png"), ".image_url.url", "spaces"),
+        # The model's server fetches the URL from where it runs: never an address of a
+        # private network, of its own host or of a cloud's metadata, nor a password.
+        (image_part("https://10.0.0.5/admin.png"), ".image_url.url", "public"),
+        (image_part("https://169.254.169.254/latest/meta-data"), ".image_url.url", "public"),
+        (image_part("https://[::1]/a.png"), ".image_url.url", "public"),
+        (image_part("https://localhost/a.png"), ".image_url.url", "public"),
+        (image_part("https://metadata.google.internal/a.png"), ".image_url.url", "public"),
+        (image_part("https://2130706433/a.png"), ".image_url.url", "public"),
+        (image_part("https://127.1/a.png"), ".image_url.url", "public"),
+        (image_part("https://user:secret@example.com/a.png"), ".image_url.url", "password"),
         ({"type": "image_url", "image_url": {"url": 7}}, ".image_url.url", "a string"),
         ({"type": "image_url", "image_url": 7}, ".image_url", "an object"),
         (image_part(data_url(GIF), "huge"), ".image_url.detail", "auto, low, high"),
