@@ -249,8 +249,15 @@ def use_read(user_id: Any, now: datetime.datetime) -> Use:
 
 
 def _decimal(value: Any) -> Decimal:
-    """A sum of dollars as the database gave it (PostgreSQL's numeric, SQLite's float)."""
-    return Decimal(0) if value is None else Decimal(str(value))
+    """A sum of dollars as the database gave it (PostgreSQL's numeric, SQLite's float).
+
+    Rounded to the model call's 8 places, as the ORM would: SQLite sums floats,
+    and 0.7 + 0.1 is 0.7999999999999999, which would not reach a cap of 0.80.
+    """
+    return Decimal(0) if value is None else Decimal(str(value)).quantize(_CENTS_OF_CENTS)
+
+
+_CENTS_OF_CENTS = Decimal("1e-8")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -67,13 +67,15 @@ RETURNING {columns},
 """
 
 # The owner's row, locked when a limit of a calendar period covers them (its one
-# parameter: the conversation's id).
+# parameter: the conversation's id). NO KEY: it orders their posts (it conflicts with
+# itself) without holding up a commit whose rows point at the user (a foreign key's
+# check takes KEY SHARE, which FOR UPDATE would block).
 _OWNER_LOCK = """WITH owner_lock AS (
     SELECT person.{owner_pk} FROM {owner_table} AS person
     WHERE person.{owner_pk} = (SELECT owner_id FROM chat_conversation WHERE id = %s)
     AND EXISTS (SELECT 1 FROM {limits_table} AS calendar WHERE calendar.period <> 'run'
                 AND {covers})
-    FOR UPDATE OF person
+    FOR NO KEY UPDATE OF person
 )
 """
 

@@ -103,6 +103,17 @@ def test_a_monthly_dollar_limit_counts_priced_calls_and_a_group_limit_covers_its
 
 
 @pytest.mark.django_db
+def test_dollars_that_add_up_to_the_cap_reach_it_on_either_database(user):
+    # As floats, 0.7 + 0.1 is 0.7999999999999999: SQLite sums floats.
+    BudgetLimit.objects.create(period="day", cost_usd=Decimal("0.80"))
+    spent(user, 10, cost="0.7")
+    spent(user, 10, cost="0.1")
+    with pytest.raises(BudgetExceeded) as refused:
+        run_start(conversation=ConversationFactory(owner=user), content="over")
+    assert refused.value.details["limit"]["used"] == 0.8
+
+
+@pytest.mark.django_db
 def test_runs_in_flight_reserve_their_share_so_the_limit_holds_before_they_use_it(user, settings):
     settings.TOOLCHAT_BUDGET_RESERVE_TOKENS = 1000
     BudgetLimit.objects.create(period="day", tokens=3000)
