@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from django.conf import settings
 from django.db import connection
 
 from chat.history import HistoryRow, RunHistory
@@ -197,6 +198,7 @@ def _history_read(sql: str, conversation: Conversation, **params: Any) -> list[t
     if not any(row[images] is not None for row in rows):
         return rows
     decoded = {i: field.from_db_value(row[images], None, connection) for i, row in enumerate(rows)}
+    _older_images_leave(decoded)
     data = _images_data(entry for entries in decoded.values() if entries for entry in entries)
     return [
         (*row[:images], _image_urls(decoded[i], data), *row[images + 1 :]) if decoded[i] else row
@@ -204,9 +206,30 @@ def _history_read(sql: str, conversation: Conversation, **params: Any) -> list[t
     ]
 
 
+def _older_images_leave(decoded: dict[int, Any]) -> None:
+    """Mark all but the newest `TOOLCHAT_HISTORY_MAX_IMAGES` images as left out.
+
+    A model call then carries (and a worker reads the bytes of) a bounded
+    number of images however many the conversation gathered; the older ones
+    are said in words (chat/images.py `image_parts`), and kept in the record.
+    """
+    room = settings.TOOLCHAT_HISTORY_MAX_IMAGES
+    for index in sorted(decoded, reverse=True):
+        entries = decoded[index] or []
+        for position in range(len(entries) - 1, -1, -1):
+            if room > 0:
+                room -= 1
+            else:
+                entries[position] = {**entries[position], "left_out": True}
+
+
 def _images_data(entries: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The stored data of the images these entries name (those whose bytes toolchat holds)."""
-    ids = {entry["resource_id"] for entry in entries if not entry.get("url")}
+    ids = {
+        entry["resource_id"]
+        for entry in entries
+        if not entry.get("url") and not entry.get("left_out")
+    }
     if not ids:
         return {}
     found = Resource.objects.filter(pk__in=ids, kind=IMAGE_KIND).values_list("pk", "data")
@@ -220,6 +243,7 @@ def _image_urls(
         {
             "url": image_url_of(entry, data.get(str(entry.get("resource_id")))),
             "detail": entry.get("detail"),
+            **({"left_out": True} if entry.get("left_out") else {}),
         }
         for entry in entries
     ]

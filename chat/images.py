@@ -339,6 +339,10 @@ def image_parts(text: str, images: Iterable[dict[str, Any]]) -> list[dict[str, A
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     for entry in images:
         url = entry.get("url")
+        if entry.get("left_out"):
+            # Older than the newest TOOLCHAT_HISTORY_MAX_IMAGES (chat/history_rows.py).
+            parts.append({"type": "text", "text": "[an earlier image, left out of this request]"})
+            continue
         if not url:
             parts.append({"type": "text", "text": "[an image, since deleted]"})
             continue

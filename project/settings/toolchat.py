@@ -178,6 +178,12 @@ MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 32_000)
 # 3 bytes): Django's limit on a body, 2.5 MB by default, is raised to fit a few.
 TOOLCHAT_IMAGE_MAX_BYTES = env_int("TOOLCHAT_IMAGE_MAX_BYTES", 5 * 1024 * 1024)
 TOOLCHAT_IMAGE_MAX_COUNT = env_int("TOOLCHAT_IMAGE_MAX_COUNT", 8)
+# A model call carries the newest this many images of its history (the older ones said
+# in words): a worker reads, and a provider is sent, a bounded number of bytes however
+# many images a conversation gathers. At least a message's worth.
+TOOLCHAT_HISTORY_MAX_IMAGES = max(
+    env_int("TOOLCHAT_HISTORY_MAX_IMAGES", 16), TOOLCHAT_IMAGE_MAX_COUNT
+)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 24 * 1024 * 1024)
 # A conversation's system prompt is sent on every model call, outside the
 # history budget: bounded like a message.

@@ -410,3 +410,30 @@ def test_the_open_responses_compliance_image_case_completes_on_the_offline_model
     assert body["status"] == "completed"
     (message,) = [item for item in body["output"] if item["type"] == "message"]
     assert message["content"][0]["text"].startswith("I see 1 image (image/png, 32x32).")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_history_sends_its_newest_images_and_says_the_older_in_words(v1, llm_server, settings):
+    """However many images a conversation gathers, a model call carries the newest few."""
+    settings.TOOLCHAT_HISTORY_MAX_IMAGES = 2
+    first, second, third = png(1, 1), png(2, 2), png(3, 3)
+    llm_server.push(text_reply("Three squares."))
+    messages = [
+        asked("One", image_part(data_url(first))),
+        {"role": "assistant", "content": "A dot."},
+        asked("Two", image_part(data_url(second))),
+        {"role": "assistant", "content": "A bigger dot."},
+        asked("Three", image_part(data_url(third))),
+    ]
+    response = post(v1, messages)
+    assert response.status_code == 200, response.json()
+    sent = [m["content"] for m in llm_server.requests[0]["messages"] if m["role"] == "user"]
+    assert sent[0] == [
+        {"type": "text", "text": "One"},
+        {"type": "text", "text": "[an earlier image, left out of this request]"},
+    ]
+    assert [part["image_url"]["url"] for part in sent[1][1:] + sent[2][1:]] == [
+        data_url(second),
+        data_url(third),
+    ]
+    assert Resource.objects.filter(kind="image").count() == 3  # all kept, for the record
