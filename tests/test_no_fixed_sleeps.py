@@ -24,7 +24,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
-# Unlisted fixed sleeps allowed (issue 45 asked for at most 3).
+# Unlisted fixed sleeps allowed (the code-health goal was at most 3; none is kept).
 MAX_UNLISTED = 0
 
 # Whole files whose sleeps are the time something takes, or a poll's interval.
