@@ -96,6 +96,19 @@ def _chain_root(node: ast.AST) -> ast.AST:
             return node
 
 
+def _through_related(node: ast.AST) -> bool:
+    """Whether the chain goes through a run's or a message's calls: `run.tool_executions...`."""
+    while True:
+        if isinstance(node, ast.Attribute):
+            if node.attr == "tool_executions":
+                return True
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func
+        else:
+            return False
+
+
 def _outcome_listed(node: ast.AST | None) -> bool:
     return isinstance(node, ast.List | ast.Tuple | ast.Set) and any(
         isinstance(e, ast.Constant) and e.value in OUTCOME for e in node.elts
@@ -118,8 +131,9 @@ class _Finder(ast.NodeVisitor):
 
     def _of_model(self, node: ast.AST) -> bool:
         root = _chain_root(node)
-        return isinstance(root, ast.Name) and (
-            root.id in _MODEL or any(root.id in scope for scope in self.scopes)
+        return _through_related(node) or (
+            isinstance(root, ast.Name)
+            and (root.id in _MODEL or any(root.id in scope for scope in self.scopes))
         )
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -274,6 +288,8 @@ def test_the_ledger_is_where_the_outcome_is_written():
         "execution.save()",
         "execution.save(update_fields=fields)",
         "SQL = 'UPDATE chat_toolexecution SET status = %s WHERE id = %s'",
+        "run.tool_executions.update(status=ExecutionStatus.CANCELLED)",
+        "message.tool_executions.filter(finished_at=None).update(error='x')",
     ],
 )
 def test_a_write_of_a_calls_outcome_is_named(source):
@@ -301,6 +317,8 @@ def test_a_write_of_a_calls_outcome_is_named(source):
         "StandingApproval.objects.create(tool=n, created_from=execution)",
         "SQL = 'SELECT status FROM chat_toolexecution WHERE id = %s'",
         "if execution.status == ExecutionStatus.RUNNING:\n    pass",
+        "run.tool_executions.filter(status=ExecutionStatus.RUNNING).count()",
+        "run.tool_executions.update(heartbeat_at=now)",
     ],
 )
 def test_a_read_or_another_rows_write_is_not_named(source):
