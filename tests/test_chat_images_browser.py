@@ -69,3 +69,26 @@ def test_attached_and_pasted_images_go_with_the_message_and_are_shown(asgi_serve
     expect(page.locator(".msg-user .msg-images li")).to_have_text(
         ["Image: image/png, 8x4", "Image: image/png, 2x2"]
     )
+
+
+def test_images_picked_at_once_past_the_count_or_the_sockets_size_are_refused(
+    asgi_server: str, page: Page
+):
+    log_in(page, asgi_server)
+    new_conversation(page, "two_pass")
+    # Ten at once: the first eight are still being read when the ninth is looked at.
+    page.locator("#composer-file").set_input_files(
+        [{"name": f"{n}.png", "mimeType": "image/png", "buffer": png(2, 2)} for n in range(10)]
+    )
+    expect(page.locator("#composer-error")).to_have_text("At most 8 images a message.")
+    expect(page.locator("#composer-images .composer-image")).to_have_count(8)
+    page.get_by_role("button", name="Remove 0.png").click()
+    # Four images of 3 MiB (4 MiB each as sent) would be a frame past what the socket takes.
+    big = png(2, 2) + b"\0" * (3 * 1024 * 1024 - 100)
+    for index in range(7):
+        page.get_by_role("button", name=f"Remove {index + 1}.png").click()
+    page.locator("#composer-file").set_input_files(
+        [{"name": f"big{n}.png", "mimeType": "image/png", "buffer": big} for n in range(4)]
+    )
+    expect(page.locator("#composer-error")).to_contain_text("too large to send together")
+    expect(page.locator("#composer-images .composer-image")).to_have_count(3)

@@ -38,6 +38,19 @@ import { charCount } from "./format.js";
  * @property {() => MessageView | null} lastQuestion the question Edit is offered on, if any
  */
 
+// What a message's images may come to, as sent: the socket takes a frame of 16 MiB at
+// most (uvicorn's default), and the message's text and framing need some of it.
+const MAX_MESSAGE_IMAGE_BYTES = 15 * 1024 * 1024;
+
+/**
+ * A file's size once it is a data: URL (base64: 4 characters for 3 bytes, and its prefix).
+ * @param {number} bytes
+ * @returns {number}
+ */
+function encodedSize(bytes) {
+  return Math.ceil(bytes / 3) * 4 + 40;
+}
+
 /** @param {ComposerHooks} hooks */
 export function createComposer(hooks) {
   const el = {
@@ -56,6 +69,8 @@ export function createComposer(hooks) {
   /** @type {{name: string, url: string}[]} the images to send with the message */
   let attached = [];
   const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+  /** The files being read now: how many, and their size as they will be sent. */
+  const reading = { count: 0, bytes: 0 };
 
   /**
    * @param {string} message
@@ -221,12 +236,25 @@ export function createComposer(hooks) {
           maxBytes.toLocaleString("en") + ".");
         continue;
       }
-      if (attached.length >= maxImages) {
+      // Files still being read count too: twenty picked at once are not all let in.
+      if (attached.length + reading.count >= maxImages) {
         showError("At most " + maxImages + " images a message.");
+        break;
+      }
+      // The message goes over the socket in one frame (the server takes 16 MiB at most).
+      if (reading.bytes + attachedBytes() + encodedSize(file.size) > MAX_MESSAGE_IMAGE_BYTES) {
+        showError("These images are too large to send together: at most " +
+          Math.floor(MAX_MESSAGE_IMAGE_BYTES / 1024 / 1024) + " MB a message, as sent.");
         break;
       }
       const name = file.name || "pasted image";
       const reader = new FileReader();
+      reading.count += 1;
+      reading.bytes += encodedSize(file.size);
+      reader.addEventListener("loadend", () => {
+        reading.count -= 1;
+        reading.bytes -= encodedSize(file.size);
+      });
       reader.addEventListener("load", () => {
         if (typeof reader.result !== "string") return;
         attached = [...attached, { name, url: reader.result }];
@@ -235,6 +263,11 @@ export function createComposer(hooks) {
       });
       reader.readAsDataURL(file);
     }
+  }
+
+  /** @returns {number} the attached images' size as sent (their data: URLs) */
+  function attachedBytes() {
+    return attached.reduce((total, image) => total + image.url.length, 0);
   }
 
   /**
