@@ -14,7 +14,8 @@ from django.db.models import Count, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from chat.budgets import Use, limits_for, period_bounds, use_read
+from chat.budget_use import Use, period_bounds, use_read
+from chat.budgets import limits_for
 from chat.models import BudgetPeriod, ModelCall
 from chat.timestamps import iso_time
 

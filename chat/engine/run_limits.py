@@ -18,7 +18,8 @@ from typing import Any
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from chat.budgets import Limit, Used, budget_warning, limits_reached
+from chat.budget_use import Used
+from chat.budgets import Limit, budget_warning, limits_reached
 from chat.live.event_types import BudgetWarning
 from chat.models import ModelCall, Run, ToolExecution
 

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db import connection, connections
 
-from chat.budgets import period_bounds
+from chat.budget_use import period_bounds
 from chat.exceptions import BudgetExceeded
 from chat.models import (
     BudgetLimit,
