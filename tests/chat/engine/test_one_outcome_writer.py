@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.chat.engine.writers import ROOT, WRITES, chain_root, mentions, name_of, offenders
+
 LEDGER = ROOT / "chat" / "engine" / "ledger"
 
 OUTCOME = frozenset(
@@ -62,38 +62,12 @@ OUTCOME = frozenset(
 
 _CALL_NAME = re.compile(r"^(execution|.*_execution)$")
 _MODEL = {"ToolExecution", "Execution"}
-_WRITES = {"update", "create", "get_or_create", "update_or_create"}
 _SQL = re.compile(r"\bUPDATE\s+\"?chat_toolexecution\"?\s+SET\b", re.IGNORECASE)
 
 
-def _name(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
-
-
 def _is_call(node: ast.AST) -> bool:
-    name = _name(node)
+    name = name_of(node)
     return name is not None and bool(_CALL_NAME.match(name))
-
-
-def _mentions(node: ast.AST | None, name: str) -> bool:
-    return node is not None and any(
-        isinstance(n, ast.Name) and n.id == name for n in ast.walk(node)
-    )
-
-
-def _chain_root(node: ast.AST) -> ast.AST:
-    """Where `ToolExecution.objects.filter(...).update` starts."""
-    while True:
-        if isinstance(node, ast.Attribute):
-            node = node.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            node = node.func.value
-        else:
-            return node
 
 
 def _through_related(node: ast.AST) -> bool:
@@ -130,7 +104,7 @@ class _Finder(ast.NodeVisitor):
         self.scopes: list[set[str]] = [set()]
 
     def _of_model(self, node: ast.AST) -> bool:
-        root = _chain_root(node)
+        root = chain_root(node)
         return _through_related(node) or (
             isinstance(root, ast.Name)
             and (root.id in _MODEL or any(root.id in scope for scope in self.scopes))
@@ -139,7 +113,7 @@ class _Finder(ast.NodeVisitor):
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         scope: set[str] = set()
         for arg in [*node.args.args, *node.args.kwonlyargs]:
-            if _mentions(arg.annotation, "QuerySet") and _mentions(arg.annotation, "ToolExecution"):
+            if mentions(arg.annotation, "QuerySet") and mentions(arg.annotation, "ToolExecution"):
                 scope.add(arg.arg)
         # Names bound to a ToolExecution query anywhere in the function (to a fixpoint).
         grew = True
@@ -158,7 +132,7 @@ class _Finder(ast.NodeVisitor):
     def _binds_query(self, value: ast.AST, scope: set[str]) -> bool:
         if not isinstance(value, ast.Call | ast.Attribute):
             return False
-        root = _chain_root(value)
+        root = chain_root(value)
         return isinstance(root, ast.Name) and (root.id in _MODEL or root.id in scope)
 
     visit_FunctionDef = _function
@@ -167,7 +141,7 @@ class _Finder(ast.NodeVisitor):
     def _store(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
         if isinstance(target, ast.Attribute) and target.attr in OUTCOME:
             of_call = _is_call(target.value)
-            if of_call or (target.attr == "status" and _mentions(value, "ExecutionStatus")):
+            if of_call or (target.attr == "status" and mentions(value, "ExecutionStatus")):
                 self.found.append((line, f"execution.{target.attr} = ..."))
         elif isinstance(target, ast.Tuple | ast.List):
             for element in target.elts:
@@ -200,14 +174,14 @@ class _Finder(ast.NodeVisitor):
             if (
                 func.id == "rows_update"
                 and call.args
-                and _name(call.args[0]) in _MODEL
+                and name_of(call.args[0]) in _MODEL
                 and _outcome_keywords(call)
             ):
                 return "rows_update(ToolExecution, <outcome>=...)"
             return None
         if not isinstance(func, ast.Attribute):
             return None
-        if func.attr in _WRITES and self._of_model(func.value) and _outcome_keywords(call):
+        if func.attr in WRITES and self._of_model(func.value) and _outcome_keywords(call):
             return f"ToolExecution ... .{func.attr}(<outcome>=...)"
         if func.attr == "bulk_update" and self._of_model(func.value):
             listed = keywords.get("fields") or (call.args[1] if len(call.args) > 1 else None)
@@ -237,21 +211,8 @@ def outcome_writes(source: str) -> list[tuple[int, str]]:
     return sorted(set(finder.found))
 
 
-def _sources() -> list[Path]:
-    return [
-        path
-        for path in sorted((ROOT / "chat").rglob("*.py"))
-        if "migrations" not in path.relative_to(ROOT).parts and LEDGER not in path.parents
-    ]
-
-
 def test_only_the_ledger_writes_a_calls_outcome():
-    offenders = [
-        f"{path.relative_to(ROOT)}:{line}: {what}"
-        for path in _sources()
-        for line, what in outcome_writes(path.read_text())
-    ]
-    assert offenders == []
+    assert offenders(LEDGER, outcome_writes) == []
 
 
 def test_the_ledger_is_where_the_outcome_is_written():

@@ -26,30 +26,20 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.chat.engine.writers import ROOT, WRITES, chain_root, name_of, offenders
+
 LEDGER = ROOT / "chat" / "engine" / "ledger" / "runs.py"
 
 _RUN_NAME = re.compile(r"^(run|.*_run|locked|replica|Run)$")
-_WRITES = {"update", "create", "get_or_create", "update_or_create"}
 _FENCED = {"run_write"}
 _SQL = re.compile(r"\bUPDATE\s+\"?chat_run\"?\s+SET\b[^;]*?\bstatus\s*=", re.IGNORECASE | re.DOTALL)
 
 
-def _name(node: ast.AST) -> str | None:
-    """The last name of `a.b.c` (`c`), of `a` alone, or None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
-
-
 def _is_run(node: ast.AST) -> bool:
-    name = _name(node)
+    name = name_of(node)
     return name is not None and bool(_RUN_NAME.match(name))
 
 
@@ -57,19 +47,8 @@ def _mentions_run_status(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Name) and n.id == "RunStatus" for n in ast.walk(node))
 
 
-def _chain_root(node: ast.AST) -> ast.AST:
-    """Where `Run.objects.filter(...).update` starts: `Run` (or `type(run)`)."""
-    while True:
-        if isinstance(node, ast.Attribute):
-            node = node.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            node = node.func.value
-        else:
-            return node
-
-
 def _rows_of_run(func: ast.Attribute) -> bool:
-    root = _chain_root(func.value)
+    root = chain_root(func.value)
     if isinstance(root, ast.Name) and root.id == "Run":
         return True
     # type(run).objects...
@@ -99,9 +78,9 @@ def _status_keyword_writes(call: ast.Call) -> str | None:
     if isinstance(func, ast.Name):
         if func.id == "Run" or func.id in _FENCED:
             return f"{func.id}(status=...)"
-        if func.id == "rows_update" and call.args and _name(call.args[0]) == "Run":
+        if func.id == "rows_update" and call.args and name_of(call.args[0]) == "Run":
             return "rows_update(Run, status=...)"
-    if isinstance(func, ast.Attribute) and func.attr in _WRITES and _rows_of_run(func):
+    if isinstance(func, ast.Attribute) and func.attr in WRITES and _rows_of_run(func):
         return f"Run ... .{func.attr}(status=...)"
     return None
 
@@ -138,7 +117,7 @@ def _run_status_records(tree: ast.Module) -> set[str]:
         if isinstance(node, ast.ClassDef)
         and any(
             isinstance(item, ast.AnnAssign)
-            and _name(item.target) == "status"
+            and name_of(item.target) == "status"
             and _mentions_run_status(item.annotation)
             for item in node.body
         )
@@ -226,21 +205,8 @@ def status_writes(source: str) -> list[tuple[int, str]]:
     return sorted(set(finder.found))
 
 
-def _sources() -> list[Path]:
-    return [
-        path
-        for path in sorted((ROOT / "chat").rglob("*.py"))
-        if "migrations" not in path.relative_to(ROOT).parts and path != LEDGER
-    ]
-
-
 def test_only_the_ledger_writes_a_runs_status():
-    offenders = [
-        f"{path.relative_to(ROOT)}:{line}: {what}"
-        for path in _sources()
-        for line, what in status_writes(path.read_text())
-    ]
-    assert offenders == []
+    assert offenders(LEDGER, status_writes) == []
 
 
 def test_the_ledger_is_where_the_status_is_written():

@@ -1,0 +1,64 @@
+"""What the one-writer tests share: reading chat/ as source, and the shape of a query chain.
+
+tests/chat/engine/test_one_status_writer.py and test_one_outcome_writer.py each
+name the writes of one part of a turn's record found outside the ledger
+(chat/engine/ledger/); this is the reading both do.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# The query methods that write rows.
+WRITES = frozenset({"update", "create", "get_or_create", "update_or_create"})
+
+
+def name_of(node: ast.AST) -> str | None:
+    """The last name of `a.b.c` (`c`), of `a` alone, or None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def mentions(node: ast.AST | None, name: str) -> bool:
+    """Whether the name `name` appears anywhere in `node`."""
+    return node is not None and any(
+        isinstance(n, ast.Name) and n.id == name for n in ast.walk(node)
+    )
+
+
+def chain_root(node: ast.AST) -> ast.AST:
+    """Where a chain such as `Run.objects.filter(...).update` starts: `Run`."""
+    while True:
+        if isinstance(node, ast.Attribute):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            node = node.func.value
+        else:
+            return node
+
+
+def sources_outside(ledger: Path) -> list[Path]:
+    """Every module of chat/ but its migrations and `ledger` (a module, or a package)."""
+    return [
+        path
+        for path in sorted((ROOT / "chat").rglob("*.py"))
+        if "migrations" not in path.relative_to(ROOT).parts
+        and path != ledger
+        and ledger not in path.parents
+    ]
+
+
+def offenders(ledger: Path, writes: Callable[[str], list[tuple[int, str]]]) -> list[str]:
+    """Each write `writes` finds outside `ledger`, as `path:line: what`."""
+    return [
+        f"{path.relative_to(ROOT)}:{line}: {what}"
+        for path in sources_outside(ledger)
+        for line, what in writes(path.read_text())
+    ]
