@@ -33,7 +33,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat.live.events import conversation_group, event_envelope, run_end_group
-from chat.live.run_ends import TERMINAL_EVENTS, WAIT_ENDS, run_end_signal, run_ends_listen
+from chat.live.run_ends import TERMINAL_EVENTS, WAIT_ENDS, run_end_signal
+from chat.live.subscription import FAILED, Subscription, run_ends_listen, subscription
 from chat.models import Conversation, Run, RunStatus
 from chat.selectors import stored_events
 from chat.telemetry.metrics import event_lag_observe
@@ -127,7 +128,7 @@ async def event_stream(
                 if until_run_ends and envelope["type"] in TERMINAL_EVENTS:
                     return
     finally:
-        await _unsubscribe(live.layer, live.group, live.channel, live.receiving)
+        await live.unsubscribe()
 
 
 class _Live:
@@ -146,15 +147,23 @@ class _Live:
         # One receive at a time, kept across quiet spells rather than cancelled at
         # each timeout (see _unsubscribe).
         self.receiving: asyncio.Future[Any] | None = None
+        # With chat.live.redis_layer's layer, the process's one subscription puts them in a queue.
+        self.hub: Subscription | None = None
+        self.queue: asyncio.Queue[dict[str, Any]] | None = None
 
     async def subscribe(self) -> None:
         """Join the conversation's group, unless joined, or the layer failed and is not due again."""
         if self.layer is None or self.listening or self.loop.time() < self.retry_at:
             return
         try:
-            if self.channel is None:
-                self.channel = await self.layer.new_channel()
-            await self.layer.group_add(self.group, self.channel)
+            if hasattr(self.layer, "group_channel"):
+                self.hub = subscription(self.layer)
+                self.queue = asyncio.Queue(maxsize=self.layer.capacity)
+                await self.hub.join(self.group, self.queue)
+            else:
+                if self.channel is None:
+                    self.channel = await self.layer.new_channel()
+                await self.layer.group_add(self.group, self.channel)
             self.listening = True
             # The database is read next: until a live event comes, nothing can
             # have been dropped (the layer drops only into a full channel), so
@@ -186,6 +195,8 @@ class _Live:
 
     async def _receive(self) -> dict[str, Any] | None:
         """The next live envelope; None after a quiet spell or when the layer fails."""
+        if self.queue is not None and self.listening:
+            return await self._queued(self.queue)
         if self.layer is None or self.channel is None or not self.listening:
             await asyncio.sleep(CATCH_UP_S)
             return None
@@ -210,10 +221,33 @@ class _Live:
         envelope: dict[str, Any] = message.get("event") or {}
         return envelope
 
+    async def _queued(self, queue: asyncio.Queue[dict[str, Any]]) -> dict[str, Any] | None:
+        try:
+            message = await asyncio.wait_for(queue.get(), self.idle_wait)
+        except TimeoutError:
+            self.idle_wait = min(self.idle_wait * 2, MAX_CATCH_UP_S)
+            return None
+        if message is FAILED:
+            self._failed(ConnectionError("the subscription to Redis failed"))
+            return None
+        self.idle_wait = CATCH_UP_S
+        envelope: dict[str, Any] = message.get("event") or {}
+        return envelope
+
     def _failed(self, exc: Exception) -> None:
         _layer_failed(self.conversation_id, exc)
         self.listening = False
         self.retry_at = self.loop.time() + LAYER_RETRY_S
+        if self.hub is not None and self.queue is not None:
+            self.hub.leave(self.group, self.queue)
+            self.queue = None
+
+    async def unsubscribe(self) -> None:
+        """Stop following the group (see `_unsubscribe`)."""
+        if self.hub is not None and self.queue is not None:
+            self.hub.leave(self.group, self.queue)
+            return
+        await _unsubscribe(self.layer, self.group, self.channel, self.receiving)
 
 
 async def _unsubscribe(

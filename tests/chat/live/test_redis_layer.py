@@ -1,10 +1,9 @@
-"""`group_send_now` on a real Redis: what channels_redis' receivers read, in order.
+"""`group_send_now` on a real Redis: what the web processes' subscriptions hear, in order.
 
 The sending layer is a worker's, sending from a task thread (no event loop);
-the receiving layers are web processes',
-each with its own process-local channels (one BZPOPMIN key per process). One
-receiver runs channels_redis' own class: the messages are stored as it
-stores them.
+each receiving side is a web process's one subscription
+(chat/live/subscription.py), which hands a group's messages to the queues of
+the streams that follow it.
 """
 
 from __future__ import annotations
@@ -16,12 +15,12 @@ import time
 from typing import Any
 
 import pytest
-from channels_redis.core import RedisChannelLayer as UpstreamLayer
 from django.core.exceptions import ImproperlyConfigured
 
 from chat.live import sender
 from chat.live.redis_layer import SEND_TIMEOUT_S, RedisChannelLayer
 from chat.live.sender import layer_send
+from chat.live.subscription import FAILED, Subscription
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
@@ -30,99 +29,157 @@ pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 async def layers(redis_url):
     made: list[Any] = []
 
-    def make(cls: type = RedisChannelLayer, **config: Any) -> Any:
-        layer = cls(hosts=[{"address": redis_url}], **config)
+    def make(**config: Any) -> Any:
+        layer = RedisChannelLayer(hosts=[{"address": redis_url}], **config)
         made.append(layer)
         return layer
 
     yield make
-    await made[0].flush()
     for layer in made:
         await layer.close_pools()
 
 
-async def sent(layer: Any, messages: list[tuple[str, dict[str, Any]]]) -> int:
+@pytest.fixture
+async def web(layers):
+    """A web process's subscription (each call another process's)."""
+    made: list[Subscription] = []
+
+    async def make(**config: Any) -> Subscription:
+        hub = Subscription(layers(**config))
+        made.append(hub)
+        await asyncio.wait_for(hub.subscribed.wait(), 5)
+        return hub
+
+    yield make
+    for hub in made:
+        hub.task.cancel()
+    await asyncio.gather(*(hub.task for hub in made), return_exceptions=True)
+
+
+async def followed(hub: Subscription, group: str, capacity: int = 100) -> asyncio.Queue[Any]:
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=capacity)
+    await hub.join(group, queue)
+    return queue
+
+
+async def sent(layer: Any, messages: list[tuple[str, dict[str, Any]]]) -> None:
     """`group_send_now` from a thread without a loop, as a committing task thread calls it."""
-    return await asyncio.to_thread(layer.group_send_now, messages)
+    await asyncio.to_thread(layer.group_send_now, messages)
 
 
-async def received(layer: Any, channel: str, count: int) -> list[dict[str, Any]]:
-    return [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(count)]
+async def received(queue: asyncio.Queue[Any], count: int) -> list[dict[str, Any]]:
+    return [await asyncio.wait_for(queue.get(), 5) for _ in range(count)]
 
 
-async def nothing_more(layer: Any, channel: str) -> bool:
+async def nothing_more(queue: asyncio.Queue[Any]) -> bool:
     try:
-        await asyncio.wait_for(layer.receive(channel), 0.3)
+        await asyncio.wait_for(queue.get(), 0.3)
     except TimeoutError:
         return True
     return False
 
 
-async def test_each_group_s_channels_get_its_messages_in_the_order_sent(layers):
-    worker, web_one, web_two = layers(), layers(), layers(UpstreamLayer)
-    # Two sockets of one process and one of another on conversation.a; one on .b.
-    a_first, a_second = await web_one.new_channel(), await web_one.new_channel()
-    a_other, b_only = await web_two.new_channel(), await web_two.new_channel()
-    for group, channel in [("conversation.a", a_first), ("conversation.a", a_second)]:
-        await web_one.group_add(group, channel)
-    await web_two.group_add("conversation.a", a_other)
-    await web_two.group_add("conversation.b", b_only)
+async def test_each_group_s_followers_get_its_messages_in_the_order_sent(layers, web):
+    worker, web_one, web_two = layers(), await web(), await web()
+    # Two streams of one process and one of another on conversation.a; one on .b.
+    a_first = await followed(web_one, "conversation.a")
+    a_second = await followed(web_one, "conversation.a")
+    a_other = await followed(web_two, "conversation.a")
+    b_only = await followed(web_two, "conversation.b")
 
     messages = [
         (f"conversation.{'ab'[n % 3 == 0]}", {"type": "run.event", "n": n, "text": "é\u0000"})
         for n in range(30)
     ]
     # In two calls within the same second, as two commits of a step would be.
-    assert await sent(worker, messages[:12]) == 0
-    assert await sent(worker, messages[12:]) == 0
+    await sent(worker, messages[:12])
+    await sent(worker, messages[12:])
 
     to_a = [message for group, message in messages if group == "conversation.a"]
     to_b = [message for group, message in messages if group == "conversation.b"]
-    assert await received(web_one, a_first, len(to_a)) == to_a
-    assert await received(web_one, a_second, len(to_a)) == to_a
-    assert await received(web_two, a_other, len(to_a)) == to_a
-    assert await received(web_two, b_only, len(to_b)) == to_b
-    for layer, channel in [(web_one, a_first), (web_two, b_only)]:
-        assert await nothing_more(layer, channel)
+    assert await received(a_first, len(to_a)) == to_a
+    assert await received(a_second, len(to_a)) == to_a
+    assert await received(a_other, len(to_a)) == to_a
+    assert await received(b_only, len(to_b)) == to_b
+    for queue in (a_first, b_only):
+        assert await nothing_more(queue)
 
 
-async def test_a_full_channel_drops_what_is_over_its_capacity_and_says_how_many(layers):
-    worker, web = layers(capacity=3), layers(capacity=3)
-    channel = await web.new_channel()
-    general = "conversation-reader"  # a channel that is not process-local
-    await web.group_add("conversation.a", channel)
-    await web.group_add("conversation.a", general)
+async def test_a_process_subscribes_to_a_group_once_however_many_follow_it(layers, web, redis_url):
+    import redis.asyncio
 
-    dropped = await sent(worker, [("conversation.a", {"n": n}) for n in range(5)])
-
-    # The process's key takes three messages, the general channel's three.
-    assert dropped == 4
-    assert [message["n"] for message in await received(web, channel, 3)] == [0, 1, 2]
-    assert [message["n"] for message in await received(web, general, 3)] == [0, 1, 2]
-    assert await nothing_more(web, channel)
-
-
-async def test_a_group_with_no_members_and_an_empty_list_send_nothing(layers):
-    worker, web = layers(), layers()
-    channel = await web.new_channel()
-    await web.group_add("conversation.a", channel)
-    assert await sent(worker, []) == 0
-    assert await sent(worker, [("conversation.nobody", {"n": 1})]) == 0
-    assert await nothing_more(web, channel)
+    hub = await web()
+    client = redis.asyncio.Redis.from_url(redis_url)
+    channel = hub.layer.group_channel("conversation.a")
+    queues = [await followed(hub, "conversation.a") for _ in range(5)]
+    assert await client.pubsub_numsub(channel) == [(channel.encode(), 1)]
+    for queue in queues[:4]:
+        hub.leave("conversation.a", queue)
+    assert await client.pubsub_numsub(channel) == [(channel.encode(), 1)]
+    hub.leave("conversation.a", queues[4])
+    for _ in range(50):  # the UNSUBSCRIBE is sent, not waited for
+        if await client.pubsub_numsub(channel) == [(channel.encode(), 0)]:
+            break
+        await asyncio.sleep(0.02)
+    assert await client.pubsub_numsub(channel) == [(channel.encode(), 0)]
+    await client.aclose()
 
 
-async def test_a_channel_that_left_its_group_gets_nothing_more(layers):
-    worker, web = layers(), layers()
-    staying, leaving = await web.new_channel(), await web.new_channel()
-    await web.group_add("conversation.a", staying)
-    await web.group_add("conversation.a", leaving)
+async def test_a_full_queue_drops_what_is_over_its_capacity(layers, web):
+    worker, hub = layers(), await web()
+    small = await followed(hub, "conversation.a", capacity=3)
+    roomy = await followed(hub, "conversation.a")
+
+    await sent(worker, [("conversation.a", {"n": n}) for n in range(5)])
+
+    assert [message["n"] for message in await received(roomy, 5)] == [0, 1, 2, 3, 4]
+    assert [message["n"] for message in await received(small, 3)] == [0, 1, 2]
+    assert await nothing_more(small)
+
+
+async def test_a_group_nobody_follows_and_an_empty_list_send_nothing(layers, web):
+    worker, hub = layers(), await web()
+    queue = await followed(hub, "conversation.a")
+    await sent(worker, [])
+    await sent(worker, [("conversation.nobody", {"n": 1})])
+    assert await nothing_more(queue)
+
+
+async def test_a_stream_that_left_its_group_gets_nothing_more(layers, web):
+    worker, hub = layers(), await web()
+    staying = await followed(hub, "conversation.a")
+    leaving = await followed(hub, "conversation.a")
     await sent(worker, [("conversation.a", {"n": 1})])
-    await web.group_discard("conversation.a", leaving)
+    await asyncio.wait_for(leaving.get(), 5)
+    hub.leave("conversation.a", leaving)
     await sent(worker, [("conversation.a", {"n": 2})])
 
-    assert [message["n"] for message in await received(web, staying, 2)] == [1, 2]
-    assert [message["n"] for message in await received(web, leaving, 1)] == [1]
-    assert await nothing_more(web, leaving)
+    assert [message["n"] for message in await received(staying, 2)] == [1, 2]
+    assert await nothing_more(leaving)
+
+
+async def test_a_group_followed_again_after_everyone_left_is_heard_again(layers, web):
+    worker, hub = layers(), await web()
+    for n in range(3):
+        queue = await followed(hub, "conversation.a")
+        await sent(worker, [("conversation.a", {"n": n})])
+        assert [message["n"] for message in await received(queue, 1)] == [n]
+        hub.leave("conversation.a", queue)
+
+
+async def test_a_lost_connection_tells_every_follower(layers, web, redis_url):
+    import redis.asyncio
+
+    hub = await web()
+    queue = await followed(hub, "conversation.a")
+    client = redis.asyncio.Redis.from_url(redis_url)
+    await client.client_kill_filter(_type="pubsub")
+    await client.aclose()
+    assert await asyncio.wait_for(queue.get(), 5) is FAILED
+    await asyncio.wait_for(hub.subscribed.wait(), 5)  # opened again
+    again = await followed(hub, "conversation.a")
+    await sent(layers(), [("conversation.a", {"n": 1})])
+    assert [message["n"] for message in await received(again, 1)] == [1]
 
 
 def test_a_sentinel_setup_is_told_to_use_channels_redis_own_layer():
@@ -148,29 +205,24 @@ def test_a_redis_that_does_not_answer_holds_a_commit_s_send_for_a_second_at_most
     assert "could not send events run.started #1" in caplog.text
 
 
-async def test_a_host_given_as_host_and_port_is_sent_to(redis_url):
+async def test_a_host_given_as_host_and_port_is_sent_to(redis_url, web):
     host, port = redis_url.removeprefix("redis://").split("/")[0].split(":")
     worker = RedisChannelLayer(hosts=[(host, int(port))])
-    web = RedisChannelLayer(hosts=[redis_url])
-    channel = await web.new_channel()
-    await web.group_add("conversation.t", channel)
-    assert await sent(worker, [("conversation.t", {"n": 1})]) == 0
-    assert (await received(web, channel, 1))[0]["n"] == 1
-    await web.flush()
-    await web.close_pools()
+    queue = await followed(await web(), "conversation.t")
+    await sent(worker, [("conversation.t", {"n": 1})])
+    assert (await received(queue, 1))[0]["n"] == 1
 
 
-async def test_threads_sending_at_once_lose_nothing_and_keep_each_one_s_order(layers):
-    worker, web = layers(capacity=1000), layers(capacity=1000)
-    channel = await web.new_channel()
-    await web.group_add("conversation.a", channel)
+async def test_threads_sending_at_once_lose_nothing_and_keep_each_one_s_order(layers, web):
+    worker = layers()
+    channel = await followed(await web(), "conversation.a", capacity=1000)
 
     def commits(thread: int) -> None:
         for n in range(20):
             worker.group_send_now([("conversation.a", {"thread": thread, "n": n})])
 
     await asyncio.gather(*(asyncio.to_thread(commits, thread) for thread in range(8)))
-    got = await received(web, channel, 160)
+    got = await received(channel, 160)
     for thread in range(8):
         assert [m["n"] for m in got if m["thread"] == thread] == list(range(20))
-    assert await nothing_more(web, channel)
+    assert await nothing_more(channel)

@@ -424,7 +424,7 @@ class SilencingRelay:
 
 def subscribed() -> bool:
     """Whether this loop's subscription to run ends is up."""
-    from chat.live.run_ends import _listeners
+    from chat.live.subscription import _subscriptions as _listeners
 
     listener = _listeners.get(asyncio.get_running_loop())
     return listener is not None and listener.subscribed.is_set()
@@ -432,9 +432,9 @@ def subscribed() -> bool:
 
 def pings_soon(monkeypatch, settings, *, pong_wait_s: float) -> None:
     """A web process on Redis whose subscription PINGs after 0.3 s of quiet; no poll in time."""
-    monkeypatch.setattr("chat.live.run_ends.KEEPALIVE_S", 0.3)
-    monkeypatch.setattr("chat.live.run_ends.PONG_WAIT_S", pong_wait_s)
-    monkeypatch.setattr("chat.live.run_ends.LISTEN_RETRY_S", 0.1)
+    monkeypatch.setattr("chat.live.subscription.KEEPALIVE_S", 0.3)
+    monkeypatch.setattr("chat.live.subscription.PONG_WAIT_S", pong_wait_s)
+    monkeypatch.setattr("chat.live.subscription.LISTEN_RETRY_S", 0.1)
     monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
     settings.TOOLCHAT_TASKS_IN_PROCESS = False
 
