@@ -341,6 +341,19 @@ def cpu_now(pids: dict[str, int | None]) -> dict[str, float]:
     return used
 
 
+# Where the production stack's Redis is, for its count of commands (set by main).
+REDIS_COUNTED: dict[str, Any] = {}
+
+
+def redis_commands() -> int:
+    """Commands the production stack's Redis has run so far (INFO commandstats), or 0."""
+    client = REDIS_COUNTED.get("client")
+    if client is None:
+        return 0
+    stats = client.info("commandstats")
+    return sum(int(entry["calls"]) for entry in stats.values())
+
+
 # --- checks of the stored turns ----------------------------------------------------------
 
 
@@ -430,17 +443,20 @@ async def run_cell(
 ) -> dict[str, dict[str, Any]]:
     """One level, streamed or not: every path, round by round in a rotated order."""
     results: dict[str, dict[str, Any]] = {
-        path.name: {"samples": [], "wall_s": 0.0, "cpu_s": {}} for path in paths
+        path.name: {"samples": [], "wall_s": 0.0, "cpu_s": {}, "redis_commands": 0}
+        for path in paths
     }
     for number in range(rounds):
         shift = number % len(paths)
         for path in paths[shift:] + paths[:shift]:
-            before = cpu_now(pids)
+            before, commands = cpu_now(pids), redis_commands()
             started = time.perf_counter()
             samples = await closed_loop(path, stream, in_flight, per_round)
             wall = time.perf_counter() - started
             after = cpu_now(pids)
             result = results[path.name]
+            # Less the first reading's own INFO, which the second counts.
+            result["redis_commands"] += redis_commands() - commands - 1
             result["samples"] += samples
             result["wall_s"] += wall
             for name, value in after.items():
@@ -461,6 +477,8 @@ def summarize(results: dict[str, dict[str, Any]], bare: str = "bare") -> dict[st
             "errors": len(samples) - len(good),
             "error_examples": sorted({s.error for s in samples if s.error})[:3],
             "rps": len(samples) / result["wall_s"] if result["wall_s"] else 0.0,
+            # Of the production stack's Redis: its broker's, its live events' and its waits'.
+            "redis_commands_per_request": result["redis_commands"] / max(1, len(samples)),
             "cpu_ms_per_request": {
                 process: 1000 * seconds / max(1, len(samples))
                 for process, seconds in result["cpu_s"].items()
@@ -626,6 +644,21 @@ def goals(cells: list[dict[str, Any]], levels: list[int]) -> list[dict[str, Any]
             }
         )
     return checks
+
+
+def print_redis_commands(cells: list[dict[str, Any]]) -> None:
+    """Redis commands a request of the production paths, at each level (streamed / not)."""
+    print("\nRedis commands a request, production stack (not streamed / streamed)")
+    for name in ("production-pass", "production-tool"):
+        row = []
+        for cell in cells:
+            figures = cell["paths"].get(name)
+            if figures is not None and cell["delay_s"] == cells[0]["delay_s"]:
+                row.append(
+                    f"{cell['in_flight']} in flight {'streamed' if cell['stream'] else 'not'}: "
+                    f"{figures['redis_commands_per_request']:.1f}"
+                )
+        print(f"  {name}: " + ", ".join(row))
 
 
 def print_goals(checks: list[dict[str, Any]]) -> None:
@@ -820,6 +853,9 @@ def main() -> None:
             ) as stack,
         ):
             logging.disable(logging.INFO)
+            import redis
+
+            REDIS_COUNTED["client"] = redis.Redis.from_url(stack["env"]["REDIS_URL"])
             production = {"http": stack["http"]}
             paths = [
                 Path_(name="bare", base_url=model.base_url, key="sk-bench", model=MODEL),
@@ -855,6 +891,7 @@ def main() -> None:
         f"{machine['load_average_end'][0]:.1f} at the end; cpu/req: the gateway's processes, ms",
         cells,
     )
+    print_redis_commands(cells)
     checks = goals(cells, args.levels)
     print_goals(checks)
     path = write_results(
