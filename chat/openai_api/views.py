@@ -12,8 +12,6 @@ every client skips, so that proxies keep the connection open.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -31,7 +29,7 @@ from rest_framework.views import APIView
 from chat.api.base import AsyncApiView
 from chat.api.errors import exception_handler
 from chat.live.sse import with_keepalive
-from chat.live.streams import run_event_stream
+from chat.live.streams import run_end_wait, run_event_stream
 from chat.llm.endpoints import model_choices
 from chat.message_rate import MessageRateThrottle
 from chat.models import Run
@@ -205,11 +203,13 @@ def sse_response(stream: AsyncIterator[str], headers: dict[str, str]) -> Streami
 
 
 async def run_wait(started: Started) -> Outcome:
-    """The turn's outcome once its run ends or waits for a person (or WAIT_S passed)."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(WAIT_S):
-            async for _ in run_events(started.run, started.after):
-                pass
+    """The turn's outcome once its run ends or waits for a person (or WAIT_S passed).
+
+    An answer not streamed needs the end, not the events: the wait is told of
+    it on the process's one subscription to run ends (chat/live/run_ends.py),
+    and never follows the conversation's deltas.
+    """
+    await run_end_wait(run=started.run, timeout=WAIT_S)
     return await sync_to_async(run_outcome)(started.run.pk)
 
 

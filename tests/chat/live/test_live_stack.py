@@ -275,3 +275,59 @@ def test_hostile_frames_on_the_real_server_get_errors_and_the_socket_lives_on(li
         events = read_until_done(socket, [])
     text = "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
     assert text == "still here"
+
+
+def _group_channels(redis_url: str) -> list[str]:
+    """The groups a web process follows now: their pub/sub channels (chat/live/subscription.py)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        return sorted(c.decode() for c in client.pubsub_channels("*:group:*"))
+    finally:
+        client.close()
+
+
+def test_v1_on_redis_follows_a_conversation_only_while_it_streams(
+    live, llm_server, user, redis_url
+):
+    """A streamed /v1 answer follows its conversation's group on the process's one
+    subscription, and leaves it when done; an answer not streamed waits for the end
+    alone, and follows nothing (it needs no delta)."""
+    import threading
+
+    from openai import OpenAI
+
+    token = Token.objects.get(user=user)
+    client = OpenAI(base_url=f"{live['server'].base_url}/v1", api_key=token.key, max_retries=0)
+    messages = [{"role": "user", "content": "hello"}]
+    for stream in (False, True):
+        gate = threading.Event()
+        llm_server.push(text_reply("hi there", gate=gate))
+        answered: dict[str, str] = {}
+
+        def ask(stream: bool = stream, answered: dict[str, str] = answered) -> None:
+            if stream:
+                chunks = client.chat.completions.create(
+                    model="openai/test-model", messages=messages, stream=True
+                )
+                answered["text"] = "".join(c.choices[0].delta.content or "" for c in chunks)
+            else:
+                reply = client.chat.completions.create(model="openai/test-model", messages=messages)
+                answered["text"] = reply.choices[0].message.content or ""
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        wait_until(lambda: Run.objects.filter(status=RunStatus.RUNNING).exists(), timeout=30)
+        if stream:
+            wait_until(lambda: len(_group_channels(redis_url)) == 1, timeout=10)
+        followed = _group_channels(redis_url)
+        gate.set()
+        asking.join(60)
+        assert answered == {"text": "hi there"}
+        if stream:
+            assert len(followed) == 1
+            assert ":group:conversation." in followed[0]
+            wait_until(lambda: _group_channels(redis_url) == [], timeout=10)
+        else:
+            assert followed == [], "a wait for an answer not streamed followed the events"
