@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -345,13 +346,15 @@ def cpu_now(pids: dict[str, int | None]) -> dict[str, float]:
 REDIS_COUNTED: dict[str, Any] = {}
 
 
-def redis_commands() -> int:
-    """Commands the production stack's Redis has run so far (INFO commandstats), or 0."""
+def redis_commands() -> collections.Counter[str]:
+    """Commands the production stack's Redis has run so far, by name (INFO commandstats)."""
     client = REDIS_COUNTED.get("client")
     if client is None:
-        return 0
+        return collections.Counter()
     stats = client.info("commandstats")
-    return sum(int(entry["calls"]) for entry in stats.values())
+    return collections.Counter(
+        {name.removeprefix("cmdstat_"): int(entry["calls"]) for name, entry in stats.items()}
+    )
 
 
 # --- checks of the stored turns ----------------------------------------------------------
@@ -443,7 +446,7 @@ async def run_cell(
 ) -> dict[str, dict[str, Any]]:
     """One level, streamed or not: every path, round by round in a rotated order."""
     results: dict[str, dict[str, Any]] = {
-        path.name: {"samples": [], "wall_s": 0.0, "cpu_s": {}, "redis_commands": 0}
+        path.name: {"samples": [], "wall_s": 0.0, "cpu_s": {}, "redis": collections.Counter()}
         for path in paths
     }
     for number in range(rounds):
@@ -456,7 +459,7 @@ async def run_cell(
             after = cpu_now(pids)
             result = results[path.name]
             # Less the first reading's own INFO, which the second counts.
-            result["redis_commands"] += redis_commands() - commands - 1
+            result["redis"] += redis_commands() - commands - collections.Counter(info=1)
             result["samples"] += samples
             result["wall_s"] += wall
             for name, value in after.items():
@@ -478,7 +481,11 @@ def summarize(results: dict[str, dict[str, Any]], bare: str = "bare") -> dict[st
             "error_examples": sorted({s.error for s in samples if s.error})[:3],
             "rps": len(samples) / result["wall_s"] if result["wall_s"] else 0.0,
             # Of the production stack's Redis: its broker's, its live events' and its waits'.
-            "redis_commands_per_request": result["redis_commands"] / max(1, len(samples)),
+            "redis_commands_per_request": sum(result["redis"].values()) / max(1, len(samples)),
+            "redis_commands_by_name": {
+                name: round(count / max(1, len(samples)), 2)
+                for name, count in result["redis"].most_common()
+            },
             "cpu_ms_per_request": {
                 process: 1000 * seconds / max(1, len(samples))
                 for process, seconds in result["cpu_s"].items()
