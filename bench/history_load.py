@@ -2,9 +2,9 @@
 
 Bulk-inserts a conversation of N messages (default 10,000: user, assistant
 with a tool call, tool result, assistant answer, repeated), then times
-`chat.selectors.history_for_model` over R repetitions: unbounded (every
-message), and with the limits a turn uses (TOOLCHAT_HISTORY_MAX_MESSAGES and
-TOOLCHAT_HISTORY_MAX_CHARS), beside the bare query (rows only, no building),
+`chat.selectors.history_for_model` over R repetitions (the turn's own read,
+within TOOLCHAT_HISTORY_MAX_MESSAGES and TOOLCHAT_HISTORY_MAX_CHARS), beside
+every row built whole and the bare query (rows only, no building),
 with the number of SQL queries of one call. On a private PostgreSQL, then on
 SQLite (in a child process: Django is set up once per process).
 
@@ -36,8 +36,10 @@ def measure(messages: int, repeat: int) -> dict[str, Any]:
     from django.test.utils import CaptureQueriesContext
     from queries_per_turn import seed_history
 
-    from chat.history_rows import HISTORY_COLUMNS
+    from chat.history import build_model_history
+    from chat.history_rows import HISTORY_COLUMNS, history_rows
     from chat.models import Message
+    from chat.prompts import system_prompt_for
     from chat.selectors import history_for_model
 
     user = get_user_model().objects.create_user("bench", password="bench-password-1")
@@ -45,19 +47,19 @@ def measure(messages: int, repeat: int) -> dict[str, Any]:
     conversation = seed_history(user, messages)
     seeded_s = time.perf_counter() - started
 
-    limits = {
-        "max_messages": settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
-        "max_chars": settings.TOOLCHAT_HISTORY_MAX_CHARS,
-    }
+    budget = settings.TOOLCHAT_HISTORY_MAX_MESSAGES
     variants = {
         "query only (rows, no building)": lambda: list(
             Message.objects.filter(conversation_id=conversation.pk)
             .order_by("position")
             .only(*HISTORY_COLUMNS)
         ),
-        "history_for_model, unbounded": lambda: history_for_model(conversation=conversation),
-        (f"history_for_model, turn limits ({limits['max_messages']} msgs)"): lambda: (
-            history_for_model(conversation=conversation, **limits)
+        "every row, built whole (history_rows, build_model_history)": lambda: build_model_history(
+            history_rows(conversation=conversation),
+            system_prompt=system_prompt_for(conversation),
+        ),
+        f"history_for_model, the turn's read ({budget} msgs)": lambda: history_for_model(
+            conversation=conversation
         ),
     }
     results: dict[str, Any] = {}

@@ -1,7 +1,11 @@
 """The rows a model's history is built from: a conversation's newest, read as tuples.
 
-A run reads them once (chat/engine/request.py `history_load`); the statements
-are constant SQL, written once, on SQLite as on PostgreSQL.
+`model_history` is the one read of a history for a model call, within the
+turn's budgets (`TOOLCHAT_HISTORY_MAX_MESSAGES`, `TOOLCHAT_HISTORY_MAX_CHARS`):
+a run reads it once (chat/engine/request.py `history_load`), and what a test
+or a page reads as the history a model is sent (chat/selectors.py
+`history_for_model`) is the same read. The statements are constant SQL,
+written once, on SQLite as on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -126,6 +130,31 @@ def history_kept(
         if read.whole or kept < whole or kept + read.edge > max_messages:
             break
     return history
+
+
+def model_history(
+    *, conversation: Conversation, system_prompt: str, last_position: int | None = None
+) -> RunHistory:
+    """The history a conversation's model calls are sent, within the turn's budgets.
+
+    Read with as few rows as give what trimming the whole conversation gives
+    (`history_kept`): for a long conversation, the budget and a quarter.
+    """
+    return history_kept(
+        conversation=conversation,
+        system_prompt=system_prompt,
+        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
+        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
+        last_position=last_position,
+    )
+
+
+def history_messages(history: RunHistory) -> list[dict[str, Any]]:
+    """The history as a model call sends it: trimmed to the turn's budgets (a new list)."""
+    return history.messages(
+        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
+        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
+    )
 
 
 # The history's reads are constant statements: Django took longer to build the

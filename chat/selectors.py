@@ -18,8 +18,7 @@ from django.db import connection
 from django.db.models import Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from chat.exceptions import ConversationNotFound, ResourceNotFound, RunNotFound
-from chat.history import build_model_history
-from chat.history_rows import history_kept, history_rows
+from chat.history_rows import history_messages, model_history
 from chat.models import (
     ACTIVE_RUN_STATUSES,
     Conversation,
@@ -74,25 +73,15 @@ def message_list(
     return messages.order_by("position")
 
 
-def history_for_model(
-    *,
-    conversation: Conversation,
-    max_messages: int | None = None,
-    max_chars: int | None = None,
-) -> list[dict[str, Any]]:
-    """The messages to send to a model: valid OpenAI history, usually in one query."""
-    if max_messages is None:
-        return build_model_history(
-            history_rows(conversation=conversation),
-            system_prompt=system_prompt_for(conversation),
-            max_chars=max_chars,
-        )
-    return history_kept(
-        conversation=conversation,
-        system_prompt=system_prompt_for(conversation),
-        max_messages=max_messages,
-        max_chars=max_chars,
-    ).messages(max_messages=max_messages, max_chars=max_chars)
+def history_for_model(*, conversation: Conversation) -> list[dict[str, Any]]:
+    """What the conversation's next model call is sent: valid OpenAI history, in its budgets.
+
+    The engine's own read (chat/history_rows.py `model_history`), with the
+    prompt a new run of the conversation would start with.
+    """
+    return history_messages(
+        model_history(conversation=conversation, system_prompt=system_prompt_for(conversation))
+    )
 
 
 # --- The REST API's reads -------------------------------------------------------------

@@ -11,7 +11,7 @@ from django.conf import settings
 
 from chat.engine.continuation import DECISION_FORMAT, decider_instruction
 from chat.history import RunHistory
-from chat.history_rows import history_kept
+from chat.history_rows import history_messages, model_history
 from chat.llm.base import ChatRequest, forwarded_options
 from chat.models import ModelCallPurpose, Run
 from chat.policies import run_policies
@@ -74,23 +74,13 @@ class RequestHasher:
 def history_load(run: Run) -> RunHistory:
     """The run's history for its model calls, from the rows of its conversation; kept by the run.
 
-    Read with as few rows as give what trimming the whole conversation gives
-    (`history_kept`): for a long conversation, the budget and a quarter.
+    The one read of a model's history (chat/history_rows.py `model_history`),
+    with the prompt the run started with.
     """
-    return history_kept(
+    return model_history(
         conversation=run.conversation,
         system_prompt=run_system_prompt(run),
-        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
-        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
         last_position=getattr(run, "last_position", None),
-    )
-
-
-def history_messages(history: RunHistory) -> list[dict[str, Any]]:
-    """The history as a model call sends it: trimmed to the budgets (a new list)."""
-    return history.messages(
-        max_messages=settings.TOOLCHAT_HISTORY_MAX_MESSAGES,
-        max_chars=settings.TOOLCHAT_HISTORY_MAX_CHARS,
     )
 
 

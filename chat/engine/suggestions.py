@@ -34,8 +34,9 @@ from django.conf import settings
 
 from chat.engine.lease import LeaseLost
 from chat.engine.model_calls import model_call
-from chat.engine.request import history_load, history_messages
+from chat.engine.request import history_load
 from chat.history import RunHistory
+from chat.history_rows import history_messages
 from chat.live.event_types import Event, MessageSuggestions
 from chat.llm import provider_for
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -676,7 +677,9 @@ def test_any_stored_history_is_read_back_valid(history, max_messages):
         rows.append(Message(conversation=conversation, position=position, **fields))
     Message.objects.bulk_create(rows)
 
-    loaded = history_for_model(conversation=conversation, max_messages=max_messages)
+    # The engine's budget is a number; None here is a history longer than any drawn.
+    with override_settings(TOOLCHAT_HISTORY_MAX_MESSAGES=max_messages or 10_000):
+        loaded = history_for_model(conversation=conversation)
     assert loaded[0] == {"role": "system", "content": "Be brief."}
     assert_pairing(loaded)
     assert_valid_openai(loaded)

@@ -64,6 +64,7 @@ def test_history_for_model_takes_one_query_at_any_length(
     django_assert_num_queries, conversation, count, settings
 ):
     fill(conversation, count)
+    settings.TOOLCHAT_HISTORY_MAX_MESSAGES = 5000  # within the budget: every row
     with django_assert_num_queries(1):
         history = history_for_model(conversation=conversation)
     # The default system prompt first, then the rows (an interrupted call's answer filled in).
@@ -98,9 +99,10 @@ def test_history_for_model_fills_an_interrupted_call(conversation):
     assert_pairing(history)
 
 
-def test_history_for_model_trims(conversation):
+def test_history_for_model_trims(conversation, settings):
     fill(conversation, 40)
-    history = history_for_model(conversation=conversation, max_messages=9)
+    settings.TOOLCHAT_HISTORY_MAX_MESSAGES = 9
+    history = history_for_model(conversation=conversation)
     assert [m.get("content") for m in history if m["role"] == "user"] == [
         "question 8",
         "question 9",
@@ -193,7 +195,7 @@ def _random_conversation(owner, seed, turns, *, strays=0.0):
 
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("budget", [3, 8, 25])
-def test_a_bounded_history_load_equals_trimming_the_whole_history(user, seed, budget):
+def test_a_bounded_history_load_equals_trimming_the_whole_history(user, seed, budget, settings):
     from chat.history import build_model_history
 
     conversation = _random_conversation(user, seed, turns=15 + seed)
@@ -201,12 +203,15 @@ def test_a_bounded_history_load_equals_trimming_the_whole_history(user, seed, bu
     expected = build_model_history(
         everything, system_prompt=system_prompt_for(conversation), max_messages=budget
     )
-    assert history_for_model(conversation=conversation, max_messages=budget) == expected
+    settings.TOOLCHAT_HISTORY_MAX_MESSAGES = budget
+    assert history_for_model(conversation=conversation) == expected
 
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("superseded", [0.3, 0.9])
-def test_a_bounded_history_load_equals_trimming_when_rows_were_superseded(user, seed, superseded):
+def test_a_bounded_history_load_equals_trimming_when_rows_were_superseded(
+    user, seed, superseded, settings
+):
     # Regenerated answers and edited questions leave superseded rows among the
     # newest: so many, at 0.9, that the window's edge is beyond the rows looked at first.
     import random
@@ -224,12 +229,14 @@ def test_a_bounded_history_load_equals_trimming_when_rows_were_superseded(user, 
     expected = build_model_history(
         current, system_prompt=system_prompt_for(conversation), max_messages=8
     )
-    assert history_for_model(conversation=conversation, max_messages=8) == expected
+    settings.TOOLCHAT_HISTORY_MAX_MESSAGES = 8
+    assert history_for_model(conversation=conversation) == expected
 
 
 def run_history_sent(run) -> list[dict]:
     """What a run's first model call is sent of its history (chat/engine/request.py)."""
-    from chat.engine.request import history_load, history_messages
+    from chat.engine.request import history_load
+    from chat.history_rows import history_messages
 
     return history_messages(history_load(run))
 
@@ -398,9 +405,7 @@ def test_a_run_s_history_is_the_whole_s_trimming_whatever_precedes_its_window(
     if claimed:
         vars(run)["last_position"] = len(rows) - 1
     assert run_history_sent(run) == whole_history_trimmed(conversation, run)
-    assert history_for_model(
-        conversation=conversation, max_messages=budget
-    ) == whole_history_trimmed(conversation, run)
+    assert history_for_model(conversation=conversation) == whole_history_trimmed(conversation, run)
 
 
 @st.composite
@@ -493,11 +498,14 @@ def test_any_run_s_history_is_what_trimming_the_whole_conversation_gives(
     assert run_history_sent(run) == whole_history_trimmed(conversation, run)
 
 
-def test_a_bounded_history_load_takes_one_query_at_any_length(user, django_assert_num_queries):
+def test_a_bounded_history_load_takes_one_query_at_any_length(
+    user, django_assert_num_queries, settings
+):
+    settings.TOOLCHAT_HISTORY_MAX_MESSAGES = 50
     for turns in (10, 1000):
         conversation = _random_conversation(user, 1, turns=turns)
         with django_assert_num_queries(1):
-            history = history_for_model(conversation=conversation, max_messages=50)
+            history = history_for_model(conversation=conversation)
         assert len(history) <= 51
 
 
@@ -516,7 +524,9 @@ def rows_read(node: dict) -> float:
 @pytest.mark.postgres
 @pytest.mark.parametrize("claimed", [False, True], ids=["read alone", "read by a claimed run"])
 @pytest.mark.parametrize("analyzed", [True, False], ids=["statistics", "no statistics yet"])
-def test_a_bounded_history_load_reads_its_window_not_the_conversation(user, claimed, analyzed):
+def test_a_bounded_history_load_reads_its_window_not_the_conversation(
+    user, claimed, analyzed, settings
+):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -538,7 +548,8 @@ def test_a_bounded_history_load_reads_its_window_not_the_conversation(user, clai
             rows = history_read(conversation=conversation, window=800, last_position=5999).rows
             assert rows[-1].position == 5999
         else:
-            assert len(history_for_model(conversation=conversation, max_messages=400)) <= 401
+            settings.TOOLCHAT_HISTORY_MAX_MESSAGES = 400
+            assert len(history_for_model(conversation=conversation)) <= 401
     (query,) = queries.captured_queries
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {query['sql']}")
