@@ -29,6 +29,7 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from chat.database import database_unreachable
 from chat.exceptions import ToolchatError
 from chat.inputs import MessageInput, unknown_fields_body, validation_error_body
 from chat.live.slots import slot_give_back, slot_renew, slot_take
@@ -39,6 +40,7 @@ from chat.live.socket_calls import (
     socket_tool_call_decide,
 )
 from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
+from chat.live.ws_auth import CLOSE_TRY_AGAIN_LATER
 from chat.telemetry.propagation import caller_context
 
 logger = logging.getLogger(__name__)
@@ -324,10 +326,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                     self.first_sent = envelope["seq"]
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("event stream of conversation %s failed", self.conversation_id)
+        except Exception as exc:
+            code = 1011  # internal error
+            if database_unreachable(exc):
+                # As the handshake refuses one (chat/live/ws_auth.py): come back later.
+                logger.warning("socket closed, the database is unreachable: %s", exc)
+                code = CLOSE_TRY_AGAIN_LATER
+            else:
+                logger.exception("event stream of conversation %s failed", self.conversation_id)
             with contextlib.suppress(Exception):
-                await self.close(code=1011)
+                await self.close(code=code)
 
     async def _ping(self) -> None:
         while True:
