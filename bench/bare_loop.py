@@ -32,7 +32,7 @@ from typing import Any
 import openai
 from stack import STEPS_MARK, ScriptedLLMServer, percentile, stepping_responder, write_results
 
-from chat.llm.limits import tools_for_model
+from chat.llm.tool_bounds import tools_for_model
 from tools.builtin.calculator import calculator
 from tools.registry import load_tool_modules, registry
 

@@ -76,7 +76,7 @@ ATTACKS: dict[str, list[str]] = {
         "tests/tools/mcp/test_mcp_turns.py::kill",
         "tests/chat/engine/test_broker_outage.py",
         "tests/chat/engine/test_database_outage.py",
-        "tests/chat/live/test_ws_auth.py::database_is_down",
+        "tests/chat/live/test_ws_auth.py",
         "tests/chat/live/test_shared_limits.py",
     ],
     "governed tools: denied calls, who may change the rules and decide": [

@@ -23,24 +23,24 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
-from asgiref.sync import SyncToAsync
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from chat.database import connections_tidy
+from chat.database import database_unreachable
 from chat.exceptions import ToolchatError
 from chat.inputs import MessageInput, unknown_fields_body, validation_error_body
 from chat.live.slots import slot_give_back, slot_renew, slot_take
+from chat.live.socket_calls import (
+    socket_conversation_get,
+    socket_run_cancel,
+    socket_run_start,
+    socket_tool_call_decide,
+)
 from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
-from chat.message_rate import message_rate_check
-from chat.selectors import conversation_get
-from chat.services.approvals import tool_call_decide
-from chat.services.runs import run_cancel_by_id, run_start
+from chat.live.ws_auth import CLOSE_TRY_AGAIN_LATER
 from chat.telemetry.propagation import caller_context
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
         try:
-            conversation = await _conversation_get(conversation_id, user)
+            conversation = await socket_conversation_get(conversation_id, user)
         except ToolchatError:
             await self.accept()
             await self.close(code=CLOSE_NOT_FOUND)
@@ -249,7 +249,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         try:
             # A socket opened with a W3C traceparent: its turns join the caller's trace.
             with caller_context(_handshake_headers(self.scope)):
-                run = await _run_start(
+                run = await socket_run_start(
                     self.conversation,
                     message.validated_data["content"],
                     self.scope["user"],
@@ -273,7 +273,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._error("invalid_run_id", "`run_id` must be a run id string.", field="run_id")
             return
         try:
-            run = await _run_cancel(self.conversation_id, run_id)
+            run = await socket_run_cancel(self.conversation_id, run_id)
         except ToolchatError as exc:
             await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
             return
@@ -295,7 +295,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._error("invalid_reason", "`reason` must be a string.", field="reason")
             return
         try:
-            execution = await _tool_call_decide(
+            execution = await socket_tool_call_decide(
                 self.conversation_id, execution_id, self.scope["user"], approve, reason, choices
             )
         except ToolchatError as exc:
@@ -326,10 +326,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                     self.first_sent = envelope["seq"]
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("event stream of conversation %s failed", self.conversation_id)
+        except Exception as exc:
+            code = 1011  # internal error
+            if database_unreachable(exc):
+                # As the handshake refuses one (chat/live/ws_auth.py): come back later.
+                logger.warning("socket closed, the database is unreachable: %s", exc)
+                code = CLOSE_TRY_AGAIN_LATER
+            else:
+                logger.exception("event stream of conversation %s failed", self.conversation_id)
             with contextlib.suppress(Exception):
-                await self.close(code=1011)
+                await self.close(code=code)
 
     async def _ping(self) -> None:
         while True:
@@ -358,34 +364,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self._send(payload)
 
 
-# The sockets' database calls: a few threads of their own, for the life of the process.
-_SOCKET_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="toolchat-socket")
-
-
-def _on_any_thread(function: Callable[..., Any]) -> Any:
-    """A socket's database work, run on the sockets' threads.
-
-    Channels' default runs every consumer's database call on one shared thread
-    (thread-sensitive mode): with a hundred sockets posting at once, each
-    post waited for all the others. These calls share nothing with one
-    another or with the request thread, so any of a few threads will do. Like
-    channels' `database_sync_to_async`, except that a thread keeps a healthy
-    SQLite connection between calls (chat/database.py `connections_tidy`).
-    """
-    return _SocketCall(function, thread_sensitive=False, executor=_SOCKET_THREADS)
-
-
-class _SocketCall(SyncToAsync[..., Any]):
-    """A call on the sockets' threads, their connections tidied before and after."""
-
-    def thread_handler(self, loop: Any, *args: Any, **kwargs: Any) -> Any:
-        connections_tidy()
-        try:
-            return super().thread_handler(loop, *args, **kwargs)  # type: ignore[no-untyped-call]
-        finally:
-            connections_tidy()
-
-
 def _after_from_query(query_string: bytes) -> int | None:
     values = parse_qs(query_string.decode("latin1")).get("after")
     if not values:
@@ -403,38 +381,3 @@ def _handshake_headers(scope: dict[str, Any]) -> dict[str, str]:
         name.decode("latin-1").lower(): value.decode("latin-1")
         for name, value in scope.get("headers") or ()
     }
-
-
-@_on_any_thread
-def _conversation_get(conversation_id: Any, user: Any) -> Any:
-    return conversation_get(conversation_id=conversation_id, user=user)
-
-
-@_on_any_thread
-def _run_start(conversation: Any, content: str, user: Any, replaces: Any, images: Any) -> Any:
-    message_rate_check(user)
-    return run_start(conversation=conversation, content=content, replaces=replaces, images=images)
-
-
-@_on_any_thread
-def _run_cancel(conversation_id: Any, run_id: str) -> Any:
-    return run_cancel_by_id(conversation_id=conversation_id, run_id=run_id)
-
-
-@_on_any_thread
-def _tool_call_decide(
-    conversation_id: Any,
-    execution_id: str,
-    user: Any,
-    approve: bool,
-    reason: str,
-    choices: dict[str, Any],
-) -> Any:
-    return tool_call_decide(
-        execution_id=execution_id,
-        user=user,
-        approve=approve,
-        reason=reason,
-        conversation_id=conversation_id,
-        **choices,
-    )

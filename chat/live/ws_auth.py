@@ -21,8 +21,10 @@ Both ways in read the database before the consumer runs (the token's user, the
 session's), and the consumer reads the conversation before it accepts. While
 the database cannot be reached, the handshake is refused as the API refuses a
 request: HTTP 503 with Retry-After and the API's error body (`OutageRefusal`).
-A socket already open that meets the outage is closed with 1013 (try again
-later), which clients, the chat page's among them, take as a cue to reconnect.
+A socket already open that meets the outage, or a handshake on a server that
+cannot answer it with a status (Daphne), is closed with 4503 (4000 and the
+API's 503, as 4401 and 4404 follow 401 and 404), which clients, the chat
+page's among them, take as a cue to reconnect.
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ logger = logging.getLogger(__name__)
 
 Scope = dict[str, Any]
 ASGIApp = Any
-# RFC 6455's registered close code for "the server cannot serve you now; come back".
-CLOSE_TRY_AGAIN_LATER = 1013
+# "The server cannot serve you now; come back". Not RFC 6455's registered 1013 (try
+# again later): Daphne's WebSocket library sends no code but 1000 and 3000-4999, and
+# raised on it, so the socket ended with 1011 (internal error) and a traceback.
+CLOSE_TRY_AGAIN_LATER = 4503
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -153,7 +157,7 @@ def _allowed_hosts() -> list[str]:
 
 
 class OutageRefusal(BaseMiddleware):
-    """Refuses a socket that meets an unreachable database: 503 at the handshake, 1013 after it."""
+    """Refuses a socket that meets an unreachable database: 503 at the handshake, 4503 after it."""
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> Any:
         accepted = False

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from chat.llm.base import ChatRequest
-from chat.llm.limits import ServerLimits, images_left_out, tools_for_model
+from chat.llm.limits import ServerLimits, images_left_out
+from chat.llm.tool_bounds import tools_for_model
 
 # Options sent that the SDK's `create` does not take (the open servers' samplers): they go
 # in its `extra_body`.

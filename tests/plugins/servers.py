@@ -61,9 +61,18 @@ def database_url(settings_dict: dict[str, Any]) -> str:
 
 
 class AsgiServer:
-    """One uvicorn subprocess serving project.asgi:application on loopback."""
+    """One uvicorn (or daphne) subprocess serving project.asgi:application on loopback."""
 
-    def __init__(self, *, env: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self,
+        *,
+        env: dict[str, str],
+        log_path: Path,
+        server: str = "uvicorn",
+        args: tuple[str, ...] = (),
+    ) -> None:
+        self.server = server
+        self.args = args  # the server's own options, beside host and port
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -72,18 +81,12 @@ class AsgiServer:
 
     def start(self) -> None:
         """Start the server and wait until /healthz/ answers 200."""
-        command = [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "project.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--lifespan",
-            "off",
-        ]
+        command = [sys.executable, "-m", "uvicorn", "project.asgi:application"]
+        command += ["--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "off"]
+        if self.server == "daphne":
+            command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+            command.append("project.asgi:application")
+        command[-1:-1] = self.args
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
@@ -91,7 +94,9 @@ class AsgiServer:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"uvicorn exited with {self.process.returncode}:\n{self.log()}")
+                raise RuntimeError(
+                    f"{self.server} exited with {self.process.returncode}:\n{self.log()}"
+                )
             with (
                 contextlib.suppress(OSError, urllib.error.URLError),
                 urllib.request.urlopen(f"{self.base_url}/healthz/", timeout=2) as response,
@@ -101,7 +106,7 @@ class AsgiServer:
             if time.monotonic() > deadline:
                 self.stop()
                 raise TimeoutError(
-                    f"uvicorn did not answer /healthz/ within {START_TIMEOUT_S}s:\n{self.log()}"
+                    f"{self.server} did not answer /healthz/ within {START_TIMEOUT_S}s:\n{self.log()}"
                 )
             time.sleep(0.1)
 

@@ -19,9 +19,9 @@ from chat.llm.base import (
     StreamRestart,
     TextDelta,
 )
-from chat.llm.limits import tools_for_model
 from chat.llm.openai_provider import OpenAIProvider
 from chat.llm.request_body import Known
+from chat.llm.tool_bounds import tools_for_model
 from tests.assertions import wait_until
 from tests.llm_server import ScriptedLLMServer, error_reply, text_reply, tool_calls_reply
 

@@ -13,8 +13,9 @@ import json
 import pytest
 
 from chat.llm.base import ChatRequest, Done, ProviderError, TextDelta
-from chat.llm.limits import image_input_refused, local_server, token_limit_name, tools_for_model
+from chat.llm.limits import image_input_refused, local_server, token_limit_name
 from chat.llm.openai_provider import OpenAIProvider
+from chat.llm.tool_bounds import tools_for_model
 from tests.llm_server import (
     Reply,
     ScriptedLLMServer,

@@ -98,13 +98,13 @@ def test_an_address_a_forwarding_header_claims_never_opens_the_metrics(settings,
     assert authorized.status_code == 200
 
 
-@pytest.fixture
-def metrics_server(asgi_server_session, transactional_db):
+@pytest.fixture(params=["10.0.0.0/8"])
+def metrics_server(request, asgi_server_session, transactional_db):
     """A uvicorn as toolchat runs it (proxy headers trusted from loopback, uvicorn's default)."""
     env = {
         **asgi_server_session.env,
         "TOOLCHAT_METRICS_TOKEN": "",
-        "TOOLCHAT_METRICS_NETWORKS": "10.0.0.0/8",
+        "TOOLCHAT_METRICS_NETWORKS": request.param,
     }
     server = AsgiServer(env=env, log_path=asgi_server_session.log_path.parent / "metrics.log")
     server.start()
@@ -126,6 +126,16 @@ def test_on_a_real_server_a_forwarded_for_from_loopback_does_not_open_the_metric
     assert status_of(url, {}) == 403  # loopback is not in the allowed network
     assert status_of(url, {"X-Forwarded-For": "10.0.0.1"}) == 403
     assert status_of(url, {"X-Forwarded-For": "192.168.1.9, 10.0.0.1"}) == 403
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("metrics_server", ["127.0.0.0/8,10.0.0.0/8"], indirect=True)
+def test_on_a_real_server_the_connections_own_address_counts(metrics_server):
+    url = f"{metrics_server}/metrics"
+    assert status_of(url, {}) == 200  # the peer, loopback, is allowed
+    # Both the peer and the claim are allowed, but what a header says is never taken.
+    assert status_of(url, {"X-Forwarded-For": "10.0.0.1"}) == 403
+    assert status_of(url, {"X-Forwarded-For": "127.0.0.1"}) == 403
 
 
 def test_a_scrape_after_turns_counts_them_their_calls_tokens_and_tools(
