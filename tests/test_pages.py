@@ -199,7 +199,10 @@ def test_every_figure_of_a_run_is_written_with_thousands_separators_on_its_pages
     run = finished_run(ConversationFactory())
     Run.objects.filter(pk=run.pk).update(latency_ms=67890)
     answer = Message.objects.filter(run=run, role="assistant").last()
-    Message.objects.filter(pk=answer.pk).update(latency_ms=56789, prompt_tokens=78901)
+    Message.objects.filter(pk=answer.pk).update(
+        latency_ms=56789, prompt_tokens=78901, reasoning="thinking " * 1371
+    )
+    ModelCall.objects.filter(run=run).update(message_count=89012)
     ModelCall.objects.filter(run=run).update(
         first_token_ms=12345, latency_ms=23456, prompt_tokens=13672, completion_tokens=10102
     )
@@ -220,11 +223,24 @@ def test_every_figure_of_a_run_is_written_with_thousands_separators_on_its_pages
         assert response.status_code == 200, name
         # What a reader sees: the data attributes are for scripts and tests.
         html = re.sub(r'data-[a-z-]+="[^"]*"', "", response.content.decode())
-        for raw in ("12345", "23456", "13672", "10102", "34567", "45678", "56789", "67890"):
+        for raw in (
+            "12345",
+            "23456",
+            "13672",
+            "10102",
+            "34567",
+            "45678",
+            "56789",
+            "67890",
+            "12339",
+            "89012",
+        ):
             assert raw not in html, (name, raw)
     run_page = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
     assert "45,678 chars" in run_page
     assert "first token at 12,345 ms" in run_page
+    assert "Reasoning (12,339 characters" in run_page
+    assert "89,012 messages sent" in run_page
     admin_run = admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode()
     assert "12,345 ms" in admin_run
     assert "34,567 ms" in admin_run

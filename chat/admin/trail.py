@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 from chat.admin.base import (
     FiguresAdminMixin,
     RunRecordAdminMixin,
+    figure_field,
     json_pre,
     listed_time,
     long_word,
@@ -62,7 +63,7 @@ class ModelCallAdmin(FiguresAdminMixin, RunRecordAdminMixin, ModelCallAdminBase)
         "model",
         "provider",
         "status",
-        "message_count",
+        "messages_sent",
         "request_hash",
         "tools_offered_pretty",
         "response_message",
@@ -83,11 +84,14 @@ class ModelCallAdmin(FiguresAdminMixin, RunRecordAdminMixin, ModelCallAdminBase)
         "latency",
         "prompt_tokens_shown",
         "completion_tokens_shown",
+        "messages_sent",
     )
 
     @admin.display(description="started", ordering="started_at")
     def started(self, obj: ModelCall) -> SafeString:
         return listed_time(obj.started_at)
+
+    messages_sent = figure_field("message_count", "messages sent")
 
     @admin.display(description="tokens (in / out)")
     def tokens(self, obj: ModelCall) -> str:
