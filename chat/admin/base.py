@@ -22,8 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from chat.audit.formatting import figure_text, pretty_json
-from chat.audit.queries import model_step_count
-from chat.models import ModelCall, Run, RunEvent, ToolExecution
+from chat.models import ModelCall, Run, RunEvent, ToolExecution, model_step_count
 
 
 def pre(text: str | None) -> SafeString:
