@@ -244,3 +244,18 @@ def test_every_figure_of_a_run_is_written_with_thousands_separators_on_its_pages
     admin_run = admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode()
     assert "12,345 ms" in admin_run
     assert "34,567 ms" in admin_run
+
+
+def test_the_chat_page_names_its_one_model_by_the_providers_label(client, settings, tmp_path):
+    import json
+
+    providers = tmp_path / "providers.json"
+    providers.write_text(
+        json.dumps({"providers": {"lab": {"type": "offline", "label": "The lab's demo model"}}})
+    )
+    settings.TOOLCHAT_PROVIDERS = str(providers)
+    settings.LLM_MODEL = "lab/offline"
+    client.force_login(UserFactory())
+    page = client.get("/").content.decode()
+    assert '<span data-testid="provider">The lab&#x27;s demo model</span>' in page
+    assert 'title="The default model: lab/offline"' in page
