@@ -41,6 +41,7 @@ from chat.models import (
     Run,
     RunStatus,
     ToolExecution,
+    model_steps,
 )
 from chat.selectors import run_get
 
@@ -99,8 +100,7 @@ class ComparedRun:
             "answer": self.answer,
             "tool_calls": [dataclasses.asdict(call) for call in self.calls],
             "steps": run.steps,
-            # The audit's "Steps": the distinct steps of its model calls (docs/audit.md).
-            "model_steps": len({c.step for c in calls}),
+            "model_steps": model_steps(calls),  # the audit's "Steps" (docs/audit.md)
             "model_calls": run.model_calls,
             "latency_ms": run.latency_ms,
             "first_token_ms": first.first_token_ms if first else None,

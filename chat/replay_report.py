@@ -37,6 +37,7 @@ class ReportRow:
     answer_similarity: float | None
     latency_ratio: float | None
     token_ratio: float | None
+    error: str = ""  # why the replay failed, in its run's own words ("" when it did not)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,7 @@ def report_row(
         answer_similarity=compared["answer_similarity"],
         latency_ratio=_ratio(theirs["latency_ms"], mine["latency_ms"]),
         token_ratio=_ratio(_tokens(theirs), _tokens(mine)),
+        error=replica.error or "",
     )
 
 
@@ -155,6 +157,8 @@ def report_table(rows: list[ReportRow], totals: list[ModelTotals]) -> str:
                 ]
             )
         )
+        if row.error:
+            lines.append(f"  {row.error}")  # why it failed, under its line
     lines.append("")
     lines.append(
         _line(

@@ -17,7 +17,7 @@ from django.views import defaults
 from django.views.decorators.http import require_GET
 
 from chat.database import UNAVAILABLE_RETRY_S, database_unreachable
-from chat.llm.endpoints import model_choices, model_resolve
+from chat.llm.endpoints import endpoint, model_choices, model_resolve
 from chat.models import Mode
 from chat.prompts import default_system_prompt
 
@@ -53,6 +53,9 @@ def index(request: HttpRequest) -> HttpResponse:
         {
             "provider": default.provider,
             "model": default.model,
+            # A provider's `label` in the providers file names it wherever it is named
+            # (as the picker does: "qwen3 · My server", an offline one's label alone).
+            "provider_label": default.label if endpoint(default.provider).label else "",
             "default_model": default.id,
             # Each with the prompt a conversation on it is told without its own.
             "models": [

@@ -2,7 +2,7 @@
 
 A uvicorn serves the app with a TOOLCHAT_PROVIDERS file naming two offline
 providers; the model picker, the replay panel and `GET /api/v1/models/` show
-their labels, a message's badge says which one wrote it, and the picker's
+their labels, a message's badge says by its label which one wrote it, and the picker's
 label is read whole at 1280 px and at 375 px. Screenshots:
 chat-offline-providers[-375].png.
 """
@@ -84,12 +84,15 @@ def test_two_offline_providers_show_their_own_labels_and_badges(
     picker = page.locator("#model-picker")
     expect(picker.locator("option")).to_have_text([FIRST, SECOND])
 
-    # An answer from each: its badge names the model that wrote it.
+    # An answer from each: its badge names the model that wrote it by its label, its id
+    # in the badge's title.
     new_conversation(page, "direct")
     picker.select_option("second/offline")
     ask(page, "what is 2+2")
     expect(page.locator(ANSWER).last).to_contain_text("4")
-    expect(page.locator(".msg-assistant .chip-model").last).to_have_text("second/offline")
+    badge = page.locator(".msg-assistant .chip-model").last
+    expect(badge).to_have_text(SECOND)
+    expect(badge).to_have_attribute("title", "The model that wrote this: second/offline")
     fit = picker.evaluate(LABEL_FITS)
     assert fit["fits"], fit
     expect(picker).to_have_attribute("title", SECOND)
@@ -105,7 +108,9 @@ def test_two_offline_providers_show_their_own_labels_and_badges(
     expect(picker).to_have_value("offline/offline")
     ask(page, "what is 3+3")
     expect(page.locator(ANSWER).last).to_contain_text("6")
-    expect(page.locator(".msg-assistant .chip-model").last).to_have_text("offline")
+    badge = page.locator(".msg-assistant .chip-model").last
+    expect(badge).to_have_text(FIRST)
+    expect(badge).to_have_attribute("title", "The model that wrote this: offline")
 
     # The replay panel offers both, by their labels.
     page.locator(".msg-assistant").last.get_by_role(

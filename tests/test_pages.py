@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -186,3 +188,74 @@ def test_a_page_that_fails_for_another_reason_is_still_the_plain_500(rf):
         response = server_error(rf.get("/"))
     assert response.status_code == 500
     assert "Retry-After" not in response
+
+
+def test_every_figure_of_a_run_is_written_with_thousands_separators_on_its_pages(
+    admin_client: Client,
+):
+    from chat.models import Message, ModelCall, Run, ToolExecution
+    from tests.factories import ConversationFactory, finished_run
+
+    run = finished_run(ConversationFactory())
+    Run.objects.filter(pk=run.pk).update(latency_ms=67890)
+    answer = Message.objects.filter(run=run, role="assistant").last()
+    Message.objects.filter(pk=answer.pk).update(
+        latency_ms=56789, prompt_tokens=78901, reasoning="thinking " * 1371
+    )
+    ModelCall.objects.filter(run=run).update(message_count=89012)
+    ModelCall.objects.filter(run=run).update(
+        first_token_ms=12345, latency_ms=23456, prompt_tokens=13672, completion_tokens=10102
+    )
+    ToolExecution.objects.filter(run=run).update(duration_ms=34567, result_chars=45678)
+    call = ModelCall.objects.filter(run=run).first()
+    execution = ToolExecution.objects.get(run=run)
+    pages = {
+        "run page": f"/audit/runs/{run.pk}/",
+        "admin run": f"/admin/chat/run/{run.pk}/change/",
+        "admin model call": f"/admin/chat/modelcall/{call.pk}/change/",
+        "admin tool executions": "/admin/chat/toolexecution/",
+        "admin tool execution": f"/admin/chat/toolexecution/{execution.pk}/change/",
+        "admin message": f"/admin/chat/message/{answer.pk}/change/",
+        "admin conversation": f"/admin/chat/conversation/{run.conversation_id}/change/",
+    }
+    for name, url in pages.items():
+        response = admin_client.get(url)
+        assert response.status_code == 200, name
+        # What a reader sees: the data attributes are for scripts and tests.
+        html = re.sub(r'data-[a-z-]+="[^"]*"', "", response.content.decode())
+        for raw in (
+            "12345",
+            "23456",
+            "13672",
+            "10102",
+            "34567",
+            "45678",
+            "56789",
+            "67890",
+            "12339",
+            "89012",
+        ):
+            assert raw not in html, (name, raw)
+    run_page = admin_client.get(f"/audit/runs/{run.pk}/").content.decode()
+    assert "45,678 chars" in run_page
+    assert "first token at 12,345 ms" in run_page
+    assert "Reasoning (12,339 characters" in run_page
+    assert "89,012 messages sent" in run_page
+    admin_run = admin_client.get(f"/admin/chat/run/{run.pk}/change/").content.decode()
+    assert "12,345 ms" in admin_run
+    assert "34,567 ms" in admin_run
+
+
+def test_the_chat_page_names_its_one_model_by_the_providers_label(client, settings, tmp_path):
+    import json
+
+    providers = tmp_path / "providers.json"
+    providers.write_text(
+        json.dumps({"providers": {"lab": {"type": "offline", "label": "The lab's demo model"}}})
+    )
+    settings.TOOLCHAT_PROVIDERS = str(providers)
+    settings.LLM_MODEL = "lab/offline"
+    client.force_login(UserFactory())
+    page = client.get("/").content.decode()
+    assert '<span data-testid="provider">The lab&#x27;s demo model</span>' in page
+    assert 'title="The default model: lab/offline"' in page

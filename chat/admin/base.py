@@ -8,6 +8,7 @@ HTML is built with format_html / format_html_join only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -21,8 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from chat.audit.formatting import figure_text, pretty_json
-from chat.audit.queries import model_step_count
-from chat.models import Message, ModelCall, Run, RunEvent, ToolExecution
+from chat.models import ModelCall, Run, RunEvent, ToolExecution, model_step_count
 
 
 def pre(text: str | None) -> SafeString:
@@ -107,12 +107,30 @@ def milliseconds(value: int | None) -> str:
     return "—" if value is None else f"{figure_text(value)} ms"
 
 
-class FiguresAdminMixin:
-    """The latency column as the audit writes it, thousands separated."""
+def figure_field(field: str, description: str, unit: str = "") -> Callable[[Any, Any], str]:
+    """A display of a stored figure as every staff page writes it ("13,672", "1,234 ms").
 
-    @admin.display(description="latency", ordering="latency_ms")
-    def latency(self, obj: Run | Message | ModelCall) -> str:
-        return milliseconds(obj.latency_ms)
+    Django writes a read-only integer field bare ("13672"); a list's column, an
+    inline's cell or a change page's row named by this method writes it as the audit does.
+    """
+
+    @admin.display(description=description, ordering=field)
+    def shown(self: Any, obj: Any) -> str:
+        value = getattr(obj, field)
+        return "—" if value is None else f"{figure_text(value)}{unit}"
+
+    return shown
+
+
+class FiguresAdminMixin:
+    """The figures a record's rows share, as the audit writes them, thousands separated."""
+
+    latency = figure_field("latency_ms", "latency", " ms")
+    first_token = figure_field("first_token_ms", "first token", " ms")
+    duration = figure_field("duration_ms", "duration", " ms")
+    prompt_tokens_shown = figure_field("prompt_tokens", "prompt tokens")
+    completion_tokens_shown = figure_field("completion_tokens", "completion tokens")
+    result_chars_shown = figure_field("result_chars", "result chars")
 
 
 def short_id(pk: Any) -> str:

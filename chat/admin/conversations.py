@@ -56,7 +56,7 @@ def _count_per_conversation(model: type[Message] | type[Run]) -> Coalesce:
 # --- Conversations --------------------------------------------------------------------
 
 
-class RunInline(ReadOnlyAdminMixin, RunInlineBase):
+class RunInline(FiguresAdminMixin, ReadOnlyAdminMixin, RunInlineBase):
     model = Run
     extra = 0
     can_delete = False
@@ -66,7 +66,7 @@ class RunInline(ReadOnlyAdminMixin, RunInlineBase):
         "mode",
         "model_steps",
         "model_calls",
-        "latency_ms",
+        "latency",
         "started_at",
         "finished_at",
     )
@@ -160,14 +160,22 @@ class MessageAdmin(FiguresAdminMixin, ReadOnlyAdminMixin, MessageAdminBase):
         "tool_call_id",
         "name",
         "resource",
-        "latency_ms",
+        "latency",
         "model",
-        "prompt_tokens",
-        "completion_tokens",
+        "prompt_tokens_shown",
+        "completion_tokens_shown",
         "finish_reason",
         "created_at",
     )
-    readonly_fields = ("content_text", "images_list", "reasoning_text", "tool_calls_pretty")
+    readonly_fields = (
+        "content_text",
+        "images_list",
+        "reasoning_text",
+        "tool_calls_pretty",
+        "latency",
+        "prompt_tokens_shown",
+        "completion_tokens_shown",
+    )
 
     @admin.display(description="images")
     def images_list(self, obj: Message) -> SafeString:

@@ -23,6 +23,7 @@ from chat.admin.base import (
     admin_link,
     clipped,
     listed_time,
+    milliseconds,
     pre,
     runs_with_steps,
     short_id,
@@ -42,7 +43,7 @@ else:
     ModelCallInlineBase = ToolExecutionInlineBase = admin.TabularInline
 
 
-class ModelCallInline(ReadOnlyAdminMixin, ModelCallInlineBase):
+class ModelCallInline(FiguresAdminMixin, ReadOnlyAdminMixin, ModelCallInlineBase):
     model = ModelCall
     extra = 0
     can_delete = False
@@ -52,10 +53,10 @@ class ModelCallInline(ReadOnlyAdminMixin, ModelCallInlineBase):
         "purpose",
         "model",
         "status",
-        "first_token_ms",
-        "latency_ms",
-        "prompt_tokens",
-        "completion_tokens",
+        "first_token",
+        "latency",
+        "prompt_tokens_shown",
+        "completion_tokens_shown",
         "attempts",
         "started_at",
     )
@@ -63,7 +64,7 @@ class ModelCallInline(ReadOnlyAdminMixin, ModelCallInlineBase):
     ordering = ("step", "started_at")
 
 
-class ToolExecutionInline(ReadOnlyAdminMixin, ToolExecutionInlineBase):
+class ToolExecutionInline(FiguresAdminMixin, ReadOnlyAdminMixin, ToolExecutionInlineBase):
     model = ToolExecution
     extra = 0
     can_delete = False
@@ -73,8 +74,8 @@ class ToolExecutionInline(ReadOnlyAdminMixin, ToolExecutionInlineBase):
         "name",
         "tool_call_id",
         "status",
-        "duration_ms",
-        "result_chars",
+        "duration",
+        "result_chars_shown",
         "truncated_flag",
         "attempts",
         "created_at",
@@ -132,7 +133,7 @@ class RunAdmin(FiguresAdminMixin, RunRecordAdminMixin, RunAdminBase):
         "mode",
         "model_steps",
         "model_calls",
-        "latency_ms",
+        "latency",
         "waterfall",
         "latency_breakdown",
         "created_at",
@@ -147,6 +148,7 @@ class RunAdmin(FiguresAdminMixin, RunRecordAdminMixin, RunAdminBase):
     )
     readonly_fields = (
         "model_steps",
+        "latency",
         "audit_link",
         "replay_of",
         "replay_tools",
@@ -231,8 +233,8 @@ class RunAdmin(FiguresAdminMixin, RunRecordAdminMixin, RunAdminBase):
                         line.label,
                     ),
                     line.status,
-                    "" if line.first_token_ms is None else f"{line.first_token_ms} ms",
-                    "—" if line.duration_ms is None else f"{line.duration_ms} ms",
+                    "" if line.first_token_ms is None else milliseconds(line.first_token_ms),
+                    milliseconds(line.duration_ms),
                     line.detail,
                 )
                 for line in lines

@@ -17,10 +17,10 @@ from django.utils.safestring import SafeString
 from chat.admin.base import (
     FiguresAdminMixin,
     RunRecordAdminMixin,
+    figure_field,
     json_pre,
     listed_time,
     long_word,
-    milliseconds,
     pre,
     tokens_shown,
     truncated_flag,
@@ -63,29 +63,35 @@ class ModelCallAdmin(FiguresAdminMixin, RunRecordAdminMixin, ModelCallAdminBase)
         "model",
         "provider",
         "status",
-        "message_count",
+        "messages_sent",
         "request_hash",
         "tools_offered_pretty",
         "response_message",
         "finish_reason",
         "started_at",
-        "first_token_ms",
-        "latency_ms",
-        "prompt_tokens",
-        "completion_tokens",
+        "first_token",
+        "latency",
+        "prompt_tokens_shown",
+        "completion_tokens_shown",
         "attempts",
         "note",
         "error_text",
     )
-    readonly_fields = ("tools_offered_pretty", "error_text")
+    readonly_fields = (
+        "tools_offered_pretty",
+        "error_text",
+        "first_token",
+        "latency",
+        "prompt_tokens_shown",
+        "completion_tokens_shown",
+        "messages_sent",
+    )
 
     @admin.display(description="started", ordering="started_at")
     def started(self, obj: ModelCall) -> SafeString:
         return listed_time(obj.started_at)
 
-    @admin.display(description="first token", ordering="first_token_ms")
-    def first_token(self, obj: ModelCall) -> str:
-        return milliseconds(obj.first_token_ms)
+    messages_sent = figure_field("message_count", "messages sent")
 
     @admin.display(description="tokens (in / out)")
     def tokens(self, obj: ModelCall) -> str:
@@ -97,12 +103,12 @@ class ModelCallAdmin(FiguresAdminMixin, RunRecordAdminMixin, ModelCallAdminBase)
 
 
 @admin.register(ToolExecution)
-class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
+class ToolExecutionAdmin(FiguresAdminMixin, RunRecordAdminMixin, ToolExecutionAdminBase):
     list_display = (
         "name",
         "status",
         "duration",
-        "result_chars",
+        "result_chars_shown",
         "truncated_flag",
         "attempts",
         "call_id",
@@ -114,10 +120,6 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
     @admin.display(description="truncated", ordering="truncated")
     def truncated_flag(self, obj: ToolExecution) -> str:
         return truncated_flag(obj)
-
-    @admin.display(description="duration", ordering="duration_ms")
-    def duration(self, obj: ToolExecution) -> str:
-        return milliseconds(obj.duration_ms)
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj: ToolExecution) -> SafeString:
@@ -153,7 +155,7 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
             "Result",
             {
                 "description": "The tool's raw result, and the exact text the model was sent.",
-                "fields": ("result_pretty", "content_sent", "result_chars", "truncated"),
+                "fields": ("result_pretty", "content_sent", "result_chars_shown", "truncated"),
             },
         ),
         ("Error", {"fields": ("error_text",)}),
@@ -170,7 +172,7 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
                 )
             },
         ),
-        ("Timing", {"fields": ("created_at", "started_at", "finished_at", "duration_ms")}),
+        ("Timing", {"fields": ("created_at", "started_at", "finished_at", "duration")}),
     )
     readonly_fields = (
         "policy_shown",
@@ -181,6 +183,8 @@ class ToolExecutionAdmin(RunRecordAdminMixin, ToolExecutionAdminBase):
         "result_pretty",
         "content_sent",
         "error_text",
+        "result_chars_shown",
+        "duration",
     )
 
     @admin.display(description="arguments")

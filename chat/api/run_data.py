@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from chat.history import cost_figure
-from chat.models import ModelCall, Run, ToolExecution
+from chat.models import ModelCall, Run, ToolExecution, model_steps
 from chat.timestamps import iso_time
 
-_RUN_FIELDS = ("steps", "model_calls", "error", "client_options", "client_tools")
+_RUN_FIELDS = ("model_calls", "error", "client_options", "client_tools")
 # ModelCallSerializer lists its fields with these two, so the order is said once.
 CALL_FIELDS = (
     "step",
@@ -118,6 +118,8 @@ def run_data(
         "trigger_message_id": _uuid(run.trigger_message_id),
         "status": str(run.status),
         "mode": str(run.mode),
+        "steps": run.steps,
+        "model_steps": model_steps(calls),
         **_plain(run, _RUN_FIELDS),
         "replay_of": _uuid(run.replay_of_id),
         **_plain(run, ("replay_tools", "replay_mode")),

@@ -31,6 +31,7 @@ from chat.models import (
     Role,
     Run,
     RunStatus,
+    model_steps,
 )
 
 
@@ -277,6 +278,11 @@ class RunSerializer(serializers.ModelSerializer[Run]):
     )
     status = serializers.ChoiceField(choices=RunStatus.choices, read_only=True)
     mode = serializers.ChoiceField(choices=Mode.choices, read_only=True)
+    model_steps = serializers.SerializerMethodField(
+        help_text="The run's Steps as the audit pages count them: the distinct steps of its "
+        "model calls, the answer's included (two for a two-pass run). `steps` counts only "
+        "the steps that ran tools, what `max_steps` bounds."
+    )
     usage = serializers.SerializerMethodField(help_text="Tokens summed over the model calls.")
     model_call_log = ModelCallSerializer(
         source="model_call_rows", many=True, read_only=True, help_text="Oldest first."
@@ -324,6 +330,7 @@ class RunSerializer(serializers.ModelSerializer[Run]):
             "status",
             "mode",
             "steps",
+            "model_steps",
             "model_calls",
             "error",
             "client_options",
@@ -340,6 +347,10 @@ class RunSerializer(serializers.ModelSerializer[Run]):
             "tool_executions",
         ]
         read_only_fields = fields
+
+    def get_model_steps(self, run: Run) -> int:
+        """The distinct steps of the run's model calls (docs/audit.md)."""
+        return model_steps(run.model_call_rows.all())
 
     @extend_schema_field(RunUsageSerializer)
     def get_usage(self, run: Run) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from chat.models import (
     Run,
     RunStatus,
     ToolExecution,
+    model_step_count,
 )
 
 RUNS_PER_PAGE = 50
@@ -59,22 +60,6 @@ def _count(model: type[ToolExecution] | type[ModelCall], **conditions: Any) -> C
         .order_by()
         .values("run_id")
         .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
-
-
-def model_step_count() -> Coalesce:
-    """A run's steps, as every page counts them: the distinct steps of its model calls.
-
-    The step table lists them; `Run.steps` (what `max_steps` bounds) counts only those
-    that ran tools, and no page shows it (docs/audit.md).
-    """
-    counted = (
-        ModelCall.objects.filter(run_id=OuterRef("pk"))
-        .order_by()
-        .values("run_id")
-        .annotate(n=Count("step", distinct=True))
         .values("n")
     )
     return Coalesce(Subquery(counted, output_field=IntegerField()), 0)

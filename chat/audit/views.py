@@ -45,7 +45,7 @@ from chat.audit.waterfall import run_waterfall
 from chat.comparison import comparison
 from chat.exceptions import Conflict, ConversationNotFound, InvalidInput, RunNotFound
 from chat.llm.endpoints import prices_configured
-from chat.models import RunStatus
+from chat.models import RunStatus, model_steps
 from chat.replay_report import report_csv, report_totals
 from chat.selectors import runs_to_replay
 from chat.services.replays import runs_replay
@@ -266,7 +266,7 @@ def audit_run_detail(request: HttpRequest, run_id: uuid.UUID) -> HttpResponse:
             "unreported": [by_call_id[e.tool_call_id] for e in timeline.unreported_executions],
             "unanswered": timeline.unanswered_model_calls,
             # The header counts what the step table lists, so the two agree.
-            "steps": len({line.step for line in breakdown if line.kind == "model"}),
+            "steps": model_steps(run.model_call_rows.all()),
             "model_calls": sum(1 for line in breakdown if line.kind == "model"),
             "tool_calls": len(executions),
             "failures": sum(1 for line in breakdown if line.failed),

@@ -16,6 +16,8 @@ from chat.models.audit import (
     ModelCall,
     ModelCallPurpose,
     ToolExecution,
+    model_step_count,
+    model_steps,
 )
 from chat.models.budgets import BudgetLimit, BudgetPeriod
 from chat.models.conversations import (
@@ -60,4 +62,6 @@ __all__ = [
     "StandingApproval",
     "ToolExecution",
     "ToolPolicy",
+    "model_step_count",
+    "model_steps",
 ]

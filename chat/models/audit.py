@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 
 from chat.models.conversations import Message
 from chat.models.runs import Run
@@ -100,6 +102,28 @@ class ModelCall(models.Model):
     def provider_model(self) -> str:
         """`<provider>/<model>`, as a conversation names it (the model alone on older rows)."""
         return f"{self.provider}/{self.model}" if self.provider else self.model
+
+
+# A run's Steps, the one definition every page and answer uses (docs/audit.md): the
+# distinct steps of its model calls, the answer's included (two for a two-pass run).
+# `Run.steps`, what max_steps bounds, counts only the steps that ran tools.
+
+
+def model_steps(calls: Iterable[ModelCall]) -> int:
+    """A run's Steps, from its model calls (rows already read)."""
+    return len({call.step for call in calls})
+
+
+def model_step_count() -> Coalesce:
+    """A run's Steps as a queryset annotation: the same count, in one subquery."""
+    counted = (
+        ModelCall.objects.filter(run_id=OuterRef("pk"))
+        .order_by()
+        .values("run_id")
+        .annotate(n=Count("step", distinct=True))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=models.IntegerField()), 0)
 
 
 class ExecutionStatus(models.TextChoices):

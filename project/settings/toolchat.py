@@ -137,6 +137,7 @@ LLM_SUGGESTIONS = env_str("LLM_SUGGESTIONS", "auto").lower()
 if LLM_SUGGESTIONS not in {"auto", "on", "off"}:
     raise ImproperlyConfigured(f"LLM_SUGGESTIONS={LLM_SUGGESTIONS!r}: use auto, on or off.")
 LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", 60.0)
+# Retries of a failed request: a call makes at most LLM_MAX_RETRIES + 1 attempts.
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 3)
 # The read timeout starts again at every byte: these bound a call however its
 # server trickles. One request and its stream (a late one is asked again), and

@@ -8,6 +8,8 @@
  * (docs/api.md, "Budgets and usage"; docs/governance.md, "Budgets").
  */
 
+import { count, dollars } from "./format.js";
+
 /**
  * A limit as the API and the events carry it: its caps (null: no cap), and, in a refusal
  * or a warning, the `figure` reached and what was `used`; in the usage, `used_tokens` and
@@ -39,29 +41,9 @@ const PERIOD_NAMES = { day: "daily", month: "monthly", run: "per-run" };
 
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
-/**
- * A whole number with thousands separators ("200,512"); "?" for none.
- * @param {number | null | undefined} value
- */
-export function count(value) {
-  return typeof value === "number" && isFinite(value) ? Math.round(value).toLocaleString("en") : "?";
-}
+// A number and a cost as the page writes every one (format.js), kept here for usage.js.
+export { count, dollars as usd };
 
-/**
- * US dollars: "$1,234.56" from a dollar up, "$0.0241" from a cent, "$0.0024" or "$0.00045"
- * under one (to six decimals at most),
- * "$0.00" for nothing; "no price" where the server has none (null), never a made-up $0.
- * @param {number | null | undefined} value
- */
-export function usd(value) {
-  if (typeof value !== "number" || !isFinite(value)) return "no price";
-  if (value === 0) return "$0.00";
-  const abs = Math.abs(value);
-  if (abs < 0.000001) return "< $0.000001"; // something, if not worth a figure
-  const least = abs >= 1 ? 2 : 4;
-  const most = abs >= 1 ? 2 : abs >= 0.01 ? 4 : 6;
-  return "$" + value.toLocaleString("en", { minimumFractionDigits: least, maximumFractionDigits: most });
-}
 
 /**
  * One figure's amount: tokens and counts as whole numbers, dollars as `usd`.
@@ -69,7 +51,7 @@ export function usd(value) {
  * @param {number | null | undefined} value
  */
 export function amount(figure, value) {
-  return figure === "cost_usd" ? usd(value) : count(value);
+  return figure === "cost_usd" ? dollars(value) : count(value);
 }
 
 /**
@@ -78,7 +60,7 @@ export function amount(figure, value) {
  * @param {number | null | undefined} value
  */
 export function capText(figure, value) {
-  if (figure === "cost_usd") return usd(value);
+  if (figure === "cost_usd") return dollars(value);
   return count(value) + " " + (FIGURE_NAMES[figure] || figure);
 }
 

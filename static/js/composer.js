@@ -18,7 +18,7 @@
 
 import { refusal as refusalText, utcTime } from "./budget.js";
 import { byId, h } from "./dom.js";
-import { charCount } from "./format.js";
+import { charCount, count } from "./format.js";
 
 /**
  * @typedef {import("./thread.js").Thread} Thread
@@ -148,8 +148,8 @@ export function createComposer(hooks) {
     const max = hooks.maxChars;
     if (length > max) {
       showError(
-        "This message is " + length.toLocaleString("en") + " characters; the limit is " +
-          max.toLocaleString("en") + ". Shorten it by " + (length - max).toLocaleString("en") +
+        "This message is " + count(length) + " characters; the limit is " +
+          count(max) + ". Shorten it by " + count(length - max) +
           " or split it into several messages.",
         "length"
       );
@@ -232,8 +232,8 @@ export function createComposer(hooks) {
         continue;
       }
       if (file.size > maxBytes) {
-        showError(file.name + " is " + file.size.toLocaleString("en") + " bytes; the limit is " +
-          maxBytes.toLocaleString("en") + ".");
+        showError(file.name + " is " + count(file.size) + " bytes; the limit is " +
+          count(maxBytes) + ".");
         continue;
       }
       // Files still being read count too: twenty picked at once are not all let in.

@@ -67,19 +67,36 @@ export function pretty(value) {
 }
 
 /**
+ * How the page writes a number, the one way the staff pages do too (chat/templatetags/
+ * figures.py): whole, with thousands separators ("200,512"); "?" for none.
+ * @param {number | null | undefined} value
+ */
+export function count(value) {
+  return typeof value === "number" && isFinite(value) ? Math.round(value).toLocaleString("en") : "?";
+}
+
+/**
  * A token count, or "?" when the provider did not say.
  * @param {number | null | undefined} value
  */
 export function tokens(value) {
-  return value === null || value === undefined ? "?" : Number(value).toLocaleString("en");
+  return count(value);
 }
 
 /**
- * US dollars: "$0.0123", or to six decimals under a cent ("$0.000450").
- * @param {number} value
+ * US dollars: "$1,234.56" from a dollar up, "$0.0241" from a cent, "$0.0024" or "$0.00045"
+ * under one (to six decimals at most),
+ * "$0.00" for nothing; "no price" where the server has none (null), never a made-up $0.
+ * @param {number | null | undefined} value
  */
 export function dollars(value) {
-  return "$" + (value >= 0.01 ? value.toFixed(4) : value.toFixed(6));
+  if (typeof value !== "number" || !isFinite(value)) return "no price";
+  if (value === 0) return "$0.00";
+  const abs = Math.abs(value);
+  if (abs < 0.000001) return "< $0.000001"; // something, if not worth a figure
+  const least = abs >= 1 ? 2 : 4;
+  const most = abs >= 1 ? 2 : abs >= 0.01 ? 4 : 6;
+  return "$" + value.toLocaleString("en", { minimumFractionDigits: least, maximumFractionDigits: most });
 }
 
 /**

@@ -87,7 +87,12 @@ export function drawMeta(meta, view, staff) {
       meta.appendChild(badge("call", parts.join(" · "),
         "This model call: how long it took, the tokens it read (in) and wrote (out), and what it cost"));
     }
-    if (message.model) meta.appendChild(badge("model", message.model, "The model that wrote this"));
+    if (message.model) {
+      const picker = /** @type {HTMLSelectElement | null} */ (document.getElementById("model-picker"));
+      const choices = picker ? Array.from(picker.options, (o) => ({ id: o.value, label: o.text })) : [];
+      const label = modelLabel(message.model, choices, picker ? picker.dataset.default || "" : "");
+      meta.appendChild(badge("model", label, "The model that wrote this: " + message.model));
+    }
     if (staff && message.run_id && message.content) {
       const audit = h("a", "chip chip-link", "audit");
       audit.href = "/audit/runs/" + encodeURIComponent(message.run_id) + "/";
@@ -96,6 +101,22 @@ export function drawMeta(meta, view, staff) {
     }
   }
   if (view.turn) meta.appendChild(turnBadge(view.turn));
+}
+
+/**
+ * What the model badge calls the model that wrote a message: the label the model picker
+ * gives it ("Second demo", as GET /api/v1/models/ lists it), found by its id
+ * ("second/offline") or, for a model stored as its server names it ("offline"), the
+ * default provider's; its stored name where the page lists no label for it.
+ * @param {string} model the message's `model`
+ * @param {{id: string, label: string}[]} choices the picker's models
+ * @param {string} defaultId the default model's id
+ * @returns {string}
+ */
+export function modelLabel(model, choices, defaultId) {
+  const provider = defaultId.split("/")[0];
+  const found = choices.find((c) => c.id === model) || choices.find((c) => c.id === provider + "/" + model);
+  return found ? found.label : model;
 }
 
 /**

@@ -31,10 +31,20 @@ describe("times on the chat page", () => {
   });
 });
 
-test("a cost is written in dollars, to six decimals under a cent", () => {
+test("a cost is written in dollars as the Usage panel writes it, thousands separated", () => {
   assert.equal(dollars(0.0123456), "$0.0123");
-  assert.equal(dollars(0.00045), "$0.000450");
-  assert.equal(dollars(0), "$0.000000");
+  assert.equal(dollars(0.00045), "$0.00045");
+  assert.equal(dollars(0), "$0.00");
+  assert.equal(dollars(1234.5), "$1,234.50");
+});
+
+test("the chat page writes a number one way, with one formatter", async () => {
+  const format = await import("../../static/js/format.js");
+  const budget = await import("../../static/js/budget.js");
+  assert.equal(budget.count, format.count);
+  assert.equal(budget.usd, format.dollars);
+  assert.equal(format.count(200512), "200,512");
+  assert.equal(format.count(null), "?");
 });
 
 describe("figures on the chat page", () => {

@@ -192,3 +192,12 @@ def test_cancel_is_post_only(api, turn):
     response = api.get(run_url(turn, "cancel/"))
     assert response.status_code == 405
     assert response["Allow"] == "POST, OPTIONS"
+
+
+def test_a_run_says_its_steps_as_the_audit_counts_them(api, turn, admin_client):
+    # The audit's Steps (the run page, the compare page, the admin) is the run's
+    # `model_steps`; `steps` is what max_steps bounds, the steps that ran tools.
+    body = api.get(run_url(turn)).json()
+    assert (body["steps"], body["model_steps"]) == (1, 2)
+    page = admin_client.get(f"/audit/runs/{turn.pk}/").content.decode()
+    assert f'<dd data-testid="run-steps">{body["model_steps"]}</dd>' in page

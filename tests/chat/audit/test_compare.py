@@ -16,7 +16,7 @@ from django.test import Client
 from chat.audit.period import period_preset
 from chat.audit.replays import MAX_REPORTED_REPLAYS, replay_rows
 from chat.models import ExecutionStatus, ModelCall, ReplayMode, Run, RunStatus
-from chat.replay_report import report_row
+from chat.replay_report import report_row, report_table
 from chat.services.replays import run_replay
 from tests.chat.audit.scripted import PACE, two_pass_run
 from tests.factories import CallSpec, ConversationFactory, UserFactory, finished_run
@@ -302,3 +302,28 @@ def test_a_staff_batch_replays_with_recorded_tools_only(batch_models):
         assert refused.status_code == 400
         assert "recorded tools only" in refused.content.decode()
     assert not Run.objects.filter(replay_of__isnull=False).exists()
+
+
+@pytest.mark.django_db
+def test_a_failed_replay_says_why_on_the_replays_page_and_in_its_csv():
+    owner = UserFactory(username="ada")
+    original = finished_run(ConversationFactory(owner=owner))
+    replica = finished_run(
+        ConversationFactory(owner=owner), replay_of=original, status=RunStatus.FAILED
+    )
+    why = "The model call failed (connection error) after 4 attempts: <refused>"
+    Run.objects.filter(pk=replica.pk).update(error=why)
+    staff = Client()
+    staff.force_login(UserFactory(username="auditor", is_staff=True))
+
+    html = staff.get("/audit/replays/?period=hour").content.decode()
+    row = html.split(f"/compare/{replica.pk}/")[1].split("</tr>")[0]
+    assert "failed" in row
+    assert "after 4 attempts: &lt;refused&gt;" in row  # escaped
+    csv_text = staff.get("/audit/replays.csv?period=hour").content.decode()
+    assert csv_text.splitlines()[0].endswith(",error")
+    assert why in csv_text
+    # manage.py replay's table says it under the replay's line.
+    replica.refresh_from_db()
+    table = report_table([report_row(original, replica, model="m")], []).splitlines()
+    assert table[2] == f"  {why}"

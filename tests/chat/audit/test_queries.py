@@ -428,7 +428,7 @@ def test_the_run_page_shows_raw_result_against_what_the_model_was_sent(staff_cli
     assert "note number 399" not in sent
     assert "[truncated: 200 of" in sent
     assert 'class="flag flag-truncated"' in section
-    assert f"{notes.result_chars} chars" in section
+    assert f"{notes.result_chars:,} chars" in section
     assert "17 ms" in section
     assert "&quot;query&quot;: &quot;groceries&quot;" in section  # the arguments
 
