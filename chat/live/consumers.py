@@ -1,8 +1,9 @@
 """The WebSocket consumer of /ws/conversations/{id}/: a conversation's live events.
 
 Thin: it authenticates (chat/live/ws_auth.py did the work), checks ownership before
-joining anything, and forwards client messages to the same services the REST
-API uses. Delivery is chat/live/streams.py's cursor over the stored events, so a
+joining anything, reads each frame (chat/live/frames.py), and forwards client
+messages to the same services the REST API uses, on the sockets' own threads
+(chat/live/socket_calls.py). Delivery is chat/live/streams.py's cursor over the stored events, so a
 client that resumes with the last seq it saw gets everything after it, in
 order, exactly once.
 
@@ -23,24 +24,23 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qs
 
-from asgiref.sync import SyncToAsync
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from chat.database import connections_tidy
 from chat.exceptions import ToolchatError
-from chat.inputs import MessageInput, unknown_fields_body, validation_error_body
+from chat.inputs import MessageInput, validation_error_body
+from chat.live.frames import APPROVAL_CHOICES, FrameRefused, frame_read
 from chat.live.slots import slot_give_back, slot_renew, slot_take
+from chat.live.socket_calls import (
+    socket_conversation_get,
+    socket_run_cancel,
+    socket_run_start,
+    socket_tool_call_decide,
+)
 from chat.live.streams import MAX_SEQ, conversation_cursor, event_stream, stored_between
-from chat.message_rate import message_rate_check
-from chat.selectors import conversation_get
-from chat.services.approvals import tool_call_decide
-from chat.services.runs import run_cancel_by_id, run_start
 from chat.telemetry.propagation import caller_context
 
 logger = logging.getLogger(__name__)
@@ -51,20 +51,6 @@ CLOSE_TOO_MANY = 4429
 # Without ?after= in the URL, a client may still send `resume` as its first
 # message; live events wait this long for it, so that the replay comes first.
 RESUME_GRACE_S = 0.3
-# The fields each kind of client message may have: any other is refused, as the REST
-# API refuses one (a `message` is checked by the REST post's own serializer).
-FRAME_FIELDS = {
-    "resume": frozenset({"type", "after"}),
-    "cancel": frozenset({"type", "run_id"}),
-    "approve": frozenset(
-        {"type", "execution_id", "reason", "arguments", "scope", "match_arguments"}
-    ),
-    "reject": frozenset({"type", "execution_id", "reason"}),
-}
-
-
-# What an approve frame may say besides its call, as the REST approval does (docs/events.md).
-APPROVAL_CHOICES = ("arguments", "scope", "match_arguments")
 
 
 class UnroutedConsumer(AsyncWebsocketConsumer):
@@ -105,7 +91,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
         try:
-            conversation = await _conversation_get(conversation_id, user)
+            conversation = await socket_conversation_get(conversation_id, user)
         except ToolchatError:
             await self.accept()
             await self.close(code=CLOSE_NOT_FOUND)
@@ -155,15 +141,14 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.user_id is None:
             return
-        message = await self._frame_read(text_data, bytes_data)
-        if message is None:
+        message = frame_read(text_data, bytes_data)
+        if isinstance(message, FrameRefused):
+            refused = message
+            await self._error(
+                refused.code, refused.message, field=refused.field, details=refused.details
+            )
             return
         kind = message.get("type")
-        known = FRAME_FIELDS.get(kind) if isinstance(kind, str) else None
-        unknown = unknown_fields_body(message, known) if known is not None else None
-        if unknown is not None:
-            await self._invalid(unknown)
-            return
         if kind == "resume":
             await self._resume(message.get("after"))
         elif kind == "message":
@@ -183,36 +168,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 "unknown_type",
                 f"Unknown message type {kind!r}; use resume, message, cancel, approve or reject.",
             )
-
-    async def _frame_read(self, text_data: str | None, bytes_data: bytes | None) -> Any:
-        """The frame's JSON object, or None once the client was told what is wrong with it."""
-        raw = text_data.encode() if text_data is not None else bytes_data or b""
-        if len(raw) > settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:
-            await self._error(
-                "too_large",
-                f"Messages to this socket are limited to "
-                f"{settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:,} bytes.",
-            )
-            return None
-        try:
-            # A binary frame is read as the text it must be: UTF-8, nothing repaired.
-            message = json.loads(raw.decode("utf-8") if text_data is None else text_data)
-        except UnicodeDecodeError as exc:
-            await self._error(
-                "invalid_json",
-                f"Send JSON text in UTF-8 (byte {exc.start:,} of this frame is not).",
-            )
-            return None
-        except (ValueError, RecursionError) as exc:
-            nested = " (this one is nested too deeply)" if isinstance(exc, RecursionError) else ""
-            await self._error(
-                "invalid_json", f'Send JSON objects, e.g. {{"type": "resume", "after": 0}}{nested}.'
-            )
-            return None
-        if not isinstance(message, dict):
-            await self._error("invalid_message", "Send a JSON object with a `type`.")
-            return None
-        return message
 
     # --- client requests ------------------------------------------------------------
 
@@ -249,7 +204,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         try:
             # A socket opened with a W3C traceparent: its turns join the caller's trace.
             with caller_context(_handshake_headers(self.scope)):
-                run = await _run_start(
+                run = await socket_run_start(
                     self.conversation,
                     message.validated_data["content"],
                     self.scope["user"],
@@ -273,7 +228,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._error("invalid_run_id", "`run_id` must be a run id string.", field="run_id")
             return
         try:
-            run = await _run_cancel(self.conversation_id, run_id)
+            run = await socket_run_cancel(self.conversation_id, run_id)
         except ToolchatError as exc:
             await self._error(exc.code, exc.message, field=exc.field, details=exc.details)
             return
@@ -295,7 +250,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._error("invalid_reason", "`reason` must be a string.", field="reason")
             return
         try:
-            execution = await _tool_call_decide(
+            execution = await socket_tool_call_decide(
                 self.conversation_id, execution_id, self.scope["user"], approve, reason, choices
             )
         except ToolchatError as exc:
@@ -358,34 +313,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self._send(payload)
 
 
-# The sockets' database calls: a few threads of their own, for the life of the process.
-_SOCKET_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="toolchat-socket")
-
-
-def _on_any_thread(function: Callable[..., Any]) -> Any:
-    """A socket's database work, run on the sockets' threads.
-
-    Channels' default runs every consumer's database call on one shared thread
-    (thread-sensitive mode): with a hundred sockets posting at once, each
-    post waited for all the others. These calls share nothing with one
-    another or with the request thread, so any of a few threads will do. Like
-    channels' `database_sync_to_async`, except that a thread keeps a healthy
-    SQLite connection between calls (chat/database.py `connections_tidy`).
-    """
-    return _SocketCall(function, thread_sensitive=False, executor=_SOCKET_THREADS)
-
-
-class _SocketCall(SyncToAsync[..., Any]):
-    """A call on the sockets' threads, their connections tidied before and after."""
-
-    def thread_handler(self, loop: Any, *args: Any, **kwargs: Any) -> Any:
-        connections_tidy()
-        try:
-            return super().thread_handler(loop, *args, **kwargs)  # type: ignore[no-untyped-call]
-        finally:
-            connections_tidy()
-
-
 def _after_from_query(query_string: bytes) -> int | None:
     values = parse_qs(query_string.decode("latin1")).get("after")
     if not values:
@@ -403,38 +330,3 @@ def _handshake_headers(scope: dict[str, Any]) -> dict[str, str]:
         name.decode("latin-1").lower(): value.decode("latin-1")
         for name, value in scope.get("headers") or ()
     }
-
-
-@_on_any_thread
-def _conversation_get(conversation_id: Any, user: Any) -> Any:
-    return conversation_get(conversation_id=conversation_id, user=user)
-
-
-@_on_any_thread
-def _run_start(conversation: Any, content: str, user: Any, replaces: Any, images: Any) -> Any:
-    message_rate_check(user)
-    return run_start(conversation=conversation, content=content, replaces=replaces, images=images)
-
-
-@_on_any_thread
-def _run_cancel(conversation_id: Any, run_id: str) -> Any:
-    return run_cancel_by_id(conversation_id=conversation_id, run_id=run_id)
-
-
-@_on_any_thread
-def _tool_call_decide(
-    conversation_id: Any,
-    execution_id: str,
-    user: Any,
-    approve: bool,
-    reason: str,
-    choices: dict[str, Any],
-) -> Any:
-    return tool_call_decide(
-        execution_id=execution_id,
-        user=user,
-        approve=approve,
-        reason=reason,
-        conversation_id=conversation_id,
-        **choices,
-    )
