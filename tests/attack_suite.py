@@ -38,6 +38,7 @@ ATTACKS: dict[str, list[str]] = {
     "hostile input: NUL, lone surrogates, deep nesting, huge sizes, unknown fields and paths": [
         "tests/chat/api/test_bad_input.py",
         "tests/chat/openai_api/test_bad_input.py",
+        "tests/chat/openai_api/test_every_field.py",
         "tests/chat/api/test_regenerate.py::refuses_any_other",
         "tests/chat/api/test_messages.py::over_the_limit",
         "tests/chat/engine/test_hostile_text.py",

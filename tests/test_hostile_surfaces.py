@@ -4,8 +4,8 @@ Each surface's fields are listed from what serves them (the REST API's own
 OpenAPI schema, the frames the socket reads, the query parameters the pages
 read), and each is sent every value of HOSTILE. Whatever toolchat answers, it
 is never a 5xx (nor, on the socket, a crash that drops the connection). Each
-test prints its table (`make attack` shows them): requests, and answers by
-class.
+answer is counted for the attack suite's table (tests/plugins/attack_table.py),
+which `make attack` prints at the end: cases, and answers by class, by surface.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tests.factories import (
     ToolExecutionFactory,
     UserFactory,
 )
+from tests.plugins.attack_table import AttackAnswers
 
 # Each a JSON text, spliced into a body as the field's value.
 HOSTILE: dict[str, str] = {
@@ -56,35 +57,32 @@ HOSTILE_QUERY: dict[str, str] = {
     "brackets": "[]",
 }
 
+# Bytes no UTF-8 decoder takes, each inside a binary frame's message content.
+NOT_UTF8: dict[str, bytes] = {
+    "a stray byte": b"\xff",
+    "a lone continuation byte": b"\x80",
+    "an overlong slash": b"\xc0\xaf",
+    "a surrogate's encoding": b"\xed\xa0\x80",
+    "a cut sequence": b"\xe2\x82",
+    "Latin-1 text": "caf\u00e9".encode("latin-1"),
+}
+
 _PLACEHOLDER = "__hostile__"
 
 
 class Tally:
-    """Answers by surface and class; the 5xx with what caused each."""
+    """Answers by surface, counted for the attack suite's table; the 5xx with what caused each."""
 
-    def __init__(self) -> None:
-        self.counts: dict[str, collections.Counter[str]] = collections.defaultdict(
-            collections.Counter
-        )
+    def __init__(self, answers: AttackAnswers) -> None:
+        self.answers = answers
         self.failures: list[str] = []
 
     def add(self, surface: str, status: int, what: str) -> None:
-        kind = f"{status // 100}xx" if status >= 100 else "dropped"
-        self.counts[surface][kind] += 1
+        self.answers.add(surface, status)
         if status >= 500 or status < 100:
             self.failures.append(f"{surface} {what}: {status}")
 
-    def table(self) -> str:
-        kinds = ["2xx", "3xx", "4xx", "5xx", "dropped"]
-        lines = [f"{'surface':<44}{'requests':>9}" + "".join(f"{k:>8}" for k in kinds)]
-        for surface, counts in sorted(self.counts.items()):
-            total = sum(counts.values())
-            lines.append(f"{surface:<44}{total:>9}" + "".join(f"{counts[k]:>8}" for k in kinds))
-        return "\n".join(lines)
-
-    def report(self, capsys: pytest.CaptureFixture[str]) -> None:
-        with capsys.disabled():
-            print("\n" + self.table())
+    def report(self) -> None:
         assert not self.failures, self.failures[:20]
 
 
@@ -145,7 +143,7 @@ def _body_fields(operation: dict[str, Any], components: dict[str, Any]) -> list[
 
 @pytest.mark.django_db
 def test_every_rest_field_and_query_parameter_survives_hostile_values(
-    world, capsys, settings, monkeypatch
+    world, attack_answers, settings, monkeypatch
 ):
     from django.core.cache import cache
     from rest_framework.throttling import ScopedRateThrottle
@@ -155,7 +153,7 @@ def test_every_rest_field_and_query_parameter_survives_hostile_values(
     cache.clear()
     client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {world['token']}")
     components = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
-    tally = Tally()
+    tally = Tally(attack_answers)
     for template, method, operation in _operations():
         if template.endswith(("/events/", "/schema/")) or template.startswith("/v1/"):
             continue  # the event streams and /v1 have their own tests; the schema takes no input
@@ -178,7 +176,7 @@ def test_every_rest_field_and_query_parameter_survives_hostile_values(
         bad = HOSTILE_QUERY[kind]
         response = client.get(f"/api/v1/conversations/{bad}/")
         tally.add("REST a hostile id in the path", response.status_code, kind)
-    tally.report(capsys)
+    tally.report()
 
 
 V1_FIELDS: dict[str, tuple[dict[str, Any], list[list[str]]]] = {
@@ -231,7 +229,7 @@ V1_FIELDS: dict[str, tuple[dict[str, Any], list[list[str]]]] = {
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_v1_field_survives_hostile_values(world, capsys, settings, monkeypatch):
+def test_every_v1_field_survives_hostile_values(world, attack_answers, settings, monkeypatch):
     from django.core.cache import cache
     from rest_framework.throttling import ScopedRateThrottle
 
@@ -241,7 +239,7 @@ def test_every_v1_field_survives_hostile_values(world, capsys, settings, monkeyp
     monkeypatch.setattr(ScopedRateThrottle, "THROTTLE_RATES", {"messages": "100000/min"})
     cache.clear()
     client = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Bearer {world['token']}")
-    tally = Tally()
+    tally = Tally(attack_answers)
     for path, (base, fields) in V1_FIELDS.items():
         for field in fields:
             for kind, raw in HOSTILE.items():
@@ -260,11 +258,11 @@ def test_every_v1_field_survives_hostile_values(world, capsys, settings, monkeyp
         ):
             response = client.get(path)
             tally.add("/v1 GET a hostile id", response.status_code, f"{path} {kind}")
-    tally.report(capsys)
+    tally.report()
 
 
 @pytest.mark.django_db(transaction=True)  # the event streams' async views read from a thread
-def test_the_event_stream_and_the_pages_survive_hostile_query_strings(world, capsys):
+def test_the_event_stream_and_the_pages_survive_hostile_query_strings(world, attack_answers):
     client = Client(raise_request_exception=False)
     client.force_login(world["user"])
     ids = world["ids"]
@@ -278,7 +276,7 @@ def test_the_event_stream_and_the_pages_survive_hostile_query_strings(world, cap
         f"/audit/conversations/{ids['conversation_id']}/": ["page"],
         "/audit/replays/": ["period", "model", "page"],
     }
-    tally = Tally()
+    tally = Tally(attack_answers)
     for page, names in pages.items():
         for name in names:
             for kind, raw in HOSTILE_QUERY.items():
@@ -296,7 +294,7 @@ def test_the_event_stream_and_the_pages_survive_hostile_query_strings(world, cap
                 response = client.get(f"{stream}?after={raw}", HTTP_ACCEPT=accept)
                 tally.add(f"SSE/events ({accept})", response.status_code, f"after {kind}")
                 getattr(response, "close", lambda: None)()
-    tally.report(capsys)
+    tally.report()
 
 
 FRAMES: dict[str, list[str]] = {
@@ -310,7 +308,7 @@ FRAMES: dict[str, list[str]] = {
 
 @pytest.mark.anyio
 @pytest.mark.django_db(transaction=True)
-async def test_every_socket_frame_field_survives_hostile_values(capsys, settings):
+async def test_every_socket_frame_field_survives_hostile_values(attack_answers, settings):
     from channels.testing.websocket import WebsocketCommunicator
 
     from project.asgi import application
@@ -320,32 +318,46 @@ async def test_every_socket_frame_field_survives_hostile_values(capsys, settings
     user = await database_sync_to_async(UserFactory)()
     conversation = await database_sync_to_async(ConversationFactory)(owner=user)
     headers = await database_sync_to_async(session_headers)(user)
-    tally = Tally()
+    tally = Tally(attack_answers)
     communicator = WebsocketCommunicator(
         application, f"/ws/conversations/{conversation.pk}/", headers=headers
     )
     connected, _ = await communicator.connect(timeout=5)
     assert connected
+    frames: list[tuple[str, str, dict[str, Any]]] = []
     for frame, fields in FRAMES.items():
         for field in fields:
             for kind, raw in HOSTILE.items():
                 if kind == "long text":
                     continue  # over the frame limit: the socket closes by design (test_consumers)
                 text = body_with({"type": frame}, [field], raw)
-                await communicator.send_to(text_data=text)
-                try:
-                    reply = json.loads(await communicator.receive_from(timeout=5))
-                    while reply.get("type") not in ("error", "ack"):
-                        reply = json.loads(await communicator.receive_from(timeout=5))
-                    tally.add(f"socket {frame}", 400 if reply["type"] == "error" else 200, field)
-                except AssertionError:
-                    tally.add(f"socket {frame}", 0, f"{field} {kind} (no answer)")
-                    await communicator.disconnect()
-                    communicator = WebsocketCommunicator(
-                        application, f"/ws/conversations/{conversation.pk}/", headers=headers
-                    )
-                    await communicator.connect(timeout=5)
+                frames.append((f"socket {frame}", f"{field} {kind}", {"text_data": text}))
+                # The same frame as a binary one, which is read as the UTF-8 text it must be.
+                binary = {"bytes_data": text.encode("utf-8", "surrogatepass")}
+                frames.append(("socket binary frames", f"{frame} {field} {kind}", binary))
+    for kind, raw_bytes in NOT_UTF8.items():
+        frame_bytes = b'{"type": "message", "content": "bin' + raw_bytes + b'ary"}'
+        frames.append(("socket binary frames", f"not UTF-8: {kind}", {"bytes_data": frame_bytes}))
+    for surface, what, sent in frames:
+        await communicator.send_to(**sent)
+        try:
+            reply = json.loads(await communicator.receive_from(timeout=5))
+            while reply.get("type") not in ("error", "ack"):
+                reply = json.loads(await communicator.receive_from(timeout=5))
+            tally.add(surface, 400 if reply["type"] == "error" else 200, what)
+        except AssertionError:
+            tally.add(surface, 0, f"{what} (no answer)")
+            await communicator.disconnect()
+            communicator = WebsocketCommunicator(
+                application, f"/ws/conversations/{conversation.pk}/", headers=headers
+            )
+            await communicator.connect(timeout=5)
     await communicator.disconnect()
+    # Bytes that are not UTF-8 are refused, never repaired into a stored message.
+    from chat.models import Message
+
+    repaired = Message.objects.filter(content__startswith="bin")
+    assert not await database_sync_to_async(repaired.exists)()
     # A frame that was a valid message started a turn: let it end before the data goes.
     from chat.models import ACTIVE_RUN_STATUSES, Run
     from tests.assertions import wait_until_async
@@ -354,4 +366,4 @@ async def test_every_socket_frame_field_survives_hostile_values(capsys, settings
         lambda: not Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).exists()
     )
     await wait_until_async(idle, what="the socket's turns to end")
-    tally.report(capsys)
+    tally.report()

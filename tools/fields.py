@@ -67,6 +67,22 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+def deep_field(
+    body: dict[str, Any], *, envelopes: dict[str, int] | None = None, skip: tuple[str, ...] = ()
+) -> str | None:
+    """The first field of `body` that nests more than `MAX_JSON_DEPTH` levels below itself.
+
+    `envelopes` allows a field the levels its own structure adds before what is
+    counted (a tool list's item and its function, above the parameters).
+    """
+    for key, value in body.items():
+        if key in skip:
+            continue
+        if too_deep(value, MAX_JSON_DEPTH + (envelopes or {}).get(key, 0)):
+            return str(key)
+    return None
+
+
 class _Storable:
     """Cleans the value on its way to the database, and on the instance being saved."""
 

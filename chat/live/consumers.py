@@ -1,8 +1,9 @@
 """The WebSocket consumer of /ws/conversations/{id}/: a conversation's live events.
 
 Thin: it authenticates (chat/live/ws_auth.py did the work), checks ownership before
-joining anything, and forwards client messages to the same services the REST
-API uses. Delivery is chat/live/streams.py's cursor over the stored events, so a
+joining anything, reads each frame (chat/live/frames.py), and forwards client
+messages to the same services the REST API uses, on the sockets' own threads
+(chat/live/socket_calls.py). Delivery is chat/live/streams.py's cursor over the stored events, so a
 client that resumes with the last seq it saw gets everything after it, in
 order, exactly once.
 
@@ -31,7 +32,8 @@ from django.conf import settings
 
 from chat.database import database_unreachable
 from chat.exceptions import ToolchatError
-from chat.inputs import MessageInput, unknown_fields_body, validation_error_body
+from chat.inputs import MessageInput, validation_error_body
+from chat.live.frames import APPROVAL_CHOICES, FrameRefused, frame_read
 from chat.live.slots import slot_give_back, slot_renew, slot_take
 from chat.live.socket_calls import (
     socket_conversation_get,
@@ -51,20 +53,6 @@ CLOSE_TOO_MANY = 4429
 # Without ?after= in the URL, a client may still send `resume` as its first
 # message; live events wait this long for it, so that the replay comes first.
 RESUME_GRACE_S = 0.3
-# The fields each kind of client message may have: any other is refused, as the REST
-# API refuses one (a `message` is checked by the REST post's own serializer).
-FRAME_FIELDS = {
-    "resume": frozenset({"type", "after"}),
-    "cancel": frozenset({"type", "run_id"}),
-    "approve": frozenset(
-        {"type", "execution_id", "reason", "arguments", "scope", "match_arguments"}
-    ),
-    "reject": frozenset({"type", "execution_id", "reason"}),
-}
-
-
-# What an approve frame may say besides its call, as the REST approval does (docs/events.md).
-APPROVAL_CHOICES = ("arguments", "scope", "match_arguments")
 
 
 class UnroutedConsumer(AsyncWebsocketConsumer):
@@ -155,15 +143,14 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.user_id is None:
             return
-        message = await self._frame_read(text_data, bytes_data)
-        if message is None:
+        message = frame_read(text_data, bytes_data)
+        if isinstance(message, FrameRefused):
+            refused = message
+            await self._error(
+                refused.code, refused.message, field=refused.field, details=refused.details
+            )
             return
         kind = message.get("type")
-        known = FRAME_FIELDS.get(kind) if isinstance(kind, str) else None
-        unknown = unknown_fields_body(message, known) if known is not None else None
-        if unknown is not None:
-            await self._invalid(unknown)
-            return
         if kind == "resume":
             await self._resume(message.get("after"))
         elif kind == "message":
@@ -183,36 +170,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 "unknown_type",
                 f"Unknown message type {kind!r}; use resume, message, cancel, approve or reject.",
             )
-
-    async def _frame_read(self, text_data: str | None, bytes_data: bytes | None) -> Any:
-        """The frame's JSON object, or None once the client was told what is wrong with it."""
-        raw = text_data.encode() if text_data is not None else bytes_data or b""
-        if len(raw) > settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:
-            await self._error(
-                "too_large",
-                f"Messages to this socket are limited to "
-                f"{settings.TOOLCHAT_WS_MAX_MESSAGE_BYTES:,} bytes.",
-            )
-            return None
-        try:
-            # A binary frame is read as the text it must be: UTF-8, nothing repaired.
-            message = json.loads(raw.decode("utf-8") if text_data is None else text_data)
-        except UnicodeDecodeError as exc:
-            await self._error(
-                "invalid_json",
-                f"Send JSON text in UTF-8 (byte {exc.start:,} of this frame is not).",
-            )
-            return None
-        except (ValueError, RecursionError) as exc:
-            nested = " (this one is nested too deeply)" if isinstance(exc, RecursionError) else ""
-            await self._error(
-                "invalid_json", f'Send JSON objects, e.g. {{"type": "resume", "after": 0}}{nested}.'
-            )
-            return None
-        if not isinstance(message, dict):
-            await self._error("invalid_message", "Send a JSON object with a `type`.")
-            return None
-        return message
 
     # --- client requests ------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from chat.models import (
     RunStatus,
     ToolExecution,
 )
-from chat.openai_api.options import options_read
+from chat.openai_api.options import depth_check, options_read, stream_options_read
 from chat.selectors import run_final_message
 from tools.registry import registry as tool_registry
 from tools.schema import parameters_problem
@@ -88,12 +88,16 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
             "GET /v1/models lists those you can use.",
             field="model",
         ) from None
-    if body.get("n", 1) != 1:
+    n = body.get("n", 1)
+    if isinstance(n, bool) or n != 1:
         raise InvalidInput("Only n=1 is supported.", field="n")
     options = options_read(body)
     metadata = options.get("metadata")
-    stream_options = body.get("stream_options") or {}
+    include_usage = stream_options_read(body.get("stream_options"))
     tools = _tools_read(body.get("tools"))
+    # A tool list's item and its function come above the parameters _tool_read counts;
+    # messages are read field by field (chat/openai_api/threads.py), the rest is dropped.
+    depth_check(body, envelopes={"tools": 3}, skip=("messages",))
     shadowed = shadowed_tools(tools)
     if shadowed:
         options["shadowed_tools"] = shadowed
@@ -104,9 +108,7 @@ def request_read(body: Any, meta: dict[str, Any]) -> CompletionRequest:
         options=options,
         mode=_mode_read(meta, metadata),
         stream=bool(body.get("stream")),
-        include_usage=bool(
-            isinstance(stream_options, dict) and stream_options.get("include_usage")
-        ),
+        include_usage=include_usage,
         metadata=metadata,
     )
 
@@ -164,7 +166,11 @@ def shadowed_tools(tools: list[dict[str, Any]] | None) -> list[str]:
 
 
 def _tool_read(tool: Any, where: str) -> dict[str, Any]:
-    """One client tool: a valid name, and parameters a model can be offered."""
+    """One client tool: a function, a valid name, and parameters a model can be offered."""
+    kind = tool.get("type", "function") if isinstance(tool, dict) else "function"
+    if kind != "function":
+        at = where.removesuffix(".function")
+        raise InvalidInput(f'{at}.type must be "function".', field=f"{at}.type")
     function = tool.get("function") if isinstance(tool, dict) else None
     name = function.get("name") if isinstance(function, dict) else None
     if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
@@ -177,10 +183,13 @@ def _tool_read(tool: Any, where: str) -> dict[str, Any]:
     if problem is not None:
         raise InvalidInput(problem, field=f"{where}.parameters")
     kept = {"name": name, "parameters": parameters}
-    if isinstance(function.get("description"), str):
-        kept["description"] = function["description"]
-    if function.get("strict") is not None:
-        kept["strict"] = bool(function["strict"])
+    for key, kind, what in (("description", str, "a string"), ("strict", bool, "a boolean")):
+        value = function.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kind):
+            raise InvalidInput(f"{where}.{key} must be {what}.", field=f"{where}.{key}")
+        kept[key] = value
     return {"type": "function", "function": kept}
 
 

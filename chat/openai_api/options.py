@@ -17,7 +17,7 @@ from typing import Any
 
 from chat.exceptions import InvalidInput
 from chat.llm.base import FORWARDED
-from tools.fields import MAX_JSON_DEPTH, too_deep
+from tools.fields import MAX_JSON_DEPTH, deep_field, too_deep
 
 KEPT_OPTIONS = (
     "temperature",
@@ -103,9 +103,42 @@ def options_read(body: dict[str, Any]) -> dict[str, Any]:
             raise InvalidInput(f"{key} must be {what}.", field=key)
     if "top_logprobs" in options and options.get("logprobs") is not True:
         raise InvalidInput("top_logprobs needs logprobs: true.", field="top_logprobs")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None:
+    for key in ("max_tokens", "max_completion_tokens"):
+        max_tokens = body.get(key)
+        if max_tokens is None:
+            continue
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise InvalidInput("max_tokens must be a positive integer.", field="max_tokens")
-        options["max_tokens"] = max_tokens
+            raise InvalidInput(f"{key} must be a positive integer.", field=key)
+        options["max_tokens"] = max_tokens  # max_completion_tokens wins: it is read last
     return options
+
+
+def stream_options_read(value: Any) -> bool:
+    """`stream_options` (an object, or absent): whether the stream ends with the usage."""
+    if value is None:
+        return False
+    if not isinstance(value, dict):
+        raise InvalidInput("stream_options must be an object.", field="stream_options")
+    include_usage = value.get("include_usage")
+    if include_usage is not None and not isinstance(include_usage, bool):
+        raise InvalidInput(
+            "stream_options.include_usage must be a boolean.", field="stream_options.include_usage"
+        )
+    return include_usage is True
+
+
+def depth_check(
+    body: dict[str, Any], *, envelopes: dict[str, int] | None = None, skip: tuple[str, ...] = ()
+) -> None:
+    """Refuse a request any field of which nests more than MAX_JSON_DEPTH levels deep.
+
+    Those toolchat reads are checked as they are read, and named precisely;
+    this is the rule for all the others, the ones it ignores too: no request
+    means that depth, and what is kept of one (its echo, its input items) is
+    written by code that recurses once a level.
+    """
+    field = deep_field(body, envelopes=envelopes, skip=skip)
+    if field is not None:
+        raise InvalidInput(
+            f"{field} is nested more than {MAX_JSON_DEPTH} levels deep.", field=field
+        )

@@ -32,6 +32,7 @@ from typing import Any
 
 from chat.exceptions import InvalidInput
 from chat.openai_api.answers import CompletionRequest, request_read
+from chat.openai_api.options import depth_check
 from chat.openai_api.response_approvals import Decision, decision_read
 from chat.openai_api.response_options import echo_read, options_as_completion
 from chat.openai_api.threads import MAX_MESSAGES, ClientMessage, messages_read
@@ -93,11 +94,14 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
             field="conversation",
         )
     decisions = _decisions_read(raw, previous)
+    messages = [] if decisions else _instructions(instructions) + items_read(raw)
+    # What the response keeps as it was sent (its echo, the input items): a tool's
+    # parameters and an item's content are counted from themselves.
+    depth_check(body, envelopes={"tools": 2, "input": 2})
     if decisions:
         return ResponseRequest(
             completion, [], echo_read(body), previous, store is not False, decisions, raw
         )
-    messages = _instructions(instructions) + items_read(raw)
     echo = echo_read(body)
     return ResponseRequest(
         completion, messages, echo, previous, store is not False, [], raw, conversation
@@ -132,7 +136,8 @@ def _decisions_read(raw: Any, previous: str | None) -> list[Decision]:
     others = [
         where
         for where, item in items
-        if item.get("type") not in SKIPPED_ITEMS and item.get("type") != APPROVAL_RESPONSE
+        if not isinstance(item.get("type"), str)
+        or item["type"] not in SKIPPED_ITEMS | {APPROVAL_RESPONSE}
     ]
     if previous is None and others:
         return []
@@ -223,6 +228,8 @@ def _item_add(messages: list[ClientMessage], item: Any, where: str) -> None:
     if not isinstance(item, dict):
         raise InvalidInput(f"{where} must be an object.", field=where)
     kind = item.get("type") or ("message" if "role" in item else None)
+    if not isinstance(kind, str):
+        raise InvalidInput(f"{where}.type must be a string.", field=f"{where}.type")
     if kind in SKIPPED_ITEMS or kind == APPROVAL_RESPONSE:
         return
     if kind == "message":

@@ -134,14 +134,15 @@ def metadata_check(metadata: Any) -> None:
 
 def _format_read(text_format: dict[str, Any]) -> dict[str, Any] | None:
     """`text.format` as a Chat Completions `response_format` (None for plain text)."""
-    kind = text_format.get("type", "text") if text_format else "text"
+    kind = text_format.get("type") if text_format else "text"
     if kind == "text":
         return None
     if kind == "json_object":
         return {"type": "json_object"}
     if kind != "json_schema":
+        shown = repr(kind) if isinstance(kind, str) else "a missing or non-string type"
         raise InvalidInput(
-            f'text.format.type must be "text", "json_schema" or "json_object", not {kind!r}.',
+            f'text.format.type must be "text", "json_schema" or "json_object", not {shown}.',
             field="text.format.type",
         )
     name = text_format.get("name")

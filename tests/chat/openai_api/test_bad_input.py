@@ -1,4 +1,4 @@
-"""/v1/chat/completions refuses a field of the wrong type or nested too deeply: a 400 naming it.
+"""/v1 refuses a field of the wrong type or nested too deeply, and a tool schema that is no object's.
 
 Each body is sent as JSON text, as a hostile client would write it: a value of
 the wrong type where a string belongs (`"role": ["user"]`), and JSON nested a
@@ -71,9 +71,10 @@ HOSTILE = {
 
 @pytest.mark.parametrize(("text", "param"), HOSTILE.values(), ids=HOSTILE.keys())
 def test_a_hostile_field_is_an_openai_400_naming_it_and_nothing_is_stored(
-    v1, text, param, llm_server
+    v1, text, param, llm_server, attack_answers
 ):
     response = v1.post(URL, text, content_type="application/json")
+    attack_answers.add(f"/v1 POST {URL}", response.status_code)
     assert response.status_code == 400, response.content[:300]
     error = error_of(response)
     assert (error["type"], error["param"]) == ("invalid_request_error", param)
@@ -100,9 +101,10 @@ BAD_SCHEMAS = {
 
 @pytest.mark.parametrize(("schema", "says"), BAD_SCHEMAS.values(), ids=BAD_SCHEMAS.keys())
 def test_a_client_tool_whose_parameters_are_no_object_schema_is_a_400_before_any_model_call(
-    v1, schema, says, llm_server
+    v1, schema, says, llm_server, attack_answers
 ):
     response = v1.post(URL, body(tools=tool(schema)), content_type="application/json")
+    attack_answers.add(f"/v1 POST {URL} (client tool schemas)", response.status_code)
     assert response.status_code == 400, response.content[:300]
     error = error_of(response)
     assert (error["type"], error["param"]) == (
@@ -113,3 +115,24 @@ def test_a_client_tool_whose_parameters_are_no_object_schema_is_a_400_before_any
     assert not Conversation.objects.exists()
     assert not Run.objects.exists()
     assert llm_server.requests == []
+
+
+@pytest.mark.parametrize(("schema", "says"), BAD_SCHEMAS.values(), ids=BAD_SCHEMAS.keys())
+def test_a_responses_function_whose_parameters_are_no_object_schema_is_a_400_before_any_call(
+    v1, schema, says, llm_server, attack_answers
+):
+    tools = '[{"type": "function", "name": "f", "parameters": PARAMETERS}]'
+    text = body_of_response(tools.replace("PARAMETERS", schema))
+    response = v1.post("/v1/responses", text, content_type="application/json")
+    attack_answers.add("/v1 POST /v1/responses (client tool schemas)", response.status_code)
+    assert response.status_code == 400, response.content[:300]
+    error = error_of(response)
+    assert (error["type"], error["param"]) == ("invalid_request_error", "tools[0].parameters")
+    assert says in error["message"]
+    assert not Conversation.objects.exists()
+    assert not Run.objects.exists()
+    assert llm_server.requests == []
+
+
+def body_of_response(tools: str) -> str:
+    return '{"model": ' + json.dumps(MODEL) + ', "input": "hi", "tools": ' + tools + "}"
