@@ -68,7 +68,7 @@ def totals(html: str) -> str:
 
 
 def test_a_run_cancelled_while_it_waits_for_a_person_shows_the_wait_apart_everywhere(
-    metrics_on, llm_server, user, tmp_path, monkeypatch, staff_client
+    metrics_on, llm_server, user, tmp_path, monkeypatch, staff_client, admin_client
 ):
     run = waiting_run(llm_server, user, tmp_path, monkeypatch)
     before = scrape()
@@ -91,6 +91,10 @@ def test_a_run_cancelled_while_it_waits_for_a_person_shows_the_wait_apart_everyw
     assert f'<span data-testid="overhead-ms">{waterfall.overhead_ms:,.0f}</span>' in shown
     # The call's row says how long it waited before its run was cancelled.
     assert f"cancelled after {run.approval_wait_ms:,} ms waiting for a person" in html
+
+    execution = ToolExecution.objects.get(run=run)
+    admin = admin_client.get(f"/admin/chat/toolexecution/{execution.pk}/change/").content.decode()
+    assert f"{run.approval_wait_ms:,} ms, undecided: cancelled with its run" in admin
 
     # The statistics: the run's own time leaves the wait out, the wait is counted apart.
     period = period_preset("hour", now=timezone.now() + timedelta(seconds=1))
