@@ -106,6 +106,7 @@ ATTACKS: dict[str, list[str]] = {
     "approval races": [
         "tests/chat/engine/test_approval.py::decided_once",
         "tests/chat/engine/test_approval.py::at_once",
+        "tests/chat/engine/test_cancel_race.py",
         "tests/chat/api/test_approvals.py",
     ],
 }

@@ -224,6 +224,8 @@ class ToolExecutionAdmin(FiguresAdminMixin, RunRecordAdminMixin, ToolExecutionAd
     @admin.display(description="waited for the decision")
     def approval_wait(self, obj: ToolExecution) -> str:
         wait = obj.approval_wait_ms
+        if wait is None and (undecided := obj.undecided_wait_ms) is not None:
+            return f"{undecided:,} ms, undecided: {obj.get_status_display().lower()} with its run"
         return "—" if wait is None else f"{wait:,} ms"
 
 

@@ -3,8 +3,9 @@
 Time 0 is when the run was created (the user's message was stored), the end
 is when it finished. A first row sums the run up: the wait in the queue, the
 time in model calls and in tools, the time a call waited for a person's
-decision (from its row's `created_at` to its `decided_at`, or to now while it
-waits: that is people's time, not toolchat's), and the gaps between them,
+decision (from its row's `created_at` to its `decided_at`, to its run's end
+when a cancel came first, or to now while it waits: that is people's time, not
+toolchat's), and the gaps between them,
 which are toolchat's own overhead (storing each step, events, dispatch). Then one row
 per model call, with a mark at its first token, and one row per tool
 execution, so calls that ran in parallel sit on parallel rows.
@@ -257,7 +258,10 @@ def _shown_total(run: Run, total: float) -> int:
 
 
 def _approval_spans(run: Run, executions: list[ToolExecution]) -> list[tuple[float, float]]:
-    """When calls waited for a person: stored to decided, or to the run's end (or now)."""
+    """When calls waited for a person: stored to decided, or to the run's end (or now).
+
+    A call its run's end answered while it waited (a cancel) waited until that end.
+    """
     origin = run.created_at
     until = run.finished_at or timezone.now()
     spans = []
@@ -266,6 +270,8 @@ def _approval_spans(run: Run, executions: list[ToolExecution]) -> list[tuple[flo
             decided = execution.decided_at
         elif execution.status == ExecutionStatus.AWAITING_APPROVAL:
             decided = until
+        elif (ended := execution.undecided_wait_end) is not None:
+            decided = min(ended, until)  # it waited until its run's end (a cancel)
         else:
             continue
         start = max(0.0, _ms_between(origin, execution.created_at))

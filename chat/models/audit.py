@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +13,7 @@ from django.db.models import Count, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
 from chat.models.conversations import Message
+from chat.models.policies import PolicyDecision
 from chat.models.runs import Run
 from tools.fields import StorableCharField, StorableJSONField, StorableTextField
 
@@ -273,6 +275,32 @@ class ToolExecution(models.Model):
         if self.decided_at is None or self.created_at is None:
             return None
         return max(0, int((self.decided_at - self.created_at).total_seconds() * 1000))
+
+    @property
+    def undecided_wait_end(self) -> datetime | None:
+        """When a call that waited for a person stopped waiting with no decision made.
+
+        That is its run's end (a cancel answered it): the wait was people's time
+        all the same. None for a call that was decided, needed no decision, or waits.
+        """
+        if self.decided_at is not None or self.started_at is not None:
+            return None
+        if self.policy_decision != PolicyDecision.ASK or self.finished_at is None:
+            return None
+        # The run's end is when the wait stopped (Run.approval_wait_ms counts to it);
+        # the row's answer is written a moment later in the same transaction.
+        run = self.run if type(self).run.is_cached(self) else None
+        if run is not None and run.finished_at is not None:
+            return min(self.finished_at, run.finished_at)
+        return self.finished_at
+
+    @property
+    def undecided_wait_ms(self) -> int | None:
+        """How long a call waited for a person before its run ended undecided (a cancel)."""
+        ended = self.undecided_wait_end
+        if ended is None or self.created_at is None:
+            return None
+        return max(0, int((ended - self.created_at).total_seconds() * 1000))
 
     @property
     def policy(self) -> dict[str, Any] | None:

@@ -85,3 +85,16 @@ def launch_rocket(ctx: ToolContext, target: str) -> dict[str, Any]:
     """
     _ledger(f"launched {target}")
     return {"success": True, "message": f"Launched at {target}."}
+
+
+@tool(timeout=5, requires_approval=True, idempotent=False)
+def pay_invoice(ctx: ToolContext, invoice: str, seconds: float = 0.0) -> dict[str, Any]:
+    """Pay an invoice (a non-idempotent test tool that needs approval; the ledger is the payment).
+
+    Args:
+        invoice: Which invoice, written to the ledger once it is paid.
+        seconds: How long the payment takes after it is made.
+    """
+    _ledger(f"paid {invoice}")
+    time.sleep(seconds)
+    return {"success": True, "message": f"Paid invoice {invoice}."}
