@@ -3,7 +3,8 @@
 At 375 px the message box's placeholder is read whole (the Attach and Send
 buttons do not squeeze it into three cut lines); at every width the thread's
 title keeps room beside the model picker, and the picker's label, a model no
-longer offered included, is read whole where the header has the room for it.
+longer offered included, is read whole where the header has the room for it;
+the sidebar's drawer opens on the open conversation, shown whole.
 Screenshots go to screenshots/: chat-composer-375[-dark].png,
 chat-header-<width>.png.
 """
@@ -17,7 +18,7 @@ import pytest
 
 from chat.models import Conversation
 from tests.factories import ConversationFactory
-from tests.test_chat_keyboard_browser import owner
+from tests.test_chat_keyboard_browser import _SHOWN_WHOLE, IN_SIDEBAR, owner
 from tests.test_chat_offline_providers_browser import LABEL_FITS
 from tests.test_chat_offline_providers_browser import two_offline as two_offline
 from tests.test_chat_ui_browser import log_in
@@ -98,3 +99,28 @@ def test_the_title_keeps_its_room_beside_a_model_no_longer_offered(
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     assert Conversation.objects.get(pk=gone.pk).model == "retired/model-v2"
     page.screenshot(path=screenshots_dir / f"chat-header-{width}.png")
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_at_375_px_the_drawer_opens_on_the_open_conversation_shown_whole(
+    asgi_server: str, page: Page, scheme: str
+):
+    page.emulate_media(color_scheme=scheme)
+    page.set_viewport_size({"width": 375, "height": 740})
+    log_in(page, asgi_server)
+    made = [
+        ConversationFactory(owner=owner(), title=f"Conversation {n:02}") for n in range(30, 0, -1)
+    ]
+    low = made[5]  # "Conversation 25", far down the list
+    page.goto(f"{asgi_server}/#{low.pk}")
+    expect(page.locator("#thread-title")).to_have_text("Conversation 25")
+    page.get_by_role("button", name="Conversations", exact=True).click()
+    expect(page.locator("#sidebar")).to_be_visible()
+    page.wait_for_function(IN_SIDEBAR)
+    page.wait_for_function("(title) => (" + _SHOWN_WHOLE + ")(title)", arg="Conversation 25")
+    expect(page.locator(".conversation-link[aria-current=page]")).to_be_focused()
+    # Down from there and Enter: the next one opens and the drawer closes.
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    expect(page.locator("#thread-title")).to_have_text("Conversation 26")
+    expect(page.locator("#sidebar")).to_be_hidden()

@@ -59,6 +59,8 @@ export function createSidebar(root, hooks) {
 
   /** @type {string | null} */
   let roving = null; // the conversation whose link is the list's one tab stop
+  /** @type {string | null} */
+  let rovedOpen = null; // the open conversation when the list last chose its tab stop
 
   /**
    * Makes one conversation the list's tab stop: its link and its buttons; every
@@ -114,6 +116,12 @@ export function createSidebar(root, hooks) {
       el.list.appendChild(conversationItem(conversation, modeName(conversation.mode), currentId === conversation.id));
     }
     el.list.scrollTop = scrolled;
+    // Another conversation opened (by its address, a new one, the first load): it becomes
+    // the list's tab stop, where the drawer puts the focus (it stayed on the first item).
+    if (currentId !== rovedOpen && (!currentId || find(currentId))) {
+      rovedOpen = currentId;
+      if (currentId) roving = currentId;
+    }
     rove(roving && conversations.some((c) => c.id === roving) ? roving : currentId);
     if (hadFocus) focusLink(roving, hadFocus);
     reveal();
