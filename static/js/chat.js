@@ -9,9 +9,11 @@
  *
  *   state.js, thread.js  the thread as data, and the reducer (tested by node)
  *   render.js, cards.js  the message log and the tool cards
- *   socket.js            the WebSocket and its reconnection
+ *   socket.js, live.js   the WebSocket and its reconnection; what its events do
  *   composer.js          the message box
- *   sidebar.js           the conversation list and the mode of new ones
+ *   sending.js           messages, edits and Regenerate sent, and their refusals
+ *   sidebar.js           the conversation list and the mode of new ones; listitem.js an
+ *                        item, clients.js API clients' shown or not, drawer.js narrow screens
  *   picker.js            the model the open conversation talks to
  *   settings.js          the open conversation's settings (its system prompt)
  *   usage.js, budget.js  the Settings panel's Usage section; budgets in words and figures
@@ -25,11 +27,11 @@ import { createApi } from "./api.js";
 import { createApprovals } from "./approvals.js";
 import { createComposer } from "./composer.js";
 import { byId } from "./dom.js";
-import { titleFrom } from "./format.js";
+import { openLive } from "./live.js";
 import { createPicker } from "./picker.js";
 import { createRenderer } from "./render.js";
 import { createReplayPanel } from "./replay.js";
-import { openSocket } from "./socket.js";
+import { createSending } from "./sending.js";
 import { conversationLabel, createSidebar } from "./sidebar.js";
 import { createSettings } from "./settings.js";
 import { createShortcuts } from "./shortcuts.js";
@@ -66,7 +68,7 @@ function start(root) {
   let current = null; // the open conversation, as the API answered it
   let draft = false; // a new conversation not created yet: the first message creates it
   let generation = 0; // bumps on every open, so that late answers of an old open are ignored
-  /** @type {ReturnType<typeof openSocket> | null} */
+  /** @type {ReturnType<typeof openLive> | null} */
   let socket = null;
 
   /**
@@ -90,8 +92,8 @@ function start(root) {
     maxImages: parseInt(root.dataset.maxImages || "", 10) || undefined,
     thread: () => thread,
     ready: () => Boolean(current) || thread.opening || draft,
-    post,
-    resend,
+    post: (content, images) => sending.post(content, images),
+    resend: (content, replaces) => sending.resend(content, replaces),
     editing: (id) => dispatch({ type: "edit", id }),
     cancelRun,
     lastQuestion: () => {
@@ -111,7 +113,7 @@ function start(root) {
   const renderer = createRenderer(byId("log", HTMLElement), {
     staff: STAFF,
     api: API,
-    regenerate,
+    regenerate: () => sending.regenerate(),
     startEdit: (view) => composer.startEdit(view),
     sendSuggestion: (text) => composer.sendText(text),
     modeName: () => sidebar.modeName(sidebar.mode()),
@@ -153,6 +155,26 @@ function start(root) {
       if (current && current.id === conversation.id) startDraft(false);
     },
     error: showError,
+  });
+
+  const sending = createSending({
+    api,
+    dispatch,
+    thread: () => thread,
+    current: () => current,
+    generation: () => generation,
+    socket: () => socket,
+    isDraft: () => draft,
+    setDraft: (on) => {
+      draft = on;
+    },
+    fields: () => ({ mode: sidebar.mode(), ...picker.fields(), ...settings.draft() }),
+    select: (id) => selectConversation(id, true, true),
+    titled: (name) => {
+      title.textContent = name;
+    },
+    composer,
+    sidebar,
   });
 
   /** @param {Conversation} updated the conversation as the server now has it */
@@ -316,200 +338,22 @@ function start(root) {
       });
   }
 
-  /** The draft's first message: create the conversation, then send it once its socket is open. */
-  function createFromDraft() {
-    draft = false;
-    dispatch({ type: "opening", on: true });
-    const created = generation;
-    const content = thread.pending && thread.pending.content;
-    api("POST", "/conversations/", { mode: sidebar.mode(), ...picker.fields(), ...settings.draft() })
-      .then((conversation) => {
-        sidebar.created(conversation.id);
-        sidebar.upsert(conversation);
-        if (created === generation) {
-          selectConversation(conversation.id, true, true);
-          return;
-        }
-        // The user went elsewhere meanwhile: the message still goes to its conversation.
-        if (!content) return;
-        api("POST", "/conversations/" + conversation.id + "/messages/", { content })
-          .then(() => {
-            sidebar.touch(conversation.id);
-            return api("PATCH", "/conversations/" + conversation.id + "/", { title: titleFrom(content) });
-          })
-          .then(sidebar.upsert)
-          .catch((error) => showError("Your message to the new conversation was not sent: " + error.message));
-      })
-      .catch((error) => {
-        if (created !== generation) return;
-        draft = true;
-        dispatch({ type: "opening", on: false });
-        failSend("Could not create a conversation: " + error.message);
-      });
-  }
 
-  // ------------------------------------------------------------------ sending
-
-  /**
-   * A new message: it waits in the thread (greyed) until the socket is open, so that
-   * typing and pressing Enter right after opening a conversation just works.
-   * @param {string} content
-   * @param {string[]} [images] data: URLs of the images it carries
-   */
-  function post(content, images) {
-    dispatch({ type: "send", content, images }, true);
-    if (draft) createFromDraft();
-    else flushPending();
-  }
-
-  function flushPending() {
-    const pending = thread.pending;
-    if (!pending || pending.sent || !socket || !socket.isOpen()) return;
-    dispatch({ type: "sent" });
-    socket.send(
-      pending.images ? { type: "message", content: pending.content, images: pending.images }
-        : { type: "message", content: pending.content }
-    );
-  }
-
-  /**
-   * A message that did not go: its text comes back to the box, and the reason shows above it
-   * (a hard budget limit's in a notice of its own).
-   * @param {string} message
-   * @param {import("./socket.js").SocketError} [refusal]
-   */
-  function failSend(message, refusal) {
-    const pending = thread.pending;
-    const conflict = refusal && refusal.code === "conflict" && refusal.details && refusal.details.run_id;
-    dispatch({ type: "send.failed", runId: conflict || null });
-    if (pending) composer.restore(pending.content);
-    if (conflict) showBusy(message, conflict);
-    else if (refusal && refusal.code === "budget_exceeded") composer.showBudget(refusal);
-    else showError(message);
-    composer.update();
-  }
-
-  /**
-   * A refusal because another run (another tab's, another client's) is in progress:
-   * the page follows that run, and the error goes when it ends.
-   * @param {string} message
-   * @param {string | null | undefined} runId
-   */
-  function showBusy(message, runId) {
-    if (runId) dispatch({ type: "run.adopt", runId });
-    if (thread.activeRunId) showError(message, "busy");
-  }
-
-  /**
-   * A REST request's error: a 409 names the run in progress.
-   * @param {ApiError} error
-   * @param {string} [prefix]
-   */
-  function showRequestError(error, prefix = "") {
-    const details = error.data && error.data.details;
-    if (error.status === 409 && details && details.run_id) showBusy(prefix + error.message, details.run_id);
-    else if (error.data && error.data.code === "budget_exceeded") composer.showBudget(error.data);
-    else showError(prefix + error.message);
-  }
-
-  /**
-   * An edit goes through the REST API (`replaces`); its events arrive on the socket.
-   * @param {string} content
-   * @param {string} replaces
-   */
-  function resend(content, replaces) {
-    if (thread.requesting || !current) return;
-    const id = current.id;
-    const sent = generation;
-    dispatch({ type: "requesting", on: true });
-    api("POST", "/conversations/" + id + "/messages/", { content, replaces })
-      .then((data) => {
-        sidebar.touch(id);
-        if (sent !== generation) return;
-        if (thread.editing === replaces) composer.cancelEdit();
-        dispatch({ type: "run.adopt", runId: data.run && data.run.id });
-      })
-      .catch((error) => {
-        if (sent === generation) showRequestError(error);
-      })
-      .then(() => dispatch({ type: "requesting", on: false }));
-  }
-
-  /** Answers the last question again (Regenerate, or a failed turn's Retry). */
-  function regenerate() {
-    if (!current || thread.activeRunId || thread.pending || thread.requesting) return;
-    showError("");
-    const id = current.id;
-    const sent = generation;
-    dispatch({ type: "requesting", on: true });
-    api("POST", "/conversations/" + id + "/regenerate/")
-      .then((data) => {
-        sidebar.touch(id);
-        if (sent === generation) dispatch({ type: "run.adopt", runId: data.run && data.run.id });
-      })
-      .catch((error) => {
-        if (sent === generation) showRequestError(error, "Could not regenerate: ");
-      })
-      .then(() => dispatch({ type: "requesting", on: false }));
-  }
-
-  /**
-   * The first message names an untitled conversation (a PATCH, like any client could).
-   * @param {string} content
-   */
-  function maybeTitle(content) {
-    const conversation = current;
-    if (!conversation || conversation.title) return;
-    const name = titleFrom(content);
-    conversation.title = name;
-    title.textContent = name;
-    sidebar.render();
-    api("PATCH", "/conversations/" + conversation.id + "/", { title: name })
-      .then(sidebar.upsert)
-      .catch(() => {
-        /* a title is a nicety; the message went through */
-      });
-  }
 
   // ------------------------------------------------------------------- socket
 
   /** @param {number} opened the generation that opened it */
   function connect(opened) {
     if (opened !== generation || !current) return;
-    const conversation = current;
-    const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    socket = openSocket({
-      url: () => scheme + window.location.host + WS_PATH + conversation.id + "/?after=" + thread.lastSeq,
+    socket = openLive(current, {
+      wsPath: WS_PATH,
+      thread: () => thread,
+      dispatch,
       status: setConnection,
-      open: flushPending,
-      event: (event) => {
-        const fresh = typeof event.seq === "number" && event.seq > thread.lastSeq;
-        // A user's message (this tab's, or another's) moves its conversation up the list;
-        // one that was not on the page yet, and a complete message, bring the log to its end.
-        const user = event.type === "message.created" && event.data && event.data.role === "user" ? event.data : null;
-        if (user && fresh) sidebar.touch(conversation.id);
-        const shown = Boolean(user && user.message_id && !thread.keyOf[user.message_id]);
-        dispatch({ type: "event", event }, fresh && (event.type === "message.completed" || shown));
-        if (fresh) approvals.event(event);
-      },
-      ack: (ack) => {
-        const pending = thread.pending;
-        dispatch({ type: "ack", ack });
-        if (ack.action === "message" && pending) maybeTitle(pending.content);
-      },
-      error: (refusal) => {
-        if (thread.pending) failSend(refusal.message || "The message was refused.", refusal);
-        else showError(refusal.message || "The server refused the request.");
-      },
-      // A message that never left waits for the next socket; one that left may or may
-      // not have arrived, and the user decides whether to send it again.
-      lost: () => {
-        if (thread.pending && thread.pending.sent) {
-          failSend("The connection closed before the message was accepted; try again.");
-        }
-      },
-      unauthenticated: () => window.location.assign("/login/?next=/"),
-      unavailable: () => dispatch({ type: "notice", level: "error", text: "This conversation is not available." }),
+      error: showError,
+      sending,
+      sidebar,
+      approvals,
     });
   }
 

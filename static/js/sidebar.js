@@ -1,19 +1,17 @@
 // @ts-check
 /* The sidebar: the user's conversations (newest activity first, searchable,
  * renamed and deleted in place; those of API clients shown or not, as the
- * person last chose), the mode of new conversations, and on a
- * narrow screen the button that opens it over the thread (with a backdrop:
- * Escape, a tap beside it or a choice closes it; the focus goes into it, and
- * back to the button).
+ * person last chose: clients.js), and the mode of new conversations. On a
+ * narrow screen it opens over the thread (drawer.js).
  */
 
+import { listQuery, showClientsRemember, showsClients, storageOrNull } from "./clients.js";
+import { conversationItem, conversationLabel } from "./listitem.js";
 import { byId, h } from "./dom.js";
-import { exactTime, relativeTime, shortTime } from "./format.js";
+import { createDrawer } from "./drawer.js";
 
 /**
- * @typedef {{id: string, title?: string, mode?: string, created_at: string, updated_at?: string,
- *   last_event_seq?: number, active_run_id?: string | null, system_prompt?: string,
- *   source?: string}} Conversation
+ * @typedef {import("./listitem.js").Conversation} Conversation
  *
  * @typedef {Object} SidebarHooks
  * @property {(method: string, path: string, body?: unknown) => Promise<any>} api
@@ -27,62 +25,7 @@ import { exactTime, relativeTime, shortTime } from "./format.js";
  * @property {(message: string) => void} error
  */
 
-/** Where the choice to show API clients' conversations is remembered. */
-export const SHOW_CLIENTS_KEY = "toolchat.sidebar.showClients";
-
-/**
- * Whether the list shows the conversations of OpenAI-compatible clients (source `v1`):
- * yes, unless the person unticked it (a storage that cannot be read: yes).
- * @param {Pick<Storage, "getItem"> | null} storage
- */
-export function showsClients(storage) {
-  try {
-    return !storage || storage.getItem(SHOW_CLIENTS_KEY) !== "0";
-  } catch {
-    return true;
-  }
-}
-
-/**
- * Remembers the choice; a storage that refuses it (private mode, full) keeps it for the page only.
- * @param {Pick<Storage, "setItem"> | null} storage
- * @param {boolean} shown
- */
-export function showClientsRemember(storage, shown) {
-  try {
-    if (storage) storage.setItem(SHOW_CLIENTS_KEY, shown ? "1" : "0");
-  } catch {
-    // Nothing to do: the box still says what the list shows.
-  }
-}
-
-/**
- * The list's query: the search's `q`, and without API clients' conversations the other
- * sources (the REST API's `?source=`; a client's background tasks are never listed).
- * @param {string} search
- * @param {boolean} clients
- */
-export function listQuery(search, clients) {
-  return (search ? "&q=" + encodeURIComponent(search) : "") + (clients ? "" : "&source=chat,api");
-}
-
-/** @returns {Storage | null} */
-function storageOrNull() {
-  try {
-    return window.localStorage;
-  } catch {
-    return null;
-  }
-}
-
-/**
- * The title, or "Untitled · 12 Nov 10:00" (format.js shortTime).
- * @param {Conversation} conversation
- */
-export function conversationLabel(conversation) {
-  if (conversation.title) return conversation.title;
-  return "Untitled · " + shortTime(conversation.created_at);
-}
+export { conversationLabel };
 
 /**
  * @param {HTMLElement} root the chat page's root (it carries `sidebar-open`)
@@ -90,7 +33,6 @@ export function conversationLabel(conversation) {
  */
 export function createSidebar(root, hooks) {
   const el = {
-    toggle: byId("sidebar-toggle", HTMLButtonElement),
     list: byId("conversation-list", HTMLUListElement),
     listEmpty: byId("conversations-empty", HTMLElement),
     newForm: byId("new-conversation", HTMLFormElement),
@@ -98,9 +40,6 @@ export function createSidebar(root, hooks) {
     search: byId("conversation-search", HTMLInputElement),
     showClients: byId("conversations-show-clients", HTMLInputElement),
     modeHelp: byId("mode-help", HTMLElement),
-    sidebar: byId("sidebar", HTMLElement),
-    backdrop: byId("sidebar-backdrop", HTMLElement),
-    thread: byId("thread", HTMLElement),
   };
   /** @type {Conversation[]} */
   let conversations = [];
@@ -120,6 +59,8 @@ export function createSidebar(root, hooks) {
 
   /** @type {string | null} */
   let roving = null; // the conversation whose link is the list's one tab stop
+  /** @type {string | null} */
+  let rovedOpen = null; // the open conversation when the list last chose its tab stop
 
   /**
    * Makes one conversation the list's tab stop: its link and its buttons; every
@@ -172,34 +113,15 @@ export function createSidebar(root, hooks) {
     el.listEmpty.hidden = conversations.length > 0;
     const currentId = hooks.currentId();
     for (const conversation of conversations) {
-      const item = h("li", "conversation-item");
-      item.dataset.id = conversation.id;
-      const link = h("a", "conversation-link");
-      link.href = "#" + conversation.id;
-      link.dataset.id = conversation.id;
-      link.appendChild(h("span", "conversation-title", conversationLabel(conversation)));
-      const facts = h("span", "conversation-facts");
-      const at = conversation.updated_at || conversation.created_at;
-      const when = h("time", "conversation-when", relativeTime(at));
-      when.dateTime = at;
-      when.title = "Last activity: " + exactTime(at);
-      facts.appendChild(when);
-      facts.appendChild(h("span", "conversation-mode", modeName(conversation.mode)));
-      if (conversation.source === "v1") {
-        const source = h("span", "conversation-source", "API client");
-        source.title = "Made by an OpenAI-compatible client (/v1)";
-        facts.appendChild(source);
-      }
-      link.appendChild(facts);
-      if (currentId === conversation.id) link.setAttribute("aria-current", "page");
-      item.appendChild(link);
-      const actions = h("span", "conversation-actions");
-      actions.appendChild(iconButton("✎", "icon-button", "rename", "Rename", conversation));
-      actions.appendChild(iconButton("×", "icon-button icon-danger", "delete", "Delete", conversation));
-      item.appendChild(actions);
-      el.list.appendChild(item);
+      el.list.appendChild(conversationItem(conversation, modeName(conversation.mode), currentId === conversation.id));
     }
     el.list.scrollTop = scrolled;
+    // Another conversation opened (by its address, a new one, the first load): it becomes
+    // the list's tab stop, where the drawer puts the focus (it stayed on the first item).
+    if (currentId !== rovedOpen && (!currentId || find(currentId))) {
+      rovedOpen = currentId;
+      if (currentId) roving = currentId;
+    }
     rove(roving && conversations.some((c) => c.id === roving) ? roving : currentId);
     if (hadFocus) focusLink(roving, hadFocus);
     reveal();
@@ -370,34 +292,14 @@ export function createSidebar(root, hooks) {
       .catch((error) => hooks.error("Could not delete: " + error.message));
   }
 
-  /** Whether the narrow screen's sidebar is open (over the thread). */
-  const isOpen = () => root.classList.contains("sidebar-open");
-
-  /**
-   * Closes the narrow screen's sidebar; the focus, if it was in it, goes back to the
-   * button that opens it.
-   */
-  function close() {
-    if (!isOpen()) return;
-    const hadFocus = el.sidebar.contains(document.activeElement);
-    root.classList.remove("sidebar-open");
-    el.toggle.setAttribute("aria-expanded", "false");
-    el.backdrop.hidden = true;
-    el.thread.inert = false;
-    if (hadFocus) el.toggle.focus();
-  }
-
-  /** Opens it over the thread (which cannot be reached meanwhile), the focus in it. */
-  function open() {
-    root.classList.add("sidebar-open");
-    el.toggle.setAttribute("aria-expanded", "true");
-    el.backdrop.hidden = false;
-    el.thread.inert = true;
+  // Opened over the thread on a narrow screen, the focus goes to the list's tab stop.
+  const drawer = createDrawer(root, () => {
     const target = el.list.querySelector('.conversation-link[tabindex="0"]') || el.newForm.querySelector("button");
     if (target instanceof HTMLElement) target.focus();
     revealed = null;
     reveal();
-  }
+  });
+  const { close, isOpen } = drawer;
 
   el.newForm.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -448,35 +350,9 @@ export function createSidebar(root, hooks) {
     hooks.select(link.dataset.id || "");
   });
 
-  el.toggle.addEventListener("click", () => {
-    if (isOpen()) close();
-    else open();
-  });
-  // A tap beside it: the tap took the focus out of it (to <body>), so it goes to the button.
-  el.backdrop.addEventListener("click", () => {
-    close();
-    el.toggle.focus();
-  });
-  // Wide again, there is nothing to close: the sidebar is beside the thread.
-  const narrow = window.matchMedia("(max-width: 48rem)");
-  narrow.addEventListener("change", () => {
-    if (!narrow.matches) close();
-  });
-
   // The page's HTML disables these until a click would do something.
-  el.toggle.disabled = false;
   el.newForm.querySelectorAll("button").forEach((button) => {
     button.disabled = false;
-  });
-
-  // Escape closes the narrow screen's sidebar wherever the focus is (even on nothing).
-  document.addEventListener("keydown", (event) => {
-    if (event.defaultPrevented) return;
-    if (event.key === "Escape" && isOpen()) {
-      event.preventDefault(); // this Escape is spent: it stops no answer
-      close();
-      el.toggle.focus();
-    }
   });
 
   return {
@@ -492,20 +368,4 @@ export function createSidebar(root, hooks) {
     /** @param {string} id a conversation this page created */
     created: (id) => created.push(id),
   };
-}
-
-/**
- * @param {string} text
- * @param {string} className
- * @param {string} action
- * @param {string} verb
- * @param {Conversation} conversation
- */
-function iconButton(text, className, action, verb, conversation) {
-  const button = h("button", className, text);
-  button.type = "button";
-  button.dataset.action = action;
-  button.setAttribute("aria-label", verb + " “" + conversationLabel(conversation) + "”");
-  button.title = verb;
-  return button;
 }

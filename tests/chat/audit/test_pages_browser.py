@@ -156,6 +156,38 @@ def test_at_375_px_the_audits_tables_show_every_column_without_scrolling(
         fits(page, 375)
 
 
+CUT = """(td) => [td, ...td.querySelectorAll('*')].filter(
+  (el) => el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 1
+).map((el) => el.tagName.toLowerCase() + '.' + el.className)"""
+
+
+def test_at_375_px_the_runs_tables_rows_read_whole(
+    asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
+):
+    owner = UserFactory(username="ada")
+    loop_run(llm_server, owner, question="Fetch and index my notes, then add 4*10")
+    page = staff_page
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.set_viewport_size({"width": 375, "height": 900})
+        page.goto(f"{asgi_server}/audit/?period=hour")
+        row = page.get_by_test_id("runs").locator("tbody tr").first
+        # Each cell a line or two beside its label: the message was cut to "Fetc…" and
+        # the conversation's cell 18% wide, its name a column of letters 400 px tall.
+        for label in ("Message", "Conversation"):
+            cell = row.locator(f"td[data-label='{label}']")
+            expect(cell).to_be_visible()
+            box = cell.bounding_box()
+            assert box is not None
+            assert box["height"] < 60, (label, box)
+            assert cell.evaluate(CUT) == [], label
+        expect(row.locator("td[data-label='Message']")).to_contain_text(
+            "Fetch and index my notes, then add 4*10"
+        )
+        row.screenshot(path=screenshots_dir / f"audit-runs-row-375-{scheme}.png")
+        fits(page, 375)
+
+
 def test_the_admin_is_branded_leads_to_the_audit_and_fits_1280_px(
     asgi_server: str, staff_page: Page, llm_server, screenshots_dir: Path
 ):

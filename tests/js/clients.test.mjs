@@ -1,9 +1,9 @@
-// The sidebar's choice to show API clients' conversations (static/js/sidebar.js): what the
+// The sidebar's choice to show API clients' conversations (static/js/clients.js): what the
 // list asks the server for, and how the choice is remembered. Run with `node --test tests/js/`.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { SHOW_CLIENTS_KEY, listQuery, showClientsRemember, showsClients } from "../../static/js/sidebar.js";
+import { SHOW_CLIENTS_KEY, listQuery, showClientsRemember, showsClients } from "../../static/js/clients.js";
 
 /** A localStorage of one page, or one that throws as a browser's private mode may. */
 function storage({ broken = false } = {}) {
