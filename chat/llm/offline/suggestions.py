@@ -40,7 +40,7 @@ def suggestions_make(messages: Sequence[Message]) -> list[str]:
     results = [result for result in turn_results(messages) if not result.failed]
     for result in results:
         found.update(
-            (text, tool) for text, tool in _after(result).items() if said(text) not in asked
+            (text, tool) for text, tool in _after(result).items() if not _asked(text, asked)
         )
     # After small talk, the demo's sentences in the README's order; after tools, those
     # that call other tools first, and only up to two.
@@ -49,7 +49,7 @@ def suggestions_make(messages: Sequence[Message]) -> list[str]:
     for text, tools in defaults:
         if len(found) >= wanted:
             break
-        if said(text) not in asked and not tools <= set(found.values()):
+        if not _asked(text, asked) and not tools <= set(found.values()):
             found.setdefault(text, "")
     return list(found)[:MAX_SUGGESTIONS]
 
@@ -57,6 +57,12 @@ def suggestions_make(messages: Sequence[Message]) -> list[str]:
 def said(text: str) -> str:
     """A message as it is compared with another: case and spaces aside."""
     return " ".join(text.split()).casefold().rstrip("?.! ")
+
+
+def _asked(text: str, asked: set[str]) -> bool:
+    """Whether a question asked it, alone or before more ("What time is it in Tokyo? Then ...")."""
+    suggested = said(text)
+    return any(question.startswith(suggested) for question in asked)
 
 
 def asked_before(messages: Sequence[Message]) -> set[str]:

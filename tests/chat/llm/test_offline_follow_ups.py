@@ -93,6 +93,18 @@ def test_a_question_asked_earlier_in_the_conversation_is_not_offered():
     assert "What is 1024 squared?" not in suggestions_make(history)
 
 
+def test_a_suggestion_a_question_already_began_with_is_not_offered():
+    # "What time is it in Tokyo? Then add 2+2." asked it, with more besides.
+    history = [
+        {"role": "user", "content": "What time is it in Tokyo? Then add 2+2."},
+        {"role": "assistant", "content": "It is 20:21 in Tokyo, and 2+2 = 4."},
+        {"role": "user", "content": "hello"},
+    ]
+    offered = suggestions_make(history)
+    assert offered
+    assert "What time is it in Tokyo?" not in offered
+
+
 def test_the_engine_drops_suggestions_equal_to_a_question_asked():
     asked = ["What is 2**10 and what time is it in London?", "note the boiler"]
     kept = suggestions_clean(
