@@ -21,6 +21,7 @@ from chat.live import sender
 from chat.live.redis_layer import SEND_TIMEOUT_S, RedisChannelLayer
 from chat.live.sender import layer_send
 from chat.live.subscription import FAILED, Subscription
+from tests.assertions import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
 
@@ -117,11 +118,12 @@ async def test_a_process_subscribes_to_a_group_once_however_many_follow_it(layer
         hub.leave("conversation.a", queue)
     assert await client.pubsub_numsub(channel) == [(channel.encode(), 1)]
     hub.leave("conversation.a", queues[4])
-    for _ in range(50):  # the UNSUBSCRIBE is sent, not waited for
-        if await client.pubsub_numsub(channel) == [(channel.encode(), 0)]:
-            break
-        await asyncio.sleep(0.02)
-    assert await client.pubsub_numsub(channel) == [(channel.encode(), 0)]
+
+    async def unsubscribed() -> bool:
+        return await client.pubsub_numsub(channel) == [(channel.encode(), 0)]
+
+    # The UNSUBSCRIBE is sent, not waited for.
+    await wait_until_async(unsubscribed, timeout=5, what="the last stream's UNSUBSCRIBE")
     await client.aclose()
 
 
