@@ -40,6 +40,7 @@ The modules (all of them), in the order a run meets them:
 - `model_calls`: every model call, made, streamed and recorded (its audit row);
 - `deltas`: the answer's text as `message.delta` events (the first at once, then coalesced);
 - `answer`: what a model answered, made storable (a decision as a call, calls repaired);
+- `answer_plan`: what an answer asks for: whose calls, the policies' verdicts, who runs them;
 - `answer_store`: a step's answer stored: its message, its calls' audit rows, the run's counters;
 - `tool_calls`: running one call, storing its result, the latch, parking;
 - `call_records`: a call's audit row as asked, the tool message that answers it, its events;
