@@ -31,10 +31,12 @@ from chat.engine.ledger import (
     call_held,
     call_standing_approved,
     call_start,
+    model_call_answer_store,
+    model_call_failed,
+    model_call_figures,
     run_approval_wait,
     run_write,
 )
-from chat.engine.model_calls import completion_fill, failed_call_record
 from chat.history import message_to_api
 from chat.live.event_types import Event, MessageCompleted, ToolsEnded
 from chat.live.events import events_publish
@@ -214,8 +216,8 @@ def _answer_empty(
     """
     logger.warning("run %s: the model answered with no text", run.pk)
     run_write(run, token, model_calls=run.model_calls + 1)
-    completion_fill(model_call, completion)
-    failed_call_record(model_call, "The model answered with no text.", attempts=completion.attempts)
+    model_call_figures(model_call, completion)
+    model_call_failed(model_call, "The model answered with no text.", attempts=completion.attempts)
     return Step(StepOutcome.EMPTY)
 
 
@@ -258,8 +260,7 @@ def _answer_rows(
         cost_usd=model_call.cost_usd,
         **answer_figures(completion),
     )
-    model_call.response_message = message  # filled by chat/engine/model_calls.py, unsaved
-    row_insert(model_call)
+    model_call_answer_store(model_call, message)  # filled by chat/engine/model_calls.py
     executions = [
         execution_build(run=run, message=message, call=call, step=run.steps) for call in calls
     ]
