@@ -28,7 +28,8 @@ The modules (all of them), in the order a run meets them:
 
 - `dispatch`: hands a run step or a tool call to Celery, or to in-process threads;
 - `ledger` (a package): the one writer of a run's row (its claim, the writes under its lease,
-  its status: `ledger.runs`) and of each tool call's outcome (`ledger.calls`);
+  its status: `ledger.runs`), of each tool call's outcome (`ledger.calls`) and of each model
+  call's audit row (`ledger.model_calls`);
 - `lease`: the heartbeat that renews a run's lease, when a lease is stale, the row locks;
 - `claim_read`: the claimed run as the loop reads it (with its claim, on PostgreSQL);
 - `states`: the turn's named states, the table of what moves a run, the status each stores;
@@ -37,9 +38,10 @@ The modules (all of them), in the order a run meets them:
 - `forced_replay`: a forced replay's turn: the new model asked at each of the original's steps;
 - `request`: what a model call sends (the history, the step's instruction and tools), its hash;
 - `model_step`: one model step: its request, its stream to live events, its answer stored;
-- `model_calls`: every model call, made, streamed and recorded (its audit row);
+- `model_calls`: every model call, made and streamed, its audit row recorded by the ledger;
 - `deltas`: the answer's text as `message.delta` events (the first at once, then coalesced);
 - `answer`: what a model answered, made storable (a decision as a call, calls repaired);
+- `answer_plan`: what an answer asks for: whose calls, the policies' verdicts, who runs them;
 - `answer_store`: a step's answer stored: its message, its calls' audit rows, the run's counters;
 - `tool_calls`: running one call, storing its result, the latch, parking;
 - `call_records`: a call's audit row as asked, the tool message that answers it, its events;

@@ -12,15 +12,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-import json
 import logging
 import uuid
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from chat.engine.answer import repaired_tool_calls, storable_call_ids
+from chat.engine.answer_plan import AnswerPlan, answer_plan
 from chat.engine.approvals import approval_requested_event
 from chat.engine.call_records import execution_build, execution_started_event
 from chat.engine.dispatch import dispatch_tool
@@ -32,13 +31,12 @@ from chat.engine.ledger import (
     call_held,
     call_standing_approved,
     call_start,
+    model_call_answer_store,
+    model_call_failed,
+    model_call_figures,
     run_approval_wait,
     run_write,
 )
-from chat.engine.model_calls import completion_fill, failed_call_record
-from chat.engine.replay_tools import tools_recorded
-from chat.engine.request import client_tool_names
-from chat.engine.suggestions import model_suggestions_wanted
 from chat.history import message_to_api
 from chat.live.event_types import Event, MessageCompleted, ToolsEnded
 from chat.live.events import events_publish
@@ -50,13 +48,10 @@ from chat.models import (
     Message,
     ModelCall,
     ModelCallPurpose,
-    PolicyDecision,
     Role,
     Run,
-    StandingApproval,
     ToolExecution,
 )
-from chat.policies import Verdict, run_policies, standing_approvals_matching
 from chat.statements import row_insert
 from tools.results import denied_result
 
@@ -140,70 +135,6 @@ _RUN_WRITTEN = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class _Plan:
-    """What an answer asks for: its calls, what the policies decided, and who runs them."""
-
-    calls: list[dict[str, Any]]
-    held: list[dict[str, Any]]  # calls that wait for a person
-    client: list[dict[str, Any]]  # calls of the /v1 client's own tools: returned to it
-    denied: list[dict[str, Any]]  # calls a policy refuses: answered with the answer
-    verdicts: dict[str, Verdict]  # by call id, for each call of ours
-    standing: dict[str, StandingApproval]  # by call id: asked, and said yes to already
-    inline: bool  # this worker goes on: it runs the one call, or none is left to run
-    ending: bool  # an answer that completes the run in its own transaction
-
-    @property
-    def answered(self) -> bool:
-        """Every call of ours is answered with the answer itself (each one was refused)."""
-        return bool(self.denied) and len(self.denied) == len(self.calls) - len(self.client)
-
-
-def _plan(run: Run, calls: list[dict[str, Any]]) -> _Plan:
-    client_names = client_tool_names(run)
-    client = [call for call in calls if call["function"]["name"] in client_names]
-    ours = [call for call in calls if call not in client]
-    policies = run_policies(run)
-    verdicts = {
-        call["id"]: policies.verdict(
-            call["function"]["name"], _decoded(call["function"]["arguments"])
-        )
-        for call in ours
-    }
-    denied = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.DENY]
-    held, standing = _asked(run, ours, verdicts)
-    runnable = len(ours) - len(denied) - len(held)
-    # One call to run is run here; with none left (all refused) the worker goes on as well.
-    inline = not held and (
-        (runnable == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS) or (runnable == 0 and bool(ours))
-    )
-    # A final answer ends the run here, unless the model's follow-ups are asked first
-    # (chat/engine/turn_end.py `answer_complete`): every event of a run precedes its end. So
-    # does an answer that calls only the client's tools: the client has the turn now.
-    ending = (not calls and not model_suggestions_wanted(run)) or (bool(calls) and not ours)
-    return _Plan(calls, held, client, denied, verdicts, standing, inline, ending)
-
-
-def _asked(
-    run: Run, ours: list[dict[str, Any]], verdicts: dict[str, Verdict]
-) -> tuple[list[dict[str, Any]], dict[str, StandingApproval]]:
-    """The calls that wait for a person, and those asked that a standing approval lets run.
-
-    A replay with recorded tools runs nothing, so nothing needs a person's approval.
-    """
-    if tools_recorded(run):
-        return [], {}
-    asking = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.ASK]
-    standing = standing_approvals_matching(
-        run,
-        [
-            (call["id"], call["function"]["name"], _decoded(call["function"]["arguments"]))
-            for call in asking
-        ],
-    )
-    return [call for call in asking if call["id"] not in standing], standing
-
-
 def _offered_calls(
     run: Run, model_call: ModelCall, completion: Completion, taken: set[str]
 ) -> list[dict[str, Any]]:
@@ -229,7 +160,7 @@ def _answer_write(
     calls = _offered_calls(run, model_call, completion, taken)
     if not calls and not (completion.content or "").strip():
         return _answer_empty(run, token, model_call, completion)
-    plan = _plan(run, calls)
+    plan = answer_plan(run, calls)
     before = {name: getattr(run, name) for name in _RUN_WRITTEN}
     answers: list[Message] = []  # the refusals stored with the answer
     answer = functools.partial(
@@ -285,12 +216,12 @@ def _answer_empty(
     """
     logger.warning("run %s: the model answered with no text", run.pk)
     run_write(run, token, model_calls=run.model_calls + 1)
-    completion_fill(model_call, completion)
-    failed_call_record(model_call, "The model answered with no text.", attempts=completion.attempts)
+    model_call_figures(model_call, completion)
+    model_call_failed(model_call, "The model answered with no text.", attempts=completion.attempts)
     return Step(StepOutcome.EMPTY)
 
 
-def _step_fields(run: Run, plan: _Plan) -> dict[str, Any]:
+def _step_fields(run: Run, plan: AnswerPlan) -> dict[str, Any]:
     """The run's columns written with an answer that does not end it."""
     fields: dict[str, Any] = {"model_calls": run.model_calls + 1}
     if plan.calls:
@@ -304,7 +235,7 @@ def _answer_rows(
     run: Run,
     model_call: ModelCall,
     completion: Completion,
-    plan: _Plan,
+    plan: AnswerPlan,
     *,
     position: int,
     deltas: list[Event],
@@ -329,8 +260,7 @@ def _answer_rows(
         cost_usd=model_call.cost_usd,
         **answer_figures(completion),
     )
-    model_call.response_message = message  # filled by chat/engine/model_calls.py, unsaved
-    row_insert(model_call)
+    model_call_answer_store(model_call, message)  # filled by chat/engine/model_calls.py
     executions = [
         execution_build(run=run, message=message, call=call, step=run.steps) for call in calls
     ]
@@ -360,7 +290,11 @@ def _answer_rows(
 
 
 def _refusals_store(
-    run: Run, message: Message, executions: list[ToolExecution], plan: _Plan, events: list[Event]
+    run: Run,
+    message: Message,
+    executions: list[ToolExecution],
+    plan: AnswerPlan,
+    events: list[Event],
 ) -> list[Message]:
     """Answer the calls a policy refused, in the answer's transaction; their tool messages.
 
@@ -380,14 +314,6 @@ def _refusals_store(
     if plan.answered:
         events.append(ToolsEnded(message_id=str(message.pk)))
     return answers
-
-
-def _decoded(arguments: str) -> Any:
-    """A call's arguments as JSON, or None when they are not valid JSON."""
-    try:
-        return json.loads(arguments)
-    except (TypeError, ValueError):
-        return None
 
 
 def answer_figures(completion: Completion) -> dict[str, Any]:

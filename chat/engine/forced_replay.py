@@ -33,7 +33,7 @@ from chat.engine.answer import decision_completion, repaired_tool_calls
 from chat.engine.answer_store import answer_figures, assistant_message_create
 from chat.engine.continuation import decide_after_tools
 from chat.engine.finish import RunEnd, run_end, run_fail
-from chat.engine.ledger import run_write
+from chat.engine.ledger import model_call_forced, model_call_forced_store, run_write
 from chat.engine.model_calls import model_call
 from chat.engine.request import request_build
 from chat.engine.states import Trigger
@@ -114,7 +114,7 @@ def forced_replay_run(run: Run, token: uuid.UUID, *, model: str, first: bool) ->
         completion = called.completion
         if original.purpose == ModelCallPurpose.DECIDE:
             completion = decision_completion(completion)
-        called.row.forced_answer = _answer(completion)
+        model_call_forced(called.row, _answer(completion))
         if index == len(steps) - 1:
             # Where the original's answer was; after the copy when it was no final answer.
             position = rows[-1].position + 1 if answer.tool_calls else answer.position
@@ -122,7 +122,7 @@ def forced_replay_run(run: Run, token: uuid.UUID, *, model: str, first: bool) ->
             return True
         with transaction.atomic():
             run_write(run, token, model_calls=run.model_calls + 1, steps=original.step)
-            called.row.save(force_insert=True)
+            model_call_forced_store(called.row)
     run_fail(
         run,
         token,
@@ -171,6 +171,5 @@ def _final_store(
             content=completion.content or "",
             **answer_figures(completion),
         )
-        row.response_message = message
-        row.save(force_insert=True)
+        model_call_forced_store(row, message)
         events.append(completed)

@@ -2,8 +2,9 @@
 
 `model_call` is the one way the engine calls a model: a step of the turn
 (chat/engine/model_step.py) and the follow-ups after its answer
-(chat/engine/suggestions.py) both go through it. It builds the call's audit
-row, a ModelCall with the answer's id as its own, releases the database
+(chat/engine/suggestions.py) both go through it. It has the call's audit
+row built, a ModelCall with the answer's id as its own (the ledger writes
+every ModelCall: chat/engine/ledger/model_calls.py), releases the database
 connection for the call's duration, keeps the run's lease alive while the
 model answers, and passes each streamed event to the caller. The rule for
 the row:
@@ -17,7 +18,7 @@ the row:
 
 Every call counts in its run's `model_calls`, whatever it was for and however
 it ended (docs/audit.md): the caller adds it with what it writes, and a call
-stopped by a cancel, or recorded after its worker died, is added here.
+stopped by a cancel, or recorded after its worker died, is added with its row.
 
 A call whose worker died leaves only its announcement, the `message.created`
 event; `interrupted_call_record` turns that into the failed row.
@@ -28,13 +29,17 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable
-from datetime import datetime
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release
+from chat.engine.ledger import (
+    model_call_answered,
+    model_call_asked,
+    model_call_failed,
+    model_call_row,
+    model_call_stopped,
+)
 from chat.engine.request import request_hash
 from chat.engine.run_limits import run_used_add
 from chat.llm.base import (
@@ -47,8 +52,8 @@ from chat.llm.base import (
     StreamRestart,
     TextDelta,
 )
-from chat.llm.endpoints import UnknownModel, call_cost, model_resolve
-from chat.models import CallStatus, ModelCall, ModelCallPurpose, Run, RunEvent
+from chat.llm.endpoints import UnknownModel, model_resolve
+from chat.models import ModelCall, ModelCallPurpose, Run, RunEvent
 from chat.telemetry.metrics import model_call_observe
 from chat.telemetry.tracing import model_call_lost, model_call_span
 
@@ -117,7 +122,7 @@ def _call(
     on_delta: Callable[[TextDelta | StreamRestart], None] | None,
     hasher: Callable[[ChatRequest], str],
 ) -> Called:
-    row = call_row(
+    row = model_call_row(
         run,
         call_id=call_id or uuid.uuid4(),
         step=step,
@@ -126,9 +131,12 @@ def _call(
         provider=provider.name,
         started_at=timezone.now(),
     )
-    row.message_count = len(request.messages)
-    row.request_hash = hasher(request)
-    row.tools_offered = [tool["function"]["name"] for tool in request.tools or []]
+    model_call_asked(
+        row,
+        message_count=len(request.messages),
+        request_hash=hasher(request),
+        tools_offered=[tool["function"]["name"] for tool in request.tools or []],
+    )
     completion: Completion | None = None
     connection_release()
     try:
@@ -143,82 +151,21 @@ def _call(
     except ProviderError as exc:
         return _failed(row, str(exc), attempts=exc.attempts)
     except (LeaseLost, ProviderStopped) as exc:
-        if failed_call_record(row, STOPPED):
-            # Whoever ended the run did not know of this call; it counts all the same.
-            Run.objects.filter(pk=run.pk).update(model_calls=F("model_calls") + 1)
+        model_call_stopped(run, row, STOPPED)
         raise LeaseLost(str(run.pk)) from exc
     except Exception as exc:
-        if failed_call_record(row, f"{type(exc).__name__}: {exc}"):
-            Run.objects.filter(pk=run.pk).update(model_calls=F("model_calls") + 1)
+        model_call_stopped(run, row, f"{type(exc).__name__}: {exc}")
         raise
     if completion is None:
         return _failed(row, f"The model ({provider.name}) ended its answer without finishing it.")
-    row.status = CallStatus.SUCCEEDED
-    completion_fill(row, completion)
+    model_call_answered(row, completion)
     run_used_add(run, row)
     return Called(row, completion)
 
 
 def _failed(row: ModelCall, error: str, *, attempts: int = 0) -> Called:
-    failed_call_record(row, error, attempts=attempts)
+    model_call_failed(row, error, attempts=attempts)
     return Called(row, None, error)
-
-
-def call_row(
-    run: Run,
-    *,
-    call_id: uuid.UUID,
-    step: int,
-    purpose: str,
-    model: str,
-    provider: str,
-    started_at: datetime,
-) -> ModelCall:
-    """The (unsaved) audit row of one model call of the run."""
-    return ModelCall(
-        id=call_id,
-        run=run,
-        replay=run.replay_of_id is not None,
-        step=step,
-        purpose=purpose,
-        model=model[:128],
-        provider=provider,
-        started_at=started_at,
-    )
-
-
-def completion_fill(model_call: ModelCall, completion: Completion) -> None:
-    """Copy a finished call's figures onto its (unsaved) row."""
-    model_call.finish_reason = completion.finish_reason
-    model_call.first_token_ms = completion.first_token_ms
-    model_call.latency_ms = completion.latency_ms
-    model_call.prompt_tokens = completion.prompt_tokens
-    model_call.completion_tokens = completion.completion_tokens
-    model_call.cached_tokens = completion.cached_tokens
-    model_call.cost_usd = call_cost(
-        provider=model_call.provider,
-        models=(model_call.model, completion.model),
-        prompt=completion.prompt_tokens,
-        completion=completion.completion_tokens,
-        cached=completion.cached_tokens,
-    )
-    model_call.attempts = completion.attempts
-    model_call.model = completion.model or model_call.model
-    model_call.note = completion.note[:300]
-    model_call.logprobs = completion.logprobs
-
-
-def failed_call_record(model_call: ModelCall, error: str, *, attempts: int = 0) -> bool:
-    """Store a call that failed; False if a takeover recorded it first."""
-    model_call.status = CallStatus.FAILED
-    model_call.error = error
-    model_call.attempts = attempts
-    try:
-        with transaction.atomic():
-            model_call.save(force_insert=True)
-    except IntegrityError:
-        return False  # its id is taken: the worker that took the run over recorded it
-    return True
 
 
 def interrupted_call_record(run: Run) -> None:
@@ -242,7 +189,7 @@ def interrupted_call_record(run: Run) -> None:
     message_id = uuid.UUID(data["message_id"])
     if ModelCall.objects.filter(pk=message_id).exists():
         return
-    model_call = call_row(
+    model_call = model_call_row(
         run,
         call_id=message_id,
         step=data["step"],
@@ -250,9 +197,10 @@ def interrupted_call_record(run: Run) -> None:
         **_model_and_provider(str(data.get("model", ""))),
         started_at=created_at,
     )
-    if failed_call_record(model_call, "The worker making this call stopped before it finished."):
+    if model_call_stopped(
+        run, model_call, "The worker making this call stopped before it finished."
+    ):
         # The caller holds the lease: nobody else writes the run's counters meanwhile.
-        Run.objects.filter(pk=run.pk).update(model_calls=F("model_calls") + 1)
         run.model_calls += 1
         model_call_lost(run, model_call)
 

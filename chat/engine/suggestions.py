@@ -33,6 +33,7 @@ from typing import Any
 from django.conf import settings
 
 from chat.engine.lease import LeaseLost
+from chat.engine.ledger import model_call_suggest_store, model_call_unreadable
 from chat.engine.model_calls import model_call
 from chat.engine.request import history_load
 from chat.history import RunHistory
@@ -41,7 +42,7 @@ from chat.live.event_types import Event, MessageSuggestions
 from chat.llm import provider_for
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest
 from chat.llm.endpoints import UnknownModel, endpoint, model_resolve
-from chat.models import CallStatus, Message, Mode, ModelCall, ModelCallPurpose, Run
+from chat.models import Message, Mode, ModelCall, ModelCallPurpose, Run
 
 logger = logging.getLogger(__name__)
 
@@ -211,8 +212,7 @@ def model_suggestions_ask(
         found = suggestions_clean(parsed.get("suggestions") or [], asked=user_questions(messages))
     except (ValueError, AttributeError, TypeError) as exc:
         logger.warning("run %s: the model's follow-up suggestions are unreadable: %s", run.pk, exc)
-        row.status = CallStatus.FAILED
-        row.error = f"{type(exc).__name__}: {exc}"
+        model_call_unreadable(row, f"{type(exc).__name__}: {exc}")
         return Suggested(row, None)
     merged = suggestions_clean([*(final.suggestions or []), *found], asked=user_questions(messages))
     return Suggested(row, merged if merged and merged != final.suggestions else None)
@@ -229,7 +229,7 @@ def model_suggestions_write(
     if suggested is None:
         return []
     if suggested.model_call is not None:
-        ModelCall.objects.bulk_create([suggested.model_call])
+        model_call_suggest_store(suggested.model_call)
     if suggested.suggestions is None:
         return []
     Message.objects.filter(pk=final.pk).update(suggestions=suggested.suggestions)

@@ -1,4 +1,4 @@
-"""The ledger: the one writer of a turn's record, so far a run's status and its calls' outcomes.
+"""The ledger: the one writer of a turn's record, so far a run's status, calls and model calls.
 
 - chat/engine/ledger/runs.py: a run's row, its claim, the writes fenced by
   its lease, and the only writes of `Run.status`, each a move of the turn's
@@ -6,8 +6,11 @@
 - chat/engine/ledger/calls.py: what became of each tool call (a
   ToolExecution's status, result, decision, timings): the only writes of a
   call's outcome (tests/chat/engine/test_one_outcome_writer.py holds it).
+- chat/engine/ledger/model_calls.py: each model call's audit row, built,
+  filled in and stored once: the only creation or update of a ModelCall
+  (tests/chat/engine/test_one_model_call_writer.py holds it).
 
-Messages and ModelCall rows are not the ledger's yet. Callers import from
+Messages are not the ledger's yet. Callers import from
 `chat.engine.ledger`.
 """
 
@@ -22,6 +25,19 @@ from chat.engine.ledger.calls import (
     call_start,
     call_start_write,
     late_result_store,
+)
+from chat.engine.ledger.model_calls import (
+    model_call_answer_store,
+    model_call_answered,
+    model_call_asked,
+    model_call_failed,
+    model_call_figures,
+    model_call_forced,
+    model_call_forced_store,
+    model_call_row,
+    model_call_stopped,
+    model_call_suggest_store,
+    model_call_unreadable,
 )
 from chat.engine.ledger.runs import (
     Claim,
@@ -44,6 +60,17 @@ __all__ = [
     "call_start",
     "call_start_write",
     "late_result_store",
+    "model_call_answer_store",
+    "model_call_answered",
+    "model_call_asked",
+    "model_call_failed",
+    "model_call_figures",
+    "model_call_forced",
+    "model_call_forced_store",
+    "model_call_row",
+    "model_call_stopped",
+    "model_call_suggest_store",
+    "model_call_unreadable",
     "run_approval_wait",
     "run_claim",
     "run_decided",
