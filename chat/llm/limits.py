@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from chat.llm.base import FORWARDED
+from chat.llm.base import FORWARDED, ChatRequest
 
 logger = logging.getLogger(__name__)
 
@@ -284,6 +284,36 @@ def null_content_refused(message: str, messages: list[dict[str, Any]]) -> bool:
         and ("assistant" in text or "no attribute 'content'" in text)
         and any(m.get("role") == "assistant" and m.get("content") is None for m in messages)
     )
+
+
+def refusal_learned(
+    limits: ServerLimits,
+    base_url: str,
+    request: ChatRequest,
+    status: int,
+    message: str,
+    error: Mapping[str, Any],
+    sent: Mapping[str, Any],
+) -> str:
+    """What an error answer taught, remembered (the call's note), or "" when it taught nothing.
+
+    A null assistant content refused is sent as "" from now on (llama-cpp-python
+    validates an assistant message's content as a string); a parameter a 400 or
+    422 names as unsupported is sent under its other name, or left out.
+    """
+    if not limits.content_text and null_content_refused(message, request.messages):
+        limits.content_text = True
+        logger.warning(
+            '%s (%s) refuses a null assistant content: sent as "" from now on',
+            base_url,
+            request.model,
+        )
+        return 'null assistant content refused: sent as ""'
+    refused = refused_parameter(message, error, sent) if status in (400, 422) else ""
+    if not refused:
+        return ""
+    older = parameter_refused(base_url, request.model, refused)
+    return f"{refused} refused: " + (f"sent as {older}" if older else "left out")
 
 
 def error_status(error: Mapping[str, Any]) -> int | None:
