@@ -31,7 +31,7 @@ import logging
 import re
 import time
 from collections.abc import Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import openai
 
@@ -63,7 +63,7 @@ from chat.llm.limits import (
     server_limits,
     streaming_tools_refused,
 )
-from chat.llm.request_body import request_body, requests_sent
+from chat.llm.request_body import Known, request_body, requests_sent
 from chat.llm.stream_read import StreamRead
 from chat.llm.streamed import (
     CUT,
@@ -86,20 +86,28 @@ from chat.llm.watch import (
     watching,
 )
 
-if TYPE_CHECKING:
-    from chat.llm.openai_provider import OpenAIProvider
-
-
 logger = logging.getLogger(__name__)
 
 NAMED = "the server named a tool in its text"
 _NAMED_TOOL = re.compile(r"^functions\.(?P<name>[A-Za-z0-9_.-]{1,64}):$")
 
 
+class Server(Protocol):
+    """What a call needs of its provider (chat/llm/openai_provider.py's `OpenAIProvider`)."""
+
+    name: str
+    client: openai.OpenAI
+    base_url: str
+    max_attempts: int  # LLM_MAX_RETRIES + 1: the call's budget of requests
+    timeout_s: float  # the read timeout: how long the server may be silent
+    token_limit_param: str
+    known: Known
+
+
 class Call:
     """One model call: its requests, its budget of attempts, and what the server said."""
 
-    def __init__(self, provider: OpenAIProvider, request: ChatRequest, watch: Watch) -> None:
+    def __init__(self, provider: Server, request: ChatRequest, watch: Watch) -> None:
         self.provider = provider
         self.request = request
         self.watch = watch
