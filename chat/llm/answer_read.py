@@ -1,6 +1,6 @@
 """A model server's answer as a Completion: a JSON body read leniently, or a stream's assembly.
 
-The provider (chat/llm/openai_call.py) makes the requests; these read
+A call (chat/llm/openai_call.py) makes the requests; these read
 what came back, whatever the server's dialect (chat/llm/lenient.py), into
 one Completion with the call's timing, attempts and notes, and turn a body
 that is no completion into a readable failure.

@@ -4,9 +4,10 @@ Real OpenAI-compatible servers differ from the API they copy. Some cannot
 stream an answer that calls tools (llama-cpp-python's server answers such a
 request with an error and drops the stream; LiteLLM relays the refusal as an
 empty answer); some refuse a parameter they do not know (`max_completion_tokens`,
-`parallel_tool_calls`, `stream_options`, `temperature`). The provider asks
+`parallel_tool_calls`, `stream_options`, `temperature`). A call asks
 again the way the server can answer (chat/llm/openai_call.py) and records
-here what it learned, per base URL and model, so that later calls ask that way
+here what it learned (`refusal_learned`, `streaming_tools_refused`,
+`images_refused`), per base URL and model, so that later calls ask that way
 at once. Each limit is logged once, when it is learned.
 
 Also here: which errors will not change on a retry (`final_error`).
