@@ -195,7 +195,7 @@ class Call:
         stream_checked(
             completion,
             spoke=read.spoke,
-            null_content_sent=self.null_content_sent(),
+            null_content_sent=not read.spoke and self.null_content_sent(),  # asked only then
             tools=bool(self.request.tools),
         )
         return completion
