@@ -1,6 +1,6 @@
 """A model server's answer as a Completion: a JSON body read leniently, or a stream's assembly.
 
-The provider (chat/llm/openai_call.py) makes the requests; these read
+A call (chat/llm/openai_call.py) makes the requests; these read
 what came back, whatever the server's dialect (chat/llm/lenient.py), into
 one Completion with the call's timing, attempts and notes, and turn a body
 that is no completion into a readable failure.
@@ -17,7 +17,6 @@ import httpx2
 from chat.llm.base import ChatRequest, Completion, ProviderError, ToolCall
 from chat.llm.failures import ended, failure_message
 from chat.llm.lenient import (
-    Usage,
     arguments_text,
     call_id,
     content_read,
@@ -27,7 +26,7 @@ from chat.llm.lenient import (
     usage_read,
 )
 from chat.llm.limits import error_status
-from chat.llm.stream_read import Assembly
+from chat.llm.stream_read import StreamRead
 from chat.llm.watch import CallDeadline, Stopped
 
 # How much of a body that is not an event stream an error message quotes.
@@ -112,19 +111,17 @@ def _not_a_completion(asked: Asking, body: bytes, kind: str) -> ProviderError:
 
 
 def stream_completion(
-    asked: Asking,
-    state: Assembly,
-    finish_reason: str,
-    first_token_ms: int | None,
-    usage: Usage,
-    reasoning: list[str],
-    logprobs: list[Any] | None = None,
+    asked: Asking, read: StreamRead, *, finish_reason: str | None = None
 ) -> Completion | None:
     """The answer of a stream that ended cleanly; None when it said nothing and never finished.
 
     A stream that ends (`[DONE]`, or the connection closed cleanly) without a
-    `finish_reason` keeps what it said.
+    `finish_reason` keeps what it said; `finish_reason` given is the one kept
+    instead of the stream's (a stream cut at a deadline ends for "length").
     """
+    state = read.state
+    if finish_reason is None:
+        finish_reason = read.finish_reason
     if not state.started:  # not one chunk came
         return None
     answer = state.answer
@@ -154,16 +151,16 @@ def stream_completion(
         tool_calls=calls,
         finish_reason=finish_reason,
         model=state.model or asked.request.model,
-        prompt_tokens=usage.prompt,
-        completion_tokens=usage.completion,
-        cached_tokens=usage.cached,
-        first_token_ms=first_token_ms,
+        prompt_tokens=read.usage.prompt,
+        completion_tokens=read.usage.completion,
+        cached_tokens=read.usage.cached,
+        first_token_ms=read.first_token_ms,
         latency_ms=int((time.monotonic() - asked.started) * 1000),
         attempts=asked.attempts,
-        reasoning="".join(reasoning) or None,
+        reasoning="".join(read.reasoning) or None,
         note="; ".join(asked.notes),
         response_id=state.id,
-        logprobs=logprobs or None,
+        logprobs=read.logprobs or None,
     )
 
 

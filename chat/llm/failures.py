@@ -1,7 +1,7 @@
 """What a failed model call says: the server's own words, the reason, the attempts made.
 
-The provider (chat/llm/openai_call.py) turns what the SDK raised, or what
-a server sent in its stream, into one ProviderError whose message a user can
+A call (chat/llm/openai_call.py, chat/llm/streamed.py) turns what the SDK
+raised, or what a server sent in its stream, into one ProviderError whose message a user can
 read ("The model call failed (HTTP 400) after 1 attempt: ...").
 """
 

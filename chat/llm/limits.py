@@ -4,9 +4,10 @@ Real OpenAI-compatible servers differ from the API they copy. Some cannot
 stream an answer that calls tools (llama-cpp-python's server answers such a
 request with an error and drops the stream; LiteLLM relays the refusal as an
 empty answer); some refuse a parameter they do not know (`max_completion_tokens`,
-`parallel_tool_calls`, `stream_options`, `temperature`). The provider asks
+`parallel_tool_calls`, `stream_options`, `temperature`). A call asks
 again the way the server can answer (chat/llm/openai_call.py) and records
-here what it learned, per base URL and model, so that later calls ask that way
+here what it learned (`refusal_learned`, `streaming_tools_refused`,
+`images_refused`), per base URL and model, so that later calls ask that way
 at once. Each limit is logged once, when it is learned.
 
 Also here: which errors will not change on a retry (`final_error`).
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from chat.llm.base import FORWARDED
+from chat.llm.base import FORWARDED, ChatRequest
 
 logger = logging.getLogger(__name__)
 
@@ -284,6 +285,36 @@ def null_content_refused(message: str, messages: list[dict[str, Any]]) -> bool:
         and ("assistant" in text or "no attribute 'content'" in text)
         and any(m.get("role") == "assistant" and m.get("content") is None for m in messages)
     )
+
+
+def refusal_learned(
+    limits: ServerLimits,
+    base_url: str,
+    request: ChatRequest,
+    status: int,
+    message: str,
+    error: Mapping[str, Any],
+    sent: Mapping[str, Any],
+) -> str:
+    """What an error answer taught, remembered (the call's note), or "" when it taught nothing.
+
+    A null assistant content refused is sent as "" from now on (llama-cpp-python
+    validates an assistant message's content as a string); a parameter a 400 or
+    422 names as unsupported is sent under its other name, or left out.
+    """
+    if not limits.content_text and null_content_refused(message, request.messages):
+        limits.content_text = True
+        logger.warning(
+            '%s (%s) refuses a null assistant content: sent as "" from now on',
+            base_url,
+            request.model,
+        )
+        return 'null assistant content refused: sent as ""'
+    refused = refused_parameter(message, error, sent) if status in (400, 422) else ""
+    if not refused:
+        return ""
+    older = parameter_refused(base_url, request.model, refused)
+    return f"{refused} refused: " + (f"sent as {older}" if older else "left out")
 
 
 def error_status(error: Mapping[str, Any]) -> int | None:

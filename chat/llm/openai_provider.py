@@ -3,7 +3,9 @@
 One provider per endpoint (its SDK client from chat/llm/openai_client.py,
 what its configuration says the server cannot do); each completion it is
 asked for is one `Call` (chat/llm/openai_call.py), which does the
-requests, their retries and deadlines, and reads the answer.
+requests, their retries and deadlines, and reads the answer. The call knows
+its provider only as a `Server` (a Protocol of openai_call.py), so the
+import runs one way: this module imports the call, never the reverse.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ call's index that is not its place in the list (Anthropic's first call is 1
 after text), arguments as a JSON object, a call's id and name repeated in
 every chunk (llama-cpp-python), usage under `x_groq`. `chunk_tidy` takes
 those out of a chunk, or puts them in the shape the assembly takes, and keeps
-what toolchat uses in a `StreamRead`. The provider that sends the requests is
-chat/llm/openai_call.py.
+what toolchat uses in a `StreamRead`. The call that sends the requests is
+chat/llm/openai_call.py's `Call`; chat/llm/streamed.py's `chunks_read` feeds
+this module its chunks.
 
 The chunks are the JSON objects the server sent, as dicts, not the SDK's
 `ChatCompletionChunk` models: building one took about 65 microseconds with

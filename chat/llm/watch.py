@@ -127,6 +127,33 @@ class Watch:
             )
 
 
+# A rate-limited request is asked again after the server's Retry-After when it is
+# at most this long (as the SDK does), else after a short wait.
+RETRY_AFTER_MAX_S = 60.0
+RETRY_WAIT_S = 0.5
+
+
+def retry_after_wait(watch: Watch, headers: httpx2.Headers) -> None:
+    """Wait as the SDK would before a retry: the server's Retry-After, if it is short.
+
+    The watch is checked as it waits: a stop or the call's deadline ends the wait.
+    """
+    wait = RETRY_WAIT_S
+    try:
+        if "retry-after-ms" in headers:
+            wait = float(headers["retry-after-ms"]) / 1000
+        elif "retry-after" in headers:
+            wait = float(headers["retry-after"])
+    except ValueError:
+        pass
+    if not 0 <= wait <= RETRY_AFTER_MAX_S:
+        wait = RETRY_WAIT_S
+    until = time.monotonic() + wait
+    while (left := until - time.monotonic()) > 0:
+        watch.check()
+        time.sleep(min(left, 0.1))
+
+
 _watch: contextvars.ContextVar[Watch | None] = contextvars.ContextVar(
     "toolchat_model_call_watch", default=None
 )
