@@ -28,8 +28,9 @@ The modules (all of them), in the order a run meets them:
 
 - `dispatch`: hands a run step or a tool call to Celery, or to in-process threads;
 - `ledger` (a package): the one writer of a run's row (its claim, the writes under its lease,
-  its status: `ledger.runs`), of each tool call's outcome (`ledger.calls`) and of each model
-  call's audit row (`ledger.model_calls`);
+  its status: `ledger.runs`), of each tool call's outcome (`ledger.calls`), of the assistant
+  and tool messages a run stores and their later updates (`ledger.messages`) and of each
+  model call's audit row (`ledger.model_calls`);
 - `lease`: the heartbeat that renews a run's lease, when a lease is stale, the row locks;
 - `claim_read`: the claimed run as the loop reads it (with its claim, on PostgreSQL);
 - `states`: the turn's named states, the table of what moves a run, the status each stores;
@@ -42,9 +43,10 @@ The modules (all of them), in the order a run meets them:
 - `deltas`: the answer's text as `message.delta` events (the first at once, then coalesced);
 - `answer`: what a model answered, made storable (a decision as a call, calls repaired);
 - `answer_plan`: what an answer asks for: whose calls, the policies' verdicts, who runs them;
-- `answer_store`: a step's answer stored: its message, its calls' audit rows, the run's counters;
+- `answer_store`: a step's answer stored (its message through the ledger), its calls' audit
+  rows, the run's counters;
 - `tool_calls`: running one call, storing its result, the latch, parking;
-- `call_records`: a call's audit row as asked, the tool message that answers it, its events;
+- `call_records`: a call's audit row as asked, where its tool message goes, its events;
 - `call_liveness`: whether a running call is alive (its heartbeat), and when it is presumed dead;
 - `replay_tools`: a replay's calls with recorded tools, served from the original's record;
 - `approvals`: which calls wait for a person, and storing the decision (or its expiry);

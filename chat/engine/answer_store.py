@@ -25,6 +25,7 @@ from chat.engine.call_records import execution_build, execution_started_event
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import RunEnd, run_end
 from chat.engine.ledger import (
+    assistant_message_create,
     call_answer_store,
     call_denied,
     call_for_client,
@@ -37,8 +38,7 @@ from chat.engine.ledger import (
     run_approval_wait,
     run_write,
 )
-from chat.history import message_to_api
-from chat.live.event_types import Event, MessageCompleted, ToolsEnded
+from chat.live.event_types import Event, ToolsEnded
 from chat.live.events import events_publish
 from chat.llm.base import (
     Completion,
@@ -48,7 +48,6 @@ from chat.models import (
     Message,
     ModelCall,
     ModelCallPurpose,
-    Role,
     Run,
     ToolExecution,
 )
@@ -327,22 +326,3 @@ def answer_figures(completion: Completion) -> dict[str, Any]:
         # Kept for the reader and the audit; history_rows never reads it back to a model.
         "reasoning": completion.reasoning or "",
     }
-
-
-def assistant_message_create(
-    *, run: Run, message_id: uuid.UUID, position: int, **fields: Any
-) -> tuple[Message, Event]:
-    """An answer of the run at `position`, and its `message.completed` event to publish.
-
-    The caller holds the run's lease and row lock, in the transaction that commits it.
-    """
-    message = Message(
-        id=message_id,
-        conversation_id=run.conversation_id,
-        run=run,
-        position=position,
-        role=Role.ASSISTANT,
-        **fields,
-    )
-    row_insert(message)
-    return message, MessageCompleted(message=message_to_api(message))

@@ -23,12 +23,17 @@ from django.utils import timezone
 
 from chat.engine.call_records import call_fields
 from chat.engine.dispatch import dispatch_tool
-from chat.engine.ledger import call_answer_store, call_decided, run_decided
+from chat.engine.ledger import (
+    call_answer_store,
+    call_decided,
+    message_calls_rewrite,
+    run_decided,
+)
 from chat.engine.replay_tools import call_arguments
 from chat.engine.tool_calls import call_lock, latch_release
 from chat.live.event_types import Event, ToolCallApprovalDecided, ToolCallApprovalRequested
 from chat.live.events import events_publish
-from chat.models import ExecutionStatus, Message, Run, RunStatus, StandingApproval, ToolExecution
+from chat.models import ExecutionStatus, Run, RunStatus, StandingApproval, ToolExecution
 from chat.policies import arguments_digest
 from tools.audit import arguments_for_audit
 from tools.registry import registry as tool_registry
@@ -123,13 +128,15 @@ def _call_rewritten(execution: ToolExecution, arguments: dict[str, Any]) -> Any:
         return None
     text = json.dumps(arguments, ensure_ascii=False)
     message = execution.message
-    message.tool_calls = [
-        {**call, "function": {**call["function"], "arguments": text}}
-        if call.get("id") == execution.tool_call_id
-        else call
-        for call in message.tool_calls or []
-    ]
-    Message.objects.filter(pk=message.pk).update(tool_calls=message.tool_calls)
+    message_calls_rewrite(
+        message,
+        [
+            {**call, "function": {**call["function"], "arguments": text}}
+            if call.get("id") == execution.tool_call_id
+            else call
+            for call in message.tool_calls or []
+        ],
+    )
     return arguments_for_audit(execution.name, text)[0]
 
 

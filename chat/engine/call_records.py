@@ -1,9 +1,9 @@
-"""A tool call's records: its audit row, the tool message that answers it, and its events.
+"""A tool call's records: its audit row, where the tool message that answers it goes, its events.
 
 What the engine builds about a call, in one place, whoever runs it: the run's
 own worker, a tool task, an approval, or the end of a run
 (chat/engine/tool_calls.py runs calls; chat/engine/ledger/calls.py writes
-their outcomes). The audit row built here is the call as the model asked it.
+their outcomes, chat/engine/ledger/messages.py their tool messages). The audit row built here is the call as the model asked it.
 
 The answer to a call goes right after the assistant message that asked for
 it, in the order of its calls (`tool_message_position`), whenever it arrives:
@@ -16,10 +16,8 @@ from typing import Any
 
 from chat.history import message_to_api
 from chat.live.event_types import CallFields, ToolCallCompleted, ToolCallStarted
-from chat.models import Message, Role, Run, ToolExecution
-from chat.statements import row_insert
+from chat.models import Message, Run, ToolExecution
 from tools.audit import arguments_for_audit
-from tools.models import Resource
 from tools.results import ToolResult
 
 
@@ -54,43 +52,6 @@ def tool_message_position(execution: ToolExecution) -> int:
     """Where the answer to a call goes: right after its assistant message, in call order."""
     ids = [call.get("id") for call in execution.message.tool_calls or []]
     return execution.message.position + 1 + ids.index(execution.tool_call_id)
-
-
-def tool_message_create(
-    *,
-    run: Run,
-    execution: ToolExecution,
-    content: str,
-    resource_id: Any = None,
-    resource: Resource | None = None,
-) -> Message:
-    """The `tool` message that answers a call (`execution.message` loaded).
-
-    With the `resource` row at hand, the message's event shows its card without a query.
-    """
-    link: dict[str, Any] = {"resource": resource} if resource else {"resource_id": resource_id}
-    message = tool_message_build(
-        conversation_id=run.conversation_id, run_id=run.pk, execution=execution, content=content
-    )
-    for field, value in link.items():
-        setattr(message, field, value)
-    row_insert(message)
-    return message
-
-
-def tool_message_build(
-    *, conversation_id: Any, run_id: Any, execution: ToolExecution, content: str
-) -> Message:
-    """The (unsaved) `tool` message that answers a call, in its place (`execution.message` loaded)."""
-    return Message(
-        conversation_id=conversation_id,
-        run_id=run_id,
-        position=tool_message_position(execution),
-        role=Role.TOOL,
-        tool_call_id=execution.tool_call_id,
-        name=execution.name,
-        content=content,
-    )
 
 
 def execution_started_event(execution: ToolExecution) -> ToolCallStarted:

@@ -30,10 +30,15 @@ from typing import Any
 from django.db import transaction
 
 from chat.engine.answer import decision_completion, repaired_tool_calls
-from chat.engine.answer_store import answer_figures, assistant_message_create
+from chat.engine.answer_store import answer_figures
 from chat.engine.continuation import decide_after_tools
 from chat.engine.finish import RunEnd, run_end, run_fail
-from chat.engine.ledger import model_call_forced, model_call_forced_store, run_write
+from chat.engine.ledger import (
+    assistant_message_create,
+    model_call_forced,
+    model_call_forced_store,
+    run_write,
+)
 from chat.engine.model_calls import model_call
 from chat.engine.request import request_build
 from chat.engine.states import Trigger

@@ -33,7 +33,11 @@ from typing import Any
 from django.conf import settings
 
 from chat.engine.lease import LeaseLost
-from chat.engine.ledger import model_call_suggest_store, model_call_unreadable
+from chat.engine.ledger import (
+    message_suggestions_write,
+    model_call_suggest_store,
+    model_call_unreadable,
+)
 from chat.engine.model_calls import model_call
 from chat.engine.request import history_load
 from chat.history import RunHistory
@@ -232,6 +236,5 @@ def model_suggestions_write(
         model_call_suggest_store(suggested.model_call)
     if suggested.suggestions is None:
         return []
-    Message.objects.filter(pk=final.pk).update(suggestions=suggested.suggestions)
-    final.suggestions = suggested.suggestions
+    message_suggestions_write(final, suggested.suggestions)
     return [MessageSuggestions(message_id=str(final.pk), suggestions=suggested.suggestions)]

@@ -11,9 +11,9 @@ import uuid
 
 from django.utils import timezone
 
-from chat.engine.answer_store import assistant_message_create
 from chat.engine.continuation import direct_reply
 from chat.engine.finish import RunEnd, run_end
+from chat.engine.ledger import assistant_message_create
 from chat.engine.suggestions import (
     model_suggestions_ask,
     model_suggestions_wanted,

@@ -14,10 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.budgets import Reservation, budget_reserve
-from chat.engine.call_records import tool_message_build
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
-from chat.engine.ledger import call_answer_store
+from chat.engine.ledger import call_answer_store, tool_message_build
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.history import message_to_api
 from chat.images import ImageInput

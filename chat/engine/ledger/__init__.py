@@ -1,4 +1,4 @@
-"""The ledger: the one writer of a turn's record, so far a run's status, calls and model calls.
+"""The ledger: the one writer of a turn's record: a run's status, its messages, calls and model calls.
 
 - chat/engine/ledger/runs.py: a run's row, its claim, the writes fenced by
   its lease, and the only writes of `Run.status`, each a move of the turn's
@@ -10,8 +10,12 @@
   filled in and stored once: the only creation or update of a ModelCall
   (tests/chat/engine/test_one_model_call_writer.py holds it).
 
-Messages are not the ledger's yet. Callers import from
-`chat.engine.ledger`.
+- chat/engine/ledger/messages.py: the assistant and tool messages a run
+  stores and their later updates (an approver's arguments, the follow-ups, a
+  late result): the only writes of a turn's Messages
+  (tests/chat/engine/test_one_message_writer.py holds it).
+
+Callers import from `chat.engine.ledger`.
 """
 
 from chat.engine.ledger.calls import (
@@ -25,6 +29,15 @@ from chat.engine.ledger.calls import (
     call_start,
     call_start_write,
     late_result_store,
+)
+from chat.engine.ledger.messages import (
+    assistant_message_create,
+    message_calls_rewrite,
+    message_suggestions_write,
+    tool_message_build,
+    tool_message_correct,
+    tool_message_create,
+    tool_message_store,
 )
 from chat.engine.ledger.model_calls import (
     model_call_answer_store,
@@ -50,6 +63,7 @@ from chat.engine.ledger.runs import (
 
 __all__ = [
     "Claim",
+    "assistant_message_create",
     "call_answer_store",
     "call_decided",
     "call_denied",
@@ -60,6 +74,8 @@ __all__ = [
     "call_start",
     "call_start_write",
     "late_result_store",
+    "message_calls_rewrite",
+    "message_suggestions_write",
     "model_call_answer_store",
     "model_call_answered",
     "model_call_asked",
@@ -76,4 +92,8 @@ __all__ = [
     "run_decided",
     "run_ended",
     "run_write",
+    "tool_message_build",
+    "tool_message_correct",
+    "tool_message_create",
+    "tool_message_store",
 ]

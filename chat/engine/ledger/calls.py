@@ -35,9 +35,9 @@ Then each later write is one statement on the row:
     late_result_store    a call answered by its run's end whose tool finished after all
 
 A running call's `heartbeat_at` is its liveness, renewed by its heartbeat
-(chat/engine/call_liveness.py), not an outcome. The tool message is built by
-chat/engine/call_records.py; a late result corrects the one its run's end
-wrote, in the same transaction as the row.
+(chat/engine/call_liveness.py), not an outcome. The tool message is written
+by chat/engine/ledger/messages.py; a late result corrects the one its run's
+end wrote, in the same transaction as the row.
 """
 
 from __future__ import annotations
@@ -49,19 +49,22 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.call_records import completed_event, tool_message_create
+from chat.engine.call_records import completed_event
 from chat.engine.lease import worker_name
+from chat.engine.ledger.messages import (
+    tool_message_correct,
+    tool_message_create,
+    tool_message_store,
+)
 from chat.live.event_types import ToolCallCompleted
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     ExecutionStatus,
     Message,
-    Role,
     Run,
     StandingApproval,
     ToolExecution,
 )
-from chat.statements import row_insert
 from tools.results import ToolResult
 
 logger = logging.getLogger(__name__)
@@ -167,7 +170,7 @@ def call_answer_store(
             resource=result.resource,
         )
     else:
-        row_insert(message)
+        tool_message_store(message)
     return message, completed_event(execution, result, message)
 
 
@@ -234,9 +237,7 @@ def _late_result_keep(execution: ToolExecution, result: ToolResult) -> None:
         note = f"the tool finished after its run was {ended}"
         fields["error"] = "; ".join(part for part in (fields["error"], note) if part)
         ToolExecution.objects.filter(pk=execution.pk).update(**fields)
-        Message.objects.filter(
-            run_id=execution.run_id, role=Role.TOOL, tool_call_id=execution.tool_call_id
-        ).update(content=result.content, resource_id=result.resource_id)
+        tool_message_correct(execution, result)
     logger.warning(
         "tool call %s (%s) finished after its run was %s; its record says what it did",
         execution.tool_call_id,

@@ -1,8 +1,9 @@
 """What the one-writer tests share: reading chat/ as source, and the shape of a query chain.
 
-tests/chat/engine/test_one_status_writer.py and test_one_outcome_writer.py each
-name the writes of one part of a turn's record found outside the ledger
-(chat/engine/ledger/); this is the reading both do.
+tests/chat/engine/test_one_status_writer.py, test_one_outcome_writer.py,
+test_one_model_call_writer.py and test_one_message_writer.py each name the
+writes of one part of a turn's record found outside the ledger
+(chat/engine/ledger/); this is the reading they do.
 """
 
 from __future__ import annotations
