@@ -2,9 +2,9 @@
 
 `model_history` is the one read of a history for a model call, within the
 turn's budgets (`TOOLCHAT_HISTORY_MAX_MESSAGES`, `TOOLCHAT_HISTORY_MAX_CHARS`):
-a run reads it once (chat/engine/request.py `history_load`), and what a test
-or a page reads as the history a model is sent (chat/selectors.py
-`history_for_model`) is the same read. The statements are constant SQL,
+a run reads it once (chat/engine/request.py `history_load`), and what the
+tests and the benchmarks read as the history a model is sent
+(chat/selectors.py `history_for_model`) is the same read. The statements are constant SQL,
 written once, on SQLite as on PostgreSQL.
 """
 

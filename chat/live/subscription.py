@@ -24,8 +24,10 @@ open, and a commit's events one PUBLISH each.
 
 Pub/sub delivers at most once, as the channel layer did: a queue that is full
 drops (its stream sees the seq jump and reads the database), and a
-connection that fails puts `FAILED` in every queue, whose streams read the
-database until they join again. The database holds every event.
+connection that fails puts `FAILED` in every queue (a full one drops its
+oldest message for it), whose streams read the database until they join
+again. One message decoded is shared by every queue of its group: nothing
+changes it. The database holds every event.
 """
 
 from __future__ import annotations
@@ -71,14 +73,16 @@ class Subscription:
         self.asked: dict[str, int] = {}
         self.answered: dict[str, int] = {}
         self.answer = asyncio.Condition()
-        # A group's UNSUBSCRIBE on its way out.
-        self.leaving: dict[str, asyncio.Task[None]] = {}
+        # A channel's last SUBSCRIBE or UNSUBSCRIBE on its way out: each waits for the
+        # one before, so that they reach Redis in the order they were asked.
+        self.sending: dict[str, asyncio.Task[None]] = {}
         # In a context of its own: the request that starts it must not lend it
         # its context (its thread, which asgiref refuses once it has ended, and
         # its trace) for the life of the process.
-        self.task = asyncio.get_running_loop().create_task(
-            self._listen(), context=contextvars.Context()
-        )
+        loop = asyncio.get_running_loop()
+        self.task = loop.create_task(self._listen(), context=contextvars.Context())
+        # Its loop closed (the task cancelled with it): forgotten, with the loop.
+        self.task.add_done_callback(lambda _: _forget(loop, self))
 
     async def join(self, group: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
         """Put the group's messages in `queue` from now on; raises if that cannot be promised.
@@ -101,12 +105,16 @@ class Subscription:
             return  # followed already, and subscribed
         try:
             if first:
-                # After the UNSUBSCRIBE of those who left before, if it is not out yet.
-                if (leaving := self.leaving.get(channel)) is not None:
-                    await asyncio.shield(leaving)
-                await pubsub.subscribe(channel)
+                # Shielded: a joiner cancelled here (its client went) must not take
+                # back a SUBSCRIBE others wait for, nor cut the shared connection
+                # mid-write (redis-py drops it on an error while it sends).
+                await asyncio.shield(self._send(channel, pubsub, "subscribe"))
             async with asyncio.timeout(SUBSCRIBE_WAIT_S), self.answer:
-                await self.answer.wait_for(lambda: self.answered.get(channel, 0) >= asked)
+                await self.answer.wait_for(
+                    lambda: self.pubsub is not pubsub or self.answered.get(channel, 0) >= asked
+                )
+            if self.pubsub is not pubsub:
+                raise ConnectionError("the subscription to Redis failed while joining")
         except BaseException:
             self.leave(group, queue)
             raise
@@ -124,15 +132,33 @@ class Subscription:
         self.asked.pop(channel, None)
         self.answered.pop(channel, None)
         if self.pubsub is not None:
-            # Sent soon, answered on the reading side; only a join of the same
-            # group waits for it (its SUBSCRIBE must go after).
-            sending = self.task.get_loop().create_task(_quietly(self.pubsub.unsubscribe(channel)))
-            self.leaving[channel] = sending
-            sending.add_done_callback(lambda _: self._left(channel, sending))
+            # Sent soon, answered on the reading side; nobody waits for it.
+            self._send(channel, self.pubsub, "unsubscribe")
 
-    def _left(self, channel: str, sending: asyncio.Task[None]) -> None:
-        if self.leaving.get(channel) is sending:
-            del self.leaving[channel]
+    def _send(self, channel: str, pubsub: Any, command: str) -> asyncio.Task[None]:
+        """SUBSCRIBE or UNSUBSCRIBE the channel, after the channel's command before it.
+
+        Not sent when the connection it was asked on has failed meanwhile: a
+        closed PubSub would open a connection of its own that nobody reads.
+        """
+        before = self.sending.get(channel)
+
+        async def send() -> None:
+            if before is not None:
+                await asyncio.wait({before})
+            if self.pubsub is pubsub:
+                await getattr(pubsub, command)(channel)
+
+        sending = self.task.get_loop().create_task(send(), context=contextvars.Context())
+        self.sending[channel] = sending
+        sending.add_done_callback(lambda done: self._sent(channel, done))
+        return sending
+
+    def _sent(self, channel: str, done: asyncio.Task[None]) -> None:
+        if self.sending.get(channel) is done:
+            del self.sending[channel]
+        if not done.cancelled() and done.exception() is not None:
+            logger.debug("a subscription command failed: %r", done.exception())
 
     async def up(self) -> None:
         """Let the loop's first subscription come up, up to SUBSCRIBE_WAIT_S (never raises)."""
@@ -161,9 +187,13 @@ class Subscription:
                 )
             finally:
                 self._failed()
+                for closing in (pubsub, client):
+                    with contextlib.suppress(Exception):
+                        await closing.aclose()
+                # Joins waiting for an answer give up now, not at their timeout.
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()
-                    await client.aclose()
+                    async with self.answer:
+                        self.answer.notify_all()
             await asyncio.sleep(LISTEN_RETRY_S)
 
     def _failed(self) -> None:
@@ -173,7 +203,7 @@ class Subscription:
         self.first_try = False
         for following in self.queues.values():
             for queue in following:
-                _put(queue, FAILED)
+                _tell_failed(queue)
         self.queues.clear()
         self.asked.clear()
         self.answered.clear()
@@ -196,7 +226,11 @@ class Subscription:
                 pinged, due = True, loop.time() + PONG_WAIT_S
                 continue
             pinged, due = False, loop.time() + KEEPALIVE_S
-            await self._take(message, run_ends)
+            try:
+                await self._take(message, run_ends)
+            except Exception:
+                # One message that cannot be read must not end every stream's subscription.
+                logger.exception("a message on the subscription could not be handed on")
 
     async def _take(self, message: dict[str, Any], run_ends: str) -> None:
         kind = message["type"]
@@ -224,13 +258,21 @@ def _put(queue: asyncio.Queue[dict[str, Any]], message: dict[str, Any]) -> None:
         queue.put_nowait(message)
 
 
+def _tell_failed(queue: asyncio.Queue[dict[str, Any]]) -> None:
+    """FAILED into the queue, full or not: its stream reads the database once told."""
+    if queue.full():
+        with contextlib.suppress(asyncio.QueueEmpty):
+            queue.get_nowait()  # what it drops, the database has
+    _put(queue, FAILED)
+
+
+def _forget(loop: asyncio.AbstractEventLoop, ended: Subscription) -> None:
+    if _subscriptions.get(loop) is ended:
+        del _subscriptions[loop]
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-async def _quietly(awaitable: Any) -> None:
-    with contextlib.suppress(Exception):
-        await awaitable
 
 
 _subscriptions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Subscription] = (

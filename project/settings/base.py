@@ -224,18 +224,21 @@ if not DEBUG:
 REDIS_URL = env_str("REDIS_URL")
 
 # channels_redis waits for messages with a blocking pop (BZPOPMIN) of 5 s
-# (RedisChannelLayer.brpop_timeout), while redis-py 8 gives up on any read after
-# 5 s by default: the two race, and an idle receive died with redis' TimeoutError
-# (idle sockets dropped, ?wait=true answered 500). The layer's connections get a
-# read timeout well above the pop; a host dict's other keys are passed by
-# channels_redis to redis-py's ConnectionPool.from_url (options in the URL win).
+# (RedisChannelLayer.brpop_timeout; its own layer, which a Sentinel setup runs),
+# while redis-py 8 gives up on any read after 5 s by default: the two race, and
+# an idle receive died with redis' TimeoutError (idle sockets dropped, ?wait=true
+# answered 500). The layer's connections, the subscription's among them, get a
+# read timeout well above the pop and the subscription's 15 s PING; a host dict's
+# other keys are passed by channels_redis to redis-py's ConnectionPool.from_url
+# (options in the URL win).
 CHANNEL_LAYER_SOCKET_TIMEOUT_S = 15.0
 
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            # channels_redis' own, plus a send of a commit's events in two round
-            # trips (chat/live/redis_layer.py).
+            # channels_redis' own, its groups Redis pub/sub channels: a commit's
+            # events published in one round trip, heard on one subscription a
+            # web process (chat/live/redis_layer.py, chat/live/subscription.py).
             "BACKEND": "chat.live.redis_layer.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [

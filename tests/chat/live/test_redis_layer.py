@@ -228,3 +228,73 @@ async def test_threads_sending_at_once_lose_nothing_and_keep_each_one_s_order(la
     for thread in range(8):
         assert [m["n"] for m in got if m["thread"] == thread] == list(range(20))
     assert await nothing_more(channel)
+
+
+async def test_a_follower_whose_queue_is_full_is_still_told_of_a_lost_connection(
+    layers, web, redis_url
+):
+    # A slow client's stream, its queue full, must still hear that the connection
+    # went: else it keeps a queue nobody feeds and never follows again.
+    import redis.asyncio
+
+    worker, hub = layers(), await web()
+    full = await followed(hub, "conversation.a", capacity=2)
+    await sent(worker, [("conversation.a", {"n": n}) for n in range(2)])
+    await wait_until_async(full.full, timeout=5, what="the queue filled")
+    client = redis.asyncio.Redis.from_url(redis_url)
+    await client.client_kill_filter(_type="pubsub")
+    await client.aclose()
+    await wait_until_async(lambda: FAILED in list(full._queue), timeout=5, what="FAILED put")  # type: ignore[attr-defined]
+
+
+async def test_a_joiner_cancelled_while_it_subscribes_leaves_the_others_subscribed(layers, web):
+    # The first to join is cancelled (its client went) while its SUBSCRIBE waits for
+    # the UNSUBSCRIBE of one who left: the second, waiting on the same SUBSCRIBE,
+    # is still subscribed and hears the group.
+    worker, hub = layers(), await web()
+    hub.leave("conversation.a", await followed(hub, "conversation.a"))  # an UNSUBSCRIBE on its way
+    first_queue: asyncio.Queue[Any] = asyncio.Queue()
+    second_queue: asyncio.Queue[Any] = asyncio.Queue()
+    first = asyncio.create_task(hub.join("conversation.a", first_queue))
+    second = asyncio.create_task(hub.join("conversation.a", second_queue))
+    await asyncio.sleep(0)  # a yield: both joined, the first's SUBSCRIBE behind the UNSUBSCRIBE
+    assert not first.done()
+    first.cancel()
+    await asyncio.wait_for(second, 5)  # raises if it timed out
+    await sent(worker, [("conversation.a", {"n": 1})])
+    assert [message["n"] for message in await received(second_queue, 1)] == [1]
+
+
+async def test_a_subscription_is_forgotten_with_its_loop():
+    import gc
+    import weakref
+
+    from chat.live.subscription import _subscriptions, subscription
+
+    class Layer:  # never reached: the loop ends first
+        def run_ends_channel(self) -> str:
+            return "x"
+
+        def subscription_client(self) -> Any:
+            raise ConnectionError("not here")
+
+    def one_loop() -> weakref.ref[Any]:
+        loop = asyncio.new_event_loop()
+
+        async def use() -> None:
+            subscription(Layer())
+
+        loop.run_until_complete(use())
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()
+        return weakref.ref(loop)
+
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:  # a thread with no loop running
+        gone = thread.submit(one_loop).result()
+    gc.collect()
+    assert gone() is None
+    assert gone not in [weakref.ref(loop) for loop in _subscriptions]
