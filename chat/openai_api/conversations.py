@@ -36,12 +36,12 @@ from chat.openai_api.response_items import input_items_page
 from chat.openai_api.response_options import metadata_check
 from chat.openai_api.turns import conversation_title
 from chat.openai_api.views import TAG, OpenAIView
+from chat.services.client_turns import client_history_add
 from chat.services.conversations import (
     conversation_create,
     conversation_delete,
     conversation_metadata_set,
 )
-from chat.services.runs import client_history_add
 
 ID_PARAMETER = OpenApiParameter(
     "conversation_id",

@@ -38,7 +38,7 @@ from django.db.models import Q
 from chat.exceptions import InvalidInput
 from chat.images import ImageInput, image_part, images_checked
 from chat.models import Conversation, ExecutionStatus, ToolExecution
-from chat.services.runs import ClientTurn
+from chat.services.client_turns import ClientTurn
 from tools.spec import TOOL_NAME_RE
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}

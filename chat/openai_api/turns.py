@@ -28,8 +28,8 @@ from chat.openai_api.threads import (
     thread_saw,
     turn_read,
 )
+from chat.services.client_turns import ClientTurn, client_run_regenerate, client_run_start
 from chat.services.conversations import conversation_create, conversation_update
-from chat.services.runs import ClientTurn, client_run_start, run_regenerate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +80,7 @@ def turn_start(
                 tools=request.tools,
                 options=request.options,
             )
-            run = run_regenerate(conversation=conversation, client=retry)
+            run = client_run_regenerate(conversation=conversation, turn=retry)
             return Started(run, conversation, request, messages)
         turn = turn_read(conversation, messages, held, tools=request.tools, options=request.options)
         if conversation is None:

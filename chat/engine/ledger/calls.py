@@ -30,7 +30,7 @@ Then each later write is one statement on the row:
     call_answer_store    a result, whoever has it: the run's worker, a tool task,
                          a refusal, a rejection, the end of a run (interrupted,
                          cancelled), a replay's recorded result, a /v1 client's
-                         own (chat/services/runs.py); the row once, with the
+                         own (chat/services/client_turns.py); the row once, with the
                          tool message that answers it and its event
     late_result_store    a call answered by its run's end whose tool finished after all
 
@@ -151,7 +151,7 @@ def call_answer_store(
 
     The one way a result is stored, whoever has it: the run's own worker, a
     tool task, a rejection, or a /v1 client sending its own tool's result
-    (with the tool `message` it built in its place: chat/services/runs.py).
+    (with the tool `message` it built in its place: chat/services/client_turns.py).
     In the caller's transaction; returns the tool message and its
     `tool_call.completed` event to publish, or None when the call was
     answered already (its run ended meanwhile): then what the tool did is

@@ -9,7 +9,7 @@ caller's transaction:
                               forced_replay.py)
     tool_message_build        the (unsaved) tool message that answers a call, in
                               its place: a /v1 client's result is built so by
-                              chat/services/runs.py and stored by `call_answer_store`
+                              chat/services/client_turns.py and stored by `call_answer_store`
     tool_message_create       that message stored, for a result the engine has
     tool_message_store        a built tool message stored (chat/engine/ledger/calls.py)
     tool_message_correct      a late result replaces the answer its run's end wrote
@@ -20,7 +20,7 @@ caller's transaction:
 
 Not a turn's, and written where they are made: the user's own message a post
 stores and the messages an edit or a regenerate supersedes (chat/services/
-runs.py), a /v1 client's own history (chat/services/runs.py `_imported`) and
+runs.py), a /v1 client's own history (chat/services/client_turns.py `_imported`) and
 a replay's copy of a conversation (chat/services/replays.py).
 """
 

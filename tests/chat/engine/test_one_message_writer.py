@@ -44,10 +44,12 @@ LEDGER = ROOT / "chat" / "engine" / "ledger"
 
 # The modules that write Messages which are not a turn's: each, what it writes and why.
 EXEMPT = {
-    # The user's own message a post stores, a /v1 client's own history
-    # (`_imported`, with bulk_create) and the messages an edit or a regenerate
-    # supersedes: what the person (or the client) sent, before a run speaks.
+    # The user's own message a post stores and the messages an edit or a
+    # regenerate supersedes: what the person sent, before a run speaks.
     ROOT / "chat" / "services" / "runs.py",
+    # A /v1 client's own history and new message (`_imported`, `client_run_start`,
+    # with bulk_create): what the client sent, before a run speaks.
+    ROOT / "chat" / "services" / "client_turns.py",
     # A replay's copy of the conversation it replays: the original's
     # messages, copied before its run starts.
     ROOT / "chat" / "services" / "replays.py",
