@@ -32,7 +32,16 @@ import re
 import pytest
 
 from chat.models import ModelCall
-from tests.chat.engine.writers import ROOT, WRITES, chain_root, mentions, name_of, offenders
+from tests.chat.engine.writers import (
+    ROOT,
+    WRITES,
+    WriteFinder,
+    chain_root,
+    mentions,
+    name_of,
+    offenders,
+    writes_in,
+)
 
 LEDGER = ROOT / "chat" / "engine" / "ledger"
 
@@ -74,7 +83,10 @@ def _binds_call(value: ast.AST | None) -> bool:
     return name is not None and bool(_BUILDER.match(name))
 
 
-class _Finder(ast.NodeVisitor):
+class _Finder(WriteFinder):
+    SQL = _SQL
+    SQL_SAYS = "INSERT INTO / UPDATE chat_modelcall ..."
+
     def __init__(self) -> None:
         self.found: list[tuple[int, str]] = []
         self.scopes: list[set[str]] = [set()]
@@ -111,7 +123,7 @@ class _Finder(ast.NodeVisitor):
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
 
-    def _store(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
+    def store(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
         if isinstance(target, ast.Attribute) and target.attr in FIELDS:
             if self._is_call(target.value) or (
                 target.attr == "status" and mentions(value, "CallStatus")
@@ -119,21 +131,7 @@ class _Finder(ast.NodeVisitor):
                 self.found.append((line, f"model_call.{target.attr} = ..."))
         elif isinstance(target, ast.Tuple | ast.List):
             for element in target.elts:
-                self._store(element, None, line)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self._store(target, node.value, node.lineno)
-        self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None:
-            self._store(node.target, node.value, node.lineno)
-        self.generic_visit(node)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._store(node.target, node.value, node.lineno)
-        self.generic_visit(node)
+                self.store(element, None, line)
 
     def _named_written(self, call: ast.Call, name: str) -> str | None:
         if name == "ModelCall":
@@ -148,7 +146,7 @@ class _Finder(ast.NodeVisitor):
                 return "setattr(model_call, <column>, ...)"
         return None
 
-    def _written(self, call: ast.Call) -> str | None:
+    def written(self, call: ast.Call) -> str | None:
         func = call.func
         if isinstance(func, ast.Name):
             return self._named_written(call, func.id)
@@ -160,22 +158,10 @@ class _Finder(ast.NodeVisitor):
             return "model_call.save(...)"
         return None
 
-    def visit_Call(self, node: ast.Call) -> None:
-        written = self._written(node)
-        if written:
-            self.found.append((node.lineno, written))
-        self.generic_visit(node)
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and _SQL.search(node.value):
-            self.found.append((node.lineno, "INSERT INTO / UPDATE chat_modelcall ..."))
-
 
 def model_call_writes(source: str) -> list[tuple[int, str]]:
     """Each creation or update of a ModelCall in `source`: its line and what it is."""
-    finder = _Finder()
-    finder.visit(ast.parse(source))
-    return sorted(set(finder.found))
+    return writes_in(_Finder, source)
 
 
 def test_only_the_ledger_writes_model_calls():

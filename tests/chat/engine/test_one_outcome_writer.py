@@ -31,7 +31,16 @@ import re
 
 import pytest
 
-from tests.chat.engine.writers import ROOT, WRITES, chain_root, mentions, name_of, offenders
+from tests.chat.engine.writers import (
+    ROOT,
+    WRITES,
+    WriteFinder,
+    chain_root,
+    mentions,
+    name_of,
+    offenders,
+    writes_in,
+)
 
 LEDGER = ROOT / "chat" / "engine" / "ledger"
 
@@ -98,7 +107,10 @@ def _outcome_keywords(call: ast.Call) -> bool:
     return any(k.arg is None or k.arg in OUTCOME for k in call.keywords)
 
 
-class _Finder(ast.NodeVisitor):
+class _Finder(WriteFinder):
+    SQL = _SQL
+    SQL_SAYS = "UPDATE chat_toolexecution SET ..."
+
     def __init__(self) -> None:
         self.found: list[tuple[int, str]] = []
         self.scopes: list[set[str]] = [set()]
@@ -138,30 +150,16 @@ class _Finder(ast.NodeVisitor):
     visit_FunctionDef = _function
     visit_AsyncFunctionDef = _function
 
-    def _store(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
+    def store(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
         if isinstance(target, ast.Attribute) and target.attr in OUTCOME:
             of_call = _is_call(target.value)
             if of_call or (target.attr == "status" and mentions(value, "ExecutionStatus")):
                 self.found.append((line, f"execution.{target.attr} = ..."))
         elif isinstance(target, ast.Tuple | ast.List):
             for element in target.elts:
-                self._store(element, None, line)
+                self.store(element, None, line)
 
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self._store(target, node.value, node.lineno)
-        self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None:
-            self._store(node.target, node.value, node.lineno)
-        self.generic_visit(node)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._store(node.target, node.value, node.lineno)
-        self.generic_visit(node)
-
-    def _written(self, call: ast.Call) -> str | None:
+    def written(self, call: ast.Call) -> str | None:
         func = call.func
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
         if isinstance(func, ast.Name):
@@ -193,22 +191,10 @@ class _Finder(ast.NodeVisitor):
                 return "execution.save(update_fields=[<outcome>, ...])"
         return None
 
-    def visit_Call(self, node: ast.Call) -> None:
-        written = self._written(node)
-        if written:
-            self.found.append((node.lineno, written))
-        self.generic_visit(node)
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and _SQL.search(node.value):
-            self.found.append((node.lineno, "UPDATE chat_toolexecution SET ..."))
-
 
 def outcome_writes(source: str) -> list[tuple[int, str]]:
     """Each write of a tool call's outcome in `source`: its line and what it is."""
-    finder = _Finder()
-    finder.visit(ast.parse(source))
-    return sorted(set(finder.found))
+    return writes_in(_Finder, source)
 
 
 def test_only_the_ledger_writes_a_calls_outcome():

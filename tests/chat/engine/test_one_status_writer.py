@@ -29,7 +29,14 @@ import re
 
 import pytest
 
-from tests.chat.engine.writers import ROOT, WRITES, chain_root, name_of, offenders
+from tests.chat.engine.writers import (
+    ROOT,
+    WRITES,
+    WriteFinder,
+    chain_root,
+    name_of,
+    offenders,
+)
 
 LEDGER = ROOT / "chat" / "engine" / "ledger" / "runs.py"
 
@@ -136,7 +143,10 @@ def _dict_value_is_run_status(value: ast.AST, in_record: bool) -> bool:
     )
 
 
-class _Finder(ast.NodeVisitor):
+class _Finder(WriteFinder):
+    SQL = _SQL
+    SQL_SAYS = "UPDATE chat_run SET status = ..."
+
     def __init__(self, records: set[str]) -> None:
         self.records = records
         self.classes: list[str] = []
@@ -151,7 +161,10 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
         self.classes.pop()
 
-    def _store(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
+    def written(self, call: ast.Call) -> str | None:
+        return _call_writes(call)
+
+    def store(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
         if isinstance(target, ast.Attribute) and target.attr == "status":
             if _is_run(target.value) or (value is not None and _mentions_run_status(value)):
                 self.found.append((line, "run.status = ..."))
@@ -164,37 +177,13 @@ class _Finder(ast.NodeVisitor):
                 self.found.append((line, 'fields["status"] = RunStatus...'))
         elif isinstance(target, ast.Tuple | ast.List):
             for element in target.elts:
-                self._store(element, None, line)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self._store(target, node.value, node.lineno)
-        self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None:
-            self._store(node.target, node.value, node.lineno)
-        self.generic_visit(node)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._store(node.target, node.value, node.lineno)
-        self.generic_visit(node)
+                self.store(element, None, line)
 
     def visit_Dict(self, node: ast.Dict) -> None:
         for key, value in zip(node.keys, node.values, strict=True):
             if _is_constant(key, "status") and _dict_value_is_run_status(value, self.in_record):
                 self.found.append((node.lineno, '{"status": RunStatus...}'))
         self.generic_visit(node)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        written = _call_writes(node)
-        if written:
-            self.found.append((node.lineno, written))
-        self.generic_visit(node)
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and _SQL.search(node.value):
-            self.found.append((node.lineno, "UPDATE chat_run SET status = ..."))
 
 
 def status_writes(source: str) -> list[tuple[int, str]]:

@@ -9,8 +9,10 @@ writes of one part of a turn's record found outside the ledger
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -63,3 +65,56 @@ def offenders(ledger: Path, writes: Callable[[str], list[tuple[int, str]]]) -> l
         for path in sources_outside(ledger)
         for line, what in writes(path.read_text())
     ]
+
+
+class WriteFinder(ast.NodeVisitor):
+    """What every one-writer test's finder does: stores, calls and SQL text, each asked of it.
+
+    A finder says which stores are writes (`store`), which calls (`written`),
+    and which SQL text (`SQL`, named `SQL_SAYS`); each write found is its line
+    and what it is, in `found`.
+    """
+
+    SQL: ClassVar[re.Pattern[str]]
+    SQL_SAYS: ClassVar[str]
+
+    def __init__(self) -> None:
+        self.found: list[tuple[int, str]] = []
+
+    def store(self, target: ast.AST, value: ast.AST | None, line: int) -> None:
+        """Note `target = value` if it writes what the test holds to one writer."""
+
+    def written(self, call: ast.Call) -> str | None:
+        """What the call writes, or None."""
+        return None
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self.store(target, node.value, node.lineno)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.store(node.target, node.value, node.lineno)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.store(node.target, node.value, node.lineno)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        written = self.written(node)
+        if written:
+            self.found.append((node.lineno, written))
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and self.SQL.search(node.value):
+            self.found.append((node.lineno, self.SQL_SAYS))
+
+
+def writes_in(finder: type[WriteFinder], source: str) -> list[tuple[int, str]]:
+    """Each write `finder` finds in `source`: its line and what it is, once each, in order."""
+    found = finder()
+    found.visit(ast.parse(source))
+    return sorted(set(found.found))
