@@ -15,12 +15,13 @@ import json
 
 import openai
 import pytest
-from openai import AsyncOpenAI, OpenAI
+from openai import OpenAI
 from rest_framework.authtoken.models import Token
 
 from chat.models import Conversation, ExecutionStatus, Message, Source, ToolExecution
 from chat.selectors import history_for_model
 from tests.assertions import assert_valid_history
+from tests.clients.sdk import async_openai
 from tests.factories import UserFactory
 from tests.llm_server import text_reply, tool_calls_reply
 
@@ -138,7 +139,7 @@ def test_a_conversation_made_with_items_is_continued_by_responses_that_name_it(
 def test_the_agents_sdk_holds_a_conversation_by_its_id(scripted_server, llm_server):
     agents = pytest.importorskip("agents")
     owner = UserFactory()
-    client = AsyncOpenAI(
+    client = async_openai(
         base_url=f"{scripted_server}/v1",
         api_key=Token.objects.create(user=owner).key,
         max_retries=0,

@@ -16,13 +16,13 @@ import httpx2
 import openai
 import pytest
 from django.core.asgi import get_asgi_application
-from openai import AsyncOpenAI
 from rest_framework.authtoken.models import Token
 
 from chat.models import Conversation, ExecutionStatus, Run, RunStatus, ToolExecution
 from chat.selectors import history_for_model
 from chat.services.approvals import tool_call_decide
 from tests.assertions import assert_valid_history
+from tests.clients.sdk import async_openai
 from tests.plugins.llamacpp import LLAMA_MODEL
 from tests.stack import wait_for_run
 
@@ -42,7 +42,7 @@ def test_the_openai_sdk_holds_a_conversation_with_a_real_local_model(llama, user
     async def ask(messages: list[dict]) -> tuple[str | None, str]:
         """The answer's text (None: the turn failed, as it must say) and its run id."""
         async with httpx2.AsyncClient(transport=transport, timeout=600) as http:
-            client = AsyncOpenAI(
+            client = async_openai(
                 base_url="http://testserver/v1", api_key=token, http_client=http, max_retries=0
             )
             assert f"openai/{MODEL}" in [m.id async for m in client.models.list()]

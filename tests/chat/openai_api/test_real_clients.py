@@ -17,12 +17,13 @@ import urllib.request
 
 import openai
 import pytest
-from openai import AsyncOpenAI, OpenAI
+from openai import OpenAI
 from rest_framework.authtoken.models import Token
 
 from chat.models import Conversation, ExecutionStatus, ToolExecution
 from chat.selectors import history_for_model
 from tests.assertions import assert_valid_history
+from tests.clients.sdk import async_openai
 from tests.factories import UserFactory
 from tests.llm_server import error_reply, text_reply, tool_calls_reply
 
@@ -131,7 +132,7 @@ def test_the_async_openai_sdk_streams_with_usage_and_client_tool_calls(accounts,
     script_two_turns(llm_server)
 
     async def converse():
-        client = AsyncOpenAI(base_url=base_url, api_key=token, max_retries=0)
+        client = async_openai(base_url=base_url, api_key=token, max_retries=0)
         messages = [{"role": "user", "content": "What is 6*7?"}]
         text, usage = [], None
         stream = await client.chat.completions.create(

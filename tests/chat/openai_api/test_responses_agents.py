@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from openai import AsyncOpenAI
 from pydantic import BaseModel
 from rest_framework.authtoken.models import Token
 
 from chat.models import Conversation, ExecutionStatus, Message, ToolExecution
 from chat.selectors import history_for_model
 from tests.assertions import assert_valid_history
+from tests.clients.sdk import async_openai
 from tests.factories import UserFactory
 from tests.llm_server import text_reply, tool_calls_reply
 
@@ -49,7 +49,7 @@ def lookup_order(order: str) -> str:
 def _default_client(base_url: str):
     """A user, and the SDK's default client pointed at toolchat with the user's token."""
     owner = UserFactory()
-    client = AsyncOpenAI(
+    client = async_openai(
         base_url=f"{base_url}/v1",
         api_key=Token.objects.create(user=owner).key,
         max_retries=0,
@@ -63,13 +63,13 @@ def _default_client(base_url: str):
 @pytest.fixture
 def scripted(scripted_server):
     yield _default_client(scripted_server)
-    agents.set_default_openai_client(AsyncOpenAI(api_key="unset"), use_for_tracing=False)
+    agents.set_default_openai_client(async_openai(api_key="unset"), use_for_tracing=False)
 
 
 @pytest.fixture
 def offline(asgi_server):
     yield _default_client(asgi_server)
-    agents.set_default_openai_client(AsyncOpenAI(api_key="unset"), use_for_tracing=False)
+    agents.set_default_openai_client(async_openai(api_key="unset"), use_for_tracing=False)
 
 
 def _agent(model: str, **kwargs) -> agents.Agent:
