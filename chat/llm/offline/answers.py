@@ -54,7 +54,11 @@ def _found_for_a_delete(results: list[TurnResult], asked: str) -> bool:
 # The model cannot know the address the app is reached at (a request's host is not its
 # to read, and a port written here would be wrong on any other): the program reads it
 # from TOOLCHAT_URL, which the text says how to fill.
-_CODE = re.compile(r"\b(code|snippet)\b", re.IGNORECASE)
+# Asked in a new user's words too: "how do I call toolchat from Python", "the API", "a script".
+_CODE = re.compile(
+    r"\b(code|snippet|python|sdk|api|script|programmatically|curl)\b",
+    re.IGNORECASE,
+)
 CODE_ANSWER = (
     "Here is how a program talks to me through toolchat's OpenAI-compatible API "
     "(docs/openai-api.md). Set `TOOLCHAT_URL` to this page's address as your browser "

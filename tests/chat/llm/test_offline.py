@@ -1193,3 +1193,30 @@ def test_asked_for_code_the_offline_model_answers_with_a_code_block():
     assert '<pre><code class="language-python">' in html
     assert "from openai import OpenAI" in html
     assert answer_small_talk("Hello", []).count("```") == 0
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "Show me how to call toolchat from Python",
+        "How do I use the API?",
+        "How can a script talk to you?",
+        "Is there an SDK example?",
+        "How do I call this programmatically",
+    ],
+)
+def test_asked_how_to_call_it_from_a_program_the_offline_model_shows_the_example(asked):
+    """A new user asks for the example in their own words, not only with the word "code"."""
+    from chat.llm.offline.answers import answer_small_talk
+
+    assert "from openai import OpenAI" in answer_small_talk(asked, [])
+
+
+@pytest.mark.parametrize(
+    "asked",
+    ["What is the capital of Peru?", "Tell me a story", "Give me an example of a TV program"],
+)
+def test_a_question_about_something_else_gets_no_code_example(asked):
+    from chat.llm.offline.answers import answer_small_talk
+
+    assert "```" not in answer_small_talk(asked, [])
