@@ -15,7 +15,6 @@ from typing import Any
 
 from django.conf import settings
 
-from chat.engine.replay_tools import tools_recorded
 from chat.engine.request import client_tool_names
 from chat.engine.suggestions import model_suggestions_wanted
 from chat.models import PolicyDecision, Run, StandingApproval
@@ -71,9 +70,9 @@ def _asked(
 ) -> tuple[list[dict[str, Any]], dict[str, StandingApproval]]:
     """The calls that wait for a person, and those asked that a standing approval lets run.
 
-    A replay with recorded tools runs nothing, so nothing needs a person's approval.
+    A run whose calls run nothing (a replay with recorded tools) needs no person's approval.
     """
-    if tools_recorded(run):
+    if not run.sources.tools_run:
         return [], {}
     asking = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.ASK]
     standing = standing_approvals_matching(

@@ -29,7 +29,7 @@ def execution_build(
     arguments, arguments_raw = arguments_for_audit(name, call["function"]["arguments"])
     return ToolExecution(
         run=run,
-        replay=run.replay_of_id is not None,
+        replay=run.sources.replay,
         message=message,
         step=step,
         tool_call_id=call["id"],

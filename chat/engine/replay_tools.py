@@ -35,7 +35,7 @@ from django.db import IntegrityError, transaction
 from pydantic_core import to_jsonable_python
 
 from chat.engine.ledger import call_replay_link
-from chat.models import ExecutionStatus, Message, ReplayTools, Role, Run, ToolExecution
+from chat.models import ExecutionStatus, Message, Role, Run, ToolExecution
 from tools.arguments import ArgumentsInvalid
 from tools.registry import registry as tool_registry
 from tools.results import ToolResult
@@ -47,11 +47,6 @@ _SERVABLE = (
     ExecutionStatus.TIMED_OUT,
     ExecutionStatus.REPLAYED,
 )
-
-
-def tools_recorded(run: Run) -> bool:
-    """Whether the run is a replay whose calls are served from the record (nothing runs)."""
-    return run.replay_of_id is not None and run.replay_tools == ReplayTools.RECORDED
 
 
 def arguments_normal(name: str, arguments: str) -> Any:

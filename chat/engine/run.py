@@ -53,11 +53,11 @@ from chat.models import (
     Message,
     Mode,
     ModelCallPurpose,
-    ReplayMode,
     Role,
     Run,
     RunEvent,
     RunStatus,
+    StepSource,
     ToolExecution,
 )
 from tools.registry import registry as tool_registry
@@ -149,7 +149,7 @@ def _advance(turn: _Turn) -> None:
 def _claimed(turn: _Turn) -> Trigger:
     """Find where the run stands; a run taken over is repaired first."""
     run = turn.run
-    if run.replay_mode == ReplayMode.FORCED:
+    if run.sources.steps is StepSource.FORCED:
         return Trigger.FORCED
     if turn.first:
         # Nothing stored yet but the user's message: the first model call
@@ -229,8 +229,8 @@ def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
     if decision.action == Action.DIRECT:
         return _Next(decision, None)
     purpose = _PURPOSES[decision.action]
-    # A replay tries its one model on the whole turn: LLM_COMPOSE_MODEL does not write its answer.
-    chosen = model if run.replay_of_id is not None else decision.model or model
+    # A run on one model (a replay tries its one on the whole turn): LLM_COMPOSE_MODEL writes nothing.
+    chosen = model if run.sources.one_model else decision.model or model
     return _Next(decision, step_open(run, purpose=purpose, model=chosen))
 
 

@@ -32,7 +32,7 @@ from chat.engine.call_records import execution_started_event
 from chat.engine.dispatch import dispatch_run, dispatch_tool
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, restart_grace_left
 from chat.engine.ledger import call_answer_store, call_start_write, late_result_store, run_write
-from chat.engine.replay_tools import call_arguments, recorded_result, tools_recorded
+from chat.engine.replay_tools import call_arguments, recorded_result
 from chat.live.event_types import Event, ToolsEnded, event_from
 from chat.live.events import event_publish, events_publish
 from chat.models import (
@@ -43,6 +43,7 @@ from chat.models import (
     RunEvent,
     RunStatus,
     ToolExecution,
+    ToolSource,
 )
 from chat.telemetry.metrics import tool_call_observe
 from chat.telemetry.propagation import headers_inject
@@ -125,8 +126,8 @@ def tool_call_execute(*, execution_id: Any) -> None:
                         functools.partial(dispatch_tool, execution.pk, delay_s=dead_in + 0.5)
                     )
                 return
-            # A recorded replay's call ran nothing: serving it again is safe.
-            interrupted = (spec is None or not spec.idempotent) and not tools_recorded(run)
+            # A call whose result is recorded ran nothing: serving it again is safe.
+            interrupted = (spec is None or not spec.idempotent) and run.sources.tools_run
         if not interrupted:
             call_start_write(execution)
             events_publish(run=run, events=[execution_started_event(execution)])
@@ -149,14 +150,16 @@ def tool_call_execute(*, execution_id: Any) -> None:
 
 
 def _execute(run: Run, execution: ToolExecution) -> ToolResult:
-    """Run the tool of a started call with its context (`execution.message` loaded).
+    """The result of a started call (`execution.message` loaded), from the run's source of them.
 
-    A replay with recorded tools runs nothing: the call is served from the
-    original run's record (chat/engine/replay_tools.py).
+    A run of its own runs the tool; a replay with recorded tools runs nothing:
+    the call is served from the original run's record (chat/engine/replay_tools.py).
     """
-    raw_arguments = call_arguments(execution)
-    if tools_recorded(run):
-        return recorded_result(run, execution, raw_arguments)
+    return _RESULT_FROM[run.sources.tools](run, execution, call_arguments(execution))
+
+
+def _tool_run(run: Run, execution: ToolExecution, raw_arguments: str) -> ToolResult:
+    """Run the call's tool with its context."""
     context = ToolContext(
         user=run.conversation.owner,
         conversation_id=run.conversation_id,
@@ -181,6 +184,12 @@ def _execute(run: Run, execution: ToolExecution) -> ToolResult:
         record(result)
     tool_call_observe(run, execution.name, result)
     return result
+
+
+_RESULT_FROM: dict[ToolSource, Callable[[Run, ToolExecution, str], ToolResult]] = {
+    ToolSource.RUN: _tool_run,
+    ToolSource.RECORDED: recorded_result,
+}
 
 
 def _ended_after_cancel(execution_id: Any, result: ToolResult) -> None:

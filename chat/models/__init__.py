@@ -35,7 +35,10 @@ from chat.models.runs import (
     ReplayTools,
     Run,
     RunEvent,
+    RunSources,
     RunStatus,
+    StepSource,
+    ToolSource,
 )
 
 __all__ = [
@@ -57,11 +60,14 @@ __all__ = [
     "Role",
     "Run",
     "RunEvent",
+    "RunSources",
     "RunStatus",
     "Source",
     "StandingApproval",
+    "StepSource",
     "ToolExecution",
     "ToolPolicy",
+    "ToolSource",
     "model_step_count",
     "model_steps",
 ]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import uuid
+from functools import cached_property
 
 from django.db import models
 from django.db.models import Q
@@ -35,6 +38,43 @@ class ReplayMode(models.TextChoices):
 
     FREE = "free", "The new model runs the turn its own way"
     FORCED = "forced", "At each of the original's steps, the original's history (teacher-forced)"
+
+
+class ToolSource(enum.Enum):
+    """Where a run's tool calls get their results."""
+
+    RUN = "run"  # each call runs its tool (its policy and approvals included)
+    RECORDED = "recorded"  # each is served the original run's recorded result: nothing runs
+
+
+class StepSource(enum.Enum):
+    """Where a run's steps come from."""
+
+    OWN = "own"  # the model decides each step, as the turn goes
+    FORCED = (
+        "forced"  # the original run's steps, the model asked at each (chat/engine/forced_replay.py)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSources:
+    """Where a run gets what its steps need: read once from the run, as it is claimed.
+
+    A turn of its own runs its tools and follows its model; a replay
+    (chat/services/replays.py) may take its tools' results from the original's
+    record and follow the original's steps. The engine asks these, and reads
+    none of a run's replay fields: a replay is a source, not a branch.
+    """
+
+    tools: ToolSource = ToolSource.RUN
+    steps: StepSource = StepSource.OWN
+    one_model: bool = False  # the conversation's model writes every step (no LLM_COMPOSE_MODEL)
+    replay: bool = False  # the run's rows are marked a replay's (left out of the statistics)
+
+    @property
+    def tools_run(self) -> bool:
+        """Whether a call does anything: runs a tool, so may ask a person and not be repeated."""
+        return self.tools is ToolSource.RUN
 
 
 class Run(models.Model):
@@ -137,6 +177,23 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"Run {self.id} ({self.status})"
+
+    @cached_property
+    def sources(self) -> RunSources:
+        """Where this run's steps get their tools' results and their steps (`RunSources`).
+
+        Read once from the replay fields, which never change after the run is made.
+        """
+        if self.replay_of_id is None:
+            return RunSources()
+        return RunSources(
+            tools=ToolSource.RECORDED
+            if self.replay_tools == ReplayTools.RECORDED
+            else ToolSource.RUN,
+            steps=StepSource.FORCED if self.replay_mode == ReplayMode.FORCED else StepSource.OWN,
+            one_model=True,  # a replay tries its one model on the whole turn
+            replay=True,
+        )
 
 
 class RunEvent(models.Model):

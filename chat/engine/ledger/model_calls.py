@@ -53,7 +53,7 @@ def model_call_row(
     return ModelCall(
         id=call_id,
         run=run,
-        replay=run.replay_of_id is not None,
+        replay=run.sources.replay,
         step=step,
         purpose=purpose,
         model=model[:128],
