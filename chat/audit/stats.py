@@ -12,9 +12,10 @@ would need the row.
 
 A run's latency here is toolchat's: from its post to its end, less the time
 it waited for a person's decision on a call (`Run.approval_wait_ms`, set by
-the engine at each decision, chat/engine/approvals.py). That wait is counted
-apart (how many runs waited, and for how long), as the run's waterfall shows
-it apart (chat/audit/waterfall.py): a call that waited an hour for its
+the engine at each decision, chat/engine/approvals.py): `OWN_LATENCY_MS`
+(chat/models/runs.py), the figure a replay's latency ratio compares too. That
+wait is counted apart (how many runs waited, and for how long), as the run's
+waterfall shows it apart (chat/audit/waterfall.py): a call that waited an hour for its
 approval is not a slow turn.
 
 The statistics are those of real traffic: replays (docs/replay.md), their
@@ -27,8 +28,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db.models import CharField, Count, F, Max, Q, QuerySet, Sum, Value
-from django.db.models.functions import Coalesce, Concat, Substr
+from django.db.models import CharField, Count, Max, Q, QuerySet, Sum, Value
+from django.db.models.functions import Concat, Substr
 
 from chat.audit.buckets import LATENCY_BINS, TimeBin, latency_bin, time_bin_width
 from chat.audit.figures import (
@@ -46,6 +47,7 @@ from chat.audit.percentiles import Percentile, grouped_rows
 from chat.audit.period import Period
 from chat.audit.queries import FAILED_EXECUTION_STATUSES
 from chat.models import (
+    OWN_LATENCY_MS,
     CallStatus,
     ExecutionStatus,
     ModelCall,
@@ -76,7 +78,7 @@ DECISION_COUNTS = {
 def _runs(period: Period, replays: bool) -> QuerySet[Run]:
     """The period's runs, each with `own_ms`: its latency less its wait for people."""
     runs = Run.objects.filter(created_at__gte=period.start, created_at__lt=period.end)
-    runs = runs.annotate(own_ms=F("latency_ms") - Coalesce("approval_wait_ms", 0))
+    runs = runs.annotate(own_ms=OWN_LATENCY_MS)
     return runs if replays else runs.filter(replay_of__isnull=True)
 
 
@@ -271,7 +273,7 @@ def slowest_runs(
     )
     rows = (
         Run.objects.filter(pk__in=slowest)
-        .annotate(own_ms=F("latency_ms") - Coalesce("approval_wait_ms", 0))
+        .annotate(own_ms=OWN_LATENCY_MS)
         .order_by("-own_ms", "-created_at")
         .annotate(question=Substr("trigger_message__content", 1, QUESTION_CHARS))
         .values(
