@@ -4,7 +4,9 @@ Each row compares one replay with its original (chat/comparison.py): whether
 the same tools were called with equal arguments (in a forced replay, how many
 of the original's steps agree), how alike the answers are, and the replay's
 latency and tokens as ratios of the original's (2.0: twice as slow, twice
-the tokens). The totals per model count the replays and their outcomes and
+the tokens). The latencies compared are toolchat's, as the statistics count
+them (`Run.own_latency_ms`): a run's wait for a person to decide on a call
+is people's time, left out of both. The totals per model count the replays and their outcomes and
 summarize the ratios by their median, which one pathological run does not
 move. The report is a text table for the terminal and CSV for a spreadsheet.
 """
@@ -77,7 +79,7 @@ def report_row(
         steps_same=sum(1 for step in steps if step["same"]) if forced else None,
         steps=len(steps) if forced else None,
         answer_similarity=compared["answer_similarity"],
-        latency_ratio=_ratio(theirs["latency_ms"], mine["latency_ms"]),
+        latency_ratio=_ratio(replica.own_latency_ms, original.own_latency_ms),
         token_ratio=_ratio(_tokens(theirs), _tokens(mine)),
         error=replica.error or "",
     )

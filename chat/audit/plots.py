@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from chat.audit.buckets import short_duration
-from chat.audit.stats import HistogramBin, TimeSeries
+from chat.audit.figures import HistogramBin, TimeSeries
 
 PLOT_HEIGHT = 150  # the bars' area, in px
 TOP = 16  # room for the top count

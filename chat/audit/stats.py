@@ -12,9 +12,10 @@ would need the row.
 
 A run's latency here is toolchat's: from its post to its end, less the time
 it waited for a person's decision on a call (`Run.approval_wait_ms`, set by
-the engine at each decision, chat/engine/approvals.py). That wait is counted
-apart (how many runs waited, and for how long), as the run's waterfall shows
-it apart (chat/audit/waterfall.py): a call that waited an hour for its
+the engine at each decision, chat/engine/approvals.py): `OWN_LATENCY_MS`
+(chat/models/runs.py), the figure a replay's latency ratio compares too. That
+wait is counted apart (how many runs waited, and for how long), as the run's
+waterfall shows it apart (chat/audit/waterfall.py): a call that waited an hour for its
 approval is not a slow turn.
 
 The statistics are those of real traffic: replays (docs/replay.md), their
@@ -25,19 +26,28 @@ them. A run knows it is a replay by `replay_of`, its calls by their own
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from django.db.models import CharField, Count, F, Max, Q, QuerySet, Sum, Value
-from django.db.models.functions import Coalesce, Concat, Substr
+from django.db.models import CharField, Count, Max, Q, QuerySet, Sum, Value
+from django.db.models.functions import Concat, Substr
 
-from chat.audit.buckets import LATENCY_BINS, LatencyBin, TimeBin, latency_bin, time_bin_width
+from chat.audit.buckets import LATENCY_BINS, TimeBin, latency_bin, time_bin_width
+from chat.audit.figures import (
+    AuditStats,
+    HistogramBin,
+    ModelRow,
+    RunTotals,
+    SlowRun,
+    TimeBinCount,
+    TimeSeries,
+    ToolRow,
+)
 from chat.audit.formatting import QUESTION_CHARS
 from chat.audit.percentiles import Percentile, grouped_rows
 from chat.audit.period import Period
 from chat.audit.queries import FAILED_EXECUTION_STATUSES
 from chat.models import (
+    OWN_LATENCY_MS,
     CallStatus,
     ExecutionStatus,
     ModelCall,
@@ -50,27 +60,6 @@ from chat.models import (
 # The most rows a table shows: tool names come from models, so there is no telling how many.
 MAX_GROUPS = 100
 SLOWEST_RUNS = 10
-
-
-@dataclass(frozen=True)
-class ToolRow:
-    """A tool's calls in the period: how many, how they ended, how long they took."""
-
-    name: str
-    calls: int
-    failed: int  # failed, timed out or interrupted
-    timeouts: int
-    truncated: int
-    p50_ms: float | None
-    p95_ms: float | None
-    max_ms: int | None
-    # What the tool policies decided (chat/policies.py), and what people decided of those asked.
-    allowed: int = 0
-    asked: int = 0
-    approved: int = 0
-    rejected: int = 0
-    expired: int = 0
-    denied: int = 0
 
 
 # Each of a tool's calls by what was decided: by the policies, then by a person.
@@ -86,94 +75,10 @@ DECISION_COUNTS = {
 }
 
 
-@dataclass(frozen=True)
-class ModelRow:
-    """A model's calls in the period: latency, time to first token, tokens."""
-
-    model: str
-    calls: int
-    failed: int
-    p50_ms: float | None
-    p95_ms: float | None
-    p50_first_token_ms: float | None
-    p95_first_token_ms: float | None
-    prompt_tokens: int
-    completion_tokens: int
-    # US dollars of the calls that have a price; None when none of them has one.
-    cost_usd: float | None = None
-
-
-@dataclass(frozen=True)
-class RunTotals:
-    """The period's runs at a glance."""
-
-    runs: int
-    completed: int
-    failed: int
-    cancelled: int
-    p50_ms: float | None  # toolchat's latency: waits for people left out
-    p95_ms: float | None
-    max_ms: int | None
-    model_calls: int
-    waited: int = 0  # runs that waited for a person's decision
-    wait_p50_ms: float | None = None  # of those runs, how long they waited
-    wait_p95_ms: float | None = None
-
-
-@dataclass(frozen=True)
-class HistogramBin:
-    bin: LatencyBin
-    runs: int
-
-
-@dataclass(frozen=True)
-class TimeBinCount:
-    """The runs created in [start, start + width): all of them, and how many failed."""
-
-    start: datetime
-    runs: int
-    completed: int
-    failed: int
-
-
-@dataclass(frozen=True)
-class TimeSeries:
-    width_s: int
-    bins: list[TimeBinCount]
-
-
-@dataclass(frozen=True)
-class SlowRun:
-    id: uuid.UUID
-    created_at: datetime
-    status: str
-    latency_ms: int  # the run's whole latency
-    approval_wait_ms: int | None  # of it, waiting for a person (None: no wait)
-    own_ms: int  # toolchat's: the latency less the wait, by which the runs are ordered
-    question: str | None
-    owner: str
-    conversation_id: uuid.UUID
-    conversation_title: str
-
-
-@dataclass(frozen=True)
-class AuditStats:
-    period: Period
-    replays: bool  # replays and their calls are counted
-    totals: RunTotals
-    tools: list[ToolRow]
-    tools_cut: bool  # more tools than MAX_GROUPS were called
-    models: list[ModelRow]
-    models_cut: bool
-    histogram: list[HistogramBin]
-    over_time: TimeSeries
-    slowest: list[SlowRun]
-
-
 def _runs(period: Period, replays: bool) -> QuerySet[Run]:
     """The period's runs, each with `own_ms`: its latency less its wait for people."""
     runs = Run.objects.filter(created_at__gte=period.start, created_at__lt=period.end)
-    runs = runs.annotate(own_ms=F("latency_ms") - Coalesce("approval_wait_ms", 0))
+    runs = runs.annotate(own_ms=OWN_LATENCY_MS)
     return runs if replays else runs.filter(replay_of__isnull=True)
 
 
@@ -368,7 +273,7 @@ def slowest_runs(
     )
     rows = (
         Run.objects.filter(pk__in=slowest)
-        .annotate(own_ms=F("latency_ms") - Coalesce("approval_wait_ms", 0))
+        .annotate(own_ms=OWN_LATENCY_MS)
         .order_by("-own_ms", "-created_at")
         .annotate(question=Substr("trigger_message__content", 1, QUESTION_CHARS))
         .values(

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from chat.audit.figures import ModelRow, ToolRow
 from chat.audit.people import PersonRow
-from chat.audit.stats import ModelRow, ToolRow
 
 T = TypeVar("T")
 Cell = str | None

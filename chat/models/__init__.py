@@ -31,6 +31,7 @@ from chat.models.conversations import (
 from chat.models.policies import PolicyDecision, StandingApproval, ToolPolicy
 from chat.models.runs import (
     ACTIVE_RUN_STATUSES,
+    OWN_LATENCY_MS,
     ReplayMode,
     ReplayTools,
     Run,
@@ -45,6 +46,7 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "FINISHED_EXECUTION_STATUSES",
     "MAX_STEPS_LIMIT",
+    "OWN_LATENCY_MS",
     "BudgetLimit",
     "BudgetPeriod",
     "CallStatus",

@@ -8,7 +8,8 @@ import uuid
 from functools import cached_property
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 
 from chat.models.conversations import Conversation, Message, Mode
 from tools.fields import StorableJSONField, StorableTextField
@@ -24,6 +25,11 @@ class RunStatus(models.TextChoices):
 
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+
+# A run's own latency, toolchat's time: its latency less the time it waited for a person's
+# decision on a call, which is people's time. The database's form, for the statistics'
+# reads (chat/audit/stats.py); `Run.own_latency_ms` is the same figure of one row.
+OWN_LATENCY_MS = F("latency_ms") - Coalesce("approval_wait_ms", 0)
 
 
 class ReplayTools(models.TextChoices):
@@ -194,6 +200,13 @@ class Run(models.Model):
             one_model=True,  # a replay tries its one model on the whole turn
             replay=True,
         )
+
+    @property
+    def own_latency_ms(self) -> int | None:
+        """Its latency less its wait for people (OWN_LATENCY_MS); None until it has ended."""
+        if self.latency_ms is None:
+            return None
+        return self.latency_ms - (self.approval_wait_ms or 0)
 
 
 class RunEvent(models.Model):

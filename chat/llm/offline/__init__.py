@@ -8,6 +8,8 @@ Each module holds one rule:
 - requests.py: a message cut into requests, and a step's calls planned from them;
 - choosing.py: the tool a request asks for (and search before delete);
 - arguments.py: a tool's arguments filled from its JSON Schema and the words;
+- kinds.py: the parameters read apart (a time zone, a time of day, ids) and their values;
+- codes.py: the code a request names a string parameter by ("order A-7");
 - structured.py: a JSON value for any schema (a `response_format`, a forced call's arguments);
 - reading.py: the words as meant: plain text, arithmetic, stems;
 - history.py: what the conversation gave: the user's words, results, numbers, ids;

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from chat.llm.base import ToolCall
-from chat.llm.offline.arguments import Tool, fill, is_zone_param, topic_words
+from chat.llm.offline.arguments import Tool, fill, topic_words
 from chat.llm.offline.history import Listed
+from chat.llm.offline.kinds import is_zone_param
 from chat.llm.offline.reading import Reading, reading_of, stem
 from chat.llm.offline.words import (
     DESTRUCTIVE_VERBS,

@@ -3,7 +3,8 @@
 Real turns (the engine, the scripted model server, in-process tasks): the run
 page's waterfall, the statistics and /metrics each show the wait for a person
 apart, and toolchat's own time leaves it out, whether the person decided or
-the run was cancelled while it waited.
+the run was cancelled while it waited; a replay's latency ratio compares the
+two runs' own times.
 """
 
 from __future__ import annotations
@@ -133,3 +134,48 @@ def test_an_approved_calls_wait_is_its_own_segment_on_the_run_page(
     html = staff_client.get(f"/audit/runs/{run.pk}/").content.decode()
     assert f'<span data-testid="approval-ms">{waterfall.approval_ms:,.0f}</span>' in totals(html)
     assert f"by {user.get_username()} after {execution.approval_wait_ms:,} ms" in html
+
+
+def approved_after_a_wait(run: Run, user) -> Run:
+    """The run's one call approved by `user` once it has waited WAIT; the ended run."""
+    from chat.services.approvals import tool_call_decide
+
+    wait_until(
+        lambda: Run.objects.get(pk=run.pk).status == RunStatus.AWAITING_APPROVAL,
+        what="the run to wait for approval",
+    )
+    execution = ToolExecution.objects.get(run=run)
+    wait_until(
+        lambda: timezone.now() - execution.created_at >= WAIT,
+        what="the person to read the request",
+    )
+    tool_call_decide(execution_id=execution.pk, user=user, approve=True)
+    run = wait_for_run(run)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert run.approval_wait_ms is not None
+    return run
+
+
+def test_a_replays_latency_ratio_leaves_out_both_runs_waits_for_a_person(
+    llm_server, user, tmp_path, monkeypatch, staff_client
+):
+    from chat.replay_report import report_row
+    from chat.services.replays import run_replay
+
+    original = approved_after_a_wait(waiting_run(llm_server, user, tmp_path, monkeypatch), user)
+    llm_server.push(tool_calls_reply([("launch_rocket", '{"target": "the moon"}')]))
+    replica = run_replay(run=original, model="openai/test-model", tools="live")
+    replica = approved_after_a_wait(replica, user)
+
+    # The ratio compares toolchat's time in each run, as the statistics count it: the
+    # latency less the wait for a person, which is people's time and differs run to run.
+    own = (replica.latency_ms - replica.approval_wait_ms) / (
+        original.latency_ms - original.approval_wait_ms
+    )
+    row = report_row(original, replica, model="openai/test-model")
+    assert row.latency_ratio == pytest.approx(own, abs=0.001)
+    period = period_preset("hour", now=timezone.now() + timedelta(seconds=1))
+    (slow,) = [r for r in slowest_runs(period, replays=True) if r.id == replica.pk]
+    assert slow.own_ms == replica.latency_ms - replica.approval_wait_ms
+    html = staff_client.get("/audit/replays/?period=hour").content.decode()
+    assert f'<td class="num" data-label="Latency ratio">{row.latency_ratio:.2f}</td>' in html

@@ -4,7 +4,7 @@ The runs are the engine's own, made in this process against the scripted
 model server; a real uvicorn serves the pages. Screenshots go to
 screenshots/ (gitignored): audit-run-1280.png, audit-run-375.png,
 audit-stats-1280.png, audit-stats-375.png, admin-run-1280.png,
-admin-messages-1280.png, and the waterfall and the plots alone
+admin-messages-1280.png, admin-run-list-{light,dark}-375.png, and the waterfall and the plots alone
 (audit-run-375-waterfall.png, audit-stats-375-plots.png, ...).
 """
 
@@ -346,3 +346,33 @@ def test_at_1280_px_the_runs_table_and_the_admins_run_list_fit_without_scrolling
             scroll, client = page.evaluate(SCROLLS_SIDEWAYS, selector)
             assert scroll <= client + 1, (url, scroll, client)
             fits(page, 1280)
+
+
+def test_at_375_px_the_admins_run_list_fits_and_keeps_what_says_which_run_it_is(
+    asgi_server: str, staff_page: Page, screenshots_dir: Path
+):
+    long_named_runs()
+    page = staff_page
+    page.set_viewport_size({"width": 375, "height": 800})
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.goto(f"{asgi_server}/admin/chat/run/")
+        expect(page.locator("#result_list tbody tr")).to_have_count(6)
+        page.screenshot(path=screenshots_dir / f"admin-run-list-{scheme}-375.png", full_page=True)
+        fits(page, 375)
+        scroll, client = page.evaluate(SCROLLS_SIDEWAYS, "#changelist .results")
+        widths = page.evaluate(
+            "[...document.querySelectorAll('#result_list thead th')]"
+            ".filter((th) => th.offsetWidth).map((th) => [th.className, th.offsetWidth])"
+        )
+        assert scroll <= client + 1, (scroll, client, widths)
+        # The run (its link), its conversation, status and latency are read on the screen.
+        expect(page.locator("#result_list tbody .field-conversation_title").first).to_contain_text(
+            "A conversation about the boiler service history"
+        )
+        for column in ("short_id", "conversation_title", "status", "latency"):
+            header = page.locator(f"#result_list thead th.column-{column}")
+            expect(header).to_be_visible()
+            box = header.bounding_box()
+            assert box is not None, column
+            assert box["x"] + box["width"] <= 375, (column, box)

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from chat.llm.offline.arguments import Tool, clock_time, fill
+from chat.llm.offline.arguments import Tool, fill
 from chat.llm.offline.history import Listed
+from chat.llm.offline.kinds import clock_time
 from chat.llm.offline.reading import reading_of
 
 
