@@ -168,16 +168,15 @@ def event_lag_observe(stored_at: str) -> None:
 
 def turn_observe(run: Run) -> None:
     """Count one turn that ended (completed, failed or cancelled)."""
-    if not metrics_enabled() or run.latency_ms is None:
+    own = run.own_latency_ms
+    if not metrics_enabled() or own is None:
         return
     conversation = run.conversation if type(run).conversation.is_cached(run) else None
     model = conversation.model if conversation is not None else ""
     labels = (str(run.mode), model, str(run.status))
-    waited = run.approval_wait_ms or 0
-    own = max(0, run.latency_ms - waited)
-    _of(TURN_DURATION, run).labels(*labels).observe(own / 1000)
+    _of(TURN_DURATION, run).labels(*labels).observe(max(0, own) / 1000)
     if run.approval_wait_ms is not None:
-        _of(TURN_APPROVAL_WAIT, run).labels(*labels).observe(waited / 1000)
+        _of(TURN_APPROVAL_WAIT, run).labels(*labels).observe(run.approval_wait_ms / 1000)
 
 
 class WaitingCollector(Collector):
