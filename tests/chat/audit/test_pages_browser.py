@@ -348,18 +348,19 @@ def test_at_1280_px_the_runs_table_and_the_admins_run_list_fit_without_scrolling
             fits(page, 1280)
 
 
-def test_at_375_px_the_admins_run_list_fits_and_keeps_what_says_which_run_it_is(
-    asgi_server: str, staff_page: Page, screenshots_dir: Path
+@pytest.mark.parametrize("width", [375, 900, 1024])
+def test_on_a_phone_or_tablet_the_admins_run_list_fits_and_keeps_what_says_which_run_it_is(
+    asgi_server: str, staff_page: Page, screenshots_dir: Path, width: int
 ):
     long_named_runs()
     page = staff_page
-    page.set_viewport_size({"width": 375, "height": 800})
+    page.set_viewport_size({"width": width, "height": 800})
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
         page.goto(f"{asgi_server}/admin/chat/run/")
         expect(page.locator("#result_list tbody tr")).to_have_count(6)
-        page.screenshot(path=screenshots_dir / f"admin-run-list-{scheme}-375.png", full_page=True)
-        fits(page, 375)
+        page.screenshot(path=screenshots_dir / f"admin-run-list-{scheme}-{width}.png", full_page=True)
+        fits(page, width)
         scroll, client = page.evaluate(SCROLLS_SIDEWAYS, "#changelist .results")
         widths = page.evaluate(
             "[...document.querySelectorAll('#result_list thead th')]"
@@ -375,4 +376,4 @@ def test_at_375_px_the_admins_run_list_fits_and_keeps_what_says_which_run_it_is(
             expect(header).to_be_visible()
             box = header.bounding_box()
             assert box is not None, column
-            assert box["x"] + box["width"] <= 375, (column, box)
+            assert box["x"] + box["width"] <= width, (column, box)
