@@ -5,7 +5,9 @@
   table (tests/chat/engine/test_one_status_writer.py holds it).
 - chat/engine/ledger/calls.py: what became of each tool call (a
   ToolExecution's status, result, decision, timings): the only writes of a
-  call's outcome (tests/chat/engine/test_one_outcome_writer.py holds it).
+  call's outcome (tests/chat/engine/test_one_outcome_writer.py holds it), each
+  with its `tool_call.*` event; the step's `tools.ended`, and what a running
+  tool reports, as its event.
 - chat/engine/ledger/model_calls.py: each model call's audit row, built,
   filled in and stored once: the only creation or update of a ModelCall
   (tests/chat/engine/test_one_model_call_writer.py holds it).
@@ -25,10 +27,12 @@ from chat.engine.ledger.calls import (
     call_for_client,
     call_held,
     call_replay_link,
+    call_reported,
     call_standing_approved,
     call_start,
     call_start_write,
     late_result_store,
+    tools_ended,
 )
 from chat.engine.ledger.messages import (
     assistant_message_create,
@@ -70,6 +74,7 @@ __all__ = [
     "call_for_client",
     "call_held",
     "call_replay_link",
+    "call_reported",
     "call_standing_approved",
     "call_start",
     "call_start_write",
@@ -96,4 +101,5 @@ __all__ = [
     "tool_message_correct",
     "tool_message_create",
     "tool_message_store",
+    "tools_ended",
 ]
