@@ -62,6 +62,8 @@ from chat.engine.ledger.runs import (
     run_claim,
     run_decided,
     run_ended,
+    run_ended_event,
+    run_started,
     run_write,
 )
 
@@ -96,6 +98,8 @@ __all__ = [
     "run_claim",
     "run_decided",
     "run_ended",
+    "run_ended_event",
+    "run_started",
     "run_write",
     "tool_message_build",
     "tool_message_correct",
