@@ -18,10 +18,10 @@ from django.utils import timezone
 from chat.budgets import Reservation, budget_reserve
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
+from chat.engine.ledger import messages_superseded, user_message_created
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
-from chat.history import message_to_api
 from chat.images import ImageInput
-from chat.live.event_types import MessageCreated, MessagesSuperseded
+from chat.live.event_types import MessageCreated
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -115,8 +115,8 @@ def run_budget_reserve(conversation: Conversation) -> Reservation:
 
 
 def user_message_event(message: Message) -> MessageCreated:
-    """The `message.created` of a user's message: other tabs and clients show it at once."""
-    return MessageCreated(message_id=str(message.pk), role="user", message=message_to_api(message))
+    """The `message.created` of a user's message, as the ledger makes it (a /v1 client's turn too)."""
+    return user_message_created(message)
 
 
 def run_regenerate(
@@ -202,7 +202,7 @@ def _supersede(conversation: Conversation, *, from_position: int) -> list[str]:
 def _superseded_publish(
     run: Run, message_ids: list[str], *, after_message_id: str | None = None
 ) -> None:
-    superseded = MessagesSuperseded(message_ids=message_ids, after_message_id=after_message_id)
+    superseded = messages_superseded(message_ids, after_message_id=after_message_id)
     event_publish(run=run, event=superseded)
 
 

@@ -15,7 +15,8 @@
 - chat/engine/ledger/messages.py: the assistant and tool messages a run
   stores and their later updates (an approver's arguments, the follow-ups, a
   late result): the only writes of a turn's Messages
-  (tests/chat/engine/test_one_message_writer.py holds it).
+  (tests/chat/engine/test_one_message_writer.py holds it), and every event
+  that tells of a message: stored, streamed, superseded, a user's.
 
 Callers import from `chat.engine.ledger`.
 """
@@ -35,13 +36,19 @@ from chat.engine.ledger.calls import (
     tools_ended,
 )
 from chat.engine.ledger.messages import (
+    answer_opened,
+    answer_restarted,
+    answer_streamed,
     assistant_message_create,
+    direct_answer_create,
     message_calls_rewrite,
     message_suggestions_write,
+    messages_superseded,
     tool_message_build,
     tool_message_correct,
     tool_message_create,
     tool_message_store,
+    user_message_created,
 )
 from chat.engine.ledger.model_calls import (
     model_call_answer_store,
@@ -69,6 +76,9 @@ from chat.engine.ledger.runs import (
 
 __all__ = [
     "Claim",
+    "answer_opened",
+    "answer_restarted",
+    "answer_streamed",
     "assistant_message_create",
     "call_answer_store",
     "call_decided",
@@ -80,9 +90,11 @@ __all__ = [
     "call_standing_approved",
     "call_start",
     "call_start_write",
+    "direct_answer_create",
     "late_result_store",
     "message_calls_rewrite",
     "message_suggestions_write",
+    "messages_superseded",
     "model_call_answer_store",
     "model_call_answered",
     "model_call_asked",
@@ -106,4 +118,5 @@ __all__ = [
     "tool_message_create",
     "tool_message_store",
     "tools_ended",
+    "user_message_created",
 ]
