@@ -35,7 +35,7 @@ from chat.engine.continuation import Action, Decision, decide_after_tools
 from chat.engine.finish import run_fail
 from chat.engine.forced_replay import forced_replay_run
 from chat.engine.lease import LeaseLost, run_recheck_later
-from chat.engine.ledger import run_claim, run_started
+from chat.engine.ledger import run_budget_warned, run_claim, run_started
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import StepOpening, model_step, step_open
 from chat.engine.request import RequestHasher, history_load
@@ -242,8 +242,8 @@ def _model_step(turn: _Turn) -> Trigger:
     """
     run = turn.run
     check = run_limit_check(run)
-    if check.warnings:
-        events_publish(run=run, events=list(check.warnings))
+    if check.fresh:
+        events_publish(run=run, events=list(run_budget_warned(run, check.fresh)))
     if check.ended:
         run_fail(run, turn.token, check.ended, trigger=Trigger.LIMIT_REACHED)
         return Trigger.LIMIT_REACHED

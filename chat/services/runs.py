@@ -5,6 +5,7 @@ A /v1 client's turns (its history, its tools' results) are chat/services/client_
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 import uuid
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from django.utils import timezone
 from chat.budgets import Reservation, budget_reserve
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
-from chat.engine.ledger import messages_superseded, user_message_created
+from chat.engine.ledger import budget_warnings, messages_superseded, user_message_created
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.images import ImageInput
 from chat.live.event_types import MessageCreated
@@ -104,14 +105,16 @@ def run_start(
 def run_budget_reserve(conversation: Conversation) -> Reservation:
     """The budget a new run of the conversation starts under; BudgetExceeded refuses it.
 
-    The limits covering its owner came with the conversation's lock (chat/services/turn_lock.py).
+    The limits covering its owner came with the conversation's lock (chat/services/turn_lock.py);
+    the soft ones reached come with their `budget.warning` events, the ledger's.
     """
-    return budget_reserve(
+    reserved = budget_reserve(
         user_id=conversation.owner_id,
         model=conversation.model,
         limits=vars(conversation)["budget_limits"],
         owner_locked=vars(conversation)["owner_locked"],
     )
+    return dataclasses.replace(reserved, warnings=budget_warnings(reserved.reached))
 
 
 def user_message_event(message: Message) -> MessageCreated:

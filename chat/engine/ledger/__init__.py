@@ -65,7 +65,9 @@ from chat.engine.ledger.model_calls import (
 )
 from chat.engine.ledger.runs import (
     Claim,
+    budget_warnings,
     run_approval_wait,
+    run_budget_warned,
     run_claim,
     run_decided,
     run_ended,
@@ -80,6 +82,7 @@ __all__ = [
     "answer_restarted",
     "answer_streamed",
     "assistant_message_create",
+    "budget_warnings",
     "call_answer_store",
     "call_decided",
     "call_denied",
@@ -107,6 +110,7 @@ __all__ = [
     "model_call_suggest_store",
     "model_call_unreadable",
     "run_approval_wait",
+    "run_budget_warned",
     "run_claim",
     "run_decided",
     "run_ended",

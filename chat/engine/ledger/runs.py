@@ -20,7 +20,9 @@ The run's own events are made here, by what writes what they tell of: its
 `run.started` (`run_started`, told once of the run its claim started, with
 its first step's or on a take-over) and its end's `run.completed`,
 `run.failed` or `run.cancelled` (`run_ended_event`, read off the row
-`run_ended` wrote).
+`run_ended` wrote). A soft budget limit reached is warned of here too
+(`budget_warnings`): a run's, noted on its row once (`run_budget_warned`), and
+a post's (chat/services/runs.py `run_budget_reserve`).
 
 A claim is a compare-and-set on the run row; the holder renews `heartbeat_at`
 while it works (chat/engine/lease.py), and anyone may take over a lease whose
@@ -33,6 +35,7 @@ before the moves had names: the same UPDATE, the same fences.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +44,17 @@ from django.db.models import DateTimeField, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from chat.budgets import Reached
 from chat.engine.claim_read import claimed_read, claimed_reread, prepared
 from chat.engine.lease import LeaseLost, stale_cutoff
 from chat.engine.states import ENDS, STORED_STATUS, Trigger, TurnState, transition
-from chat.live.event_types import RunCancelled, RunCompleted, RunFailed, RunStarted
+from chat.live.event_types import (
+    BudgetWarning,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+)
 from chat.models import Run, RunStatus, ToolExecution
 from chat.statements import rows_update
 
@@ -223,4 +233,25 @@ def run_ended_event(
         latency_ms=run.latency_ms,
         model_calls=run.model_calls,
         steps=run.steps,
+    )
+
+
+def run_budget_warned(run: Run, fresh: Sequence[Reached]) -> tuple[BudgetWarning, ...]:
+    """Note on the run the soft limits it reached (`budget["warned"]`, each once); their events.
+
+    `fresh` are those not warned of yet (chat/engine/run_limits.py `run_limit_check`).
+    """
+    budget = run.budget or {}
+    warned = set(budget.get("warned") or [])
+    budget["warned"] = sorted(warned | {found.limit.id for found in fresh})
+    Run.objects.filter(pk=run.pk).update(budget=budget)
+    run.budget = budget
+    return budget_warnings(fresh)
+
+
+def budget_warnings(reached: Iterable[Reached]) -> tuple[BudgetWarning, ...]:
+    """The `budget.warning` events of soft limits reached: a run's, or a post's."""
+    return tuple(
+        BudgetWarning(limit=found.data(), message=found.sentence() + "; this is a warning.")
+        for found in reached
     )
