@@ -16,7 +16,7 @@ move leads to, as `transition` names it, read off the table once at import
                          -limit_reached, -no_text_twice, -cancelled, -error->
                          the end: chat/engine/finish.py `run_end`, whoever ends it
 
-The run's own events are made here, by what writes what they tell of: its
+The run's own events are made here, beside the writes they tell of: its
 `run.started` (`run_started`, told once of the run its claim started, with
 its first step's or on a take-over) and its end's `run.completed`,
 `run.failed` or `run.cancelled` (`run_ended_event`, read off the row
