@@ -188,9 +188,15 @@ def limits_reached(limits: Iterable[Limit], used: dict[str, Any], **kwargs: Any)
 
 @dataclasses.dataclass(frozen=True)
 class Reservation:
-    """A new run's budget: what to keep on it (`Run.budget`), and the warnings it publishes."""
+    """A new run's budget: what to keep on it (`Run.budget`), and the warnings it publishes.
+
+    `reached` are the soft limits of the day or month reached; `warnings`
+    their `budget.warning` events, which the ledger makes
+    (chat/services/runs.py `run_budget_reserve` asks it).
+    """
 
     budget: dict[str, Any] | None = None
+    reached: tuple[Reached, ...] = ()
     warnings: tuple[BudgetWarning, ...] = ()
 
 
@@ -210,8 +216,8 @@ def budget_reserve(
     transaction that stores the run, before anything is, what they used is
     read (one query) and BudgetExceeded raised when a hard limit of the day
     or month is reached (then nothing is stored). The soft limits reached
-    come back as the `budget.warning` events the run publishes with its user
-    message.
+    come back (`reached`), for the `budget.warning` events the run publishes
+    with its user message.
     """
     if not limits:
         return Reservation()
@@ -238,12 +244,7 @@ def budget_reserve(
         "reserved": {"tokens": reserved.tokens, "cost_usd": float(reserved.cost_usd)},
         "warned": [],
     }
-    return Reservation(budget, tuple(budget_warning(found) for found in reached))
-
-
-def budget_warning(reached: Reached) -> BudgetWarning:
-    """The `budget.warning` event of a soft limit reached."""
-    return BudgetWarning(limit=reached.data(), message=reached.sentence() + "; this is a warning.")
+    return Reservation(budget, tuple(reached))
 
 
 def budget_exceeded(reached: Reached, now: datetime.datetime) -> BudgetExceeded:

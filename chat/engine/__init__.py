@@ -30,7 +30,8 @@ The modules (all of them), in the order a run meets them:
 - `ledger` (a package): the one writer of a run's row (its claim, the writes under its lease,
   its status: `ledger.runs`), of each tool call's outcome (`ledger.calls`), of the assistant
   and tool messages a run stores and their later updates (`ledger.messages`) and of each
-  model call's audit row (`ledger.model_calls`);
+  model call's audit row (`ledger.model_calls`); and the only maker of a run's events,
+  each where the write it tells of is made;
 - `lease`: the heartbeat that renews a run's lease, when a lease is stale, the row locks;
 - `claim_read`: the claimed run as the loop reads it (with its claim, on PostgreSQL);
 - `states`: the turn's named states, the table of what moves a run, the status each stores;
@@ -46,7 +47,7 @@ The modules (all of them), in the order a run meets them:
 - `answer_store`: a step's answer stored (its message through the ledger), its calls' audit
   rows, the run's counters;
 - `tool_calls`: running one call, storing its result, the latch, parking;
-- `call_records`: a call's audit row as asked, where its tool message goes, its events;
+- `call_records`: a call's audit row as asked, and where its tool message goes;
 - `call_liveness`: whether a running call is alive (its heartbeat), and when it is presumed dead;
 - `replay_tools`: a replay's calls with recorded tools, served from the original's record;
 - `approvals`: which calls wait for a person, and storing the decision (or its expiry);

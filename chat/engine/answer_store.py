@@ -20,8 +20,7 @@ from django.db import IntegrityError, transaction
 
 from chat.engine.answer import repaired_tool_calls, storable_call_ids
 from chat.engine.answer_plan import AnswerPlan, answer_plan
-from chat.engine.approvals import approval_requested_event
-from chat.engine.call_records import execution_build, execution_started_event
+from chat.engine.call_records import execution_build
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import RunEnd, run_end
 from chat.engine.ledger import (
@@ -37,8 +36,9 @@ from chat.engine.ledger import (
     model_call_figures,
     run_approval_wait,
     run_write,
+    tools_ended,
 )
-from chat.live.event_types import Event, ToolsEnded
+from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.llm.base import (
     Completion,
@@ -275,11 +275,9 @@ def _answer_rows(
         elif call in plan.denied:
             call_denied(execution, verdict.reason() if verdict else "")
         elif call in plan.held:
-            call_held(execution)
-            events.append(approval_requested_event(execution))
+            events.append(call_held(execution))
         elif plan.inline:
-            call_start(execution)
-            events.append(execution_started_event(execution))
+            events.append(call_start(execution))
     if len(executions) == 1:
         row_insert(executions[0])
     else:
@@ -311,7 +309,7 @@ def _refusals_store(
                 answers.append(answered[0])
                 events.append(answered[1])
     if plan.answered:
-        events.append(ToolsEnded(message_id=str(message.pk)))
+        events.append(tools_ended(message.pk))
     return answers
 
 

@@ -21,7 +21,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.call_records import call_fields
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.ledger import (
     call_answer_store,
@@ -31,25 +30,14 @@ from chat.engine.ledger import (
 )
 from chat.engine.replay_tools import call_arguments
 from chat.engine.tool_calls import call_lock, latch_release
-from chat.live.event_types import Event, ToolCallApprovalDecided, ToolCallApprovalRequested
+from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.models import ExecutionStatus, Run, RunStatus, StandingApproval, ToolExecution
 from chat.policies import arguments_digest
 from tools.audit import arguments_for_audit
-from tools.registry import registry as tool_registry
 from tools.results import rejected_result
 
 logger = logging.getLogger(__name__)
-
-
-def approval_requested_event(execution: ToolExecution) -> ToolCallApprovalRequested:
-    """The `tool_call.approval_requested` event: what the call will do, arguments masked."""
-    arguments = execution.arguments if execution.arguments is not None else {}
-    spec = tool_registry.get(execution.name)
-    description = spec.describe_call(arguments) if spec else execution.name
-    return ToolCallApprovalRequested(
-        **call_fields(execution), arguments=arguments, description=description
-    )
 
 
 def approval_store(
@@ -76,14 +64,10 @@ def approval_store(
     """
     now = timezone.now()
     approved = _call_rewritten(execution, arguments) if approve and arguments is not None else None
-    decided = ToolCallApprovalDecided(
-        **call_fields(execution), approved=approve, reason=reason, arguments=approved
-    )
-    events: list[Event] = [decided]
     made = None
     if approve and standing is not None:
         made = _standing_approval_create(run, execution, user, standing, approved=approved)
-    call_decided(
+    decided = call_decided(
         execution,
         user=user,
         at=now,
@@ -92,6 +76,7 @@ def approval_store(
         approved_arguments=approved,
         standing_approval=made,
     )
+    events: list[Event] = [decided]
     if approve:
         transaction.on_commit(functools.partial(dispatch_tool, execution.pk))
     else:

@@ -6,6 +6,12 @@ the model again), and once one publish has failed the buffer stops trying, so
 the stream is not held up by a wait for the database at every interval. What
 was kept goes out with the answer (`take`), stored with it once the database
 is back.
+
+The events themselves are the ledger's (chat/engine/ledger/messages.py
+`answer_streamed`, `answer_restarted`): the text streamed is the answer the
+ledger stores once the call is over, shown ahead, and the module that writes
+a run's messages is the one that says what they are, streamed or stored.
+This buffer only decides when a part goes out.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ import uuid
 from django.conf import settings
 
 from chat.database import database_unreachable
-from chat.live.event_types import Event, MessageDelta
+from chat.engine.ledger import answer_restarted, answer_streamed
+from chat.live.event_types import Event
 from chat.live.events import event_publish
 from chat.models import Run
 
@@ -42,7 +49,7 @@ class DeltaBuffer:
         self.pending.clear()
         event_publish(
             run=self.run,
-            event=MessageDelta(message_id=self.message_id, reset=True, reason=reason, text=""),
+            event=answer_restarted(self.message_id, reason),
         )
 
     def take(self) -> list[Event]:
@@ -51,15 +58,13 @@ class DeltaBuffer:
             return []
         text = "".join(self.pending)
         self.pending.clear()
-        return [MessageDelta(message_id=self.message_id, text=text)]
+        return [answer_streamed(self.message_id, text)]
 
     def flush(self) -> None:
         if self.pending and not self.unreachable:
             text = "".join(self.pending)
             try:
-                event_publish(
-                    run=self.run, event=MessageDelta(message_id=self.message_id, text=text)
-                )
+                event_publish(run=self.run, event=answer_streamed(self.message_id, text))
             except Exception as exc:
                 if not database_unreachable(exc):
                     raise

@@ -18,7 +18,8 @@ the whole end:
                        so the history stays valid; a completed run has none
     the caller's rows  the answer, written inside the `with` block
     the events         the caller's, then the end's: `run.completed`,
-                       `run.failed` or `run.cancelled`, always the run's last
+                       `run.failed` or `run.cancelled` (the ledger's
+                       `run_ended_event`), always the run's last
 
 The row is written first, as every step's write is: the engine's end is
 fenced by its lease (LeaseLost when a cancel or a take-over came first), a
@@ -40,10 +41,10 @@ from django.db.models import Min, OuterRef, Subquery, Sum
 from django.utils import timezone
 
 from chat.engine.lease import LeaseLost
-from chat.engine.ledger import run_ended
+from chat.engine.ledger import run_ended, run_ended_event
 from chat.engine.states import ENDS, Trigger, TurnState
 from chat.engine.tool_calls import unfinished_calls_answer
-from chat.live.event_types import Event, RunCancelled, RunCompleted, RunFailed
+from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.llm.endpoints import prices_configured
 from chat.models import ExecutionStatus, ModelCall, Run, RunStatus, ToolExecution
@@ -103,19 +104,6 @@ class RunEnd:
             fields["error"] = self.error
         return fields
 
-    def event(self, run: Run, answered: list[ToolExecution]) -> Event:
-        """The end's event, from the run's row as ended and the open calls it answered."""
-        if self.state == TurnState.FAILED:
-            return RunFailed(error=self.error)
-        if self.state == TurnState.CANCELLED:
-            return RunCancelled(cancelled_tool_calls=[e.tool_call_id for e in answered])
-        return RunCompleted(
-            message_id=str(self.answer_id),
-            latency_ms=run.latency_ms,
-            model_calls=run.model_calls,
-            steps=run.steps,
-        )
-
 
 @contextmanager
 def run_end(
@@ -145,7 +133,10 @@ def run_end(
         yield events
         if prices_configured():
             _cost_sum(run)
-        events_publish(run=run, events=[*events, end.event(run, answered)])
+        ended = run_ended_event(
+            run, end.trigger, error=end.error, answer_id=end.answer_id, answered=answered
+        )
+        events_publish(run=run, events=[*events, ended])
         transaction.on_commit(functools.partial(turn_end, run))
         transaction.on_commit(functools.partial(turn_observe, run))
 

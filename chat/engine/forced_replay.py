@@ -37,6 +37,7 @@ from chat.engine.ledger import (
     assistant_message_create,
     model_call_forced,
     model_call_forced_store,
+    run_started,
     run_write,
 )
 from chat.engine.model_calls import model_call
@@ -44,7 +45,6 @@ from chat.engine.request import request_build
 from chat.engine.states import Trigger
 from chat.history import RunHistory
 from chat.history_rows import history_rows
-from chat.live.event_types import RunStarted
 from chat.live.events import event_publish
 from chat.llm import provider_for
 from chat.llm.base import Completion
@@ -64,7 +64,7 @@ def forced_replay_run(run: Run, token: uuid.UUID, *, model: str, first: bool) ->
     original_id = run.replay_of_id
     assert original_id is not None  # a forced replay replays a run
     if first:
-        event_publish(run=run, event=RunStarted(mode=run.mode))
+        event_publish(run=run, event=run_started(run))
     steps = list(
         ModelCall.objects.filter(
             run_id=original_id,

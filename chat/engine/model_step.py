@@ -26,6 +26,7 @@ from chat.engine.answer import decision_completion
 from chat.engine.answer_store import Step, StepOutcome, answer_store
 from chat.engine.deltas import DeltaBuffer
 from chat.engine.finish import run_fail
+from chat.engine.ledger import answer_opened
 from chat.engine.model_calls import model_call
 from chat.engine.request import request_build, request_hash
 from chat.engine.states import Trigger
@@ -52,12 +53,8 @@ class StepOpening:
 
     def event(self) -> MessageCreated:
         """Its `message.created` event, which also lets a takeover record a call that died."""
-        return MessageCreated(
-            message_id=str(self.message_id),
-            role="assistant",
-            purpose=self.purpose,
-            step=self.step,
-            model=self.model,
+        return answer_opened(
+            message_id=self.message_id, purpose=self.purpose, step=self.step, model=self.model
         )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.models import Max
@@ -35,7 +35,7 @@ from chat.engine.continuation import Action, Decision, decide_after_tools
 from chat.engine.finish import run_fail
 from chat.engine.forced_replay import forced_replay_run
 from chat.engine.lease import LeaseLost, run_recheck_later
-from chat.engine.ledger import run_claim
+from chat.engine.ledger import run_budget_warned, run_claim, run_started
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import StepOpening, model_step, step_open
 from chat.engine.request import RequestHasher, history_load
@@ -44,7 +44,7 @@ from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, work
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.engine.turn_end import answer_complete, direct_complete
 from chat.history import RunHistory
-from chat.live.event_types import Event, RunStarted
+from chat.live.event_types import Event
 from chat.live.events import event_publish, events_publish
 from chat.llm.endpoints import model_id
 from chat.models import (
@@ -155,13 +155,13 @@ def _claimed(turn: _Turn) -> Trigger:
         # Nothing stored yet but the user's message: the first model call
         # comes next, and announces the run's start with its own.
         turn.position = _first_position(run)
-        turn.announce = [RunStarted(mode=run.mode)]
+        turn.announce = [run_started(run)]
         return Trigger.NEW
     # Holding the lease, no other model call of this run is in flight: one
     # announced but not stored belonged to a worker that died.
     interrupted_call_record(run)
     if not RunEvent.objects.filter(run=run, type="run.started").exists():
-        event_publish(run=run, event=RunStarted(mode=run.mode))
+        event_publish(run=run, event=run_started(run))
     last = (
         Message.objects.filter(run=run, role=Role.ASSISTANT)
         .order_by("-position")
@@ -242,38 +242,32 @@ def _model_step(turn: _Turn) -> Trigger:
     """
     run = turn.run
     check = run_limit_check(run)
-    if check.warnings:
-        events_publish(run=run, events=list(check.warnings))
+    if check.fresh:
+        events_publish(run=run, events=list(run_budget_warned(run, check.fresh)))
     if check.ended:
         run_fail(run, turn.token, check.ended, trigger=Trigger.LIMIT_REACHED)
         return Trigger.LIMIT_REACHED
+    announce: Sequence[Event] | None
     if turn.last is None:
         first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
-        opening = step_open(run, purpose=first, model=turn.model)
-        step = model_step(
-            run,
-            turn.token,
-            opening,
-            position=turn.position,
-            history=turn.history(),
-            announce=turn.announce or (),
-            hasher=turn.hasher,
-        )
-        turn.announce = None
+        opening, instruction = step_open(run, purpose=first, model=turn.model), None
+        announce, turn.announce = turn.announce or (), None
     else:
         following = turn.following
         assert following is not None
         assert following.opening is not None
-        step = model_step(
-            run,
-            turn.token,
-            following.opening,
-            instruction=following.decision.instruction,
-            position=turn.position,
-            history=turn.history(),
-            announce=None if following.announced else (),
-            hasher=turn.hasher,
-        )
+        opening, instruction = following.opening, following.decision.instruction
+        announce = None if following.announced else ()
+    step = model_step(
+        run,
+        turn.token,
+        opening,
+        instruction=instruction,
+        position=turn.position,
+        history=turn.history(),
+        announce=announce,
+        hasher=turn.hasher,
+    )
     return _answer_trigger(turn, step)
 
 

@@ -3,7 +3,8 @@
 The limits a run started under are kept on it (`Run.budget`, chat/budgets.py
 `budget_reserve`); a run over a hard one makes no more model calls (chat/engine/run.py
 ends it), and one over a soft one is warned once per limit (the run's row keeps
-which: `budget["warned"]`). Reads nothing for a run with no per-run limit, and
+which: `budget["warned"]`, written with the warnings by chat/engine/ledger/runs.py
+`run_budget_warned`). Reads nothing for a run with no per-run limit, and
 only what its limits cap: the tokens and dollars of its model calls, its tool calls.
 """
 
@@ -19,8 +20,7 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from chat.budget_use import Used
-from chat.budgets import Limit, budget_warning, limits_reached
-from chat.live.event_types import BudgetWarning
+from chat.budgets import Limit, Reached, limits_reached
 from chat.models import ModelCall, Run, ToolExecution
 
 
@@ -78,7 +78,7 @@ class RunCheck:
     """What a run's per-run limits say before its next model call."""
 
     ended: str = ""  # the reason it ends (a hard limit reached); "" to go on
-    warnings: tuple[BudgetWarning, ...] = ()  # soft limits reached and not yet warned of
+    fresh: tuple[Reached, ...] = ()  # soft limits reached and not yet warned of
 
 
 def run_limit_check(run: Run, now: datetime.datetime | None = None) -> RunCheck:
@@ -97,10 +97,4 @@ def run_limit_check(run: Run, now: datetime.datetime | None = None) -> RunCheck:
     if hard:
         return RunCheck(ended=hard[0].sentence() + ": the run stopped there.")
     warned = set(budget.get("warned") or [])
-    fresh = [found for found in reached if found.limit.id not in warned]
-    events = tuple(budget_warning(found) for found in fresh)
-    if fresh:
-        budget["warned"] = sorted(warned | {found.limit.id for found in fresh})
-        Run.objects.filter(pk=run.pk).update(budget=budget)
-        run.budget = budget
-    return RunCheck(warnings=events)
+    return RunCheck(fresh=tuple(found for found in reached if found.limit.id not in warned))

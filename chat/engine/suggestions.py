@@ -42,7 +42,7 @@ from chat.engine.model_calls import model_call
 from chat.engine.request import history_load
 from chat.history import RunHistory
 from chat.history_rows import history_messages
-from chat.live.event_types import Event, MessageSuggestions
+from chat.live.event_types import Event
 from chat.llm import provider_for
 from chat.llm.base import SUGGESTIONS_FORMAT_NAME, ChatRequest
 from chat.llm.endpoints import UnknownModel, endpoint, model_resolve
@@ -236,5 +236,4 @@ def model_suggestions_write(
         model_call_suggest_store(suggested.model_call)
     if suggested.suggestions is None:
         return []
-    message_suggestions_write(final, suggested.suggestions)
-    return [MessageSuggestions(message_id=str(final.pk), suggestions=suggested.suggestions)]
+    return [message_suggestions_write(final, suggested.suggestions)]

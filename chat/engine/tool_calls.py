@@ -8,9 +8,9 @@ each result is stored as it completes (audit row, tool message, event), and
 the last one to finish releases the latch: it queues the run again. While
 those tools work the run holds no lease ("parked"), so no worker waits on them.
 
-The rows, messages and events a call leaves are built in chat/engine/call_records.py;
-every write of a call's outcome (started, its result, a late one) is the
-ledger's (chat/engine/ledger/calls.py).
+A call's audit row is built in chat/engine/call_records.py; every write of
+a call's outcome (started, its result, a late one) and the event that tells
+of it is the ledger's (chat/engine/ledger/calls.py).
 """
 
 from __future__ import annotations
@@ -28,12 +28,18 @@ from django.utils import timezone
 
 from chat.database import HOLD_WHILE_UNREACHABLE_S, database_retry
 from chat.engine.call_liveness import CallHeartbeat, call_dead_in
-from chat.engine.call_records import execution_started_event
 from chat.engine.dispatch import dispatch_run, dispatch_tool
 from chat.engine.lease import Heartbeat, LeaseLost, connection_release, restart_grace_left
-from chat.engine.ledger import call_answer_store, call_start_write, late_result_store, run_write
+from chat.engine.ledger import (
+    call_answer_store,
+    call_reported,
+    call_start_write,
+    late_result_store,
+    run_write,
+    tools_ended,
+)
 from chat.engine.replay_tools import call_arguments, recorded_result
-from chat.live.event_types import Event, ToolsEnded, event_from
+from chat.live.event_types import Event
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
@@ -129,8 +135,7 @@ def tool_call_execute(*, execution_id: Any) -> None:
             # A call whose result is recorded ran nothing: serving it again is safe.
             interrupted = (spec is None or not spec.idempotent) and run.sources.tools_run
         if not interrupted:
-            call_start_write(execution)
-            events_publish(run=run, events=[execution_started_event(execution)])
+            events_publish(run=run, events=[call_start_write(execution)])
     if interrupted:
         logger.warning(
             "tool call %s (%s) was in flight when its worker died; not repeating it",
@@ -221,7 +226,7 @@ def tool_call_run(
         with transaction.atomic():
             answered = call_answer_store(run, execution, result)
             if answered is not None:
-                ended = ToolsEnded(message_id=str(execution.message_id))
+                ended = tools_ended(execution.message_id)
                 events_publish(run=run, events=[answered[1], ended, *announce])
         return answered
 
@@ -234,7 +239,7 @@ def tool_call_run(
 def _event_sink(run: Run) -> Callable[[str, dict[str, Any]], None]:
     def sink(event_type: str, data: dict[str, Any]) -> None:
         # What a tool sends is a type and a dict (tools/ may not import chat): checked here.
-        event_publish(run=run, event=event_from(event_type, data))
+        event_publish(run=run, event=call_reported(event_type, data))
 
     return sink
 
@@ -319,4 +324,4 @@ def latch_release(run: Run, assistant_message_id: Any) -> list[Event]:
         run=run, type="tools.ended", data__message_id=str(assistant_message_id)
     ).exists():
         return []
-    return [ToolsEnded(message_id=str(assistant_message_id))]
+    return [tools_ended(assistant_message_id)]

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from chat.engine.continuation import direct_reply
 from chat.engine.finish import RunEnd, run_end
-from chat.engine.ledger import assistant_message_create
+from chat.engine.ledger import direct_answer_create
 from chat.engine.suggestions import (
     model_suggestions_ask,
     model_suggestions_wanted,
@@ -21,7 +21,6 @@ from chat.engine.suggestions import (
     tool_suggestions,
 )
 from chat.history import RunHistory
-from chat.live.event_types import MessageCreated, MessageDelta
 from chat.models import Message, Role, Run
 
 
@@ -58,17 +57,12 @@ def direct_complete(run: Run, token: uuid.UUID, last: Message, *, position: int)
     text = direct_reply([answer.content or "" for answer in answers])
     message_id = uuid.uuid4()
     with run_end(run, RunEnd.completed(message_id), lease=token) as events:
-        _, completed = assistant_message_create(
+        _, told = direct_answer_create(
             run=run,
             message_id=message_id,
             position=position,
             content=text,
-            finish_reason="direct",
             suggestions=tool_suggestions({"role": "tool", "content": a.content} for a in answers)
             or None,
         )
-        events += [
-            MessageCreated(message_id=str(message_id), role="assistant", purpose="direct"),
-            MessageDelta(message_id=str(message_id), text=text),
-            completed,
-        ]
+        events += told

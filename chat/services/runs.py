@@ -5,6 +5,7 @@ A /v1 client's turns (its history, its tools' results) are chat/services/client_
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 import uuid
 from collections.abc import Sequence
@@ -18,10 +19,10 @@ from django.utils import timezone
 from chat.budgets import Reservation, budget_reserve
 from chat.engine.dispatch import dispatch_run
 from chat.engine.finish import RunEnd, run_end
+from chat.engine.ledger import budget_warnings, messages_superseded, user_message_created
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
-from chat.history import message_to_api
 from chat.images import ImageInput
-from chat.live.event_types import MessageCreated, MessagesSuperseded
+from chat.live.event_types import MessageCreated
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -104,19 +105,21 @@ def run_start(
 def run_budget_reserve(conversation: Conversation) -> Reservation:
     """The budget a new run of the conversation starts under; BudgetExceeded refuses it.
 
-    The limits covering its owner came with the conversation's lock (chat/services/turn_lock.py).
+    The limits covering its owner came with the conversation's lock (chat/services/turn_lock.py);
+    the soft ones reached come with their `budget.warning` events, the ledger's.
     """
-    return budget_reserve(
+    reserved = budget_reserve(
         user_id=conversation.owner_id,
         model=conversation.model,
         limits=vars(conversation)["budget_limits"],
         owner_locked=vars(conversation)["owner_locked"],
     )
+    return dataclasses.replace(reserved, warnings=budget_warnings(reserved.reached))
 
 
 def user_message_event(message: Message) -> MessageCreated:
-    """The `message.created` of a user's message: other tabs and clients show it at once."""
-    return MessageCreated(message_id=str(message.pk), role="user", message=message_to_api(message))
+    """The `message.created` of a user's message, as the ledger makes it (a /v1 client's turn too)."""
+    return user_message_created(message)
 
 
 def run_regenerate(
@@ -202,7 +205,7 @@ def _supersede(conversation: Conversation, *, from_position: int) -> list[str]:
 def _superseded_publish(
     run: Run, message_ids: list[str], *, after_message_id: str | None = None
 ) -> None:
-    superseded = MessagesSuperseded(message_ids=message_ids, after_message_id=after_message_id)
+    superseded = messages_superseded(message_ids, after_message_id=after_message_id)
     event_publish(run=run, event=superseded)
 
 

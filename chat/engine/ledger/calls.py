@@ -34,6 +34,15 @@ Then each later write is one statement on the row:
                          tool message that answers it and its event
     late_result_store    a call answered by its run's end whose tool finished after all
 
+Each write makes the event that tells of it, for the caller to publish with
+its transaction: `call_start` and `call_start_write` their `tool_call.started`,
+`call_held` its `tool_call.approval_requested`, `call_decided` its
+`tool_call.approval_decided`, `call_answer_store` its `tool_call.completed`;
+and `tools_ended` the step's `tools.ended` once its last call is answered.
+What a running tool reports (`call_reported`: its progress, its own events)
+is checked into its event here too: no module outside the ledger and the
+live layer makes an event (tests/chat/engine/test_one_event_maker.py).
+
 A running call's `heartbeat_at` is its liveness, renewed by its heartbeat
 (chat/engine/call_liveness.py), not an outcome. The tool message is written
 by chat/engine/ledger/messages.py; a late result corrects the one its run's
@@ -49,14 +58,23 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from chat.engine.call_records import completed_event
 from chat.engine.lease import worker_name
 from chat.engine.ledger.messages import (
     tool_message_correct,
     tool_message_create,
     tool_message_store,
 )
-from chat.live.event_types import ToolCallCompleted
+from chat.history import message_to_api
+from chat.live.event_types import (
+    CallFields,
+    Event,
+    ToolCallApprovalDecided,
+    ToolCallApprovalRequested,
+    ToolCallCompleted,
+    ToolCallStarted,
+    ToolsEnded,
+    event_from,
+)
 from chat.models import (
     FINISHED_EXECUTION_STATUSES,
     ExecutionStatus,
@@ -65,6 +83,7 @@ from chat.models import (
     StandingApproval,
     ToolExecution,
 )
+from tools.registry import registry as tool_registry
 from tools.results import ToolResult
 
 logger = logging.getLogger(__name__)
@@ -75,9 +94,19 @@ def call_for_client(execution: ToolExecution) -> None:
     execution.status = ExecutionStatus.CLIENT
 
 
-def call_held(execution: ToolExecution) -> None:
-    """Mark an (unsaved) call that waits for a person's decision."""
+def call_held(execution: ToolExecution) -> ToolCallApprovalRequested:
+    """Mark an (unsaved) call that waits for a person's decision; its event asks them.
+
+    The `tool_call.approval_requested` event says what the call will do, its
+    arguments masked.
+    """
     execution.status = ExecutionStatus.AWAITING_APPROVAL
+    arguments = execution.arguments if execution.arguments is not None else {}
+    spec = tool_registry.get(execution.name)
+    description = spec.describe_call(arguments) if spec else execution.name
+    return ToolCallApprovalRequested(
+        **_call_fields(execution), arguments=arguments, description=description
+    )
 
 
 def call_denied(execution: ToolExecution, reason: str) -> None:
@@ -93,18 +122,25 @@ def call_standing_approved(execution: ToolExecution, approval: StandingApproval)
     execution.decision_reason = f"approved for this conversation (standing approval {approval.pk})"
 
 
-def call_start(execution: ToolExecution) -> None:
-    """Mark the (in-memory) row as started by this worker; an unsaved one is then inserted."""
+def call_start(execution: ToolExecution) -> ToolCallStarted:
+    """Mark the (in-memory) row as started by this worker; an unsaved one is then inserted.
+
+    Returns its `tool_call.started` event (its arguments are masked already).
+    """
     execution.status = ExecutionStatus.RUNNING
     execution.started_at = execution.heartbeat_at = timezone.now()
     execution.attempts += 1
     execution.worker = worker_name()
+    return ToolCallStarted(
+        **_call_fields(execution), arguments=execution.arguments, attempt=execution.attempts
+    )
 
 
-def call_start_write(execution: ToolExecution) -> None:
-    """Start a stored call in this worker (the caller holds its row locked)."""
-    call_start(execution)
+def call_start_write(execution: ToolExecution) -> ToolCallStarted:
+    """Start a stored call in this worker (the caller holds its row locked); its event."""
+    started = call_start(execution)
     execution.save(update_fields=["status", "started_at", "heartbeat_at", "attempts", "worker"])
+    return started
 
 
 def call_decided(
@@ -116,13 +152,15 @@ def call_decided(
     approve: bool,
     approved_arguments: Any = None,
     standing_approval: StandingApproval | None = None,
-) -> None:
+) -> ToolCallApprovalDecided:
     """A person's decision on a waiting call (its row locked by the caller), in one UPDATE.
 
     Approved, the call is queued again (`pending`), with `approved_arguments`
     (masked) when the person changed the model's, and the standing approval it
     made if any; rejected, it keeps waiting until its rejection is stored as
-    its result (`call_answer_store`, in the same transaction).
+    its result (`call_answer_store`, in the same transaction). Returns the
+    `tool_call.approval_decided` event, with the arguments it runs with when
+    the person changed them.
     """
     execution.approved_by = user
     execution.decided_at = at
@@ -137,6 +175,9 @@ def call_decided(
         execution.status = ExecutionStatus.PENDING
         fields.insert(0, "status")
     execution.save(update_fields=fields)
+    return ToolCallApprovalDecided(
+        **_call_fields(execution), approved=approve, reason=reason, arguments=approved_arguments
+    )
 
 
 def call_replay_link(execution: ToolExecution, recorded: ToolExecution) -> None:
@@ -171,7 +212,40 @@ def call_answer_store(
         )
     else:
         tool_message_store(message)
-    return message, completed_event(execution, result, message)
+    completed = ToolCallCompleted(
+        **_call_fields(execution),
+        status=result.status,
+        duration_ms=result.duration_ms,
+        truncated=result.truncated,
+        message=message_to_api(message),
+    )
+    return message, completed
+
+
+def tools_ended(assistant_message_id: Any) -> ToolsEnded:
+    """The `tools.ended` event: every call of the assistant message has its answer stored.
+
+    The caller found so, in the transaction of the last answer (`call_answer_store`).
+    """
+    return ToolsEnded(message_id=str(assistant_message_id))
+
+
+def call_reported(event_type: str, data: dict[str, Any]) -> Event:
+    """What a running call's tool reports (its progress, an event of its own), as its event.
+
+    A tool sends a type and a dict (tools/context.py may not import chat): they
+    are checked against their class here, ValueError for what none declares.
+    """
+    return event_from(event_type, data)
+
+
+def _call_fields(execution: ToolExecution) -> CallFields:
+    """The fields a tool_call.* event starts with: which call it is about."""
+    return {
+        "execution_id": str(execution.pk),
+        "tool_call_id": execution.tool_call_id,
+        "name": execution.name,
+    }
 
 
 def _result_write(execution: ToolExecution, result: ToolResult) -> bool:

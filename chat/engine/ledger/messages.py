@@ -22,6 +22,26 @@ Not a turn's, and written where they are made: the user's own message a post
 stores and the messages an edit or a regenerate supersedes (chat/services/
 runs.py), a /v1 client's own history (chat/services/client_turns.py `_imported`) and
 a replay's copy of a conversation (chat/services/replays.py).
+
+Every event that tells of a message is made here, for the caller to publish
+in its transaction:
+
+    assistant_message_create  `message.completed`, with the stored answer
+    direct_answer_create      a `direct` turn's answer, told whole:
+                              `message.created`, its text, `message.completed`
+    answer_opened             `message.created` of an answer a model step is
+                              about to write (chat/engine/model_step.py)
+    answer_streamed           `message.delta`: that answer's text as it streams
+    answer_restarted          `message.delta` with `reset`: its stream starts over
+    message_suggestions_write `message.suggestions`, with the follow-ups stored
+    user_message_created      `message.created` of a user's message (chat/services/)
+    messages_superseded       `messages.superseded`: what an edit or a regenerate
+                              took out of the conversation (chat/services/runs.py)
+
+The streamed text is live output, not a write: it is made here all the same,
+beside the answer it shows before it is stored, so that what a run says of
+its messages, streamed or stored, is made in one module (chat/engine/deltas.py
+only coalesces it).
 """
 
 from __future__ import annotations
@@ -31,7 +51,14 @@ from typing import Any
 
 from chat.engine.call_records import tool_message_position
 from chat.history import message_to_api
-from chat.live.event_types import MessageCompleted
+from chat.live.event_types import (
+    Event,
+    MessageCompleted,
+    MessageCreated,
+    MessageDelta,
+    MessagesSuperseded,
+    MessageSuggestions,
+)
 from chat.models import Message, Role, Run, ToolExecution
 from chat.statements import row_insert
 from tools.models import Resource
@@ -55,6 +82,61 @@ def assistant_message_create(
     )
     row_insert(message)
     return message, MessageCompleted(message=message_to_api(message))
+
+
+def direct_answer_create(
+    *, run: Run, message_id: uuid.UUID, position: int, content: str, **fields: Any
+) -> tuple[Message, list[Event]]:
+    """A `direct` turn's answer (the tools' own messages), and its events: the whole of it at once.
+
+    No model streamed it: it is announced, given its text and completed in one batch.
+    """
+    message, completed = assistant_message_create(
+        run=run,
+        message_id=message_id,
+        position=position,
+        content=content,
+        finish_reason="direct",
+        **fields,
+    )
+    opened = MessageCreated(message_id=str(message_id), role="assistant", purpose="direct")
+    return message, [opened, answer_streamed(str(message_id), content), completed]
+
+
+def answer_opened(*, message_id: uuid.UUID, purpose: str, step: int, model: str) -> MessageCreated:
+    """The `message.created` of an answer a model step is about to write (its ModelCall's id).
+
+    Published before the call, it also lets a takeover record a call that died
+    (chat/engine/model_calls.py `interrupted_call_record`).
+    """
+    return MessageCreated(
+        message_id=str(message_id), role="assistant", purpose=purpose, step=step, model=model
+    )
+
+
+def answer_streamed(message_id: str, text: str) -> MessageDelta:
+    """Text of an answer as its model streams it, ahead of the message stored."""
+    return MessageDelta(message_id=message_id, text=text)
+
+
+def answer_restarted(message_id: str, reason: str) -> MessageDelta:
+    """An answer's stream starts over (its call was retried): what was shown of it goes."""
+    return MessageDelta(message_id=message_id, reset=True, reason=reason, text="")
+
+
+def user_message_created(message: Message) -> MessageCreated:
+    """The `message.created` of a user's message: other tabs and clients show it at once."""
+    return MessageCreated(message_id=str(message.pk), role="user", message=message_to_api(message))
+
+
+def messages_superseded(
+    message_ids: list[str], *, after_message_id: str | None = None
+) -> MessagesSuperseded:
+    """The `messages.superseded` of what an edit or a regenerate took out of the conversation.
+
+    `after_message_id` is a regenerated answer's question.
+    """
+    return MessagesSuperseded(message_ids=message_ids, after_message_id=after_message_id)
 
 
 def tool_message_create(
@@ -112,7 +194,8 @@ def message_calls_rewrite(message: Message, tool_calls: list[dict[str, Any]]) ->
     Message.objects.filter(pk=message.pk).update(tool_calls=message.tool_calls)
 
 
-def message_suggestions_write(final: Message, suggestions: list[str]) -> None:
-    """A final answer's merged follow-ups: stored, and on `final`."""
+def message_suggestions_write(final: Message, suggestions: list[str]) -> MessageSuggestions:
+    """A final answer's merged follow-ups: stored, and on `final`; their event."""
     Message.objects.filter(pk=final.pk).update(suggestions=suggestions)
     final.suggestions = suggestions
+    return MessageSuggestions(message_id=str(final.pk), suggestions=suggestions)

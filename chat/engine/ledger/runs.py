@@ -16,6 +16,14 @@ move leads to, as `transition` names it, read off the table once at import
                          -limit_reached, -no_text_twice, -cancelled, -error->
                          the end: chat/engine/finish.py `run_end`, whoever ends it
 
+The run's own events are made here, beside the writes they tell of: its
+`run.started` (`run_started`, told once of the run its claim started, with
+its first step's or on a take-over) and its end's `run.completed`,
+`run.failed` or `run.cancelled` (`run_ended_event`, read off the row
+`run_ended` wrote). A soft budget limit reached is warned of here too
+(`budget_warnings`): a run's, noted on its row once (`run_budget_warned`), and
+a post's (chat/services/runs.py `run_budget_reserve`).
+
 A claim is a compare-and-set on the run row; the holder renews `heartbeat_at`
 while it works (chat/engine/lease.py), and anyone may take over a lease whose
 heartbeat went stale. Every other write of a step (`run_write`) happens under
@@ -27,6 +35,7 @@ before the moves had names: the same UPDATE, the same fences.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,10 +44,18 @@ from django.db.models import DateTimeField, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from chat.budgets import Reached
 from chat.engine.claim_read import claimed_read, claimed_reread, prepared
 from chat.engine.lease import LeaseLost, stale_cutoff
 from chat.engine.states import ENDS, STORED_STATUS, Trigger, TurnState, transition
-from chat.models import Run, RunStatus
+from chat.live.event_types import (
+    BudgetWarning,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+)
+from chat.models import Run, RunStatus, ToolExecution
 from chat.statements import rows_update
 
 
@@ -127,6 +144,11 @@ def run_claim(*, run_id: Any) -> Claim | None:
     return Claim(claimed_reread(run_id), token, first=False)
 
 
+def run_started(run: Run) -> RunStarted:
+    """The `run.started` event of a run `run_claim` started (the caller tells it once)."""
+    return RunStarted(mode=run.mode)
+
+
 def run_write(run: Run, token: uuid.UUID, **fields: Any) -> None:
     """Update the run's row if the lease is still ours, else raise LeaseLost.
 
@@ -186,3 +208,50 @@ def run_ended(
             setattr(run, name, value)
     else:
         _leased_write(run, token, ended)
+
+
+def run_ended_event(
+    run: Run,
+    trigger: Trigger,
+    *,
+    error: str = "",
+    answer_id: uuid.UUID | None = None,
+    answered: list[ToolExecution] | None = None,
+) -> RunCompleted | RunFailed | RunCancelled:
+    """The end's event, from the run's row as `run_ended` wrote it and the open calls it answered.
+
+    `error` is a failed run's, `answer_id` a completed run's final answer and
+    `answered` the calls a cancel answered.
+    """
+    end = ENDS[trigger]
+    if end == TurnState.FAILED:
+        return RunFailed(error=error)
+    if end == TurnState.CANCELLED:
+        return RunCancelled(cancelled_tool_calls=[e.tool_call_id for e in answered or []])
+    return RunCompleted(
+        message_id=str(answer_id),
+        latency_ms=run.latency_ms,
+        model_calls=run.model_calls,
+        steps=run.steps,
+    )
+
+
+def run_budget_warned(run: Run, fresh: Sequence[Reached]) -> tuple[BudgetWarning, ...]:
+    """Note on the run the soft limits it reached (`budget["warned"]`, each once); their events.
+
+    `fresh` are those not warned of yet (chat/engine/run_limits.py `run_limit_check`).
+    """
+    budget = run.budget or {}
+    warned = set(budget.get("warned") or [])
+    budget["warned"] = sorted(warned | {found.limit.id for found in fresh})
+    Run.objects.filter(pk=run.pk).update(budget=budget)
+    run.budget = budget
+    return budget_warnings(fresh)
+
+
+def budget_warnings(reached: Iterable[Reached]) -> tuple[BudgetWarning, ...]:
+    """The `budget.warning` events of soft limits reached: a run's, or a post's."""
+    return tuple(
+        BudgetWarning(limit=found.data(), message=found.sentence() + "; this is a warning.")
+        for found in reached
+    )
