@@ -359,7 +359,9 @@ def test_on_a_phone_or_tablet_the_admins_run_list_fits_and_keeps_what_says_which
         page.emulate_media(color_scheme=scheme)
         page.goto(f"{asgi_server}/admin/chat/run/")
         expect(page.locator("#result_list tbody tr")).to_have_count(6)
-        page.screenshot(path=screenshots_dir / f"admin-run-list-{scheme}-{width}.png", full_page=True)
+        page.screenshot(
+            path=screenshots_dir / f"admin-run-list-{scheme}-{width}.png", full_page=True
+        )
         fits(page, width)
         scroll, client = page.evaluate(SCROLLS_SIDEWAYS, "#changelist .results")
         widths = page.evaluate(
