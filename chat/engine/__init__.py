@@ -42,7 +42,7 @@ The modules (all of them), in the order a run meets them:
 - `model_step`: one model step: its request, its stream to live events, its answer stored;
 - `model_calls`: every model call, made and streamed, its audit row recorded by the ledger;
 - `deltas`: the answer's text as `message.delta` events (the first at once, then coalesced);
-- `answer`: what a model answered, made storable (a decision as a call, calls repaired);
+- `call_repair`: what a model answered, made storable (a decision as a call, calls repaired);
 - `answer_plan`: what an answer asks for: whose calls, the policies' verdicts, who runs them;
 - `answer_store`: a step's answer stored (its message through the ledger), its calls' audit
   rows, the run's counters;
@@ -53,7 +53,7 @@ The modules (all of them), in the order a run meets them:
 - `approvals`: which calls wait for a person, and storing the decision (or its expiry);
 - `continuation`: the policies that choose what follows a step of tools;
 - `suggestions`: the follow-up prompts after a final answer, from its tools and the model;
-- `turn_end`: how the loop completes a turn: after its answer, or with a direct reply;
+- `turn_complete`: how the loop completes a turn: after its answer, or with a direct reply;
 - `finish`: ending a run (completed, failed, cancelled) with every call answered;
 - `recovery`: finding runs whose worker died, and queuing them again; expiring approvals.
 """

@@ -59,7 +59,7 @@ def answer_plan(run: Run, calls: list[dict[str, Any]]) -> AnswerPlan:
         (runnable == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS) or (runnable == 0 and bool(ours))
     )
     # A final answer ends the run here, unless the model's follow-ups are asked first
-    # (chat/engine/turn_end.py `answer_complete`): every event of a run precedes its end. So
+    # (chat/engine/turn_complete.py `answer_complete`): every event of a run precedes its end. So
     # does an answer that calls only the client's tools: the client has the turn now.
     ending = (not calls and not model_suggestions_wanted(run)) or (bool(calls) and not ours)
     return AnswerPlan(calls, held, client, denied, verdicts, standing, inline, ending)

@@ -18,9 +18,9 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from chat.engine.answer import repaired_tool_calls, storable_call_ids
 from chat.engine.answer_plan import AnswerPlan, answer_plan
 from chat.engine.call_records import execution_build
+from chat.engine.call_repair import repaired_tool_calls, storable_call_ids
 from chat.engine.dispatch import dispatch_tool
 from chat.engine.finish import RunEnd, run_end
 from chat.engine.ledger import (

@@ -49,7 +49,7 @@ from chat.live.events import events_publish
 from chat.llm.endpoints import prices_configured
 from chat.models import ExecutionStatus, ModelCall, Run, RunStatus, ToolExecution
 from chat.telemetry.metrics import turn_observe
-from chat.telemetry.tracing import turn_end
+from chat.telemetry.tracing import turn_span_write
 from tools.results import ToolResult, cancelled_result, interrupted_result
 
 
@@ -137,7 +137,7 @@ def run_end(
             run, end.trigger, error=end.error, answer_id=end.answer_id, answered=answered
         )
         events_publish(run=run, events=[*events, ended])
-        transaction.on_commit(functools.partial(turn_end, run))
+        transaction.on_commit(functools.partial(turn_span_write, run))
         transaction.on_commit(functools.partial(turn_observe, run))
 
 

@@ -29,8 +29,8 @@ from typing import Any
 
 from django.db import transaction
 
-from chat.engine.answer import decision_completion, repaired_tool_calls
 from chat.engine.answer_store import answer_figures
+from chat.engine.call_repair import decision_completion, repaired_tool_calls
 from chat.engine.continuation import decide_after_tools
 from chat.engine.finish import RunEnd, run_end, run_fail
 from chat.engine.ledger import (

@@ -22,8 +22,8 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from chat.database import HOLD_WHILE_UNREACHABLE_S, database_retry
-from chat.engine.answer import decision_completion
 from chat.engine.answer_store import Step, StepOutcome, answer_store
+from chat.engine.call_repair import decision_completion
 from chat.engine.deltas import DeltaBuffer
 from chat.engine.finish import run_fail
 from chat.engine.ledger import answer_opened

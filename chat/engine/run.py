@@ -7,7 +7,7 @@ a model call its dead worker left), ASKING and COMPOSING make one model call
 (chat/engine/model_step.py), RUNNING_TOOLS runs the step's one call here or
 waits for calls running elsewhere and asks the policy what follows
 (chat/engine/continuation.py), DIRECT answers with the tools' messages, and
-ANSWERED completes the run after the follow-ups (both ends in chat/engine/turn_end.py);
+ANSWERED completes the run after the follow-ups (both ends in chat/engine/turn_complete.py);
 FORCED_STEPS is a forced replay's whole turn (chat/engine/forced_replay.py).
 Each returns a trigger and `transition` names the next state; the loop stops
 where nobody holds the run (parked, awaiting approval) or it ended, always by
@@ -42,7 +42,7 @@ from chat.engine.request import RequestHasher, history_load
 from chat.engine.run_limits import run_limit_check
 from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, worker_lets_go
 from chat.engine.tool_calls import run_park, tool_call_run
-from chat.engine.turn_end import answer_complete, direct_complete
+from chat.engine.turn_complete import answer_complete, direct_complete
 from chat.history import RunHistory
 from chat.live.event_types import Event
 from chat.live.events import event_publish, events_publish

@@ -17,7 +17,7 @@ content, images) before asking again.
 What it calls are helpers that return a verdict and never call back: the body
 (chat/llm/request_body.py), the server's limits (chat/llm/limits.py), a
 stream's chunks and failures (chat/llm/streamed.py, stream_read.py), the
-answer read leniently (chat/llm/answer_read.py, lenient.py), the failure's
+answer read leniently (chat/llm/completion_read.py, lenient.py), the failure's
 words (chat/llm/failures.py) and the watch (chat/llm/watch.py): every request
 goes through its transport, which ends the call when its run stops wanting it
 (the `stop` event) or a deadline passes (LLM_CALL_DEADLINE_S for the whole
@@ -35,7 +35,6 @@ from typing import Any, Protocol
 
 import openai
 
-from chat.llm.answer_read import completion_read, stream_completion
 from chat.llm.base import (
     ChatRequest,
     Completion,
@@ -45,6 +44,7 @@ from chat.llm.base import (
     StreamRestart,
     TextDelta,
 )
+from chat.llm.completion_read import completion_read, stream_completion
 from chat.llm.failures import (
     ended,
     error_message,

@@ -22,7 +22,7 @@ chosen when the run is made (`turn_trace_parent`), stored on the Run
 span id when a request's `traceparent` was continued), every call's span is
 made the child of that stored context, and the turn's own span is written
 once, with the stored ids and the run's recorded times, by whoever ends the
-run (`turn_end`, from chat/engine/finish.py `run_end`).
+run (`turn_span_write`, from chat/engine/finish.py `run_end`).
 
 Message text, tool arguments and results are exported only with
 `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, the arguments masked
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 # --- The turn ---------------------------------------------------------------------------------
 
 
-def turn_end(run: Run) -> None:
+def turn_span_write(run: Run) -> None:
     """Write the turn's span, with the ids stored on the run and its recorded times."""
     tracer = current_tracer()
     if tracer is None or not run.trace_parent:
@@ -281,7 +281,7 @@ def run_export(run: Run) -> bool:
             span.set_attribute("error.type", str(execution.status))
             span.set_status(trace.StatusCode.ERROR)
         span.end(end_time=nanoseconds(execution.finished_at) if execution.finished_at else None)
-    turn_end(run)
+    turn_span_write(run)
     return True
 
 

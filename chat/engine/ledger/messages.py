@@ -5,7 +5,7 @@ test_one_message_writer.py holds it). Each write is one statement, in the
 caller's transaction:
 
     assistant_message_create  an answer of the run, with its `message.completed`
-                              event (chat/engine/answer_store.py, turn_end.py,
+                              event (chat/engine/answer_store.py, turn_complete.py,
                               forced_replay.py)
     tool_message_build        the (unsaved) tool message that answers a call, in
                               its place: a /v1 client's result is built so by
