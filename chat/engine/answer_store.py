@@ -60,9 +60,11 @@ logger = logging.getLogger(__name__)
 class StepOutcome(enum.Enum):
     """What the run loop does after a model step."""
 
-    ANSWERED = "answered"  # a final answer: the run is completed
+    ENDED = "ended"  # the answer's own transaction completed the run (no follow-ups to ask)
+    ANSWERED = "answered"  # a final answer, the run still open: the follow-ups, then the end
     CALLS = "calls"  # one tool call, for this worker to run now
     PARKED = "parked"  # tool calls queued as tasks; their latch resumes the run
+    AWAITING_APPROVAL = "awaiting_approval"  # a call waits for a person; nobody holds the run
     FAILED = "failed"  # the run was marked failed
     EMPTY = "empty"  # no text and no calls: nothing stored but the call, for the loop to retry
 
@@ -199,10 +201,18 @@ def _answer_write(
         for name, value in before.items():  # undo the rolled-back write on the object too
             setattr(run, name, value)
         raise
-    if not calls or plan.ending:  # a final answer, or calls for the client only
+    if plan.ending:  # a final answer, or calls for the client only: the run is completed
+        return Step(StepOutcome.ENDED, message, executions)
+    if not calls:
         return Step(StepOutcome.ANSWERED, message, executions)
-    outcome = StepOutcome.CALLS if plan.inline else StepOutcome.PARKED
-    return Step(outcome, message, executions, answers)
+    return Step(_calls_outcome(plan), message, executions, answers)
+
+
+def _calls_outcome(plan: AnswerPlan) -> StepOutcome:
+    """What follows an answer's calls: one runs here, or they run elsewhere, or a person decides."""
+    if plan.inline:
+        return StepOutcome.CALLS
+    return StepOutcome.AWAITING_APPROVAL if plan.held else StepOutcome.PARKED
 
 
 def _answer_empty(

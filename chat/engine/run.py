@@ -56,7 +56,6 @@ from chat.models import (
     Role,
     Run,
     RunEvent,
-    RunStatus,
     StepSource,
     ToolExecution,
 )
@@ -271,6 +270,15 @@ def _model_step(turn: _Turn) -> Trigger:
     return _answer_trigger(turn, step)
 
 
+# A final answer: the run still open (the follow-ups, then the end), or completed with it.
+_ANSWER_ENDS = {StepOutcome.ANSWERED: Trigger.ANSWERED, StepOutcome.ENDED: Trigger.COMPLETED}
+# Calls that run elsewhere: as tasks, or once a person has decided.
+_CALLS_ELSEWHERE = {
+    StepOutcome.PARKED: Trigger.CALLS_QUEUED,
+    StepOutcome.AWAITING_APPROVAL: Trigger.APPROVAL_ASKED,
+}
+
+
 def _answer_trigger(turn: _Turn, step: Step) -> Trigger:
     """What a model step's outcome means for the turn; the turn takes its answer."""
     if step.outcome == StepOutcome.EMPTY:
@@ -279,13 +287,11 @@ def _answer_trigger(turn: _Turn, step: Step) -> Trigger:
     if step.outcome == StepOutcome.FAILED:
         return Trigger.MODEL_FAILED
     assert step.message is not None
-    if step.outcome == StepOutcome.ANSWERED:
+    if step.outcome in _ANSWER_ENDS:
         turn.final = step.message
-        return Trigger.ANSWERED
-    if step.outcome == StepOutcome.PARKED:
-        if turn.run.status == RunStatus.AWAITING_APPROVAL:
-            return Trigger.APPROVAL_ASKED
-        return Trigger.CALLS_QUEUED
+        return _ANSWER_ENDS[step.outcome]
+    if step.outcome in _CALLS_ELSEWHERE:
+        return _CALLS_ELSEWHERE[step.outcome]
     turn.history().append(step.message)
     for answer in step.answers:
         turn.history().append(answer)
@@ -373,10 +379,9 @@ def _direct(turn: _Turn) -> Trigger:
 
 
 def _answered(turn: _Turn) -> Trigger:
-    """Complete the run, unless the answer's own transaction did."""
+    """Complete the run: the model's follow-ups first, if wanted (chat/engine/turn_complete.py)."""
     assert turn.final is not None
-    if turn.run.status == RunStatus.RUNNING:
-        answer_complete(turn.run, turn.token, turn.final, turn.kept)
+    answer_complete(turn.run, turn.token, turn.final, turn.kept)
     return Trigger.COMPLETED
 
 

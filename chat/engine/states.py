@@ -27,6 +27,7 @@ decision (chat/engine/approvals.py) and cancel (chat/services/runs.py).
        │                                                                               │
        │   ASKING or COMPOSING, after its model call:                                  │
        │     answered ────────► ANSWERED ── completed ─────────────────────────────────┴► COMPLETED
+       │     completed ───────► COMPLETED (stored with the answer: no follow-ups to ask)
        │     one_call ────────► RUNNING_TOOLS (this worker runs it)
        │     calls_queued ────► PARKED
        │     approval_asked ──► AWAITING_APPROVAL ── decided ──► PARKED
@@ -103,7 +104,7 @@ class Trigger(enum.StrEnum):
     COMPOSE = "compose"  # the policy asks for the answer, without tools
     DIRECT = "direct"  # the policy (or a return_direct tool) answers with the tools' messages
     CLIENT_CALLS = "client_calls"  # ours answered, the rest are the /v1 client's to run
-    COMPLETED = "completed"  # the run was completed
+    COMPLETED = "completed"  # the run was completed (by a final answer's own transaction too)
     WOKEN = "woken"  # the step's last call queued the run again
     DECIDED = "decided"  # no call waits for a person any more
     CANCELLED = "cancelled"  # a person cancelled the run (chat/services/runs.py)
@@ -131,6 +132,7 @@ _MODEL_STEP = {
     Trigger.CALLS_QUEUED: TurnState.PARKED,
     Trigger.APPROVAL_ASKED: TurnState.AWAITING_APPROVAL,
     Trigger.ANSWERED: TurnState.ANSWERED,
+    Trigger.COMPLETED: TurnState.COMPLETED,
     Trigger.NO_TEXT_TWICE_AFTER_TOOLS: TurnState.DIRECT,
     Trigger.MODEL_FAILED: TurnState.FAILED,
     Trigger.LIMIT_REACHED: TurnState.FAILED,
