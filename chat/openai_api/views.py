@@ -28,8 +28,9 @@ from rest_framework.views import APIView
 
 from chat.api.base import AsyncApiView
 from chat.api.errors import exception_handler
+from chat.live.run_wait import run_end_wait
 from chat.live.sse import with_keepalive
-from chat.live.streams import run_end_wait, run_event_stream
+from chat.live.streams import run_event_stream
 from chat.llm.endpoints import model_choices
 from chat.message_rate import MessageRateThrottle
 from chat.models import Run
