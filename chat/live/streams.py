@@ -56,8 +56,7 @@ STREAM_CLOSED = "toolchat.stream.closed"
 logger = logging.getLogger(__name__)
 
 
-@database_sync_to_async
-def _stored(
+def _stored_read(
     conversation_id: Any,
     after: int,
     *,
@@ -71,9 +70,22 @@ def _stored(
     return [event_envelope(event) for event in events]
 
 
+_stored = database_sync_to_async(_stored_read)
+
+
 @database_sync_to_async
-def _run_ended(run_id: Any) -> bool:
-    return Run.objects.filter(pk=run_id, status__in=ENDED_STATUSES).exists()
+def _ended_then_stored(
+    conversation_id: Any, after: int, *, run_id: Any, check_end: bool
+) -> tuple[bool, list[dict[str, Any]]]:
+    """Whether the run had ended (when `check_end`), then the first batch stored after `after`.
+
+    Read in that order (see `event_stream`), in one hand-off to a thread: a
+    stream's catch-up took two, each a few hundred microseconds of the event
+    loop's CPU under load (docs/performance.md, round fifteen).
+    """
+    ended = check_end and Run.objects.filter(pk=run_id, status__in=ENDED_STATUSES).exists()
+    batch = _stored_read(conversation_id, after, run_id=run_id, limit=REPLAY_BATCH)
+    return ended, batch
 
 
 async def event_stream(
@@ -99,10 +111,14 @@ async def event_stream(
             # Whether the run had ended is read before the events: the status and
             # the terminal event commit together, so if it had, the read below
             # holds that event (read after, the two could straddle the commit).
-            ended = until_run_ends and run_id is not None and await _run_ended(run_id)
+            ended, batch = await _ended_then_stored(
+                conversation_id,
+                cursor,
+                run_id=run_id,
+                check_end=until_run_ends and run_id is not None,
+            )
             # Catch up from the database: the replay, or the filling of a gap.
             while True:
-                batch = await _stored(conversation_id, cursor, run_id=run_id, limit=REPLAY_BATCH)
                 for envelope in batch:
                     cursor = envelope["seq"]
                     yield envelope
@@ -110,6 +126,7 @@ async def event_stream(
                         return
                 if len(batch) < REPLAY_BATCH:
                     break
+                batch = await _stored(conversation_id, cursor, run_id=run_id, limit=REPLAY_BATCH)
             if ended:
                 return  # its terminal event was at or before the cursor
             # Live: take events as they come while they follow on from the cursor.

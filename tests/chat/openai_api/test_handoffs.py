@@ -2,7 +2,8 @@
 
 Every `sync_to_async` costs the event loop a few hundred microseconds of CPU
 under load (docs/performance.md, round fifteen): the answer's reads and
-writes after the wait go in one hand-off.
+writes after the wait go in one hand-off, and a stream's first catch-up reads
+whether the run had ended and its events in one.
 """
 
 from __future__ import annotations
@@ -70,3 +71,17 @@ def test_a_failed_answer_not_streamed_is_remembered_for_its_retry(handoffs, llm_
         == answer.headers["X-Toolchat-Conversation-Id"]
     )
     assert Conversation.objects.count() == 1
+
+
+def test_a_stream_reads_the_runs_end_and_its_events_in_one_hand_off(handoffs, llm_server):
+    llm_server.push(text_reply("Four."))
+    token = Token.objects.create(user=UserFactory()).key
+    asked = [{"role": "user", "content": "2+2?"}]
+    answer = post(URL, token, {"model": MODEL, "messages": asked, "stream": True})
+    assert answer.status_code == 200, answer.text
+    assert '"content":"Four."' in answer.text.replace(" ", ""), answer.text
+    assert answer.text.rstrip().endswith("data: [DONE]")
+    called = ours(handoffs)
+    assert called[:2] == ["AsyncApiView._initial_then", "_ended_then_stored"], called
+    assert "_run_ended" not in called, called
+    assert called[-2:] == ["run_outcome", "_saw"], called
