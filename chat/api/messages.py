@@ -40,8 +40,9 @@ from chat.api.base import (
 from chat.api.run_data import run_data
 from chat.api.serializers import MessageSerializer, RunSerializer, message_data
 from chat.inputs import MessageInput, StrictInputSerializer
+from chat.live.run_wait import run_end_wait
 from chat.live.sse import sse_response
-from chat.live.streams import run_end_wait, run_event_stream
+from chat.live.streams import run_event_stream
 from chat.message_rate import MessageRateThrottle
 from chat.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from chat.selectors import (

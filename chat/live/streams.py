@@ -30,18 +30,15 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.conf import settings
 
-from chat.live.events import conversation_group, event_envelope, run_end_group
-from chat.live.run_ends import TERMINAL_EVENTS, WAIT_ENDS, run_end_signal
-from chat.live.subscription import FAILED, Subscription, run_ends_listen, subscription
+from chat.live.events import conversation_group, event_envelope
+from chat.live.run_ends import TERMINAL_EVENTS
+from chat.live.subscription import FAILED, Subscription, subscription
 from chat.models import Conversation, Run, RunStatus
 from chat.selectors import stored_events
 from chat.telemetry.metrics import event_lag_observe
 
 ENDED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
-# Where a waited post stops waiting: the end, or a pause until a person decides.
-STOPPED_STATUSES = ENDED_STATUSES | {RunStatus.AWAITING_APPROVAL}
 # How long a stream waits on the channel layer, after a live event, before it
 # looks at the database anyway (a dropped message with nothing after it would
 # otherwise wait forever); it waits twice as long each time it finds nothing.
@@ -59,8 +56,7 @@ STREAM_CLOSED = "toolchat.stream.closed"
 logger = logging.getLogger(__name__)
 
 
-@database_sync_to_async
-def _stored(
+def _stored_read(
     conversation_id: Any,
     after: int,
     *,
@@ -74,14 +70,22 @@ def _stored(
     return [event_envelope(event) for event in events]
 
 
-@database_sync_to_async
-def _run_ended(run_id: Any) -> bool:
-    return Run.objects.filter(pk=run_id, status__in=ENDED_STATUSES).exists()
+_stored = database_sync_to_async(_stored_read)
 
 
 @database_sync_to_async
-def _run_stopped(run_id: Any) -> bool:
-    return Run.objects.filter(pk=run_id, status__in=STOPPED_STATUSES).exists()
+def _ended_then_stored(
+    conversation_id: Any, after: int, *, run_id: Any, check_end: bool
+) -> tuple[bool, list[dict[str, Any]]]:
+    """Whether the run had ended (when `check_end`), then the first batch stored after `after`.
+
+    Read in that order (see `event_stream`), in one hand-off to a thread: a
+    stream's catch-up took two, each a few hundred microseconds of the event
+    loop's CPU under load (docs/performance.md, round fifteen).
+    """
+    ended = check_end and Run.objects.filter(pk=run_id, status__in=ENDED_STATUSES).exists()
+    batch = _stored_read(conversation_id, after, run_id=run_id, limit=REPLAY_BATCH)
+    return ended, batch
 
 
 async def event_stream(
@@ -107,10 +111,14 @@ async def event_stream(
             # Whether the run had ended is read before the events: the status and
             # the terminal event commit together, so if it had, the read below
             # holds that event (read after, the two could straddle the commit).
-            ended = until_run_ends and run_id is not None and await _run_ended(run_id)
+            ended, batch = await _ended_then_stored(
+                conversation_id,
+                cursor,
+                run_id=run_id,
+                check_end=until_run_ends and run_id is not None,
+            )
             # Catch up from the database: the replay, or the filling of a gap.
             while True:
-                batch = await _stored(conversation_id, cursor, run_id=run_id, limit=REPLAY_BATCH)
                 for envelope in batch:
                     cursor = envelope["seq"]
                     yield envelope
@@ -118,6 +126,7 @@ async def event_stream(
                         return
                 if len(batch) < REPLAY_BATCH:
                     break
+                batch = await _stored(conversation_id, cursor, run_id=run_id, limit=REPLAY_BATCH)
             if ended:
                 return  # its terminal event was at or before the cursor
             # Live: take events as they come while they follow on from the cursor.
@@ -235,7 +244,7 @@ class _Live:
         return envelope
 
     def _failed(self, exc: Exception) -> None:
-        _layer_failed(self.conversation_id, exc)
+        layer_failed(self.conversation_id, exc)
         self.listening = False
         self.retry_at = self.loop.time() + LAYER_RETRY_S
         if self.hub is not None and self.queue is not None:
@@ -247,10 +256,10 @@ class _Live:
         if self.hub is not None and self.queue is not None:
             self.hub.leave(self.group, self.queue)
             return
-        await _unsubscribe(self.layer, self.group, self.channel, self.receiving)
+        await layer_unsubscribe(self.layer, self.group, self.channel, self.receiving)
 
 
-async def _unsubscribe(
+async def layer_unsubscribe(
     layer: Any, group: str, channel: str | None, receiving: asyncio.Future[Any] | None
 ) -> None:
     """Leave the group; a receive still waiting is woken by a message, not cancelled.
@@ -277,95 +286,7 @@ def _receive_dropped(receiving: asyncio.Future[Any]) -> None:
         receiving.exception()  # retrieved, so that asyncio does not log it
 
 
-async def run_end_wait(*, run: Run, timeout: float) -> bool:
-    """Wait until the run has ended or waits for a person (True), or `timeout` seconds
-    have passed (False).
-
-    For `POST .../messages/?wait=true`, which needs the end and not the events;
-    a run that waits for an approval goes no further until someone decides, and
-    the one who waits may be that someone (chat/live/run_ends.py `WAIT_ENDS`).
-    Where runs execute in this process (no Redis), the end's commit wakes it
-    directly; with chat.live.redis_layer's layer, the workers' publish of the
-    end does (chat/live/run_ends.py). With another layer (channels_redis' own,
-    for Sentinel), the run's terminal event, which goes out only once the end
-    has committed, ends it: the wait listens to the run's end group, not to
-    the conversation's every event. The database is read at the start and
-    after every quiet spell (CATCH_UP_S, doubling up to MAX_CATCH_UP_S), so a
-    dropped message or a failed layer costs seconds, never the whole wait.
-    """
-    if settings.TOOLCHAT_TASKS_IN_PROCESS:
-        return await _run_end_wait_here(run, timeout)
-    layer = get_channel_layer()
-    if hasattr(layer, "run_ends_channel"):
-        await run_ends_listen(layer)
-        return await _run_end_wait_here(run, timeout)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    group = run_end_group(run.pk)
-    channel: str | None = None
-    listening = False
-    receiving: asyncio.Future[Any] | None = None
-    idle_wait = CATCH_UP_S
-    try:
-        if layer is not None:
-            try:
-                channel = await layer.new_channel()
-                await layer.group_add(group, channel)
-                listening = True
-            except Exception as exc:
-                _layer_failed(run.conversation_id, exc)
-        while True:
-            if await _run_stopped(run.pk):
-                return True
-            check_at = min(loop.time() + idle_wait, deadline)
-            idle_wait = min(idle_wait * 2, MAX_CATCH_UP_S)
-            while loop.time() < check_at:
-                if not listening or channel is None:
-                    await asyncio.sleep(check_at - loop.time())
-                    break
-                if receiving is None:
-                    receiving = asyncio.ensure_future(layer.receive(channel))
-                done, _ = await asyncio.wait({receiving}, timeout=check_at - loop.time())
-                if not done:
-                    break
-                try:
-                    envelope = receiving.result().get("event") or {}
-                except Exception as exc:
-                    _layer_failed(run.conversation_id, exc)
-                    listening = False  # the database alone, until the wait ends
-                    break
-                finally:
-                    receiving = None
-                if envelope.get("type") in WAIT_ENDS and envelope.get("run_id") == str(run.pk):
-                    return True  # sent only once the end committed
-            if loop.time() >= deadline:
-                return bool(await _run_stopped(run.pk))
-    finally:
-        await _unsubscribe(layer, group, channel, receiving)
-
-
-async def _run_end_wait_here(run: Run, timeout: float) -> bool:
-    """`run_end_wait` on this process's signal of the end (chat/live/run_ends.py).
-
-    The database is read first (the run may have ended before the signal was
-    set up) and after every quiet spell (an end this process was not told of).
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    idle_wait = CATCH_UP_S
-    with run_end_signal(run.pk) as ended:
-        while not await _run_stopped(run.pk):
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ended.wait(), min(idle_wait, left))
-                return True
-            idle_wait = min(idle_wait * 2, MAX_CATCH_UP_S)
-    return True
-
-
-def _layer_failed(conversation_id: Any, exc: Exception) -> None:
+def layer_failed(conversation_id: Any, exc: Exception) -> None:
     logger.warning(
         "channel layer failed (%s: %s); conversation %s is read from the database, "
         "the layer is tried again in %ss",

@@ -67,6 +67,7 @@ class Subscription:
         self.subscribed = asyncio.Event()  # up, and subscribed to the run ends
         self.first_try = True  # a wait lets the first subscription come up
         self.pubsub: Any = None
+        self.heard_at = 0.0  # the loop's time of the last reply read on the connection
         # A group's pub/sub channel: the queues of this loop that follow it.
         self.queues: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
         # SUBSCRIBEs sent and answered, a channel's each, on this connection.
@@ -209,28 +210,58 @@ class Subscription:
         self.answered.clear()
 
     async def _read(self, pubsub: Any, run_ends: str) -> None:
-        """Hand on each message; raises when the connection stops answering (see KEEPALIVE_S)."""
+        """Hand on each message; raises when the connection stops answering (see KEEPALIVE_S).
+
+        Each read waits with no timeout of its own: a timeout a read (redis-py
+        schedules and cancels a timer for each) was a third of a message's CPU
+        (bench/subscription_read.py). A task beside it, `_keepalive`, watches
+        for quiet and ends the read when a PING goes unanswered.
+        """
         loop = asyncio.get_running_loop()
-        pinged = False
-        due = loop.time() + KEEPALIVE_S  # the PING's, then the answer's
-        while True:
-            # None also when redis-py consumed a reply itself (a health check's pong,
-            # a RESP3 push): only the deadline says the connection has been quiet.
-            message = await pubsub.get_message(timeout=max(0.0, due - loop.time()))
-            if message is None:
-                if loop.time() < due:
+        self.heard_at = loop.time()
+        watch: asyncio.Task[None] | None = None
+        try:
+            async with asyncio.timeout(None) as deadline:
+                watch = loop.create_task(
+                    self._keepalive(pubsub, deadline), context=contextvars.Context()
+                )
+                while True:
+                    # None also when redis-py consumed a reply itself (a health check's
+                    # pong, a RESP3 push): heard all the same.
+                    message = await pubsub.get_message(timeout=None)
+                    self.heard_at = loop.time()
+                    if message is None:
+                        continue
+                    try:
+                        await self._take(message, run_ends)
+                    except Exception:
+                        # One message that cannot be read must not end every stream's
+                        # subscription.
+                        logger.exception("a message on the subscription could not be handed on")
+        except TimeoutError:
+            raise ConnectionError(f"no answer to a PING in {PONG_WAIT_S:g} s") from None
+        finally:
+            if watch is not None:
+                watch.cancel()
+                await asyncio.wait({watch})  # raises nothing of the watch's own
+
+    async def _keepalive(self, pubsub: Any, deadline: asyncio.Timeout) -> None:
+        """PING after KEEPALIVE_S of quiet; nothing heard within PONG_WAIT_S ends `_read`'s wait."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                quiet_until = self.heard_at + KEEPALIVE_S
+                if loop.time() < quiet_until:
+                    await asyncio.sleep(quiet_until - loop.time())
                     continue
-                if pinged:
-                    raise ConnectionError(f"no answer to a PING in {PONG_WAIT_S:g} s")
+                asked = loop.time()
                 await pubsub.ping()
-                pinged, due = True, loop.time() + PONG_WAIT_S
-                continue
-            pinged, due = False, loop.time() + KEEPALIVE_S
-            try:
-                await self._take(message, run_ends)
-            except Exception:
-                # One message that cannot be read must not end every stream's subscription.
-                logger.exception("a message on the subscription could not be handed on")
+                await asyncio.sleep(PONG_WAIT_S)
+                if self.heard_at < asked:
+                    break
+        except Exception as exc:  # the PING could not be sent: the connection is gone
+            logger.debug("the subscription's PING failed: %r", exc)
+        deadline.reschedule(loop.time())  # `_read`'s wait ends, as a TimeoutError
 
     async def _take(self, message: dict[str, Any], run_ends: str) -> None:
         kind = message["type"]

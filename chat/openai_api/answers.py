@@ -10,10 +10,11 @@ call waits for a person's approval, or an error with the run's reason.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any
 
-from django.db.models import Sum
+from django.db import connection
 from rest_framework import status
 
 from chat.engine.request import client_tool_names
@@ -32,6 +33,7 @@ from chat.models import (
 )
 from chat.openai_api.options import depth_check, options_read, stream_options_read
 from chat.selectors import run_final_message
+from chat.statements import model_columns
 from tools.registry import registry as tool_registry
 from tools.schema import parameters_problem
 from tools.spec import TOOL_NAME_RE
@@ -210,8 +212,7 @@ class Outcome:
 
 def run_outcome(run_id: Any) -> Outcome:
     """The client's answer from the run as stored now."""
-    run = Run.objects.select_related("conversation").get(pk=run_id)
-    usage = run_usage(run)
+    run, usage = _run_read(run_id)
     if run.status == RunStatus.COMPLETED:
         final = run_final_message(run=run)
         assert final is not None
@@ -266,17 +267,37 @@ def approval_text(run: Run) -> str:
     return "\n".join(lines or ["toolchat is waiting for an approval."]) + f" (run {run.pk})"
 
 
-def run_usage(run: Run) -> dict[str, int]:
-    """Every model call of the turn, summed (the Chat Completions names)."""
-    sums = ModelCall.objects.filter(run=run).aggregate(
-        prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
+def _run_read(run_id: Any) -> tuple[Run, dict[str, int]]:
+    """The run and its usage, every model call of the turn summed, in one statement built once.
+
+    Every /v1 answer reads it: the ORM's `get` and `aggregate` were two round
+    trips and two queries compiled each time (docs/performance.md, round fifteen).
+    """
+    pk: Any = Run._meta.pk
+    rows = Run.objects.raw(
+        _run_with_usage(), [pk.get_db_prep_value(pk.to_python(run_id), connection)]
     )
-    prompt, completion = sums["prompt"] or 0, sums["completion"] or 0
-    return {
+    run = next(iter(rows), None)
+    if run is None:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    prompt, completion = int(run.usage_prompt), int(run.usage_completion)  # type: ignore[attr-defined]
+    return run, {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+
+
+@functools.cache
+def _run_with_usage() -> str:
+    calls = connection.ops.quote_name(ModelCall._meta.db_table)
+    summed = "(SELECT COALESCE(SUM({column}), 0) FROM {calls} WHERE {calls}.run_id = chat_run.id)"
+    return (
+        f"SELECT {model_columns(Run)}, "  # noqa: S608 (built from the models)
+        f"{summed.format(column='prompt_tokens', calls=calls)} AS usage_prompt, "
+        f"{summed.format(column='completion_tokens', calls=calls)} AS usage_completion "
+        "FROM chat_run WHERE chat_run.id = %s"
+    )
 
 
 def error_object(

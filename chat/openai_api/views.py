@@ -28,8 +28,9 @@ from rest_framework.views import APIView
 
 from chat.api.base import AsyncApiView
 from chat.api.errors import exception_handler
+from chat.live.run_wait import run_end_wait
 from chat.live.sse import with_keepalive
-from chat.live.streams import run_end_wait, run_event_stream
+from chat.live.streams import run_event_stream
 from chat.llm.endpoints import model_choices
 from chat.message_rate import MessageRateThrottle
 from chat.models import Run
@@ -178,10 +179,10 @@ class ChatCompletionView(OpenAIView, AsyncApiView):
         headers = turn_headers(started)
         if started.request.stream:
             return sse_response(_stream(started), headers)
-        outcome = await run_wait(started)
-        if await unanswered(started, outcome):
+        await run_end_wait(run=started.run, timeout=WAIT_S)
+        outcome = await sync_to_async(_answered)(started)
+        if outcome.error is not None:
             return Response({"error": outcome.error}, status=outcome.status, headers=headers)
-        await sync_to_async(_saw)(started, outcome, outcome.content)
         body = completion_body(started.run, started.request.model, outcome)
         return Response(body, headers=headers)
 
@@ -220,6 +221,22 @@ async def unanswered(started: Started, outcome: Outcome) -> bool:
     if outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
         await sync_to_async(thread_failed)(started.conversation, started.messages)
     return True
+
+
+def _answered(started: Started) -> Outcome:
+    """The outcome of a turn that is not streamed, and what its client is sent remembered.
+
+    In one hand-off to the request's thread after the wait, where the outcome,
+    `unanswered`'s record of a failed turn and `_saw` took three (every hop
+    costs the event loop a few hundred microseconds of CPU under load:
+    docs/performance.md, round fifteen).
+    """
+    outcome = run_outcome(started.run.pk)
+    if outcome.error is None:
+        _saw(started, outcome, outcome.content)
+    elif outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
+        thread_failed(started.conversation, started.messages)
+    return outcome
 
 
 def _start(user: Any, body: Any, meta: dict[str, Any]) -> Started:

@@ -74,7 +74,13 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
         position = 0 if last_position is None else last_position + 1
         run_id = uuid.uuid4()
         owner_id = locked.owner_id
-        answered = _client_calls_answered(locked, turn.results, run_id=run_id)
+        # A conversation with no message yet has no call waiting for its client (messages
+        # are never deleted, and a call is an answer's): only results need looking up.
+        answered = (
+            _client_calls_answered(locked, turn.results, run_id=run_id)
+            if turn.results or last_position is not None
+            else []
+        )
         rows = [message for _, message in answered]
         if answered:
             position = max(position, max(m.position for m in rows) + 1)

@@ -89,16 +89,18 @@ def conversation_create(
         title=title, mode=mode, max_steps=max_steps, system_prompt=system_prompt, model=model
     )
     model = model_chosen(model) or ""
-    with transaction.atomic():
-        return Conversation.objects.create(
-            owner=owner,
-            title=title,
-            mode=mode,
-            max_steps=max_steps,
-            system_prompt=system_prompt,
-            model=model,
-            source=source,
-        )
+    # One INSERT, atomic by itself: no block of its own (inside a caller's transaction,
+    # as a /v1 request's turn start, that was a savepoint and its release, two more
+    # round trips).
+    return Conversation.objects.create(
+        owner=owner,
+        title=title,
+        mode=mode,
+        max_steps=max_steps,
+        system_prompt=system_prompt,
+        model=model,
+        source=source,
+    )
 
 
 def conversation_update(

@@ -18,7 +18,8 @@ from channels.db import database_sync_to_async
 from chat.live.event_types import Event
 from chat.live.events import event_publish
 from chat.live.layers import ThreadSafeInMemoryChannelLayer
-from chat.live.streams import event_stream, run_end_wait
+from chat.live.run_wait import run_end_wait
+from chat.live.streams import event_stream
 from chat.selectors import stored_events
 from tests.assertions import wait_until_async
 from tests.factories import ConversationFactory, RunFactory, event_make
@@ -76,9 +77,9 @@ def looks_recorded(monkeypatch) -> set[str]:
     Waiting until the read found the run going on, instead of a guessed sleep,
     makes the end the test commits next reach the wait by the signal alone.
     """
-    from chat.live import streams
+    from chat.live import run_wait
 
-    real = streams._run_stopped
+    real = run_wait._run_stopped
     looked: set[str] = set()
 
     async def recorded(run_id: Any) -> bool:
@@ -87,7 +88,7 @@ def looks_recorded(monkeypatch) -> set[str]:
             looked.add(str(run_id))
         return stopped
 
-    monkeypatch.setattr(streams, "_run_stopped", recorded)
+    monkeypatch.setattr(run_wait, "_run_stopped", recorded)
     return looked
 
 

@@ -1,0 +1,87 @@
+"""What a /v1/chat/completions request hands to its thread, through the real ASGI application.
+
+Every `sync_to_async` costs the event loop a few hundred microseconds of CPU
+under load (docs/performance.md, round fifteen): the answer's reads and
+writes after the wait go in one hand-off, and a stream's first catch-up reads
+whether the run had ended and its events in one.
+"""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from chat.models import Conversation, Run, RunStatus
+from tests.chat.api.test_async_views import DJANGOS, post
+from tests.factories import UserFactory
+from tests.llm_server import error_reply, text_reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+URL = "/v1/chat/completions"
+MODEL = "openai/test-model"
+
+
+def ours(handoffs: list[str]) -> list[str]:
+    """Toolchat's hand-offs (not Django's, nor its log of a 5xx), a run's repeated reads as one.
+
+    The wait reads the run once more after each quiet spell (a slow first turn).
+    """
+    called = [c for c in handoffs if not c.startswith((*DJANGOS, "log_response"))]
+    return [c for i, c in enumerate(called) if i == 0 or c != "_run_stopped" or called[i - 1] != c]
+
+
+def test_an_answer_not_streamed_hands_off_three_times_and_is_remembered(handoffs, llm_server):
+    llm_server.push(text_reply("Four."), text_reply("Five."))
+    token = Token.objects.create(user=UserFactory()).key
+    asked = [{"role": "user", "content": "2+2?"}]
+    answer = post(URL, token, {"model": MODEL, "messages": asked})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choices"][0]["message"]["content"] == "Four."
+    # The request read, checked and its turn started; the wait's first read of the run;
+    # the outcome read and what the client was sent remembered.
+    assert ours(handoffs) == ["AsyncApiView._initial_then", "_run_stopped", "_answered"]
+    # Remembered: the follow-up that sends the answer back continues the conversation.
+    follow = [*asked, {"role": "assistant", "content": "Four."}, {"role": "user", "content": "+1?"}]
+    again = post(URL, token, {"model": MODEL, "messages": follow})
+    assert again.status_code == 200, again.text
+    assert (
+        again.headers["X-Toolchat-Conversation-Id"] == answer.headers["X-Toolchat-Conversation-Id"]
+    )
+    assert Conversation.objects.count() == 1
+
+
+def test_a_failed_answer_not_streamed_is_remembered_for_its_retry(handoffs, llm_server, settings):
+    settings.LLM_MAX_RETRIES = 0
+    llm_server.push(error_reply(400, "context too long"))
+    token = Token.objects.create(user=UserFactory()).key
+    asked = [{"role": "user", "content": "2+2?"}]
+    answer = post(URL, token, {"model": MODEL, "messages": asked})
+    run = Run.objects.get(pk=answer.headers["X-Toolchat-Run-Id"])
+    assert run.status == RunStatus.FAILED, answer.text
+    assert answer.status_code == 502, answer.text
+    assert ours(handoffs) == ["AsyncApiView._initial_then", "_run_stopped", "_answered"]
+    llm_server.push(text_reply("Four."))
+    retried = post(URL, token, {"model": MODEL, "messages": asked})
+    assert retried.status_code == 200, retried.text
+    assert retried.json()["choices"][0]["message"]["content"] == "Four."
+    # The failed turn is answered again in its conversation, not in a second one.
+    assert (
+        retried.headers["X-Toolchat-Conversation-Id"]
+        == answer.headers["X-Toolchat-Conversation-Id"]
+    )
+    assert Conversation.objects.count() == 1
+
+
+def test_a_stream_reads_the_runs_end_and_its_events_in_one_hand_off(handoffs, llm_server):
+    llm_server.push(text_reply("Four."))
+    token = Token.objects.create(user=UserFactory()).key
+    asked = [{"role": "user", "content": "2+2?"}]
+    answer = post(URL, token, {"model": MODEL, "messages": asked, "stream": True})
+    assert answer.status_code == 200, answer.text
+    assert '"content":"Four."' in answer.text.replace(" ", ""), answer.text
+    assert answer.text.rstrip().endswith("data: [DONE]")
+    called = ours(handoffs)
+    assert called[:2] == ["AsyncApiView._initial_then", "_ended_then_stored"], called
+    assert "_run_ended" not in called, called
+    assert called[-2:] == ["run_outcome", "_saw"], called
