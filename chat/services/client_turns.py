@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.engine.dispatch import dispatch_run
-from chat.engine.ledger import call_answer_store, tool_message_build
+from chat.engine.ledger import call_answer_store, tool_message_build, user_message_created
 from chat.exceptions import InvalidInput
 from chat.images import ImageInput
 from chat.live.event_types import Event
@@ -30,7 +30,6 @@ from chat.services.runs import (
     run_budget_reserve,
     run_regenerate,
     storable_check,
-    user_message_event,
 )
 from chat.services.turn_lock import idle_conversation
 from chat.telemetry.propagation import turn_trace_parent
@@ -129,7 +128,7 @@ def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
             assert stored is not None
             events.append(stored[1])
         if user is not None:
-            events.append(user_message_event(user))
+            events.append(user_message_created(user))
         events.extend(reservation.warnings)
         if events:
             events_publish(run=run, events=events)

@@ -22,7 +22,6 @@ from chat.engine.finish import RunEnd, run_end
 from chat.engine.ledger import budget_warnings, messages_superseded, user_message_created
 from chat.exceptions import Conflict, InvalidInput, RunNotFound
 from chat.images import ImageInput
-from chat.live.event_types import MessageCreated
 from chat.live.events import event_publish, events_publish
 from chat.models import (
     ACTIVE_RUN_STATUSES,
@@ -98,7 +97,7 @@ def run_start(
             _superseded_publish(run, superseded)
         # So that the user's other tabs (and any client) see it, ahead of the run's
         # events (its seq is lower, and streams deliver in seq order).
-        events_publish(run=run, events=[user_message_event(message), *reservation.warnings])
+        events_publish(run=run, events=[user_message_created(message), *reservation.warnings])
     return run
 
 
@@ -115,11 +114,6 @@ def run_budget_reserve(conversation: Conversation) -> Reservation:
         owner_locked=vars(conversation)["owner_locked"],
     )
     return dataclasses.replace(reserved, warnings=budget_warnings(reserved.reached))
-
-
-def user_message_event(message: Message) -> MessageCreated:
-    """The `message.created` of a user's message, as the ledger makes it (a /v1 client's turn too)."""
-    return user_message_created(message)
 
 
 def run_regenerate(
