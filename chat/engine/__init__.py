@@ -52,6 +52,7 @@ The modules (all of them), in the order a run meets them:
 - `replay_tools`: a replay's calls with recorded tools, served from the original's record;
 - `approvals`: which calls wait for a person, and storing the decision (or its expiry);
 - `continuation`: the policies that choose what follows a step of tools;
+- `after_tools`: what follows a step's answered calls: the policy asked, the next model step opened;
 - `suggestions`: the follow-up prompts after a final answer, from its tools and the model;
 - `turn_complete`: how the loop completes a turn: after its answer, or with a direct reply;
 - `finish`: ending a run (completed, failed, cancelled) with every call answered;

@@ -6,7 +6,7 @@ the run in (`_WORK`): CLAIMED finds where a run taken over stands (repairing
 a model call its dead worker left), ASKING and COMPOSING make one model call
 (chat/engine/model_step.py), RUNNING_TOOLS runs the step's one call here or
 waits for calls running elsewhere and asks the policy what follows
-(chat/engine/continuation.py), DIRECT answers with the tools' messages, and
+(chat/engine/after_tools.py), DIRECT answers with the tools' messages, and
 ANSWERED completes the run after the follow-ups (both ends in chat/engine/turn_complete.py);
 FORCED_STEPS is a forced replay's whole turn (chat/engine/forced_replay.py).
 Each returns a trigger and `transition` names the next state; the loop stops
@@ -30,14 +30,14 @@ from typing import Any
 from django.db.models import Max
 
 from chat.database import database_unreachable
+from chat.engine.after_tools import NextStep, next_step, returns_direct
 from chat.engine.answer_store import Step, StepOutcome
-from chat.engine.continuation import Action, Decision, decide_after_tools
 from chat.engine.finish import run_fail
 from chat.engine.forced_replay import forced_replay_run
 from chat.engine.lease import LeaseLost, run_recheck_later
 from chat.engine.ledger import run_budget_warned, run_claim, run_started
 from chat.engine.model_calls import interrupted_call_record
-from chat.engine.model_step import StepOpening, model_step, step_open
+from chat.engine.model_step import model_step, step_open
 from chat.engine.request import RequestHasher, history_load
 from chat.engine.run_limits import run_limit_check
 from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, worker_lets_go
@@ -59,15 +59,8 @@ from chat.models import (
     StepSource,
     ToolExecution,
 )
-from tools.registry import registry as tool_registry
 
 logger = logging.getLogger(__name__)
-
-_PURPOSES = {
-    Action.CALL_WITH_TOOLS: ModelCallPurpose.TOOLS,
-    Action.DECIDE: ModelCallPurpose.DECIDE,
-    Action.COMPOSE: ModelCallPurpose.COMPOSE,
-}
 
 
 def run_advance(*, run_id: Any) -> None:
@@ -100,15 +93,6 @@ def run_advance(*, run_id: Any) -> None:
         return
 
 
-@dataclasses.dataclass(frozen=True)
-class _Next:
-    """What follows a step's tool calls: the decision, and the model step it opens (if any)."""
-
-    decision: Decision
-    opening: StepOpening | None  # None for a direct reply
-    announced: bool = False  # its message.created went out with the last tool result
-
-
 @dataclasses.dataclass
 class _Turn:
     """What the run loop knows of its run between states; the database has the rest."""
@@ -123,7 +107,7 @@ class _Turn:
     position: int = 0  # where the next answer goes
     kept: RunHistory | None = None  # the history, read once, then kept up to date
     hasher: RequestHasher = dataclasses.field(default_factory=RequestHasher)  # its calls' hashes
-    following: _Next | None = None  # what follows the step's calls, once decided
+    following: NextStep | None = None  # what follows the step's calls, once decided
     final: Message | None = None  # the final answer, once stored
     empty: int = 0  # answers with no text in a row (one is asked again)
     announce: list[Event] | None = None  # events before the first step's
@@ -195,42 +179,6 @@ def _first_position(run: Run) -> int:
 def _after(message: Message) -> int:
     """The position after an assistant message and the answers to its calls."""
     return message.position + len(message.tool_calls or []) + 1
-
-
-def _returns_direct(executions: list[ToolExecution]) -> bool:
-    """Whether a call of the step is of a tool whose output ends the turn (return_direct)."""
-    return any(
-        (spec := tool_registry.get(e.name)) is not None and spec.return_direct for e in executions
-    )
-
-
-def _succeeded(execution: ToolExecution) -> bool:
-    """Whether a call worked: it succeeded, or it was served a recorded success (a replay)."""
-    if execution.status == ExecutionStatus.REPLAYED:
-        return not execution.error
-    return execution.status == ExecutionStatus.SUCCEEDED
-
-
-def _next_step(run: Run, model: str, executions: list[ToolExecution]) -> _Next:
-    """Decide what follows the calls of `executions`, which have all been answered.
-
-    Only a return_direct call's own success depends on its result: one that
-    failed goes back to the model, which answers (the user never reads a
-    model-facing error as the answer).
-    """
-    decision = decide_after_tools(
-        mode=run.mode,
-        steps_done=run.steps,
-        max_steps=run.conversation.max_steps,
-        return_direct=_returns_direct([e for e in executions if _succeeded(e)]),
-        model=model,
-    )
-    if decision.action == Action.DIRECT:
-        return _Next(decision, None)
-    purpose = _PURPOSES[decision.action]
-    # A run on one model (a replay tries its one on the whole turn): LLM_COMPOSE_MODEL writes nothing.
-    chosen = model if run.sources.one_model else decision.model or model
-    return _Next(decision, step_open(run, purpose=purpose, model=chosen))
 
 
 def _model_step(turn: _Turn) -> Trigger:
@@ -338,10 +286,10 @@ def _running_tools(turn: _Turn) -> Trigger:
             return Trigger.PARKED
         turn.final = turn.last
         return Trigger.CLIENT_CALLS
-    if turn.inline and not _returns_direct(turn.inline):
+    if turn.inline and not returns_direct(turn.inline):
         # The next step is known before the call runs, so its message.created goes
         # out with the call's result, in the same transaction.
-        following = _next_step(run, turn.model, turn.inline)
+        following = next_step(run, turn.model, turn.inline)
         ahead = [following.opening.event()] if following.opening is not None else []
         for execution in turn.inline:
             turn.history().append(tool_call_run(run, token, execution, announce=ahead))
@@ -353,11 +301,11 @@ def _running_tools(turn: _Turn) -> Trigger:
             turn.history().append(tool_call_run(run, token, execution, announce=()))
         ran = ToolExecution.objects.filter(pk__in=[e.pk for e in turn.inline])
         turn.inline = []
-        turn.following = _next_step(run, turn.model, list(ran.only("name", "status", "error")))
+        turn.following = next_step(run, turn.model, list(ran.only("name", "status", "error")))
     else:
         if _calls_wait(turn):
             return Trigger.PARKED
-        turn.following = _next_step(run, turn.model, turn.executions)
+        turn.following = next_step(run, turn.model, turn.executions)
     return AFTER_TOOLS[turn.following.decision.action]
 
 
