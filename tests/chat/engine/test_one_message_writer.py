@@ -45,6 +45,7 @@ from tests.chat.engine.writers import (
     chain_root,
     mentions,
     name_of,
+    named_row_write,
     sources_outside,
     writes_in,
 )
@@ -161,17 +162,9 @@ class _Finder(WriteFinder):
                 self.store(element, None, line)
 
     def _named_written(self, call: ast.Call, name: str) -> str | None:
-        if name == "Message":
-            return "Message(...)"
-        if name == "row_insert" and call.args and self._is_message(call.args[0]):
-            return "row_insert(message)"
-        if name == "rows_update" and call.args and name_of(call.args[0]) == "Message":
-            return "rows_update(Message, ...)"
-        if name == "setattr" and len(call.args) == 3 and self._is_message(call.args[0]):
-            field = call.args[1]
-            if not isinstance(field, ast.Constant) or field.value in FIELDS:
-                return "setattr(message, <column>, ...)"
-        return None
+        return named_row_write(
+            call, name, model="Message", label="message", is_row=self._is_message, fields=FIELDS
+        )
 
     def written(self, call: ast.Call) -> str | None:
         func = call.func

@@ -39,6 +39,7 @@ from tests.chat.engine.writers import (
     chain_root,
     mentions,
     name_of,
+    named_row_write,
     offenders,
     writes_in,
 )
@@ -134,17 +135,9 @@ class _Finder(WriteFinder):
                 self.store(element, None, line)
 
     def _named_written(self, call: ast.Call, name: str) -> str | None:
-        if name == "ModelCall":
-            return "ModelCall(...)"
-        if name == "row_insert" and call.args and self._is_call(call.args[0]):
-            return "row_insert(model_call)"
-        if name == "rows_update" and call.args and name_of(call.args[0]) == "ModelCall":
-            return "rows_update(ModelCall, ...)"
-        if name == "setattr" and len(call.args) == 3 and self._is_call(call.args[0]):
-            field = call.args[1]
-            if not isinstance(field, ast.Constant) or field.value in FIELDS:
-                return "setattr(model_call, <column>, ...)"
-        return None
+        return named_row_write(
+            call, name, model="ModelCall", label="model_call", is_row=self._is_call, fields=FIELDS
+        )
 
     def written(self, call: ast.Call) -> str | None:
         func = call.func

@@ -47,6 +47,30 @@ def chain_root(node: ast.AST) -> ast.AST:
             return node
 
 
+def named_row_write(
+    call: ast.Call,
+    name: str,
+    *,
+    model: str,
+    label: str,
+    is_row: Callable[[ast.AST], bool],
+    fields: frozenset[str],
+) -> str | None:
+    """The write of a `model` row a call of `name` makes, said as `label`: its constructor,
+    the statements built once (`row_insert`, `rows_update`), or a `setattr` of a column."""
+    if name == model:
+        return f"{model}(...)"
+    if name == "row_insert" and call.args and is_row(call.args[0]):
+        return f"row_insert({label})"
+    if name == "rows_update" and call.args and name_of(call.args[0]) == model:
+        return f"rows_update({model}, ...)"
+    if name == "setattr" and len(call.args) == 3 and is_row(call.args[0]):
+        field = call.args[1]
+        if not isinstance(field, ast.Constant) or field.value in fields:
+            return f"setattr({label}, <column>, ...)"
+    return None
+
+
 def sources_outside(ledger: Path) -> list[Path]:
     """Every module of chat/ but its migrations and `ledger` (a module, or a package)."""
     return [
