@@ -228,7 +228,7 @@ def test_a_call_that_needs_approval_shows_buttons_that_survive_a_reload_and_go_o
     card = page.locator(".tool-card")
     expect(card.locator(".tool-status")).to_have_text("awaiting approval")
     expect(card.locator(".tool-approval-text")).to_have_text("Delete 2 notes for good.")
-    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    expect(card.get_by_role("button", name="Approve", exact=True)).to_be_visible()
     page.screenshot(path=screenshots_dir / "chat-approval.png")
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
@@ -246,10 +246,12 @@ def test_a_call_that_needs_approval_shows_buttons_that_survive_a_reload_and_go_o
     # A second tab sees the same; approving in one clears the other, live.
     other = page.context.new_page()
     other.goto(page.url)
-    expect(other.locator(".tool-card").get_by_role("button", name="Approve")).to_be_visible()
+    expect(
+        other.locator(".tool-card").get_by_role("button", name="Approve", exact=True)
+    ).to_be_visible()
 
     card.get_by_label("Reason (optional)").fill("yes, both")
-    card.get_by_role("button", name="Approve").click()
+    card.get_by_role("button", name="Approve", exact=True).click()
     expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text(
         "Both notes are gone."
     )
@@ -260,3 +262,40 @@ def test_a_call_that_needs_approval_shows_buttons_that_survive_a_reload_and_go_o
         "Both notes are gone."
     )
     assert not Resource.objects.exists()
+
+
+def test_approving_a_call_for_the_conversation_on_its_card_lets_the_next_call_run_unasked(
+    scripted_server: str, llm_server, page: Page
+):
+    from chat.models import StandingApproval, ToolExecution
+    from tests.llm_server import text_reply, tool_calls_reply
+    from tools.models import Resource
+
+    log_in(page, scripted_server)
+    from django.contrib.auth import get_user_model
+
+    owner = get_user_model().objects.get(username="ada")
+    notes = [ResourceFactory(owner=owner, kind="note", title=f"old note {n}") for n in range(4)]
+    pairs = [json.dumps({"note_ids": [str(a.pk), str(b.pk)]}) for a, b in (notes[:2], notes[2:])]
+    llm_server.push(tool_calls_reply([("delete_notes", pairs[0])]), text_reply("First two gone."))
+    llm_server.push(tool_calls_reply([("delete_notes", pairs[1])]), text_reply("Last two gone."))
+    new_conversation(page)
+
+    ask(page, "delete my first two notes")
+    card = page.locator(".tool-card")
+    always = card.get_by_role("button", name="Approve for this conversation")
+    expect(always).to_have_attribute(
+        "title", "Later calls of delete_notes in this conversation run without asking"
+    )
+    always.click()
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("First two gone.")
+
+    ask(page, "and the other two")
+    expect(page.locator(".msg-assistant .bubble:visible").last).to_contain_text("Last two gone.")
+    second = page.locator(".tool-card").last
+    expect(second.locator(".tool-status")).to_have_text("succeeded")
+    assert not Resource.objects.exists()
+    standing = StandingApproval.objects.get()
+    ran = ToolExecution.objects.order_by("step", "created_at").last()
+    assert ran is not None
+    assert ran.standing_approval_id == standing.pk

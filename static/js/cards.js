@@ -18,8 +18,9 @@ const RESULT_FULL_CHARS = 20000;
  * @typedef {Object} CardOptions
  * @property {boolean} staff links go to the admin rather than the API
  * @property {string} api the API's root path
- * @property {(executionId: string, action: "approve" | "reject", reason: string) => Promise<void>} decide
- *   sends the decision; rejects (and the buttons come back) if it did not go through
+ * @property {(executionId: string, action: "approve" | "reject", reason: string, scope: "call" | "conversation") => Promise<void>} decide
+ *   sends the decision (`conversation`: a standing approval, later calls of the tool in this
+ *   conversation run without asking); rejects (and the buttons come back) if it did not go through
  *
  * @typedef {{node: HTMLElement, update: (card: CardView) => void}} CardNode
  */
@@ -110,7 +111,8 @@ export function createCard(first, options) {
       wrap.insertBefore(resourceCard(card.resource.resource, card.resource.executionId, options), progress);
     }
     if (card.approval && !approvalNode) {
-      approvalNode = approvalBox(card.approval.executionId, card.approval.description || nameNode.textContent || "", options);
+      const tool = nameNode.textContent || "";
+      approvalNode = approvalBox(card.approval.executionId, card.approval.description || tool, tool, options);
       wrap.appendChild(approvalNode);
     } else if (!card.approval && approvalNode) {
       approvalNode.remove();
@@ -140,13 +142,14 @@ export function createCard(first, options) {
 
 /**
  * A call that waits for the user: what it will do, an optional reason, and Approve /
- * Reject. The decision goes to the REST API; every tab hears of it through
- * tool_call.approval_decided.
+ * Approve for this conversation / Reject, as the Approvals panel offers them. The
+ * decision goes to the REST API; every tab hears of it through tool_call.approval_decided.
  * @param {string} executionId
  * @param {string} description
+ * @param {string} tool
  * @param {CardOptions} options
  */
-function approvalBox(executionId, description, options) {
+function approvalBox(executionId, description, tool, options) {
   const box = h("div", "tool-approval");
   box.setAttribute("role", "group");
   box.setAttribute("aria-label", "Approve this tool call?");
@@ -157,25 +160,30 @@ function approvalBox(executionId, description, options) {
   reason.placeholder = "Reason (optional)";
   reason.setAttribute("aria-label", "Reason (optional)");
   const approve = h("button", "button-primary button-small", "Approve");
-  approve.type = "button";
+  const always = h("button", "button-ghost button-small", "Approve for this conversation");
+  always.title = "Later calls of " + tool + " in this conversation run without asking";
   const reject = h("button", "button-danger button-small", "Reject");
-  reject.type = "button";
+  const buttons = [approve, always, reject];
   const row = h("div", "tool-approval-actions");
   row.appendChild(reason);
-  row.appendChild(approve);
-  row.appendChild(reject);
+  for (const button of buttons) {
+    button.type = "button";
+    row.appendChild(button);
+  }
   box.appendChild(row);
-  /** @param {"approve" | "reject"} action */
-  function decide(action) {
-    approve.disabled = true;
-    reject.disabled = true;
-    options.decide(executionId, action, reason.value).catch(() => {
-      approve.disabled = false;
-      reject.disabled = false;
+  /**
+   * @param {"approve" | "reject"} action
+   * @param {"call" | "conversation"} scope
+   */
+  function decide(action, scope) {
+    for (const button of buttons) button.disabled = true;
+    options.decide(executionId, action, reason.value, scope).catch(() => {
+      for (const button of buttons) button.disabled = false;
     });
   }
-  approve.addEventListener("click", () => decide("approve"));
-  reject.addEventListener("click", () => decide("reject"));
+  approve.addEventListener("click", () => decide("approve", "call"));
+  always.addEventListener("click", () => decide("approve", "conversation"));
+  reject.addEventListener("click", () => decide("reject", "call"));
   return box;
 }
 

@@ -122,8 +122,12 @@ function start(root) {
       composer.focus(); // its button is gone: the focus goes where one types next
     },
     replayPanel: (runId, answeredBy) => createReplayPanel(runId, { api, staff: STAFF, answeredBy }),
-    decide: (executionId, action, reason) =>
-      api("POST", "/tool-executions/" + encodeURIComponent(executionId) + "/" + action + "/", { reason }).then(
+    decide: (executionId, action, reason, scope) =>
+      api(
+        "POST",
+        "/tool-executions/" + encodeURIComponent(executionId) + "/" + action + "/",
+        scope === "conversation" ? { reason, scope } : { reason }
+      ).then(
         () => {
           clearApproval(executionId);
           approvals.changed();
