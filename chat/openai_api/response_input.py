@@ -224,6 +224,28 @@ def output_read(items: list[Any], where: str = "output") -> list[ClientMessage]:
     return messages
 
 
+def output_seen(items: list[dict[str, Any]]) -> list[ClientMessage]:
+    """What a client was shown by a response's output, for the digest of its conversation.
+
+    Its messages and calls as `output_read` reads them, and each approval request as
+    a call the client was shown: a response that paused for approvals was answered,
+    so the same input sent again is a request of its own, not a retry of a failed
+    turn (chat/openai_api/threads.py `retry_of_failed`). A stateless history that
+    resends the requests reads without them (they are skipped), and so starts a
+    conversation of its own too: a paused response is continued with
+    `previous_response_id`.
+    """
+    seen = output_read([item for item in items if item.get("type") != "mcp_approval_request"])
+    asked = tuple(
+        (str(item["id"]), str(item["name"]), str(item["arguments"]))
+        for item in items
+        if item.get("type") == "mcp_approval_request"
+    )
+    if asked:
+        seen.append(ClientMessage(role="assistant", content=None, tool_calls=asked))
+    return seen
+
+
 def _item_add(messages: list[ClientMessage], item: Any, where: str) -> None:
     if not isinstance(item, dict):
         raise InvalidInput(f"{where} must be an object.", field=where)

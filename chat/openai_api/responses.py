@@ -31,7 +31,7 @@ from chat.models import Conversation, Run
 from chat.openai_api import docs
 from chat.openai_api.conversation_items import conversation_of, v1_id
 from chat.openai_api.response_approvals import continued_echo, decisions_apply
-from chat.openai_api.response_input import ResponseRequest, output_read, response_request_read
+from chat.openai_api.response_input import ResponseRequest, output_seen, response_request_read
 from chat.openai_api.response_items import (
     INPUT_ITEMS,
     input_items_of,
@@ -271,8 +271,7 @@ def _saw(begun: _Begun, body: dict[str, Any]) -> None:
     """
     if begun.read.previous_response_id is not None or begun.read.conversation is not None:
         return
-    answer = output_read(body["output"])
-    thread_saw(begun.started.conversation, [*begun.started.messages, *answer])
+    thread_saw(begun.started.conversation, [*begun.started.messages, *output_seen(body["output"])])
 
 
 async def _streamed(begun: _Begun) -> Any:

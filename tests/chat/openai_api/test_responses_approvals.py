@@ -219,3 +219,37 @@ def test_another_users_approval_request_is_not_theirs_to_decide(v1, other_v1, ll
     )
     assert response.status_code == 404, response.json()
     assert ToolExecution.objects.get().status == ExecutionStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.postgres
+def test_the_same_input_sent_again_after_a_pause_is_a_new_conversation_not_a_retry(
+    scripted_server, llm_server
+):
+    """A response that ended with approval requests was answered, as a text is: the
+    same input again, without previous_response_id, is another request of its own,
+    whether the call still waits or was decided and answered meanwhile."""
+    client, user = _client(scripted_server)
+    llm_server.push(tool_calls_reply([("delete_notes", DELETE_TWO)]))
+    first = client.responses.create(model=MODEL, input="Delete my two old notes.")
+    assert [item.type for item in first.output] == ["mcp_approval_request"]
+
+    llm_server.push(tool_calls_reply([("delete_notes", DELETE_TWO)]))
+    second = client.responses.create(model=MODEL, input="Delete my two old notes.")
+    assert [item.type for item in second.output] == ["mcp_approval_request"]
+    assert Conversation.objects.filter(owner=user).count() == 2
+
+    waiting = ToolExecution.objects.get(run_id=uuid.UUID(first.id.removeprefix("resp_")))
+    llm_server.push(text_reply("Both notes are deleted."))
+    decided = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        input=[_answer(f"mcpr_{waiting.pk.hex}", True)],
+    )
+    assert decided.output_text == "Both notes are deleted."
+    llm_server.push(text_reply("A third conversation."))
+    third = client.responses.create(model=MODEL, input="Delete my two old notes.")
+    assert Conversation.objects.filter(owner=user).count() == 3
+    assert third.id not in (first.id, second.id)
+    # The first conversation's answer stands: nothing was regenerated.
+    assert client.responses.retrieve(decided.id).output_text == "Both notes are deleted."
+    assert not Run.objects.filter(conversation__owner=user, status=RunStatus.CANCELLED).exists()
