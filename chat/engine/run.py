@@ -31,7 +31,8 @@ from django.db.models import Max
 
 from chat.database import database_unreachable
 from chat.engine.after_tools import NextStep, next_step, returns_direct
-from chat.engine.answer_store import Step, StepOutcome
+from chat.engine.answer_plan import StepOutcome
+from chat.engine.answer_store import Step
 from chat.engine.finish import run_fail
 from chat.engine.forced_replay import forced_replay_run
 from chat.engine.lease import LeaseLost, run_recheck_later
@@ -194,6 +195,7 @@ def _model_step(turn: _Turn) -> Trigger:
     if check.ended:
         run_fail(run, turn.token, check.ended, trigger=Trigger.LIMIT_REACHED)
         return Trigger.LIMIT_REACHED
+    history = turn.history()
     announce: Sequence[Event] | None
     if turn.last is None:
         first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
@@ -211,7 +213,7 @@ def _model_step(turn: _Turn) -> Trigger:
         opening,
         instruction=instruction,
         position=turn.position,
-        history=turn.history(),
+        history=history,
         announce=announce,
         hasher=turn.hasher,
     )
