@@ -36,6 +36,7 @@ The modules (all of them), in the order a run meets them:
 - `claim_read`: the claimed run as the loop reads it (with its claim, on PostgreSQL);
 - `states`: the turn's named states, the table of what moves a run, the status each stores;
 - `run`: the loop that does the work of the run's state until the worker lets go;
+- `moves`: what each state's work hands the loop: the trigger, and what the next state works on;
 - `run_limits`: a run's per-run budget limits, checked before each of its model calls after the first;
 - `forced_replay`: a forced replay's turn: the new model asked at each of the original's steps;
 - `request`: what a model call sends (the history, the step's instruction and tools), its hash;
