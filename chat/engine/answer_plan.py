@@ -76,11 +76,7 @@ def answer_plan(context: StepContext, calls: list[dict[str, Any]]) -> AnswerPlan
     )
     held = [call for call in asking if call["id"] not in standing]
     denied = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.DENY]
-    runnable = len(ours) - len(denied) - len(held)
-    # One call to run is run here; with none left (all refused) the worker goes on as well.
-    inline = not held and (
-        (runnable == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS) or (runnable == 0 and bool(ours))
-    )
+    inline = _goes_on(len(ours), denied=len(denied), held=len(held))
     # A final answer ends the run here, unless the model's follow-ups are asked first
     # (chat/engine/turn_complete.py `answer_complete`): every event of a run precedes its end. So
     # does an answer that calls only the client's tools: the client has the turn now.
@@ -97,6 +93,18 @@ def answer_plan(context: StepContext, calls: list[dict[str, Any]]) -> AnswerPlan
         outcome=_outcome(calls, held=bool(held), inline=inline, ending=ending),
         fields=_run_fields(run, calls, inline=inline),
     )
+
+
+def _goes_on(ours: int, *, denied: int, held: int) -> bool:
+    """Whether this worker goes on after the answer: it runs the one call of ours to run here.
+
+    With none left to run (all refused) the worker goes on as well; with a call
+    waiting for a person, nobody does.
+    """
+    if held:
+        return False
+    runnable = ours - denied - held
+    return (runnable == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS) or (runnable == 0 and ours > 0)
 
 
 def _outcome(calls: list[dict[str, Any]], *, held: bool, inline: bool, ending: bool) -> StepOutcome:
