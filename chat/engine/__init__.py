@@ -36,10 +36,12 @@ The modules (all of them), in the order a run meets them:
 - `claim_read`: the claimed run as the loop reads it (with its claim, on PostgreSQL);
 - `states`: the turn's named states, the table of what moves a run, the status each stores;
 - `run`: the loop that does the work of the run's state until the worker lets go;
+- `moves`: what each state's work hands the loop: the trigger, and what the next state works on;
 - `run_limits`: a run's per-run budget limits, checked before each of its model calls after the first;
 - `forced_replay`: a forced replay's turn: the new model asked at each of the original's steps;
 - `request`: what a model call sends (the history, the step's instruction and tools), its hash;
-- `model_step`: one model step: its request, its stream to live events, its answer stored;
+- `model_step`: one model step, top to bottom: its inputs read, its call streamed, its answer stored;
+- `step_context`: what a model step reads once at its start: its model resolved, the policies, the request;
 - `model_calls`: every model call, made and streamed, its audit row recorded by the ledger;
 - `deltas`: the answer's text as `message.delta` events (the first at once, then coalesced);
 - `call_repair`: what a model answered, made storable (a decision as a call, calls repaired);

@@ -3,22 +3,35 @@
 A model step's answer is planned here before chat/engine/answer_store.py
 stores it: which calls are the /v1 client's own, which a policy refuses,
 which wait for a person (or run on a standing approval), whether this worker
-runs the one call itself, and whether the answer ends the run. Nothing is
-written here.
+runs the one call itself, whether the answer ends the run, and so what the
+run loop does next (`StepOutcome`) and what the answer writes on the run's
+row. Nothing is written here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 from typing import Any
 
 from django.conf import settings
 
-from chat.engine.request import client_tool_names
-from chat.engine.suggestions import model_suggestions_wanted
+from chat.engine.step_context import StepContext
 from chat.models import PolicyDecision, Run, StandingApproval
-from chat.policies import Verdict, run_policies, standing_approvals_matching
+from chat.policies import Verdict, standing_approvals_matching
+
+
+class StepOutcome(enum.Enum):
+    """What the run loop does after a model step."""
+
+    ENDED = "ended"  # the answer's own transaction completed the run (no follow-ups to ask)
+    ANSWERED = "answered"  # a final answer, the run still open: the follow-ups, then the end
+    CALLS = "calls"  # one tool call, for this worker to run now
+    PARKED = "parked"  # tool calls queued as tasks; their latch resumes the run
+    AWAITING_APPROVAL = "awaiting_approval"  # a call waits for a person; nobody holds the run
+    FAILED = "failed"  # the run was marked failed
+    EMPTY = "empty"  # no text and no calls: nothing stored but the call, for the loop to retry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +46,8 @@ class AnswerPlan:
     standing: dict[str, StandingApproval]  # by call id: asked, and said yes to already
     inline: bool  # this worker goes on: it runs the one call, or none is left to run
     ending: bool  # an answer that completes the run in its own transaction
+    outcome: StepOutcome  # what the run loop does once the answer is stored
+    fields: dict[str, Any]  # the run's columns written with the answer
 
     @property
     def answered(self) -> bool:
@@ -40,49 +55,77 @@ class AnswerPlan:
         return bool(self.denied) and len(self.denied) == len(self.calls) - len(self.client)
 
 
-def answer_plan(run: Run, calls: list[dict[str, Any]]) -> AnswerPlan:
-    client_names = client_tool_names(run)
-    client = [call for call in calls if call["function"]["name"] in client_names]
+def answer_plan(context: StepContext, calls: list[dict[str, Any]]) -> AnswerPlan:
+    """Plan the answer's `calls` under what the step read at its start (its policies, say)."""
+    run, policies = context.run, context.policies
+    client = [call for call in calls if call["function"]["name"] in context.theirs]
     ours = [call for call in calls if call not in client]
-    policies = run_policies(run)
+    arguments = {call["id"]: decoded_arguments(call["function"]["arguments"]) for call in ours}
     verdicts = {
-        call["id"]: policies.verdict(
-            call["function"]["name"], decoded_arguments(call["function"]["arguments"])
-        )
+        call["id"]: policies.verdict(call["function"]["name"], arguments[call["id"]])
         for call in ours
     }
-    denied = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.DENY]
-    held, standing = _asked(run, ours, verdicts)
-    runnable = len(ours) - len(denied) - len(held)
-    # One call to run is run here; with none left (all refused) the worker goes on as well.
-    inline = not held and (
-        (runnable == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS) or (runnable == 0 and bool(ours))
+    # A run whose calls run nothing (a replay with recorded tools) needs no person's approval.
+    asking = [
+        call
+        for call in ours
+        if run.sources.tools_run and verdicts[call["id"]].decision == PolicyDecision.ASK
+    ]
+    standing = standing_approvals_matching(
+        run, [(call["id"], call["function"]["name"], arguments[call["id"]]) for call in asking]
     )
+    held = [call for call in asking if call["id"] not in standing]
+    denied = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.DENY]
+    inline = _goes_on(len(ours), denied=len(denied), held=len(held))
     # A final answer ends the run here, unless the model's follow-ups are asked first
     # (chat/engine/turn_complete.py `answer_complete`): every event of a run precedes its end. So
     # does an answer that calls only the client's tools: the client has the turn now.
-    ending = (not calls and not model_suggestions_wanted(run)) or (bool(calls) and not ours)
-    return AnswerPlan(calls, held, client, denied, verdicts, standing, inline, ending)
-
-
-def _asked(
-    run: Run, ours: list[dict[str, Any]], verdicts: dict[str, Verdict]
-) -> tuple[list[dict[str, Any]], dict[str, StandingApproval]]:
-    """The calls that wait for a person, and those asked that a standing approval lets run.
-
-    A run whose calls run nothing (a replay with recorded tools) needs no person's approval.
-    """
-    if not run.sources.tools_run:
-        return [], {}
-    asking = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.ASK]
-    standing = standing_approvals_matching(
-        run,
-        [
-            (call["id"], call["function"]["name"], decoded_arguments(call["function"]["arguments"]))
-            for call in asking
-        ],
+    ending = (not calls and not context.suggestions_wanted) or (bool(calls) and not ours)
+    return AnswerPlan(
+        calls,
+        held,
+        client,
+        denied,
+        verdicts,
+        standing,
+        inline,
+        ending,
+        outcome=_outcome(calls, held=bool(held), inline=inline, ending=ending),
+        fields=_run_fields(run, calls, inline=inline),
     )
-    return [call for call in asking if call["id"] not in standing], standing
+
+
+def _goes_on(ours: int, *, denied: int, held: int) -> bool:
+    """Whether this worker goes on after the answer: it runs the one call of ours to run here.
+
+    With none left to run (all refused) the worker goes on as well; with a call
+    waiting for a person, nobody does.
+    """
+    if held:
+        return False
+    runnable = ours - denied - held
+    return (runnable == 1 and settings.TOOLCHAT_INLINE_TOOL_CALLS) or (runnable == 0 and ours > 0)
+
+
+def _outcome(calls: list[dict[str, Any]], *, held: bool, inline: bool, ending: bool) -> StepOutcome:
+    """What the run loop does after the answer is stored."""
+    if ending:  # a final answer, or calls for the client only: the run is completed
+        return StepOutcome.ENDED
+    if not calls:
+        return StepOutcome.ANSWERED
+    if inline:
+        return StepOutcome.CALLS
+    return StepOutcome.AWAITING_APPROVAL if held else StepOutcome.PARKED
+
+
+def _run_fields(run: Run, calls: list[dict[str, Any]], *, inline: bool) -> dict[str, Any]:
+    """The run's columns written with the answer: its counters, and no lease for calls run elsewhere."""
+    fields: dict[str, Any] = {"model_calls": run.model_calls + 1}
+    if calls:
+        fields["steps"] = run.steps + 1
+        if not inline:
+            fields["lease"] = None
+    return fields
 
 
 def decoded_arguments(arguments: str) -> Any:

@@ -10,7 +10,6 @@ and the run's counters; then what the run loop does next (`StepOutcome`).
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import logging
 import uuid
@@ -18,7 +17,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from chat.engine.answer_plan import AnswerPlan, answer_plan
+from chat.engine.answer_plan import AnswerPlan, StepOutcome, answer_plan
 from chat.engine.call_records import execution_build
 from chat.engine.call_repair import repaired_tool_calls, storable_call_ids
 from chat.engine.dispatch import dispatch_tool
@@ -38,6 +37,7 @@ from chat.engine.ledger import (
     run_write,
     tools_ended,
 )
+from chat.engine.step_context import StepContext
 from chat.live.event_types import Event
 from chat.live.events import events_publish
 from chat.llm.base import (
@@ -57,18 +57,6 @@ from tools.results import denied_result
 logger = logging.getLogger(__name__)
 
 
-class StepOutcome(enum.Enum):
-    """What the run loop does after a model step."""
-
-    ENDED = "ended"  # the answer's own transaction completed the run (no follow-ups to ask)
-    ANSWERED = "answered"  # a final answer, the run still open: the follow-ups, then the end
-    CALLS = "calls"  # one tool call, for this worker to run now
-    PARKED = "parked"  # tool calls queued as tasks; their latch resumes the run
-    AWAITING_APPROVAL = "awaiting_approval"  # a call waits for a person; nobody holds the run
-    FAILED = "failed"  # the run was marked failed
-    EMPTY = "empty"  # no text and no calls: nothing stored but the call, for the loop to retry
-
-
 @dataclasses.dataclass(frozen=True)
 class Step:
     """A model step's outcome, with the answer and the audit rows of its calls."""
@@ -81,16 +69,13 @@ class Step:
 
 
 def answer_store(
-    run: Run,
-    token: uuid.UUID,
-    model_call: ModelCall,
-    completion: Completion,
-    *,
-    position: int,
-    deltas: list[Event],
-    suggestions: list[str],
+    context: StepContext, model_call: ModelCall, completion: Completion, *, deltas: list[Event]
 ) -> Step:
     """Store the answer, its ModelCall, its calls' audit rows and the step's events, at once.
+
+    `context` is what the step read at its start (chat/engine/step_context.py):
+    the run and its lease, where the answer goes, the policies its calls are
+    held to, the tools' follow-ups a final answer keeps.
 
     Without tool calls the answer ends the run. One call is marked running by
     this worker, which runs it next; several are queued on commit and the run
@@ -99,19 +84,14 @@ def answer_store(
     with fresh ids for those.
     """
     completion = storable_call_ids(completion)
+    offered = model_call.purpose in (ModelCallPurpose.TOOLS, ModelCallPurpose.DECIDE)
+    if completion.tool_calls and not offered:
+        logger.warning("run %s: ignored tool calls in a call that offered no tools", context.run.pk)
     taken: set[str] = set()
     while True:
+        calls = repaired_tool_calls(completion, taken=taken) if offered else []
         try:
-            return _answer_write(
-                run,
-                token,
-                model_call,
-                completion,
-                position=position,
-                deltas=deltas,
-                taken=taken,
-                suggestions=suggestions,
-            )
+            return _answer_write(context, model_call, completion, calls, deltas=deltas)
         except IntegrityError:
             ids = [call.id for call in completion.tool_calls if call.id]
             reused = set(
@@ -136,32 +116,18 @@ _RUN_WRITTEN = (
 )
 
 
-def _offered_calls(
-    run: Run, model_call: ModelCall, completion: Completion, taken: set[str]
-) -> list[dict[str, Any]]:
-    """The answer's tool calls, repaired; none from a call that offered no tools."""
-    offered = model_call.purpose in (ModelCallPurpose.TOOLS, ModelCallPurpose.DECIDE)
-    calls = repaired_tool_calls(completion, taken=taken) if offered else []
-    if completion.tool_calls and not calls:
-        logger.warning("run %s: ignored tool calls in a call that offered no tools", run.pk)
-    return calls
-
-
 def _answer_write(
-    run: Run,
-    token: uuid.UUID,
+    context: StepContext,
     model_call: ModelCall,
     completion: Completion,
+    calls: list[dict[str, Any]],
     *,
-    position: int,
     deltas: list[Event],
-    taken: set[str],
-    suggestions: list[str],
 ) -> Step:
-    calls = _offered_calls(run, model_call, completion, taken)
+    run, token, suggestions = context.run, context.token, context.suggestions
     if not calls and not (completion.content or "").strip():
         return _answer_empty(run, token, model_call, completion)
-    plan = answer_plan(run, calls)
+    plan = answer_plan(context, calls)
     before = {name: getattr(run, name) for name in _RUN_WRITTEN}
     answers: list[Message] = []  # the refusals stored with the answer
     answer = functools.partial(
@@ -170,26 +136,23 @@ def _answer_write(
         model_call,
         completion,
         plan,
-        position=position,
+        position=context.position,
         deltas=deltas,
         answers=answers,
     )
+    fields = plan.fields
     try:
         if plan.ending:
-            counters = {"model_calls": run.model_calls + 1}
-            if calls:
-                counters["steps"] = run.steps + 1
-            with run_end(
-                run, RunEnd.completed(model_call.pk), lease=token, counters=counters
-            ) as events:
+            end = RunEnd.completed(model_call.pk)
+            with run_end(run, end, lease=token, counters=fields) as events:
                 message, executions = answer(events=events, suggestions=suggestions)
         else:
             with transaction.atomic():
                 if plan.held:
                     # Nobody holds a run that waits for a person: a decision moves it on.
-                    run_approval_wait(run, token, **_step_fields(run, plan))
+                    run_approval_wait(run, token, **fields)
                 else:
-                    run_write(run, token, **_step_fields(run, plan))
+                    run_write(run, token, **fields)
                 events = []
                 message, executions = answer(events=events, suggestions=suggestions)
                 if not plan.inline:
@@ -201,18 +164,7 @@ def _answer_write(
         for name, value in before.items():  # undo the rolled-back write on the object too
             setattr(run, name, value)
         raise
-    if plan.ending:  # a final answer, or calls for the client only: the run is completed
-        return Step(StepOutcome.ENDED, message, executions)
-    if not calls:
-        return Step(StepOutcome.ANSWERED, message, executions)
-    return Step(_calls_outcome(plan), message, executions, answers)
-
-
-def _calls_outcome(plan: AnswerPlan) -> StepOutcome:
-    """What follows an answer's calls: one runs here, or they run elsewhere, or a person decides."""
-    if plan.inline:
-        return StepOutcome.CALLS
-    return StepOutcome.AWAITING_APPROVAL if plan.held else StepOutcome.PARKED
+    return Step(plan.outcome, message, executions, answers)
 
 
 def _answer_empty(
@@ -228,16 +180,6 @@ def _answer_empty(
     model_call_figures(model_call, completion)
     model_call_failed(model_call, "The model answered with no text.", attempts=completion.attempts)
     return Step(StepOutcome.EMPTY)
-
-
-def _step_fields(run: Run, plan: AnswerPlan) -> dict[str, Any]:
-    """The run's columns written with an answer that does not end it."""
-    fields: dict[str, Any] = {"model_calls": run.model_calls + 1}
-    if plan.calls:
-        fields["steps"] = run.steps + 1
-        if not plan.inline:
-            fields["lease"] = None
-    return fields
 
 
 def _answer_rows(

@@ -41,7 +41,7 @@ from chat.engine.ledger import (
     run_write,
 )
 from chat.engine.model_calls import model_call
-from chat.engine.request import request_build
+from chat.engine.request import client_tool_names, request_build
 from chat.engine.states import Trigger
 from chat.history import RunHistory
 from chat.history_rows import history_rows
@@ -50,6 +50,7 @@ from chat.llm import provider_for
 from chat.llm.base import Completion
 from chat.llm.endpoints import UnknownModel
 from chat.models import CallStatus, ModelCall, ModelCallPurpose, Run
+from chat.policies import run_policies
 from chat.prompts import run_system_prompt
 
 # The original's calls that are steps of its turn (the follow-ups are not).
@@ -103,6 +104,8 @@ def forced_replay_run(run: Run, token: uuid.UUID, *, model: str, first: bool) ->
             purpose=original.purpose,
             model=choice.model,
             instruction=_instruction(run, original),
+            policies=run_policies(run),  # read once, kept on the run
+            theirs=client_tool_names(run),
         )
         called = model_call(
             run, token, request, provider=provider, purpose=original.purpose, step=original.step

@@ -149,7 +149,8 @@ def _call(
                     on_delta(event)
             heartbeat.check()
     except ProviderError as exc:
-        return _failed(row, str(exc), attempts=exc.attempts)
+        model_call_failed(row, str(exc), attempts=exc.attempts)
+        return Called(row, None, str(exc))
     except (LeaseLost, ProviderStopped) as exc:
         model_call_stopped(run, row, STOPPED)
         raise LeaseLost(str(run.pk)) from exc
@@ -157,15 +158,12 @@ def _call(
         model_call_stopped(run, row, f"{type(exc).__name__}: {exc}")
         raise
     if completion is None:
-        return _failed(row, f"The model ({provider.name}) ended its answer without finishing it.")
+        unfinished = f"The model ({provider.name}) ended its answer without finishing it."
+        model_call_failed(row, unfinished, attempts=0)
+        return Called(row, None, unfinished)
     model_call_answered(row, completion)
     run_used_add(run, row)
     return Called(row, completion)
-
-
-def _failed(row: ModelCall, error: str, *, attempts: int = 0) -> Called:
-    model_call_failed(row, error, attempts=attempts)
-    return Called(row, None, error)
 
 
 def interrupted_call_record(run: Run) -> None:

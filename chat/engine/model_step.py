@@ -1,17 +1,19 @@
-"""One model step: its request, its stream to live events, and its answer stored.
+"""One model step, top to bottom: its inputs read, its call streamed, its answer stored.
 
-A step is announced before its call by its `message.created` event (`StepOpening`):
+A step reads what it needs once, at its start (chat/engine/step_context.py
+`step_context`: the model resolved to its provider, the owner's policies, the
+request), and is announced before its call by its `message.created` event:
 alone in one statement, with `run.started` on a run's first step, or in the
-transaction of the tool result that precedes it. The first text delta is
-published at once; later ones are coalesced. The answer is stored
-(chat/engine/answer_store.py) in one transaction under the run's lease: the
-message, its ModelCall row (written once, with the answer's id as its own), the audit rows of the tool calls it
-asks for, and the step's events; an answer without tool calls ends the run in
-that same transaction. A single call is run by this worker next
-(`StepOutcome.CALLS`); several are queued on commit, one task each, and the
-run is parked until they have all answered. The call itself, and its audit
-row, are made by chat/engine/model_calls.py, the one way a run calls a model:
-a call that fails is recorded there and fails the run here.
+transaction of the tool result that precedes it. Then the call
+(chat/engine/model_calls.py, the one way a run calls a model, which records a
+call that fails): its text is published as it streams (chat/engine/deltas.py:
+the first delta at once, later ones coalesced), the one exception to a step
+publishing its events once. Then the answer is read (a decider's JSON made a
+call) and handed with the context to chat/engine/answer_store.py, which stores
+it in one transaction under the run's lease (the message, its ModelCall row,
+the audit rows of the calls it asks for, the step's events) and says what the
+loop does next (`Step`). A call that failed, or a model no provider offers,
+fails the run instead.
 """
 
 from __future__ import annotations
@@ -22,20 +24,20 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from chat.database import HOLD_WHILE_UNREACHABLE_S, database_retry
-from chat.engine.answer_store import Step, StepOutcome, answer_store
+from chat.engine.answer_plan import StepOutcome
+from chat.engine.answer_store import Step, answer_store
 from chat.engine.call_repair import decision_completion
 from chat.engine.deltas import DeltaBuffer
 from chat.engine.finish import run_fail
 from chat.engine.ledger import answer_opened
 from chat.engine.model_calls import model_call
-from chat.engine.request import request_build, request_hash
+from chat.engine.request import request_hash
 from chat.engine.states import Trigger
-from chat.engine.suggestions import tool_suggestions
+from chat.engine.step_context import step_context
 from chat.history import RunHistory
 from chat.live.event_types import Event, MessageCreated
 from chat.live.events import events_publish
-from chat.llm import provider_for
-from chat.llm.base import ChatRequest, StreamRestart, TextDelta
+from chat.llm.base import ChatRequest
 from chat.llm.endpoints import UnknownModel
 from chat.models import ModelCallPurpose, Run
 
@@ -82,11 +84,21 @@ def model_step(
     after the events in `announce` (the run's `run.started`, on its first
     step); `announce=None` when the caller published it already.
     """
+    # Announced before the call: the events in `announce`, then its message.created.
+    announcement = [] if announce is None else [*announce, opening.event()]
     try:
-        provider, choice = provider_for(opening.model)
+        context = step_context(
+            run,
+            token,
+            purpose=opening.purpose,
+            model=opening.model,
+            history=history,
+            instruction=instruction,
+            position=position,
+            hasher=hasher,
+        )
     except UnknownModel as exc:
-        if announce is not None:
-            events_publish(run=run, events=list(announce))
+        events_publish(run=run, events=list(announce or ()))
         run_fail(
             run,
             token,
@@ -94,38 +106,26 @@ def model_step(
             trigger=Trigger.MODEL_FAILED,
         )
         return Step(StepOutcome.FAILED)
-    request = request_build(
-        run, history, purpose=opening.purpose, model=choice.model, instruction=instruction
-    )
+    events_publish(run=run, events=announcement)  # none when it went out already
     deciding = opening.purpose == ModelCallPurpose.DECIDE
-    if announce is not None:
-        events_publish(run=run, events=[*announce, opening.event()])
-    buffer = DeltaBuffer(run, opening.message_id)
-
-    def on_delta(event: TextDelta | StreamRestart) -> None:
-        if isinstance(event, StreamRestart):
-            buffer.reset(event.reason)
-        elif not deciding:  # a decision is JSON for us, not text for the user
-            buffer.add(event.text)
-
-    try:
+    # A decision is JSON for us, not text for the user: its stream is not shown.
+    with DeltaBuffer(run, opening.message_id, shown=not deciding) as buffer:
         called = model_call(
             run,
             token,
-            request,
-            provider=provider,
+            context.request,
+            provider=context.provider,
             purpose=opening.purpose,
             step=opening.step,
             call_id=opening.message_id,
-            on_delta=on_delta,
+            on_delta=buffer.on_delta,
             hasher=hasher,
         )
-    except BaseException:
-        buffer.flush()  # what was shown stays shown
-        raise
     completion = called.completion
+    if completion is not None and deciding:
+        completion = decision_completion(completion)
+    deltas = buffer.end(completion)
     if completion is None:
-        buffer.flush()
         run_fail(
             run,
             token,
@@ -134,23 +134,9 @@ def model_step(
             counters={"model_calls": run.model_calls + 1},
         )
         return Step(StepOutcome.FAILED)
-    if deciding:
-        completion = decision_completion(completion)
-        if completion.content:
-            buffer.add(completion.content)
-    deltas = buffer.take()
-    suggestions = tool_suggestions(request.messages)
     # The answer exists only here until it is stored: through an outage it waits,
     # rather than the model being asked again (chat/database.py).
     return database_retry(
-        lambda: answer_store(
-            run,
-            token,
-            called.row,
-            completion,
-            position=position,
-            deltas=deltas,
-            suggestions=suggestions,
-        ),
+        lambda: answer_store(context, called.row, completion, deltas=deltas),
         within_s=HOLD_WHILE_UNREACHABLE_S,
     )

@@ -14,7 +14,7 @@ from chat.history import RunHistory
 from chat.history_rows import history_messages, model_history
 from chat.llm.base import ChatRequest, forwarded_options
 from chat.models import ModelCallPurpose, Run
-from chat.policies import run_policies
+from chat.policies import ToolPolicies
 from chat.prompts import run_system_prompt
 from tools.registry import registry as tool_registry
 
@@ -85,21 +85,31 @@ def history_load(run: Run) -> RunHistory:
 
 
 def request_build(
-    run: Run, history: RunHistory, *, purpose: str, model: str, instruction: str | None
+    run: Run,
+    history: RunHistory,
+    *,
+    purpose: str,
+    model: str,
+    instruction: str | None,
+    policies: ToolPolicies,
+    theirs: frozenset[str],
 ) -> ChatRequest:
-    """The request of a step: the history, the step's instruction, and the tools it offers."""
-    messages = history_messages(history)
-    deciding = purpose == ModelCallPurpose.DECIDE
-    # A tool a policy denies this person is not offered (chat/policies.py).
+    """The request of a step: the history, the step's instruction, and the tools it offers.
+
+    `policies` are the run owner's (chat/policies.py `run_policies`), read by the
+    step once: a tool a policy denies this person is not offered. `theirs` are
+    the names of a /v1 client's own tools (`client_tool_names`): a client's
+    tool takes its name from ours for the run (chat/openai_api/answers.py).
+    """
     # A /v1 client's options (chat/openai_api/) where it gave them.
     options = run.client_options or {}
     # None of ours for a /v1 client's background task (chat/openai_api/tasks.py).
-    ours = run_policies(run).offered(
+    ours = policies.offered(
         tool_registry.openai_tools() if options.get("toolchat_tools", True) else []
     )
-    # A /v1 client's tool takes its name from ours for the run (chat/openai_api/answers.py).
-    theirs = client_tool_names(run)
     tools = [*(t for t in ours if t["function"]["name"] not in theirs), *(run.client_tools or [])]
+    messages = history_messages(history)
+    deciding = purpose == ModelCallPurpose.DECIDE
     if deciding:
         # No native tool calling: the tools are described in a system message and
         # the answer is a JSON decision (chat/engine/continuation.py).

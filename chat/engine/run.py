@@ -9,7 +9,8 @@ waits for calls running elsewhere and asks the policy what follows
 (chat/engine/after_tools.py), DIRECT answers with the tools' messages, and
 ANSWERED completes the run after the follow-ups (both ends in chat/engine/turn_complete.py);
 FORCED_STEPS is a forced replay's whole turn (chat/engine/forced_replay.py).
-Each returns a trigger and `transition` names the next state; the loop stops
+Each returns a move (chat/engine/moves.py: its trigger, and what the next
+state works on) and `transition` names the next state; the loop stops
 where nobody holds the run (parked, awaiting approval) or it ended, always by
 chat/engine/finish.py `run_end`.
 
@@ -24,27 +25,28 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Max
 
 from chat.database import database_unreachable
 from chat.engine.after_tools import NextStep, next_step, returns_direct
-from chat.engine.answer_store import Step, StepOutcome
+from chat.engine.answer_plan import StepOutcome
+from chat.engine.answer_store import Step
 from chat.engine.finish import run_fail
 from chat.engine.forced_replay import forced_replay_run
 from chat.engine.lease import LeaseLost, run_recheck_later
 from chat.engine.ledger import run_budget_warned, run_claim, run_started
 from chat.engine.model_calls import interrupted_call_record
 from chat.engine.model_step import model_step, step_open
+from chat.engine.moves import Ask, Direct, Final, Move, Moved, RunTools, StepCalls
 from chat.engine.request import RequestHasher, history_load
 from chat.engine.run_limits import run_limit_check
 from chat.engine.states import AFTER_TOOLS, Trigger, TurnState, transition, worker_lets_go
 from chat.engine.tool_calls import run_park, tool_call_run
 from chat.engine.turn_complete import answer_complete, direct_complete
 from chat.history import RunHistory
-from chat.live.event_types import Event
 from chat.live.events import event_publish, events_publish
 from chat.llm.endpoints import model_id
 from chat.models import (
@@ -95,22 +97,14 @@ def run_advance(*, run_id: Any) -> None:
 
 @dataclasses.dataclass
 class _Turn:
-    """What the run loop knows of its run between states; the database has the rest."""
+    """What the run loop keeps of its run across states; each state's work hands on the rest."""
 
     run: Run
     token: uuid.UUID
     first: bool  # claimed before anybody worked on it
     model: str  # the conversation's model
-    last: Message | None = None  # the newest answer, while it has tool calls
-    executions: list[ToolExecution] = dataclasses.field(default_factory=list)  # its calls
-    inline: list[ToolExecution] = dataclasses.field(default_factory=list)  # to run here, now
-    position: int = 0  # where the next answer goes
     kept: RunHistory | None = None  # the history, read once, then kept up to date
     hasher: RequestHasher = dataclasses.field(default_factory=RequestHasher)  # its calls' hashes
-    following: NextStep | None = None  # what follows the step's calls, once decided
-    final: Message | None = None  # the final answer, once stored
-    empty: int = 0  # answers with no text in a row (one is asked again)
-    announce: list[Event] | None = None  # events before the first step's
 
     def history(self) -> RunHistory:
         """The conversation's history for the model, read on first use."""
@@ -120,26 +114,29 @@ class _Turn:
 
 
 def _advance(turn: _Turn) -> None:
-    """The loop: do the work of the run's state, move on as the table says, until the worker lets go."""
+    """The loop: do the work of the run's state, move on as the table says, until the worker lets go.
+
+    Each state's work returns a move (chat/engine/moves.py): its trigger, and
+    what the next state works on, which the loop hands to it.
+    """
     state = TurnState.CLAIMED
+    move: Move = Moved(Trigger.CLAIMED)  # the claim led here
     while not worker_lets_go(state):
-        trigger = _WORK[state](turn)
-        following = transition(state, trigger)
-        logger.debug("run %s: %s -(%s)-> %s", turn.run.pk, state, trigger, following)
+        move = _WORK[state](turn, move)
+        following = transition(state, move.trigger)
+        logger.debug("run %s: %s -(%s)-> %s", turn.run.pk, state, move.trigger, following)
         state = following
 
 
-def _claimed(turn: _Turn) -> Trigger:
+def _claimed(turn: _Turn, _claim: Move) -> Move:
     """Find where the run stands; a run taken over is repaired first."""
     run = turn.run
     if run.sources.steps is StepSource.FORCED:
-        return Trigger.FORCED
+        return Moved(Trigger.FORCED)
     if turn.first:
         # Nothing stored yet but the user's message: the first model call
         # comes next, and announces the run's start with its own.
-        turn.position = _first_position(run)
-        turn.announce = [run_started(run)]
-        return Trigger.NEW
+        return Ask(Trigger.NEW, _first_position(run), announce=[run_started(run)])
     # Holding the lease, no other model call of this run is in flight: one
     # announced but not stored belonged to a worker that died.
     interrupted_call_record(run)
@@ -152,14 +149,11 @@ def _claimed(turn: _Turn) -> Trigger:
         .first()
     )
     if last is None:
-        turn.position = _first_position(run)
-        return Trigger.NOTHING_ANSWERED
+        return Ask(Trigger.NOTHING_ANSWERED, _first_position(run))
     if not last.tool_calls:
-        turn.final = last  # answered, then its worker died
-        return Trigger.ANSWER_STORED
-    turn.last, turn.position = last, _after(last)
-    turn.executions = list(ToolExecution.objects.filter(message=last))
-    return Trigger.CALLS_STORED
+        return Final(Trigger.ANSWER_STORED, last)  # answered, then its worker died
+    calls = StepCalls(last, list(ToolExecution.objects.filter(message=last)))
+    return RunTools(Trigger.CALLS_STORED, calls)
 
 
 def _first_position(run: Run) -> int:
@@ -176,50 +170,38 @@ def _first_position(run: Run) -> int:
     return 0 if last is None else last + 1
 
 
-def _after(message: Message) -> int:
-    """The position after an assistant message and the answers to its calls."""
-    return message.position + len(message.tool_calls or []) + 1
-
-
-def _model_step(turn: _Turn) -> Trigger:
+def _model_step(turn: _Turn, ask: Move) -> Move:
     """ASKING or COMPOSING: one model call, its answer stored; what it asked for.
 
     A run over one of its per-run budget limits makes no more calls: it ends
     there, its history whole (every call of its last step is answered).
     """
+    assert isinstance(ask, Ask)
     run = turn.run
     check = run_limit_check(run)
     if check.fresh:
         events_publish(run=run, events=list(run_budget_warned(run, check.fresh)))
     if check.ended:
         run_fail(run, turn.token, check.ended, trigger=Trigger.LIMIT_REACHED)
-        return Trigger.LIMIT_REACHED
-    announce: Sequence[Event] | None
-    if turn.last is None:
+        return Moved(Trigger.LIMIT_REACHED)
+    history = turn.history()
+    opening = ask.opening
+    if opening is None:  # the run's first step
         first = ModelCallPurpose.DECIDE if run.mode == Mode.LLM else ModelCallPurpose.TOOLS
-        opening, instruction = step_open(run, purpose=first, model=turn.model), None
-        announce, turn.announce = turn.announce or (), None
-    else:
-        following = turn.following
-        assert following is not None
-        assert following.opening is not None
-        opening, instruction = following.opening, following.decision.instruction
-        announce = None if following.announced else ()
+        opening = step_open(run, purpose=first, model=turn.model)
     step = model_step(
         run,
         turn.token,
         opening,
-        instruction=instruction,
-        position=turn.position,
-        history=turn.history(),
-        announce=announce,
+        instruction=ask.instruction,
+        position=ask.position,
+        history=history,
+        announce=ask.announce,
         hasher=turn.hasher,
     )
-    return _answer_trigger(turn, step)
+    return _answer_move(turn, ask, step)
 
 
-# A final answer: the run still open (the follow-ups, then the end), or completed with it.
-_ANSWER_ENDS = {StepOutcome.ANSWERED: Trigger.ANSWERED, StepOutcome.ENDED: Trigger.COMPLETED}
 # Calls that run elsewhere: as tasks, or once a person has decided.
 _CALLS_ELSEWHERE = {
     StepOutcome.PARKED: Trigger.CALLS_QUEUED,
@@ -227,120 +209,137 @@ _CALLS_ELSEWHERE = {
 }
 
 
-def _answer_trigger(turn: _Turn, step: Step) -> Trigger:
-    """What a model step's outcome means for the turn; the turn takes its answer."""
+def _answer_move(turn: _Turn, ask: Ask, step: Step) -> Move:
+    """What a model step's outcome means for the turn; the kept history takes its answer."""
     if step.outcome == StepOutcome.EMPTY:
-        return _no_text(turn)
-    turn.empty = 0
+        return _no_text(turn, ask)
     if step.outcome == StepOutcome.FAILED:
-        return Trigger.MODEL_FAILED
+        return Moved(Trigger.MODEL_FAILED)
     assert step.message is not None
-    if step.outcome in _ANSWER_ENDS:
-        turn.final = step.message
-        return _ANSWER_ENDS[step.outcome]
+    if step.outcome == StepOutcome.ANSWERED:  # the run still open: the follow-ups, then the end
+        return Final(Trigger.ANSWERED, step.message)
+    if step.outcome == StepOutcome.ENDED:  # completed with its answer
+        return Moved(Trigger.COMPLETED)
     if step.outcome in _CALLS_ELSEWHERE:
-        return _CALLS_ELSEWHERE[step.outcome]
+        return Moved(_CALLS_ELSEWHERE[step.outcome])
     turn.history().append(step.message)
     for answer in step.answers:
         turn.history().append(answer)
-    turn.last, turn.position = step.message, _after(step.message)
-    turn.executions = step.executions
     # The call this worker started (none when the policies refused every call of ours).
-    turn.inline = [e for e in step.executions if e.status == ExecutionStatus.RUNNING]
-    return Trigger.ONE_CALL
+    inline = [e for e in step.executions if e.status == ExecutionStatus.RUNNING]
+    return RunTools(Trigger.ONE_CALL, StepCalls(step.message, step.executions, inline))
 
 
-def _no_text(turn: _Turn) -> Trigger:
+def _no_text(turn: _Turn, ask: Ask) -> Move:
     """An answer with no text: asked once more; twice, the tools' messages answer, or it fails."""
-    turn.empty += 1
-    if turn.empty == 1:
-        following = turn.following
-        if turn.last is not None and following is not None and following.opening is not None:
-            opening = following.opening
-            again = step_open(turn.run, purpose=opening.purpose, model=opening.model)
-            turn.following = dataclasses.replace(following, opening=again, announced=False)
-        return Trigger.NO_TEXT
-    if turn.last is not None:
-        return Trigger.NO_TEXT_TWICE_AFTER_TOOLS
+    if ask.empty == 0:
+        # Asked again under a new id: the failed call keeps the one it was announced with.
+        opening = ask.opening
+        again = (
+            None
+            if opening is None
+            else step_open(turn.run, purpose=opening.purpose, model=opening.model)
+        )
+        return dataclasses.replace(
+            ask, trigger=Trigger.NO_TEXT, opening=again, announce=(), empty=1
+        )
+    if ask.after is not None:
+        return Direct(Trigger.NO_TEXT_TWICE_AFTER_TOOLS, ask.after)
     run_fail(
         turn.run,
         turn.token,
         "The model answered with no text, twice. Try again.",
         trigger=Trigger.NO_TEXT_TWICE,
     )
-    return Trigger.NO_TEXT_TWICE
+    return Moved(Trigger.NO_TEXT_TWICE)
 
 
-def _running_tools(turn: _Turn) -> Trigger:
+def _running_tools(turn: _Turn, tools: Move) -> Move:
     """Run the step's one call here, or wait for calls that run elsewhere; then the policy.
 
     A step that also called a /v1 client's own tools ends the run once ours are
     answered: the client runs its calls, and its next request continues.
     """
-    run, token = turn.run, turn.token
-    if any(e.status == ExecutionStatus.CLIENT for e in turn.executions):
-        for execution in turn.inline:
+    assert isinstance(tools, RunTools)
+    run, token, calls = turn.run, turn.token, tools.calls
+    if any(e.status == ExecutionStatus.CLIENT for e in calls.executions):
+        for execution in calls.inline:
             turn.history().append(tool_call_run(run, token, execution, announce=()))
-        turn.inline = []
-        if _calls_wait(turn):
-            return Trigger.PARKED
-        turn.final = turn.last
-        return Trigger.CLIENT_CALLS
-    if turn.inline and not returns_direct(turn.inline):
+        if _calls_wait(turn, calls) is None:
+            return Moved(Trigger.PARKED)
+        return Final(Trigger.CLIENT_CALLS, calls.answer)
+    if calls.inline and not returns_direct(calls.inline):
         # The next step is known before the call runs, so its message.created goes
         # out with the call's result, in the same transaction.
-        following = next_step(run, turn.model, turn.inline)
+        following = next_step(run, turn.model, calls.inline)
         ahead = [following.opening.event()] if following.opening is not None else []
-        for execution in turn.inline:
+        for execution in calls.inline:
             turn.history().append(tool_call_run(run, token, execution, announce=ahead))
-        turn.inline = []
-        turn.following = dataclasses.replace(following, announced=bool(ahead))
-    elif turn.inline:
+        following = dataclasses.replace(following, announced=bool(ahead))
+    elif calls.inline:
         # Whether a return_direct call ends the turn depends on how it went.
-        for execution in turn.inline:
+        for execution in calls.inline:
             turn.history().append(tool_call_run(run, token, execution, announce=()))
-        ran = ToolExecution.objects.filter(pk__in=[e.pk for e in turn.inline])
-        turn.inline = []
-        turn.following = next_step(run, turn.model, list(ran.only("name", "status", "error")))
+        ran = ToolExecution.objects.filter(pk__in=[e.pk for e in calls.inline])
+        following = next_step(run, turn.model, list(ran.only("name", "status", "error")))
     else:
-        if _calls_wait(turn):
-            return Trigger.PARKED
-        turn.following = next_step(run, turn.model, turn.executions)
-    return AFTER_TOOLS[turn.following.decision.action]
+        waited = _calls_wait(turn, calls)
+        if waited is None:
+            return Moved(Trigger.PARKED)
+        calls = waited
+        following = next_step(run, turn.model, calls.executions)
+    return _after_calls(calls, following)
 
 
-def _calls_wait(turn: _Turn) -> bool:
-    """Park the run while calls of the step run elsewhere (True); False once all are answered."""
-    while unfinished := [e for e in turn.executions if e.status not in FINISHED_EXECUTION_STATUSES]:
+def _after_calls(calls: StepCalls, following: NextStep) -> Move:
+    """What the policy chose after the step's calls: another model step, or the tools' messages."""
+    trigger = AFTER_TOOLS[following.decision.action]
+    if following.opening is None:
+        return Direct(trigger, calls)
+    return Ask(
+        trigger,
+        calls.position,
+        after=calls,
+        opening=following.opening,
+        instruction=following.decision.instruction,
+        announce=None if following.announced else (),
+    )
+
+
+def _calls_wait(turn: _Turn, calls: StepCalls) -> StepCalls | None:
+    """Park the run while calls of the step run elsewhere (None); the calls once all are answered."""
+    executions = calls.executions
+    while unfinished := [e for e in executions if e.status not in FINISHED_EXECUTION_STATUSES]:
         if run_park(turn.run, turn.token, unfinished):
-            return True
+            return None
         # The last call finished meanwhile: its wake-up could not claim the run we hold.
-        turn.executions = list(ToolExecution.objects.filter(message=turn.last))
-    return False
+        executions = list(ToolExecution.objects.filter(message=calls.answer))
+    return dataclasses.replace(calls, executions=executions, inline=[])
 
 
-def _direct(turn: _Turn) -> Trigger:
+def _direct(turn: _Turn, direct: Move) -> Move:
     """End the turn with the tools' own messages: no further model call."""
-    assert turn.last is not None
-    direct_complete(turn.run, turn.token, turn.last, position=turn.position)
-    return Trigger.COMPLETED
+    assert isinstance(direct, Direct)
+    calls = direct.calls
+    direct_complete(turn.run, turn.token, calls.answer, position=calls.position)
+    return Moved(Trigger.COMPLETED)
 
 
-def _answered(turn: _Turn) -> Trigger:
+def _answered(turn: _Turn, final: Move) -> Move:
     """Complete the run: the model's follow-ups first, if wanted (chat/engine/turn_complete.py)."""
-    assert turn.final is not None
-    answer_complete(turn.run, turn.token, turn.final, turn.kept)
-    return Trigger.COMPLETED
+    assert isinstance(final, Final)
+    answer_complete(turn.run, turn.token, final.answer, turn.kept)
+    return Moved(Trigger.COMPLETED)
 
 
-def _forced_steps(turn: _Turn) -> Trigger:
+def _forced_steps(turn: _Turn, _forced: Move) -> Move:
     """A forced replay: the original's steps asked of the model, then the end."""
     done = forced_replay_run(turn.run, turn.token, model=turn.model, first=turn.first)
-    return Trigger.COMPLETED if done else Trigger.MODEL_FAILED
+    return Moved(Trigger.COMPLETED if done else Trigger.MODEL_FAILED)
 
 
-# The work of each state the run loop holds the run in.
-_WORK: dict[TurnState, Callable[[_Turn], Trigger]] = {
+# The work of each state the run loop holds the run in: it takes the move that led there.
+_WORK: dict[TurnState, Callable[[_Turn, Move], Move]] = {
     TurnState.CLAIMED: _claimed,
     TurnState.ASKING: _model_step,
     TurnState.COMPOSING: _model_step,

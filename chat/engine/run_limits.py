@@ -92,7 +92,8 @@ def run_limit_check(run: Run, now: datetime.datetime | None = None) -> RunCheck:
     if not limits or run.model_calls == 0:
         return RunCheck()
     capped = {figure for limit in limits for figure in limit.caps}
-    reached = limits_reached(limits, _run_used(run, capped, now or timezone.now()))
+    used = _run_used(run, capped, now or timezone.now())
+    reached = limits_reached(limits, used)
     hard = [found for found in reached if found.limit.hard]
     if hard:
         return RunCheck(ended=hard[0].sentence() + ": the run stopped there.")

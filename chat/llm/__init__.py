@@ -32,7 +32,8 @@ def provider_for(model: str) -> tuple[ChatProvider, ModelChoice]:
     Raises `endpoints.UnknownModel` when no configured provider offers it.
     """
     choice = model_resolve(model)
-    return _provider(endpoint(choice.provider)), choice
+    found = endpoint(choice.provider)
+    return _provider(found), choice
 
 
 def _provider(found: Endpoint) -> ChatProvider:
