@@ -3,9 +3,10 @@
 A `/v1/` request is a bearer-token API call (chat/openai_api/views.py
 `OpenAIView`): it reads no session, sets no cookie and is exempt from CSRF,
 so Django's session, CSRF, authentication and messages middleware do nothing
-for it but hand off to its thread, seven times a request under ASGI
-(`MiddlewareMixin.__acall__`: about 13% of the web process's CPU under load,
-docs/performance.md round sixteen).
+for it. Under ASGI the security, session, CSRF and clickjacking middleware
+handed it to its thread eight times a request (`MiddlewareMixin.__acall__`,
+and CSRF's `process_view`): about a tenth of the web process's samples under
+load (docs/performance.md, round sixteen).
 
 `ToolchatHandler` keeps Django's chain, loaded from `settings.MIDDLEWARE` as
 it is, for every other path (the pages, the admin, `/api/v1/`, which the
