@@ -158,6 +158,7 @@ def profile_start(pid: int, folded: Path) -> subprocess.Popen:
     py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
     command = [py_spy, "record", "--pid", str(pid), "--rate", "250", "--format", "raw"]
     command += ["--full-filenames", "--gil", "-o", str(folded.with_suffix(".part"))]
+    folded.parent.mkdir(parents=True, exist_ok=True)  # bench/results/: none in a fresh clone
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

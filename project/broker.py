@@ -20,6 +20,15 @@ again. A task whose acknowledgement was lost stays in Redis's "unacked" set
 and is redelivered after `CELERY_VISIBILITY_TIMEOUT`; the turn engine's
 tasks are safe to run twice (a finished run, or a finished tool call, is not
 run again). docs/deploy.md tells the whole story of an outage.
+
+And a channel makes its Redis client once for its connection pool, not for
+every command: kombu's `conn_or_acquire()` built a new `redis.Redis` (and its
+table of some two hundred reply callbacks) for each acknowledgement and each
+task sent, 8 to 10% of a worker's CPU under load (docs/performance.md, round
+sixteen). A client holds no connection of its own (it takes one from the
+pool for each command), so one is shared by the channel's threads as
+redis-py allows; when kombu drops the pool (the connection lost), the next
+command makes a client for the new one.
 """
 
 from __future__ import annotations
@@ -47,6 +56,17 @@ class Channel(redis.Channel):
             return dict(remembered[asynchronous])
         # Never connected: nothing to remember, and nothing this channel owes Redis.
         raise RedisConnectionError("the broker connection was released")
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        """kombu's client for a command: the one made for the channel's current pool."""
+        if asynchronous:
+            return super()._create_client(asynchronous=True)  # type: ignore[misc]
+        pool = self.pool
+        client = self.__dict__.get("_pool_client")
+        if client is None or client.connection_pool is not pool:
+            client = super()._create_client()  # type: ignore[misc]
+            self.__dict__["_pool_client"] = client
+        return client
 
 
 class Transport(redis.Transport):

@@ -10,9 +10,13 @@ read are stored in the cookie or the session, which may load from the
 database): five hand-offs fewer a request.
 
 Django's security, session, CSRF and clickjacking middleware stay as they
-are: `manage.py check --deploy` looks for them under their own dotted paths
-(and skips its HSTS, cookie and CSRF checks without them), so a subclass
-would silence the very checks that keep a deployment safe.
+are in settings.MIDDLEWARE: `manage.py check --deploy` looks for them under
+their own dotted paths (and skips its HSTS, cookie and CSRF checks without
+them), so naming a subclass there would silence the very checks that keep a
+deployment safe. The `/v1/` API's chain (project/handler.py), built from
+settings.MIDDLEWARE, runs the security and clickjacking middleware as the
+inline subclasses below: their hooks only read settings and the request and
+set headers (or answer the redirect to HTTPS).
 
 Should an inline hook touch the database after all (a Django upgrade),
 Django refuses it on the event loop (`SynchronousOnlyOperation`): a loud
@@ -28,7 +32,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import middleware as auth
 from django.contrib.messages import middleware as messages
 from django.http import HttpRequest, HttpResponseBase
-from django.middleware import common
+from django.middleware import clickjacking, common, security
 from django.utils.deprecation import MiddlewareMixin
 
 
@@ -71,3 +75,11 @@ class MessageMiddleware(InlineHooks, messages.MessageMiddleware):
     def response_on_thread(self, request: HttpRequest) -> bool:
         storage: Any = getattr(request, "_messages", None)
         return storage is not None and (storage.used or storage.added_new)
+
+
+class SecurityMiddleware(InlineHooks, security.SecurityMiddleware):
+    """The redirect to HTTPS, HSTS, nosniff, the referrer and opener policies (the `/v1/` chain)."""
+
+
+class XFrameOptionsMiddleware(InlineHooks, clickjacking.XFrameOptionsMiddleware):
+    """`X-Frame-Options` (the `/v1/` chain)."""

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.sessions.models import Session
-from django.core.asgi import get_asgi_application
 from rest_framework.authtoken.models import Token
 
+from project.handler import get_asgi_application
 from project.request_threads import KeptRequestThreads
 from tests.factories import UserFactory
 

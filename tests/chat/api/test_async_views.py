@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
-from django.core.asgi import get_asgi_application
 from django.test import RequestFactory
 from rest_framework.authtoken.models import Token
 from rest_framework.permissions import AllowAny
@@ -22,6 +21,7 @@ from rest_framework.response import Response
 
 from chat.api.base import AsyncApiView
 from chat.models import ACTIVE_RUN_STATUSES, Run
+from project.handler import get_asgi_application
 from project.request_threads import KeptRequestThreads
 from tests.assertions import wait_until
 from tests.factories import ConversationFactory, UserFactory

@@ -3,7 +3,8 @@
 Every `sync_to_async` costs the event loop a few hundred microseconds of CPU
 under load (docs/performance.md, round fifteen): the answer's reads and
 writes after the wait go in one hand-off, and a stream's first catch-up reads
-whether the run had ended and its events in one.
+whether the run had ended and its events in one. Django's middleware hands
+nothing off for a /v1 request (project/handler.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ def ours(handoffs: list[str]) -> list[str]:
     return [c for i, c in enumerate(called) if i == 0 or c != "_run_stopped" or called[i - 1] != c]
 
 
+def djangos(handoffs: list[str]) -> list[str]:
+    """Django's hand-offs: its middleware's hooks, its request signals, the response's close."""
+    return [c for c in handoffs if c.startswith(DJANGOS)]
+
+
 def test_an_answer_not_streamed_hands_off_three_times_and_is_remembered(handoffs, llm_server):
     llm_server.push(text_reply("Four."), text_reply("Five."))
     token = Token.objects.create(user=UserFactory()).key
@@ -41,6 +47,9 @@ def test_an_answer_not_streamed_hands_off_three_times_and_is_remembered(handoffs
     # The request read, checked and its turn started; the wait's first read of the run;
     # the outcome read and what the client was sent remembered.
     assert ours(handoffs) == ["AsyncApiView._initial_then", "_run_stopped", "_answered"]
+    # No middleware's hook (project/handler.py's /v1 chain): of Django's own, only the
+    # request signal and the response's close are left (there were eight more).
+    assert djangos(handoffs) == ["Signal.asend.<locals>.sync_send", "HttpResponseBase.close"]
     # Remembered: the follow-up that sends the answer back continues the conversation.
     follow = [*asked, {"role": "assistant", "content": "Four."}, {"role": "user", "content": "+1?"}]
     again = post(URL, token, {"model": MODEL, "messages": follow})
@@ -85,3 +94,4 @@ def test_a_stream_reads_the_runs_end_and_its_events_in_one_hand_off(handoffs, ll
     assert called[:2] == ["AsyncApiView._initial_then", "_ended_then_stored"], called
     assert "_run_ended" not in called, called
     assert called[-2:] == ["run_outcome", "_saw"], called
+    assert djangos(handoffs) == ["Signal.asend.<locals>.sync_send", "HttpResponseBase.close"]

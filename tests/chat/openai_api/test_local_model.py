@@ -15,12 +15,12 @@ import asyncio
 import httpx2
 import openai
 import pytest
-from django.core.asgi import get_asgi_application
 from rest_framework.authtoken.models import Token
 
 from chat.models import Conversation, ExecutionStatus, Run, RunStatus, ToolExecution
 from chat.selectors import history_for_model
 from chat.services.approvals import tool_call_decide
+from project.handler import get_asgi_application
 from tests.assertions import assert_valid_history
 from tests.clients.sdk import async_openai
 from tests.plugins.llamacpp import LLAMA_MODEL
