@@ -40,6 +40,8 @@ from tests.llm_replies import (
     validate_request,
 )
 
+STOP_POLL_S = 0.01  # how often a server's thread looks whether stop() was called
+
 # The script's vocabulary, where the tests have always imported it from.
 __all__ = [
     "Reply",
@@ -122,7 +124,10 @@ class ScriptedLLMServer:
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        # stop() waits for the serving thread's next look: socketserver's default of one
+        # every 0.5 s cost a test 0.48 s on average (one file of 484 tests: 233 s).
+        serve = {"poll_interval": STOP_POLL_S}
+        threading.Thread(target=self._httpd.serve_forever, kwargs=serve, daemon=True).start()
         return self
 
     def stop(self) -> None:
