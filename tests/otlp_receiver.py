@@ -15,6 +15,8 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from tests.llm_server import STOP_POLL_S
+
 
 @dataclasses.dataclass
 class ReceivedSpan:
@@ -73,7 +75,9 @@ class OTLPReceiver:
                 self.end_headers()
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": STOP_POLL_S}, daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:

@@ -28,6 +28,8 @@ from tests.plugins.services import TEST_DB, free_port, service_unavailable, wait
 
 # Loading the model takes a few seconds; a loaded shared machine may take longer.
 START_TIMEOUT_S = 180.0
+# The server's threads, for an answer (its default) and for a prompt.
+THREADS = max(1, (os.cpu_count() or 2) // 2)
 
 
 def _configured() -> bool:
@@ -105,6 +107,14 @@ def llama_server() -> Iterator[str]:
                 "true",
                 "--cache_size",
                 str(512 * 1024 * 1024),
+                # Half the cores, for the prompt too (the server's default gives a prompt all):
+                # the suite's other worker has the rest, and two threads of a prompt on a
+                # 2-core machine spin-wait for each other while that worker runs. On two
+                # loaded cores a first prompt with the tools took 28 s of CPU instead of 40.
+                "--n_threads",
+                str(THREADS),
+                "--n_threads_batch",
+                str(THREADS),
                 "--host",
                 "127.0.0.1",
                 "--port",
