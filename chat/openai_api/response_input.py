@@ -34,7 +34,12 @@ from chat.exceptions import InvalidInput
 from chat.openai_api.answers import CompletionRequest, request_read
 from chat.openai_api.options import depth_check
 from chat.openai_api.response_approvals import Decision, decision_read
-from chat.openai_api.response_options import echo_read, options_as_completion
+from chat.openai_api.response_options import (
+    echo_read,
+    mcp_declaration_check,
+    options_as_completion,
+)
+from chat.openai_api.response_output import SERVER_LABEL
 from chat.openai_api.threads import MAX_MESSAGES, ClientMessage, messages_read
 
 # Items a client sends back that toolchat gave out and holds itself.
@@ -166,21 +171,32 @@ def _as_completion(body: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions body that asks for the same turn (its messages aside)."""
     chat = options_as_completion(body, body["tools"] if isinstance(body.get("tools"), list) else [])
     if body.get("tools"):
-        chat["tools"] = _tools_as_functions(body["tools"])
+        functions = _tools_as_functions(body["tools"])
+        if functions != []:  # toolchat's MCP tool alone declares no function
+            chat["tools"] = functions
     return chat
 
 
 def _tools_as_functions(tools: Any) -> Any:
-    """Responses' flat function tools in Chat Completions' shape; any other kind is refused."""
+    """Responses' flat function tools in Chat Completions' shape; any other kind is refused.
+
+    An MCP tool of the server `toolchat` declares toolchat's own tools, which run
+    on the server whether declared or not: it is echoed, not sent to the model as
+    a function (an agents SDK user declares it to handle toolchat's approvals).
+    """
     if not isinstance(tools, list):
         return tools  # request_read says what is wrong with it
     shaped = []
     for index, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind == "mcp":
+            mcp_declaration_check(tool, f"tools[{index}]")
+            continue
         if kind != "function":
             raise InvalidInput(
-                f"tools[{index}].type: only function tools are supported, not {kind!r}; "
-                "toolchat's own tools run on the server without being declared.",
+                f"tools[{index}].type: only function tools and toolchat's own MCP tool "
+                f'({{"type": "mcp", "server_label": "{SERVER_LABEL}"}}) are supported, not '
+                f"{kind!r}; toolchat's own tools run on the server without being declared.",
                 field=f"tools[{index}].type",
             )
         function = {key: value for key, value in tool.items() if key != "type"}
