@@ -317,3 +317,23 @@ def test_another_users_call_named_in_a_stateless_history_is_a_404(v1, other_v1, 
     assert response.status_code == 404, response.json()
     assert response.json()["error"]["param"] == "input[1].approval_request_id"
     assert ToolExecution.objects.get().status == ExecutionStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_not_stored_is_decided_statelessly_and_stays_unretrievable(v1, llm_server):
+    llm_server.push(tool_calls_reply([("delete_notes", DELETE_TWO, "call_delete")]))
+    body = {"model": MODEL, "input": "Delete two notes.", "store": False}
+    first = v1.post(URL, body, format="json").json()
+    (request,) = first["output"]
+    llm_server.push(text_reply("Deleted."))
+    items = [
+        {"role": "user", "content": "Delete two notes."},
+        request,
+        _answer(request["id"], True),
+    ]
+    second = v1.post(URL, {**body, "input": items}, format="json")
+    assert second.status_code == 200, second.json()
+    assert (_text(second.json()), second.json()["store"]) == ("Deleted.", False)
+    assert second.json()["model"] == first["model"]
+    assert v1.get(f"{URL}/{first['id']}").status_code == 404
+    assert v1.get(f"{URL}/{second.json()['id']}").status_code == 404
