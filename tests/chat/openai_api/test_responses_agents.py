@@ -269,6 +269,27 @@ def test_a_hosted_mcp_tool_of_toolchat_rejects_its_call_with_a_reason(
     assert "Keep them." in llm_server.requests[1]["messages"][-1]["content"]
 
 
+def test_without_a_hook_the_sdk_interrupts_and_the_state_approved_runs_the_call(
+    scripted, scripted_server, llm_server
+):
+    owner, _ = scripted
+    agent = _agent(SCRIPTED_MODEL, tools=[_toolchat_tool(scripted_server, None)])
+    llm_server.push(
+        tool_calls_reply([("delete_notes", _two_notes(owner), "call_delete")]),
+        text_reply("Both notes are deleted."),
+    )
+    paused = agents.Runner.run_sync(agent, "Delete my two old notes.")
+    (interruption,) = paused.interruptions
+    assert interruption.tool_name == "delete_notes"
+    state = paused.to_state()
+    state.approve(interruption)
+    result = agents.Runner.run_sync(agent, state)
+    assert result.final_output == "Both notes are deleted."
+    execution = ToolExecution.objects.get(tool_call_id="call_delete")
+    assert (execution.status, execution.approved_by_id) == (ExecutionStatus.SUCCEEDED, owner.pk)
+    assert not Resource.objects.filter(owner=owner).exists()
+
+
 def test_without_the_hosted_mcp_tool_the_sdk_refuses_the_approval_request_and_the_call_waits(
     scripted, llm_server
 ):
