@@ -238,11 +238,11 @@ async def _streamed(agent: agents.Agent, prompt: str) -> object:
     return result.final_output
 
 
-@pytest.mark.parametrize("how", ["stateless", "previous_response_id", "streamed"])
+@pytest.mark.parametrize("how", ["stateless", "previous_response_id", "conversation", "streamed"])
 def test_a_hosted_mcp_tool_of_toolchat_rejects_its_call_with_a_reason(
     scripted, scripted_server, llm_server, how
 ):
-    owner, _ = scripted
+    owner, client = scripted
     notes = _two_notes(owner)
 
     def reject(request):
@@ -256,6 +256,9 @@ def test_a_hosted_mcp_tool_of_toolchat_rejects_its_call_with_a_reason(
     prompt = "Delete my two old notes."
     if how == "streamed":
         final = asyncio.run(_streamed(agent, prompt))
+    elif how == "conversation":  # the SDK sends only the answer, to the conversation
+        held = asyncio.run(client.conversations.create()).id
+        final = agents.Runner.run_sync(agent, prompt, conversation_id=held).final_output
     else:
         chained = how == "previous_response_id"  # the SDK sends only the answer, chained
         final = agents.Runner.run_sync(
