@@ -337,3 +337,14 @@ def test_a_turn_not_stored_is_decided_statelessly_and_stays_unretrievable(v1, ll
     assert second.json()["model"] == first["model"]
     assert v1.get(f"{URL}/{first['id']}").status_code == 404
     assert v1.get(f"{URL}/{second.json()['id']}").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_sent_to_another_conversation_is_a_400(v1, llm_server):
+    _first, request_id = _waiting(v1, llm_server)
+    other = v1.post("/v1/conversations", {}, format="json").json()["id"]
+    body = {"model": MODEL, "conversation": other, "input": [_answer(request_id, True)]}
+    response = v1.post(URL, body, format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["error"]["param"] == "input[0].approval_request_id"
+    assert ToolExecution.objects.get().status == ExecutionStatus.AWAITING_APPROVAL
