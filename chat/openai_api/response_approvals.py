@@ -10,6 +10,11 @@ durable approval as the REST API's and the chat page's
 is a part of the run (`resp_<run>_<n>`): what the run did after the
 decisions. A call that does not wait (any more) is a 409; an id that names
 no call of the response is a 400.
+
+A stateless client (the agents SDK by default) sends no `previous_response_id`
+but the whole history: its input, the `mcp_approval_request` items and, at its
+end, the `mcp_approval_response` items. Those closing answers name the run
+themselves (`decisions_of_history`) and decide it as above.
 """
 
 from __future__ import annotations
@@ -21,13 +26,17 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from chat.exceptions import Conflict, InvalidInput
+from chat.exceptions import Conflict, InvalidInput, NotFound
 from chat.models import Conversation, ExecutionStatus, Run, ToolExecution
 from chat.openai_api.response_items import INPUT_ITEMS, input_items_read
-from chat.openai_api.response_output import PARTS, PRIVATE, response_parts
+from chat.openai_api.response_output import DELETED, PARTS, PRIVATE, response_parts
 from chat.services.approvals import MAX_REASON_CHARS, tool_call_decide
 
 APPROVAL_PREFIX = "mcpr_"
+
+
+class ApprovalRequestNotFound(NotFound):
+    """No call of the user's that an approval request's id names (404, as another user's is)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +113,8 @@ def decisions_apply(
                 conversation_id=run.conversation_id,
             )
         locked = Run.objects.select_for_update(of=("self",)).get(pk=run.pk)
-        stored = dict(locked.response or {})
+        # A turn not stored as a response stays so (its parts are their own).
+        stored = dict(locked.response or {DELETED: True})
         parts = response_parts(locked)
         items = input_items_read(raw, run, len(parts) + 1)
         parts.append(
@@ -114,10 +124,60 @@ def decisions_apply(
     return len(parts), int(cursor)
 
 
-def continued_echo(run: Run, previous: str, store: bool) -> dict[str, Any]:
-    """What the part echoes: the turn's request (its options are the turn's), continued."""
+def decisions_of_history(user: Any, decisions: list[Decision]) -> tuple[Run, list[Decision]]:
+    """The run a stateless history's closing answers go on with, and those that decide.
+
+    Each answer must name a call of the user's (another user's is a 404, as one that
+    does not exist). An answer to a call decided before is history the client resends
+    (a run that paused twice); if no answer's call waits, the decision was made
+    already, a 409, as with `previous_response_id`. The calls that wait must be of
+    one run.
+    """
+    calls = {
+        pk: (run_id, state)
+        for pk, run_id, state in ToolExecution.objects.filter(
+            pk__in=[decision.execution_id for decision in decisions],
+            run__conversation__owner=user,
+        ).values_list("pk", "run_id", "status")
+    }
+    for decision in decisions:
+        if decision.execution_id not in calls:
+            shown = f"{APPROVAL_PREFIX}{decision.execution_id.hex}"
+            raise ApprovalRequestNotFound(
+                f"No approval request with id {shown!r} was found.",
+                field=f"{decision.where}.approval_request_id",
+            )
+    deciding = [
+        d for d in decisions if calls[d.execution_id][1] == ExecutionStatus.AWAITING_APPROVAL
+    ]
+    if not deciding:
+        shown = f"{APPROVAL_PREFIX}{decisions[-1].execution_id.hex}"
+        state = calls[decisions[-1].execution_id][1]
+        raise Conflict(
+            f"{shown} is not waiting for a decision: the call is {state}. The history's "
+            "answers were decided; send it with the next message to go on.",
+            details={"approval_request_id": shown, "status": state},
+        )
+    runs = {calls[decision.execution_id][0] for decision in deciding}
+    if len(runs) > 1:
+        raise InvalidInput(
+            f"{deciding[-1].where}: input answers the approval requests of two responses; "
+            "answer one response's at a time.",
+            field=deciding[-1].where,
+        )
+    return Run.objects.select_related("conversation").get(pk=runs.pop()), deciding
+
+
+def continued_echo(
+    run: Run, previous: str | None, store: bool, asked: dict[str, Any]
+) -> dict[str, Any]:
+    """What the part echoes: the turn's request (its options are the turn's), continued.
+
+    A turn whose response was not stored (`store: false`) kept no echo: the part
+    shows what its own request (`asked`) said.
+    """
     first = {key: value for key, value in (run.response or {}).items() if key not in PRIVATE}
-    return {**first, "previous_response_id": previous, "store": store}
+    return {**(first or asked), "previous_response_id": previous, "store": store}
 
 
 def _decidable_check(decision: Decision, calls: dict[uuid.UUID, str]) -> None:

@@ -16,9 +16,10 @@ turn (chat/openai_api/turns.py). Input items map onto messages:
   `tool` message that answers it;
 - `mcp_call`, `mcp_approval_request` and `reasoning` items are ones toolchat
   gave out (its own tools' calls, which it holds) and are skipped;
-- `mcp_approval_response` items, with `previous_response_id`, decide the calls
-  that wait (chat/openai_api/response_approvals.py) and come alone; resent
-  in a stateless history, they are skipped.
+- `mcp_approval_response` items decide the calls that wait
+  (chat/openai_api/response_approvals.py): with `previous_response_id` they
+  come alone; in a stateless history, those that end it decide, and those
+  before its last message are history, skipped.
 
 Field names in errors are the Responses API's own (`tools[0].name`,
 `max_output_tokens`, `input[2].content`).
@@ -34,7 +35,12 @@ from chat.exceptions import InvalidInput
 from chat.openai_api.answers import CompletionRequest, request_read
 from chat.openai_api.options import depth_check
 from chat.openai_api.response_approvals import Decision, decision_read
-from chat.openai_api.response_options import echo_read, options_as_completion
+from chat.openai_api.response_options import (
+    echo_read,
+    mcp_declaration_check,
+    options_as_completion,
+)
+from chat.openai_api.response_output import SERVER_LABEL
 from chat.openai_api.threads import MAX_MESSAGES, ClientMessage, messages_read
 
 # Items a client sends back that toolchat gave out and holds itself.
@@ -94,17 +100,21 @@ def response_request_read(body: Any, meta: dict[str, Any]) -> ResponseRequest:
             field="conversation",
         )
     decisions = _decisions_read(raw, previous)
-    messages = [] if decisions else _instructions(instructions) + items_read(raw)
+    # A stateless history that ends with answers is read too: what its client saw.
+    stateless = not decisions or previous is None
+    messages = (
+        _instructions(instructions) + items_read(raw, answers=bool(decisions)) if stateless else []
+    )
     # What the response keeps as it was sent (its echo, the input items): a tool's
     # parameters and an item's content are counted from themselves.
     depth_check(body, envelopes={"tools": 2, "input": 2})
-    if decisions:
+    if decisions and previous is not None:
         return ResponseRequest(
             completion, [], echo_read(body), previous, store is not False, decisions, raw
         )
     echo = echo_read(body)
     return ResponseRequest(
-        completion, messages, echo, previous, store is not False, [], raw, conversation
+        completion, messages, echo, previous, store is not False, decisions, raw, conversation
     )
 
 
@@ -122,10 +132,13 @@ def _conversation_read(value: Any) -> str | None:
 
 
 def _decisions_read(raw: Any, previous: str | None) -> list[Decision]:
-    """The approval responses of a request that decides calls (and does nothing else).
+    """The approval responses of a request that decides calls.
 
-    Without `previous_response_id`, an `mcp_approval_response` among other items is
-    history a stateless client resends, and is skipped.
+    With `previous_response_id`, the request carries only them. Without it, a
+    stateless history ends with them: the answers after its last message (or
+    function call, or output) are the ones it sends now, to be decided
+    (chat/openai_api/response_approvals.py `decisions_of_history`); those
+    before are history it resends, and are skipped.
     """
     if not isinstance(raw, list):
         return []
@@ -134,23 +147,23 @@ def _decisions_read(raw: Any, previous: str | None) -> list[Decision]:
     if not answers:
         return []
     others = [
-        where
-        for where, item in items
+        index
+        for index, (_, item) in enumerate(items)
         if not isinstance(item.get("type"), str)
         or item["type"] not in SKIPPED_ITEMS | {APPROVAL_RESPONSE}
     ]
-    if previous is None and others:
-        return []
     if previous is None:
-        raise InvalidInput(
-            "An mcp_approval_response answers a response: previous_response_id names it.",
-            field="previous_response_id",
-        )
+        after = max(others, default=-1)
+        trailing = [
+            (w, item) for w, item in items[after + 1 :] if item["type"] == APPROVAL_RESPONSE
+        ]
+        return [decision_read(item, where) for where, item in trailing]
     if others:
+        where = items[others[0]][0]
         raise InvalidInput(
-            f"{others[0]}: a request that answers approval requests carries only "
+            f"{where}: a request that answers approval requests carries only "
             "mcp_approval_response items; send the next message once the turn has gone on.",
-            field=others[0],
+            field=where,
         )
     return [decision_read(item, where) for where, item in answers]
 
@@ -166,21 +179,32 @@ def _as_completion(body: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions body that asks for the same turn (its messages aside)."""
     chat = options_as_completion(body, body["tools"] if isinstance(body.get("tools"), list) else [])
     if body.get("tools"):
-        chat["tools"] = _tools_as_functions(body["tools"])
+        functions = _tools_as_functions(body["tools"])
+        if functions != []:  # toolchat's MCP tool alone declares no function
+            chat["tools"] = functions
     return chat
 
 
 def _tools_as_functions(tools: Any) -> Any:
-    """Responses' flat function tools in Chat Completions' shape; any other kind is refused."""
+    """Responses' flat function tools in Chat Completions' shape; any other kind is refused.
+
+    An MCP tool of the server `toolchat` declares toolchat's own tools, which run
+    on the server whether declared or not: it is echoed, not sent to the model as
+    a function (an agents SDK user declares it to handle toolchat's approvals).
+    """
     if not isinstance(tools, list):
         return tools  # request_read says what is wrong with it
     shaped = []
     for index, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind == "mcp":
+            mcp_declaration_check(tool, f"tools[{index}]")
+            continue
         if kind != "function":
             raise InvalidInput(
-                f"tools[{index}].type: only function tools are supported, not {kind!r}; "
-                "toolchat's own tools run on the server without being declared.",
+                f"tools[{index}].type: only function tools and toolchat's own MCP tool "
+                f'({{"type": "mcp", "server_label": "{SERVER_LABEL}"}}) are supported, not '
+                f"{kind!r}; toolchat's own tools run on the server without being declared.",
                 field=f"tools[{index}].type",
             )
         function = {key: value for key, value in tool.items() if key != "type"}
@@ -200,8 +224,11 @@ def _instructions(instructions: str | None) -> list[ClientMessage]:
     return [ClientMessage("system", instructions)] if instructions else []
 
 
-def items_read(raw: Any) -> list[ClientMessage]:
-    """`input` (a string, or items) as messages; InvalidInput names the item at fault."""
+def items_read(raw: Any, *, answers: bool = False) -> list[ClientMessage]:
+    """`input` (a string, or items) as messages; InvalidInput names the item at fault.
+
+    An input that ends with approval responses (`answers`) may hold nothing else.
+    """
     if isinstance(raw, str):
         return [ClientMessage("user", raw)]
     if not isinstance(raw, list) or not raw:
@@ -211,7 +238,7 @@ def items_read(raw: Any) -> list[ClientMessage]:
             f"input has {len(raw):,} items; at most {MAX_MESSAGES:,} are accepted.", field="input"
         )
     messages = output_read(raw, "input")
-    if not messages:
+    if not messages and not answers:
         raise InvalidInput("input holds no message nor function_call_output.", field="input")
     return messages
 

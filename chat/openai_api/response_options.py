@@ -41,6 +41,8 @@ SCHEMA_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # OpenAI's bounds on `metadata`: 16 pairs, keys up to 64 characters, string values up to 512.
 METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
 CHOICES = ("none", "auto", "required")
+# What the response shows of a declaration of toolchat's MCP tool, as it was sent.
+MCP_ECHOED = ("server_url", "server_description", "require_approval")
 
 
 def options_as_completion(body: dict[str, Any], tools: list[Any]) -> dict[str, Any]:
@@ -92,7 +94,16 @@ def echo_read(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_echo(tool: dict[str, Any]) -> dict[str, Any]:
-    """A function tool as the specification's `FunctionTool` shows it."""
+    """A function tool as the specification's `FunctionTool` shows it, toolchat's as an `Mcp`.
+
+    The MCP tool's `headers` and `authorization` are neither echoed nor stored.
+    """
+    if tool.get("type") == "mcp":
+        return {
+            "type": "mcp",
+            "server_label": SERVER_LABEL,
+            **{key: tool[key] for key in MCP_ECHOED if tool.get(key) is not None},
+        }
     return {
         "type": "function",
         "name": tool.get("name"),
@@ -100,6 +111,30 @@ def _tool_echo(tool: dict[str, Any]) -> dict[str, Any]:
         "parameters": tool.get("parameters"),
         "strict": tool.get("strict"),
     }
+
+
+def mcp_declaration_check(tool: dict[str, Any], where: str) -> None:
+    """An MCP tool in `tools` declares toolchat's own tools; any other server is refused."""
+    label = tool.get("server_label")
+    if label != SERVER_LABEL:
+        raise InvalidInput(
+            f"{where}.server_label: toolchat serves its own tools as the MCP server "
+            f'"{SERVER_LABEL}" and calls no other, not {label!r}; declare a tool of your own '
+            "as a function tool.",
+            field=f"{where}.server_label",
+        )
+    if tool.get("allowed_tools") is not None:
+        raise InvalidInput(
+            f"{where}.allowed_tools is not supported: toolchat's tool policies decide which "
+            "of its tools run and which ask for approval (docs/openai-api.md).",
+            field=f"{where}.allowed_tools",
+        )
+    require = tool.get("require_approval")
+    if require is not None and not isinstance(require, str | dict):
+        raise InvalidInput(
+            f'{where}.require_approval must be "always", "never" or an object.',
+            field=f"{where}.require_approval",
+        )
 
 
 def _object(body: dict[str, Any], key: str, field: str | None = None) -> dict[str, Any]:

@@ -30,7 +30,11 @@ from chat.message_rate import MessageRateThrottle
 from chat.models import Conversation, Run
 from chat.openai_api import docs
 from chat.openai_api.conversation_items import conversation_of, v1_id
-from chat.openai_api.response_approvals import continued_echo, decisions_apply
+from chat.openai_api.response_approvals import (
+    continued_echo,
+    decisions_apply,
+    decisions_of_history,
+)
 from chat.openai_api.response_input import ResponseRequest, output_seen, response_request_read
 from chat.openai_api.response_items import (
     INPUT_ITEMS,
@@ -251,13 +255,27 @@ def _continued(user: Any, previous: str | None) -> Conversation | None:
 
 
 def _decide(user: Any, read: ResponseRequest, conversation: Conversation | None) -> _Begun:
-    """A request of approval responses: the waiting calls decided, the run's next part begun."""
-    assert read.previous_response_id is not None
+    """A request of approval responses: the waiting calls decided, the run's next part begun.
+
+    With `previous_response_id` it names the run; a stateless history's closing
+    answers name it themselves (in the `conversation` it names, if it names one).
+    """
+    if read.previous_response_id is not None:
+        run = response_run(user, read.previous_response_id, field="previous_response_id")
+        decisions = read.decisions
+    else:
+        run, decisions = decisions_of_history(user, read.decisions)
+        if conversation is not None and conversation.pk != run.conversation_id:
+            raise InvalidInput(
+                f"{decisions[0].where}.approval_request_id is an approval request of another "
+                "conversation than conversation.",
+                field=f"{decisions[0].where}.approval_request_id",
+            )
+        conversation = run.conversation
     assert conversation is not None
-    run = response_run(user, read.previous_response_id, field="previous_response_id")
-    echo = continued_echo(run, read.previous_response_id, read.store)
+    echo = continued_echo(run, read.previous_response_id, read.store, read.echo)
     part, cursor = decisions_apply(
-        user, run, read.decisions, echo=echo, store=read.store, raw=read.raw_input
+        user, run, decisions, echo=echo, store=read.store, raw=read.raw_input
     )
     started = Started(run, conversation, read.completion, [], after=cursor)
     return _Begun(started, dataclasses.replace(read, echo=echo), part)
@@ -267,11 +285,15 @@ def _saw(begun: _Begun, body: dict[str, Any]) -> None:
     """Remember what the client saw (its input and the output) for its next stateless request.
 
     A request that continued `previous_response_id` (or `conversation`) is
-    followed by that, not by its history (turn_start cleared what its conversation remembers).
+    followed by that, not by its history (turn_start cleared what its conversation
+    remembers). A stateless history that decided approvals is its run's next part:
+    what it saw is its history and that part's output.
     """
     if begun.read.previous_response_id is not None or begun.read.conversation is not None:
         return
-    thread_saw(begun.started.conversation, [*begun.started.messages, *output_seen(body["output"])])
+    shown = begun.started.messages or begun.read.messages
+    if shown:
+        thread_saw(begun.started.conversation, [*shown, *output_seen(body["output"])])
 
 
 async def _streamed(begun: _Begun) -> Any:

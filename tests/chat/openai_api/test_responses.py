@@ -9,6 +9,8 @@ from tests.llm_server import text_reply, tool_calls_reply
 
 MODEL = "openai/test-model"
 URL = "/v1/responses"
+# toolchat's own tools declared as an MCP server, as the agents SDK's HostedMCPTool sends them.
+TOOLCHAT = {"type": "mcp", "server_label": "toolchat", "server_url": "https://toolchat.test/v1"}
 LOOKUP = {
     "type": "function",
     "name": "lookup_order",
@@ -171,6 +173,21 @@ def test_store_false_answers_but_keeps_no_response_to_retrieve(v1, llm_server):
         ),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
         ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools[0].type"),
+        (
+            {
+                "input": "hi",
+                "tools": [{"type": "mcp", "server_label": "github", "server_url": "x"}],
+            },
+            "tools[0].server_label",
+        ),
+        (
+            {"input": "hi", "tools": [{**TOOLCHAT, "allowed_tools": ["calculator"]}]},
+            "tools[0].allowed_tools",
+        ),
+        (
+            {"input": "hi", "tools": [{**TOOLCHAT, "require_approval": 1}]},
+            "tools[0].require_approval",
+        ),
         ({"input": "hi", "tools": [{"type": "function", "name": "no spaces"}]}, "tools[0].name"),
         ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
         ({"input": "hi", "top_p": 2}, "top_p"),
@@ -188,3 +205,21 @@ def test_bad_input_is_a_400_naming_the_field_and_stores_nothing(v1, llm_server, 
     assert (error["type"], error["param"]) == ("invalid_request_error", param), error
     assert not Conversation.objects.exists()
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_toolchat_declared_as_an_mcp_tool_is_echoed_and_not_sent_as_a_function(v1, llm_server):
+    llm_server.push(text_reply("Hello."))
+    function = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    declared = {**TOOLCHAT, "require_approval": "always", "headers": {"Authorization": "s3cret"}}
+    body = create(v1, input="Hi", tools=[declared, function]).json()
+    assert body["status"] == "completed", body
+    assert body["tools"][0] == {**TOOLCHAT, "require_approval": "always"}
+    assert body["tools"][1]["name"] == "lookup"
+    # The model is offered the client's function and toolchat's own tools, each once.
+    offered = [tool["function"]["name"] for tool in llm_server.requests[0]["tools"]]
+    assert "lookup" in offered
+    assert len(offered) == len(set(offered))
+    # Its headers are neither echoed nor kept.
+    stored = list(Run.objects.values_list("response", flat=True))
+    assert "s3cret" not in str([body, stored])

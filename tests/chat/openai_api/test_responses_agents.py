@@ -11,6 +11,7 @@ the SDK's tool call answered, however the SDK continues it (its
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -21,8 +22,9 @@ from chat.models import Conversation, ExecutionStatus, Message, ToolExecution
 from chat.selectors import history_for_model
 from tests.assertions import assert_valid_history
 from tests.clients.sdk import async_openai
-from tests.factories import UserFactory
+from tests.factories import ResourceFactory, UserFactory
 from tests.llm_server import text_reply, tool_calls_reply
+from tools.models import Resource
 
 agents = pytest.importorskip("agents")
 
@@ -163,3 +165,141 @@ def test_an_output_type_gets_a_validated_object_from_the_offline_model(offline):
     assert result.final_output.value == 42  # toolchat ran its calculator, then the model answered
     (conversation,) = Conversation.objects.filter(owner=owner)
     assert ToolExecution.objects.get(run__conversation=conversation).name == "calculator"
+
+
+def _toolchat_tool(base_url: str, decide) -> agents.HostedMCPTool:
+    """toolchat's own tools declared as the SDK's hosted MCP server, approvals handled by `decide`."""
+    return agents.HostedMCPTool(
+        tool_config={
+            "type": "mcp",
+            "server_label": "toolchat",
+            "server_url": f"{base_url}/v1",
+            "require_approval": "always",
+        },
+        on_approval_request=decide,
+    )
+
+
+def _two_notes(owner) -> str:
+    return json.dumps({"note_ids": [str(ResourceFactory(owner=owner).pk) for _ in range(2)]})
+
+
+def test_a_hosted_mcp_tool_of_toolchat_approves_its_call_and_the_run_answers(
+    scripted, scripted_server, llm_server
+):
+    owner, client = scripted
+    notes = _two_notes(owner)
+    asked = []
+
+    def approve(request):
+        asked.append((request.data.server_label, request.data.name, request.data.arguments))
+        return {"approve": True}
+
+    agent = _agent(SCRIPTED_MODEL, tools=[_toolchat_tool(scripted_server, approve)])
+    llm_server.push(
+        tool_calls_reply([("delete_notes", notes, "call_delete")]),
+        text_reply("Both notes are deleted."),
+    )
+    result = agents.Runner.run_sync(agent, "Delete my two old notes.")
+    assert result.final_output == "Both notes are deleted."
+    assert [(label, name, json.loads(args)) for label, name, args in asked] == [
+        ("toolchat", "delete_notes", json.loads(notes))
+    ]
+    execution = ToolExecution.objects.get(tool_call_id="call_delete")
+    assert execution.status == ExecutionStatus.SUCCEEDED
+    assert execution.approved_by_id == owner.pk  # the user decided it, through the SDK
+    assert not Resource.objects.filter(owner=owner).exists()
+    # The SDK resent the history (no previous_response_id): the run's next part answered it.
+    paused, answered = result.raw_responses
+    assert answered.response_id == f"resp_{execution.run_id.hex}_1"
+    assert [item.type for item in paused.output] == ["mcp_approval_request"]
+    shown = asyncio.run(client.responses.retrieve(answered.response_id))
+    assert shown.previous_response_id is None
+    assert [(tool.type, tool.server_label) for tool in shown.tools] == [("mcp", "toolchat")]
+    # The model answered once it was sent the call's result; it was not asked again.
+    assert len(llm_server.requests) == 2
+    assert llm_server.requests[1]["messages"][-1]["role"] == "tool"
+
+    # The SDK's history of the run, resent with a new message, goes on in the same conversation.
+    llm_server.push(text_reply("You have no notes left."))
+    history = [*result.to_input_list(), {"role": "user", "content": "Any notes left?"}]
+    second = agents.Runner.run_sync(agent, history)
+    assert second.final_output == "You have no notes left."
+    (conversation,) = Conversation.objects.filter(owner=owner)
+    users = Message.objects.filter(conversation=conversation, role="user").order_by("position")
+    assert [m.content for m in users] == ["Delete my two old notes.", "Any notes left?"]
+    assert_valid_history(history_for_model(conversation=conversation))
+
+
+async def _streamed(agent: agents.Agent, prompt: str) -> object:
+    result = agents.Runner.run_streamed(agent, prompt)
+    async for _event in result.stream_events():
+        pass
+    return result.final_output
+
+
+@pytest.mark.parametrize("how", ["stateless", "previous_response_id", "conversation", "streamed"])
+def test_a_hosted_mcp_tool_of_toolchat_rejects_its_call_with_a_reason(
+    scripted, scripted_server, llm_server, how
+):
+    owner, client = scripted
+    notes = _two_notes(owner)
+
+    def reject(request):
+        return {"approve": False, "reason": "Keep them."}
+
+    agent = _agent(SCRIPTED_MODEL, tools=[_toolchat_tool(scripted_server, reject)])
+    llm_server.push(
+        tool_calls_reply([("delete_notes", notes, "call_delete")]),
+        text_reply("I left your notes alone."),
+    )
+    prompt = "Delete my two old notes."
+    if how == "streamed":
+        final = asyncio.run(_streamed(agent, prompt))
+    elif how == "conversation":  # the SDK sends only the answer, to the conversation
+        held = asyncio.run(client.conversations.create()).id
+        final = agents.Runner.run_sync(agent, prompt, conversation_id=held).final_output
+    else:
+        chained = how == "previous_response_id"  # the SDK sends only the answer, chained
+        final = agents.Runner.run_sync(
+            agent, prompt, auto_previous_response_id=chained
+        ).final_output
+    assert final == "I left your notes alone."
+    execution = ToolExecution.objects.get(tool_call_id="call_delete")
+    assert (execution.status, execution.decision_reason) == (ExecutionStatus.REJECTED, "Keep them.")
+    assert execution.approved_by_id == owner.pk
+    assert Resource.objects.filter(owner=owner).count() == 2
+    assert "Keep them." in llm_server.requests[1]["messages"][-1]["content"]
+
+
+def test_without_a_hook_the_sdk_interrupts_and_the_state_approved_runs_the_call(
+    scripted, scripted_server, llm_server
+):
+    owner, _ = scripted
+    agent = _agent(SCRIPTED_MODEL, tools=[_toolchat_tool(scripted_server, None)])
+    llm_server.push(
+        tool_calls_reply([("delete_notes", _two_notes(owner), "call_delete")]),
+        text_reply("Both notes are deleted."),
+    )
+    paused = agents.Runner.run_sync(agent, "Delete my two old notes.")
+    (interruption,) = paused.interruptions
+    assert interruption.tool_name == "delete_notes"
+    state = paused.to_state()
+    state.approve(interruption)
+    result = agents.Runner.run_sync(agent, state)
+    assert result.final_output == "Both notes are deleted."
+    execution = ToolExecution.objects.get(tool_call_id="call_delete")
+    assert (execution.status, execution.approved_by_id) == (ExecutionStatus.SUCCEEDED, owner.pk)
+    assert not Resource.objects.filter(owner=owner).exists()
+
+
+def test_without_the_hosted_mcp_tool_the_sdk_refuses_the_approval_request_and_the_call_waits(
+    scripted, llm_server
+):
+    """What docs/openai-api.md tells an SDK user who meets this error: declare toolchat's tool."""
+    owner, _ = scripted
+    llm_server.push(tool_calls_reply([("delete_notes", _two_notes(owner), "call_delete")]))
+    with pytest.raises(agents.exceptions.ModelBehaviorError, match="label toolchat not found"):
+        agents.Runner.run_sync(_agent(SCRIPTED_MODEL), "Delete my two old notes.")
+    execution = ToolExecution.objects.get(tool_call_id="call_delete")
+    assert execution.status == ExecutionStatus.AWAITING_APPROVAL  # in the Approvals panel

@@ -135,6 +135,12 @@ def test_a_rejection_streamed_tells_the_model_and_the_reason(scripted_server, ll
     assert "Keep them." in llm_server.requests[1]["messages"][-1]["content"]
 
 
+def _text(response: dict) -> str:
+    """The response's answer, as the openai SDK's `output_text` reads it."""
+    message = response["output"][-1]
+    return "".join(part["text"] for part in message["content"] if part["type"] == "output_text")
+
+
 def _waiting(v1, llm_server) -> tuple[dict, str]:
     llm_server.push(tool_calls_reply([("delete_notes", DELETE_TWO, "call_delete")]))
     first = v1.post(URL, {"model": MODEL, "input": "Delete two notes."}, format="json").json()
@@ -158,10 +164,25 @@ def _waiting(v1, llm_server) -> tuple[dict, str]:
             "input[0].approve",
         ),
         ({"input": [_answer("REQ", True), {"role": "user", "content": "hi"}]}, 400, "input[1]"),
+        # Without previous_response_id: a stateless history's closing answers.
         (
-            {"input": [_answer("REQ", True)], "previous_response_id": None},
+            {"input": [_answer(f"mcpr_{uuid.uuid4().hex}", True)], "previous_response_id": None},
+            404,
+            "input[0].approval_request_id",
+        ),
+        (
+            {"input": [_answer("mcpr_nonesuch", True)], "previous_response_id": None},
             400,
-            "previous_response_id",
+            "input[0].approval_request_id",
+        ),
+        (
+            {
+                "input": [_answer("REQ", True)],
+                "previous_response_id": None,
+                "conversation": "conv_" + uuid.uuid4().hex,
+            },
+            404,
+            "conversation",
         ),
     ],
 )
@@ -253,3 +274,77 @@ def test_the_same_input_sent_again_after_a_pause_is_a_new_conversation_not_a_ret
     # The first conversation's answer stands: nothing was regenerated.
     assert client.responses.retrieve(decided.id).output_text == "Both notes are deleted."
     assert not Run.objects.filter(conversation__owner=user, status=RunStatus.CANCELLED).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stateless_history_that_ends_with_the_answer_decides_the_call(v1, user, llm_server):
+    """The agents SDK's default: no previous_response_id, the whole history resent."""
+    first, request_id = _waiting(v1, llm_server)
+    (request,) = first["output"]
+    execution = ToolExecution.objects.get()
+    history = [{"role": "user", "content": "Delete two notes."}, request]
+    toolchat = {"type": "mcp", "server_label": "toolchat", "require_approval": "always"}
+    llm_server.push(text_reply("Deleted."))
+    body = {"model": MODEL, "input": [*history, _answer(request_id, True)], "tools": [toolchat]}
+    second = v1.post(URL, body, format="json")
+    assert second.status_code == 200, second.json()
+    assert second.json()["id"] == f"resp_{execution.run_id.hex}_1"
+    assert second.json()["previous_response_id"] is None
+    assert _text(second.json()) == "Deleted."
+    execution.refresh_from_db()
+    # Approved by the user, it ran (the notes it names do not exist).
+    assert (execution.status, execution.approved_by_id) == (ExecutionStatus.FAILED, user.pk)
+    # The same answer again: the call does not wait any more, as with previous_response_id.
+    again = v1.post(URL, body, format="json")
+    assert again.status_code == 409, again.json()
+    assert request_id in again.json()["error"]["message"]
+    # The history resent with a new message: the answer is history, the conversation goes on.
+    llm_server.push(text_reply("None left."))
+    shown = [*body["input"], *second.json()["output"], {"role": "user", "content": "Any left?"}]
+    third = v1.post(URL, {"model": MODEL, "input": shown}, format="json")
+    assert _text(third.json()) == "None left.", third.json()
+    assert Conversation.objects.filter(owner=user).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_users_call_named_in_a_stateless_history_is_a_404(v1, other_v1, llm_server):
+    _first, request_id = _waiting(v1, llm_server)
+    response = other_v1.post(
+        URL,
+        {"model": MODEL, "input": [{"role": "user", "content": "Hi"}, _answer(request_id, True)]},
+        format="json",
+    )
+    assert response.status_code == 404, response.json()
+    assert response.json()["error"]["param"] == "input[1].approval_request_id"
+    assert ToolExecution.objects.get().status == ExecutionStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_not_stored_is_decided_statelessly_and_stays_unretrievable(v1, llm_server):
+    llm_server.push(tool_calls_reply([("delete_notes", DELETE_TWO, "call_delete")]))
+    body = {"model": MODEL, "input": "Delete two notes.", "store": False}
+    first = v1.post(URL, body, format="json").json()
+    (request,) = first["output"]
+    llm_server.push(text_reply("Deleted."))
+    items = [
+        {"role": "user", "content": "Delete two notes."},
+        request,
+        _answer(request["id"], True),
+    ]
+    second = v1.post(URL, {**body, "input": items}, format="json")
+    assert second.status_code == 200, second.json()
+    assert (_text(second.json()), second.json()["store"]) == ("Deleted.", False)
+    assert second.json()["model"] == first["model"]
+    assert v1.get(f"{URL}/{first['id']}").status_code == 404
+    assert v1.get(f"{URL}/{second.json()['id']}").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_sent_to_another_conversation_is_a_400(v1, llm_server):
+    _first, request_id = _waiting(v1, llm_server)
+    other = v1.post("/v1/conversations", {}, format="json").json()["id"]
+    body = {"model": MODEL, "conversation": other, "input": [_answer(request_id, True)]}
+    response = v1.post(URL, body, format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["error"]["param"] == "input[0].approval_request_id"
+    assert ToolExecution.objects.get().status == ExecutionStatus.AWAITING_APPROVAL
