@@ -7,11 +7,8 @@ client that resumes with the last `seq` it saw reads the rest from RunEvent.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,17 +23,6 @@ from chat.live.sender import layer_send
 from chat.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
-
-# After handing streamed text to a socket's loop in this process, the run's thread
-# lets go of the GIL this long. Otherwise the loop waited for it (Python gives it
-# over after 5 ms) while the thread read the rest of a fast answer: the first token
-# reached the client with the answer's end, not at its start (docs/performance.md,
-# round eight). Wall time of the run's thread only, a fraction of a millisecond a call.
-DELTA_HANDOFF_YIELD_S = 0.0002
-# At most once this often in a run, whatever TOOLCHAT_DELTA_INTERVAL_S says (0
-# sends every token): the wait that matters is the first token's.
-DELTA_HANDOFF_YIELD_EVERY_S = 0.05
-_yields = threading.local()
 
 
 def conversation_group(conversation_id: Any) -> str:
@@ -166,16 +152,17 @@ def event_publish(*, run: Run, event: Event) -> RunEvent:
 
 
 def _send(events: list[RunEvent]) -> None:
-    for event in events:
-        if event.type in WAIT_ENDS:
-            run_end_notify(event.run_id)
+    """Send committed events to live clients: their messages made, then handed on.
+
+    The messages are made here; then the waiters of this process on a run's
+    end are told (chat/live/run_ends.py), and the layer sends the messages
+    (chat/live/layers.py in this process, chat/live/sender.py over a network).
+    """
     layer = get_channel_layer()
-    if layer is None:
-        return
     # A POST waiting for the end hears of it alone, not of every delta: on the
     # layer's pub/sub channel of run ends where it has one (chat/live/run_ends.py),
     # else in the run's end group.
-    published = hasattr(layer, "run_ends_channel")
+    published = layer is not None and hasattr(layer, "run_ends_channel")
     messages = []
     ended_runs = []
     for event in events:
@@ -186,23 +173,14 @@ def _send(events: list[RunEvent]) -> None:
                 ended_runs.append(str(event.run_id))
             else:
                 messages.append((run_end_group(event.run_id), message))
+    for event in events:
+        if event.type in WAIT_ENDS:
+            run_end_notify(event.run_id)
+    if layer is None:
+        return
     if isinstance(layer, ThreadSafeInMemoryChannelLayer):
         # In this process: straight to the receivers' loops, no sender thread.
-        handed = sum(layer.group_send_soon(group, message) for group, message in messages)
         deltas = [event for event in events if event.type == "message.delta"]
-        if handed and deltas:
-            _handoff_yield(deltas[0].run_id)
+        layer.groups_send_soon(messages, streaming=deltas[0].run_id if deltas else None)
         return
     layer_send(layer, messages, ended_runs=ended_runs)
-
-
-def _handoff_yield(run_id: Any) -> None:
-    """Let a loop of this process take the GIL (see DELTA_HANDOFF_YIELD_S); never on a loop."""
-    now = time.monotonic()
-    if getattr(_yields, "run", None) == run_id and now - _yields.last < DELTA_HANDOFF_YIELD_EVERY_S:
-        return
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        _yields.run, _yields.last = run_id, now
-        time.sleep(DELTA_HANDOFF_YIELD_S)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import threading
 import time
 from typing import Any
 
@@ -25,6 +26,16 @@ from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
 SEND_TIMEOUT_S = 5.0
+# After handing streamed text to a socket's loop in this process, the run's thread
+# lets go of the GIL this long. Otherwise the loop waited for it (Python gives it
+# over after 5 ms) while the thread read the rest of a fast answer: the first token
+# reached the client with the answer's end, not at its start (docs/performance.md,
+# round eight). Wall time of the run's thread only, a fraction of a millisecond a call.
+DELTA_HANDOFF_YIELD_S = 0.0002
+# At most once this often in a run, whatever TOOLCHAT_DELTA_INTERVAL_S says (0
+# sends every token): the wait that matters is the first token's.
+DELTA_HANDOFF_YIELD_EVERY_S = 0.05
+_yields = threading.local()
 
 
 class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
@@ -75,6 +86,19 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
                 handed += 1
         return handed
 
+    def groups_send_soon(
+        self, messages: list[tuple[str, dict[str, Any]]], *, streaming: Any
+    ) -> None:
+        """`group_send_soon` for each (group, message), in order, from the committing thread.
+
+        `streaming` is the id of the run whose text the messages carry (None
+        when they carry none): once some were handed to a loop, this thread
+        lets the loop take the GIL (`DELTA_HANDOFF_YIELD_S`).
+        """
+        handed = sum(self.group_send_soon(group, message) for group, message in messages)
+        if handed and streaming is not None:
+            _handoff_yield(streaming)
+
     def _put(self, channel: str, message: dict[str, Any]) -> None:
         queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))
         with contextlib.suppress(asyncio.QueueFull):
@@ -88,3 +112,15 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
     async def flush(self) -> None:
         await super().flush()
         self._loops.clear()
+
+
+def _handoff_yield(run_id: Any) -> None:
+    """Let a loop of this process take the GIL (see DELTA_HANDOFF_YIELD_S); never on a loop."""
+    now = time.monotonic()
+    if getattr(_yields, "run", None) == run_id and now - _yields.last < DELTA_HANDOFF_YIELD_EVERY_S:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        _yields.run, _yields.last = run_id, now
+        time.sleep(DELTA_HANDOFF_YIELD_S)
