@@ -1,9 +1,7 @@
-"""Model providers: the Protocol (base.py), the configured endpoints (endpoints.py), the
-OpenAI-compatible provider and the offline model."""
+"""Model providers: the Protocol (base.py), the configured endpoints (endpoints.py), a
+provider built for one (provider_build.py), the OpenAI-compatible provider and the offline model."""
 
 from __future__ import annotations
-
-from django.conf import settings
 
 from chat.llm.base import ChatProvider
 from chat.llm.endpoints import (
@@ -13,8 +11,7 @@ from chat.llm.endpoints import (
     endpoint,
     model_resolve,
 )
-from chat.llm.offline import OfflineProvider
-from chat.llm.providers_file import Endpoint
+from chat.llm.provider_build import provider_build
 
 
 def get_provider(name: str | None = None) -> ChatProvider:
@@ -23,48 +20,19 @@ def get_provider(name: str | None = None) -> ChatProvider:
     Cheap to call for every model call: an OpenAI-compatible provider takes the
     process's cached SDK client for its endpoint (`openai_client.openai_client`).
     """
-    return _provider(endpoint(name or default_model().split("/", 1)[0]))
+    found = endpoint(name or default_model().split("/", 1)[0])
+    return provider_build(found)
 
 
 def provider_for(model: str) -> tuple[ChatProvider, ModelChoice]:
     """The provider that serves the model named `model` ("" is the default), and the choice.
 
-    Raises `endpoints.UnknownModel` when no configured provider offers it.
+    Raises `endpoints.UnknownModel` when no configured provider offers it. The
+    model is resolved first, then its endpoint's provider built (provider_build.py).
     """
     choice = model_resolve(model)
     found = endpoint(choice.provider)
-    return _provider(found), choice
-
-
-def _provider(found: Endpoint) -> ChatProvider:
-    if found.offline:
-        return OfflineProvider(
-            word_delay_s=settings.TOOLCHAT_OFFLINE_WORD_DELAY_MS / 1000, name=found.name
-        )
-    # Imported here so that the offline default never loads the SDK.
-    from chat.llm.limits import local_server
-    from chat.llm.openai_provider import OpenAIProvider
-    from chat.llm.request_body import Known
-
-    return OpenAIProvider(
-        api_key=found.api_key,
-        base_url=found.base_url or None,
-        timeout_s=settings.LLM_TIMEOUT_S,
-        max_retries=settings.LLM_MAX_RETRIES,
-        call_deadline_s=settings.LLM_CALL_DEADLINE_S,
-        attempt_deadline_s=settings.LLM_ATTEMPT_DEADLINE_S,
-        token_limit_param=found.token_limit_param,
-        name=found.name,
-        headers=found.headers,
-        known=Known(
-            stream=found.stream,
-            stream_tools=found.stream_tools,
-            stream_usage=found.stream_usage,
-            parallel_tool_calls=found.parallel_tool_calls,
-            # A local server may let a model write until its context is full, or for ever.
-            max_tokens=settings.LLM_LOCAL_MAX_TOKENS if local_server(found.base_url) else None,
-        ),
-    )
+    return provider_build(found), choice
 
 
 def model_refuses_images(model: str) -> bool:
