@@ -92,78 +92,56 @@ def model_call(
     gives the row's `request_hash` (a run's `RequestHasher`). Raises
     LeaseLost when the run was cancelled or taken over meanwhile, and
     re-raises what no provider should raise, each after storing the failed row.
+    It reads top to bottom, within the call's span (chat/telemetry/tracing.py):
+    the row built, the stream read, the row's end, the run's use added.
     """
     with model_call_span(run, request, provider=provider.name) as record:
-        called = _call(
+        row = model_call_row(
             run,
-            token,
-            request,
-            provider=provider,
-            purpose=purpose,
+            call_id=call_id or uuid.uuid4(),
             step=step,
-            call_id=call_id,
-            on_delta=on_delta,
-            hasher=hasher,
+            purpose=purpose,
+            model=request.model,
+            provider=provider.name,
+            started_at=timezone.now(),
         )
-        record(called.row, called.completion)
-    model_call_observe(run, called.row, called.completion)
-    return called
-
-
-def _call(
-    run: Run,
-    token: uuid.UUID,
-    request: ChatRequest,
-    *,
-    provider: ChatProvider,
-    purpose: str,
-    step: int,
-    call_id: uuid.UUID | None,
-    on_delta: Callable[[TextDelta | StreamRestart], None] | None,
-    hasher: Callable[[ChatRequest], str],
-) -> Called:
-    row = model_call_row(
-        run,
-        call_id=call_id or uuid.uuid4(),
-        step=step,
-        purpose=purpose,
-        model=request.model,
-        provider=provider.name,
-        started_at=timezone.now(),
-    )
-    model_call_asked(
-        row,
-        message_count=len(request.messages),
-        request_hash=hasher(request),
-        tools_offered=[tool["function"]["name"] for tool in request.tools or []],
-    )
-    completion: Completion | None = None
-    connection_release()
-    try:
-        with Heartbeat(run, token) as heartbeat:
-            for event in provider.stream(request, stop=heartbeat.lost_event):
+        model_call_asked(
+            row,
+            message_count=len(request.messages),
+            request_hash=hasher(request),
+            tools_offered=[tool["function"]["name"] for tool in request.tools or []],
+        )
+        completion: Completion | None = None
+        error = ""
+        connection_release()
+        try:
+            with Heartbeat(run, token) as heartbeat:
+                for event in provider.stream(request, stop=heartbeat.lost_event):
+                    heartbeat.check()
+                    if isinstance(event, Done):
+                        completion = event.completion
+                    elif on_delta is not None:
+                        on_delta(event)
                 heartbeat.check()
-                if isinstance(event, Done):
-                    completion = event.completion
-                elif on_delta is not None:
-                    on_delta(event)
-            heartbeat.check()
-    except ProviderError as exc:
-        model_call_failed(row, str(exc), attempts=exc.attempts)
-        return Called(row, None, str(exc))
-    except (LeaseLost, ProviderStopped) as exc:
-        model_call_stopped(run, row, STOPPED)
-        raise LeaseLost(str(run.pk)) from exc
-    except Exception as exc:
-        model_call_stopped(run, row, f"{type(exc).__name__}: {exc}")
-        raise
-    if completion is None:
-        unfinished = f"The model ({provider.name}) ended its answer without finishing it."
-        model_call_failed(row, unfinished, attempts=0)
-        return Called(row, None, unfinished)
-    model_call_answered(row, completion)
-    run_used_add(run, row)
-    return Called(row, completion)
+        except ProviderError as exc:
+            completion, error = None, str(exc)
+            model_call_failed(row, error, attempts=exc.attempts)
+        except (LeaseLost, ProviderStopped) as exc:
+            model_call_stopped(run, row, STOPPED)
+            raise LeaseLost(str(run.pk)) from exc
+        except Exception as exc:
+            model_call_stopped(run, row, f"{type(exc).__name__}: {exc}")
+            raise
+        else:
+            if completion is None:
+                error = f"The model ({provider.name}) ended its answer without finishing it."
+                model_call_failed(row, error, attempts=0)
+            else:
+                model_call_answered(row, completion)
+                run_used_add(run, row)
+        record(row, completion)
+    model_call_observe(run, row, completion)
+    return Called(row, completion, error)
 
 
 def interrupted_call_record(run: Run) -> None:
