@@ -132,7 +132,14 @@ def run_end(
         events: list[Event] = []
         yield events
         if prices_configured():
-            _cost_sum(run)
+            # The run's cost: its model calls' summed, the final answer's among them (one UPDATE).
+            costs = (
+                ModelCall.objects.filter(run=OuterRef("pk"))
+                .values("run")
+                .annotate(total=Sum("cost_usd"))
+                .values("total")
+            )
+            Run.objects.filter(pk=run.pk).update(cost_usd=Subquery(costs))
         ended = run_ended_event(
             run, end.trigger, error=end.error, answer_id=end.answer_id, answered=answered
         )
@@ -149,17 +156,6 @@ def _waited_until(run: Run, ended: datetime.datetime) -> int | None:
     if since is None:
         return run.approval_wait_ms
     return (run.approval_wait_ms or 0) + max(0, int((ended - since).total_seconds() * 1000))
-
-
-def _cost_sum(run: Run) -> None:
-    """The run's cost: its model calls' summed, the final answer's among them (one UPDATE)."""
-    costs = (
-        ModelCall.objects.filter(run=OuterRef("pk"))
-        .values("run")
-        .annotate(total=Sum("cost_usd"))
-        .values("total")
-    )
-    Run.objects.filter(pk=run.pk).update(cost_usd=Subquery(costs))
 
 
 def run_fail(
