@@ -137,6 +137,51 @@ def standing_approvals_matching(
     return matched
 
 
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """A model answer's calls, as the run's policies decided them."""
+
+    client: list[dict[str, Any]]  # calls of the /v1 client's own tools: not ours to decide
+    ours: list[dict[str, Any]]  # the rest, each decided
+    verdicts: dict[str, Verdict]  # by call id, for each call of ours
+    standing: dict[str, StandingApproval]  # by call id: asked, and said yes to already
+    held: list[dict[str, Any]]  # calls that wait for a person
+    denied: list[dict[str, Any]]  # calls a policy refuses
+
+
+def calls_judged(
+    run: Run, policies: ToolPolicies, calls: list[dict[str, Any]], *, theirs: frozenset[str]
+) -> Judged:
+    """Decide an answer's `calls` (OpenAI shape) under `policies`; `theirs` names the client's tools."""
+    client = [call for call in calls if call["function"]["name"] in theirs]
+    ours = [call for call in calls if call not in client]
+    arguments = {call["id"]: decoded_arguments(call["function"]["arguments"]) for call in ours}
+    verdicts = {
+        call["id"]: policies.verdict(call["function"]["name"], arguments[call["id"]])
+        for call in ours
+    }
+    # A run whose calls run nothing (a replay with recorded tools) needs no person's approval.
+    asking = [
+        call
+        for call in ours
+        if run.sources.tools_run and verdicts[call["id"]].decision == PolicyDecision.ASK
+    ]
+    standing = standing_approvals_matching(
+        run, [(call["id"], call["function"]["name"], arguments[call["id"]]) for call in asking]
+    )
+    held = [call for call in asking if call["id"] not in standing]
+    denied = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.DENY]
+    return Judged(client, ours, verdicts, standing, held, denied)
+
+
+def decoded_arguments(arguments: str) -> Any:
+    """A call's arguments as JSON, or None when they are not valid JSON."""
+    try:
+        return json.loads(arguments)
+    except (TypeError, ValueError):
+        return None
+
+
 def policies_for(user_id: Any) -> ToolPolicies:
     """The rules that cover the user (theirs, their groups', everyone's), in one query."""
     people = ToolPolicy.users.through.objects.filter(toolpolicy_id=OuterRef("pk"))

@@ -1,8 +1,9 @@
 """What a model's answer asks for: its calls, what the policies decided, and who runs them.
 
 A model step's answer is planned here before chat/engine/answer_store.py
-stores it: which calls are the /v1 client's own, which a policy refuses,
-which wait for a person (or run on a standing approval), whether this worker
+stores it, from what the policies judged of its calls (chat/policies.py
+`calls_judged`: which are the /v1 client's own, which a policy refuses,
+which wait for a person or run on a standing approval): whether this worker
 runs the one call itself, whether the answer ends the run, and so what the
 run loop does next (`StepOutcome`) and what the answer writes on the run's
 row. Nothing is written here.
@@ -12,14 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 from typing import Any
 
 from django.conf import settings
 
 from chat.engine.step_context import StepContext
-from chat.models import PolicyDecision, Run, StandingApproval
-from chat.policies import Verdict, standing_approvals_matching
+from chat.models import Run, StandingApproval
+from chat.policies import Judged, Verdict
 
 
 class StepOutcome(enum.Enum):
@@ -55,27 +55,9 @@ class AnswerPlan:
         return bool(self.denied) and len(self.denied) == len(self.calls) - len(self.client)
 
 
-def answer_plan(context: StepContext, calls: list[dict[str, Any]]) -> AnswerPlan:
-    """Plan the answer's `calls` under what the step read at its start (its policies, say)."""
-    run, policies = context.run, context.policies
-    client = [call for call in calls if call["function"]["name"] in context.theirs]
-    ours = [call for call in calls if call not in client]
-    arguments = {call["id"]: decoded_arguments(call["function"]["arguments"]) for call in ours}
-    verdicts = {
-        call["id"]: policies.verdict(call["function"]["name"], arguments[call["id"]])
-        for call in ours
-    }
-    # A run whose calls run nothing (a replay with recorded tools) needs no person's approval.
-    asking = [
-        call
-        for call in ours
-        if run.sources.tools_run and verdicts[call["id"]].decision == PolicyDecision.ASK
-    ]
-    standing = standing_approvals_matching(
-        run, [(call["id"], call["function"]["name"], arguments[call["id"]]) for call in asking]
-    )
-    held = [call for call in asking if call["id"] not in standing]
-    denied = [call for call in ours if verdicts[call["id"]].decision == PolicyDecision.DENY]
+def answer_plan(context: StepContext, calls: list[dict[str, Any]], judged: Judged) -> AnswerPlan:
+    """Plan the answer's `calls`, as the step's policies judged them (chat/policies.py `calls_judged`)."""
+    run, ours, held, denied = context.run, judged.ours, judged.held, judged.denied
     inline = _goes_on(len(ours), denied=len(denied), held=len(held))
     # A final answer ends the run here, unless the model's follow-ups are asked first
     # (chat/engine/turn_complete.py `answer_complete`): every event of a run precedes its end. So
@@ -84,10 +66,10 @@ def answer_plan(context: StepContext, calls: list[dict[str, Any]]) -> AnswerPlan
     return AnswerPlan(
         calls,
         held,
-        client,
+        judged.client,
         denied,
-        verdicts,
-        standing,
+        judged.verdicts,
+        judged.standing,
         inline,
         ending,
         outcome=_outcome(calls, held=bool(held), inline=inline, ending=ending),
@@ -126,11 +108,3 @@ def _run_fields(run: Run, calls: list[dict[str, Any]], *, inline: bool) -> dict[
         if not inline:
             fields["lease"] = None
     return fields
-
-
-def decoded_arguments(arguments: str) -> Any:
-    """A call's arguments as JSON, or None when they are not valid JSON."""
-    try:
-        return json.loads(arguments)
-    except (TypeError, ValueError):
-        return None

@@ -51,6 +51,7 @@ from chat.models import (
     Run,
     ToolExecution,
 )
+from chat.policies import calls_judged
 from chat.statements import row_insert
 from tools.results import denied_result
 
@@ -127,7 +128,8 @@ def _answer_write(
     run, token, suggestions = context.run, context.token, context.suggestions
     if not calls and not (completion.content or "").strip():
         return _answer_empty(run, token, model_call, completion)
-    plan = answer_plan(context, calls)
+    judged = calls_judged(run, context.policies, calls, theirs=context.theirs)
+    plan = answer_plan(context, calls, judged)
     before = {name: getattr(run, name) for name in _RUN_WRITTEN}
     answers: list[Message] = []  # the refusals stored with the answer
     answer = functools.partial(
