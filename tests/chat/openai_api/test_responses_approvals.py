@@ -21,6 +21,7 @@ from chat.selectors import history_for_model
 from tests.assertions import assert_valid_history
 from tests.factories import ResourceFactory, UserFactory
 from tests.llm_server import text_reply, tool_calls_reply
+from tests.stack import wait_for_run
 from tools.models import Resource
 
 MODEL = "openai/test-model"
@@ -228,6 +229,11 @@ def test_a_call_decided_on_the_rest_api_meanwhile_is_a_409(v1, user, llm_server)
     error = response.json()["error"]
     assert error["type"] == "conflict_error"
     assert request_id in error["message"]
+    # The decision on the REST API stands: the run goes on to its answer (and the
+    # test ends after it, not while the run's thread still writes).
+    run = wait_for_run(execution.run)
+    assert run.status == RunStatus.COMPLETED
+    assert ToolExecution.objects.get().approved_by_id == user.pk
 
 
 @pytest.mark.django_db(transaction=True)
