@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -170,13 +171,14 @@ class MessageCreateApi(AsyncApiView):
         query.is_valid(raise_exception=True)
         body = self.InputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        begun = time.monotonic()
         run = run_start(
             conversation=conversation,
             content=body.validated_data["content"],
             replaces=body.validated_data.get("replaces"),
             images=body.validated_data.get("images") or (),
         )
-        return _Posted(run, query.validated_data["wait"], query.validated_data["timeout"])
+        return _Posted(run, query.validated_data["wait"], query.validated_data["timeout"], begun)
 
     @extend_schema(
         tags=TAG,
@@ -218,7 +220,7 @@ class MessageCreateApi(AsyncApiView):
         if accepts_event_stream(request):
             return sse_response(run_event_stream(run=run))
         if first.wait:
-            await _wait_for_end(run, first.timeout)
+            await _wait_for_end(run, first.timeout, first.begun)
         data, ended = await sync_to_async(_answer)(run, request.user, final=first.wait)
         return Response(data, status=status.HTTP_200_OK if ended else status.HTTP_202_ACCEPTED)
 
@@ -230,12 +232,13 @@ class _Posted:
     run: Run
     wait: bool
     timeout: float
+    begun: float  # a time.monotonic() from before the run was dispatched
 
 
-async def _wait_for_end(run: Run, timeout: float) -> None:
+async def _wait_for_end(run: Run, timeout: float, begun: float) -> None:
     """Wait for the run's end, or until `timeout` seconds have passed."""
     try:
-        await run_end_wait(run=run, timeout=timeout)
+        await run_end_wait(run=run, timeout=timeout, begun=begun)
     except Exception:
         # The wait is a convenience and the run goes on regardless: rather than a
         # 500, answer the run as it stands (202 while it is still going).

@@ -37,6 +37,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import time
 import weakref
 from typing import Any
 
@@ -65,6 +66,9 @@ class Subscription:
     def __init__(self, layer: Any) -> None:
         self.layer = layer
         self.subscribed = asyncio.Event()  # up, and subscribed to the run ends
+        # Since when (time.monotonic()) it has been: every end published
+        # after that reaches this process, or the connection fails (None while down).
+        self.up_since: float | None = None
         self.first_try = True  # a wait lets the first subscription come up
         self.pubsub: Any = None
         self.heard_at = 0.0  # the loop's time of the last reply read on the connection
@@ -201,6 +205,7 @@ class Subscription:
         """The connection is gone: every queue is told, and followed no more."""
         self.pubsub = None
         self.subscribed.clear()
+        self.up_since = None
         self.first_try = False
         for following in self.queues.values():
             for queue in following:
@@ -275,6 +280,8 @@ class Subscription:
                 for queue in following:
                     _put(queue, decoded)
         elif kind == "subscribe" and channel == run_ends:
+            # Read after Redis took the SUBSCRIBE: what is published from now on comes here.
+            self.up_since = time.monotonic()
             self.subscribed.set()
             self.first_try = False
         elif kind == "subscribe" and channel in self.asked:
@@ -322,11 +329,15 @@ def subscription(layer: Any) -> Subscription:
     return current
 
 
-async def run_ends_listen(layer: Any) -> None:
+async def run_ends_listen(layer: Any) -> float | None:
     """Make sure this loop hears of the workers' run ends (see the module); never raises.
 
     The loop's first call waits for the subscription, up to SUBSCRIBE_WAIT_S,
     so that its waiter misses no end; later calls find it up (or, while
-    Redis is unreachable, trying again) and return at once.
+    Redis is unreachable, trying again) and return at once. Returns since when
+    (`time.monotonic()`) every end published reaches this process: None while
+    the subscription is down.
     """
-    await subscription(layer).up()
+    listening = subscription(layer)
+    await listening.up()
+    return listening.up_since

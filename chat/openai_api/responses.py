@@ -26,9 +26,11 @@ from rest_framework.response import Response
 
 from chat.api.base import AsyncApiView
 from chat.exceptions import Conflict, InvalidInput
+from chat.live.run_wait import run_end_wait
 from chat.message_rate import MessageRateThrottle
 from chat.models import Conversation, Run
 from chat.openai_api import docs
+from chat.openai_api.answers import Outcome, run_outcome
 from chat.openai_api.conversation_items import conversation_of, v1_id
 from chat.openai_api.response_approvals import (
     continued_echo,
@@ -53,16 +55,9 @@ from chat.openai_api.response_output import (
     response_store,
 )
 from chat.openai_api.response_stream import response_events
-from chat.openai_api.threads import thread_saw
+from chat.openai_api.threads import thread_failed, thread_saw
 from chat.openai_api.turns import Started, turn_start
-from chat.openai_api.views import (
-    TAG,
-    OpenAIView,
-    run_wait,
-    sse_response,
-    turn_headers,
-    unanswered,
-)
+from chat.openai_api.views import TAG, WAIT_S, OpenAIView, sse_response, turn_headers
 from chat.services.runs import run_cancel
 
 ID_PARAMETER = OpenApiParameter(
@@ -123,16 +118,12 @@ class ResponseCreateView(OpenAIView, AsyncApiView):
             return sse_response(_streamed(begun), headers)
         if begun.read.background:
             # Answered at once; the run goes on (and survives restarts), polled with GET.
-            body = await sync_to_async(response_resource)(started.run, echo, begun.part)
-            return Response(body, headers=headers)
-        outcome = await run_wait(started)
-        failed = await unanswered(started, outcome)
-        if failed and (outcome.error or {}).get("code") != "run_cancelled":
+            queued = await sync_to_async(response_resource)(started.run, echo, begun.part)
+            return Response(queued, headers=headers)
+        await run_end_wait(run=started.run, timeout=WAIT_S, begun=started.begun)
+        outcome, body = await sync_to_async(_responded)(begun)
+        if body is None:
             return Response({"error": outcome.error}, status=outcome.status, headers=headers)
-        # A response cancelled while its request waited is answered as cancel answers it.
-        body = await sync_to_async(response_resource)(started.run, echo, begun.part)
-        if not failed:
-            await sync_to_async(_saw)(begun, body)
         return Response(body, headers=headers)
 
 
@@ -279,6 +270,25 @@ def _decide(user: Any, read: ResponseRequest, conversation: Conversation | None)
     )
     started = Started(run, conversation, read.completion, [], after=cursor)
     return _Begun(started, dataclasses.replace(read, echo=echo), part)
+
+
+def _responded(begun: _Begun) -> tuple[Outcome, dict[str, Any] | None]:
+    """The outcome of a response not streamed, its resource (None for an error) and what its
+    client saw remembered, in one hand-off after the wait (as Chat Completions' `_answered`).
+
+    A response cancelled while its request waited is answered as cancel answers it.
+    """
+    started = begun.started
+    outcome = run_outcome(started.run.pk)
+    failed = outcome.error is not None
+    if failed and outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
+        thread_failed(started.conversation, started.messages)
+    if failed and (outcome.error or {}).get("code") != "run_cancelled":
+        return outcome, None
+    body = response_resource(started.run, begun.read.echo, begun.part)
+    if not failed:
+        _saw(begun, body)
+    return outcome, body
 
 
 def _saw(begun: _Begun, body: dict[str, Any]) -> None:

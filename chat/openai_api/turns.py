@@ -8,6 +8,7 @@ one code path from a request to a stored, audited run.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from django.db import transaction
@@ -41,6 +42,8 @@ class Started:
     request: CompletionRequest
     messages: list[ClientMessage]
     after: int = 0  # the conversation's event cursor from which the turn's events are its own
+    # A time.monotonic() from before the run was dispatched (chat/live/run_wait.py), or None.
+    begun: float | None = None
 
 
 def turn_start(
@@ -58,10 +61,11 @@ def turn_start(
     `previous_response_id`): every message is new to it, and the digest of what
     its client saw is cleared, since that client no longer sends the history.
     """
+    begun = time.monotonic()
     images_check(request.model, messages, field=images_field)
     task = client_task(messages) if continues is None else ""
     if task:
-        return _task_start(user, request, messages, task)
+        return dataclasses.replace(_task_start(user, request, messages, task), begun=begun)
     conversation: Conversation | None
     with transaction.atomic():
         if continues is not None:
@@ -81,14 +85,15 @@ def turn_start(
                 options=request.options,
             )
             run = client_run_regenerate(conversation=conversation, turn=retry)
-            return Started(run, conversation, request, messages)
+            return Started(run, conversation, request, messages, begun=begun)
         turn = turn_read(conversation, messages, held, tools=request.tools, options=request.options)
         if conversation is None:
             conversation = _conversation_new(user, request, messages, meta, turn)
+            run = client_run_start(conversation=conversation, turn=turn)
         else:
             _conversation_follow(conversation, request, messages)
-        run = client_run_start(conversation=conversation, turn=turn)
-    return Started(run, conversation, request, messages)
+            run = client_run_start(conversation=conversation, turn=turn)
+    return Started(run, conversation, request, messages, begun=begun)
 
 
 def images_check(model: str, messages: list[ClientMessage], *, field: str) -> None:

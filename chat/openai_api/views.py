@@ -179,7 +179,7 @@ class ChatCompletionView(OpenAIView, AsyncApiView):
         headers = turn_headers(started)
         if started.request.stream:
             return sse_response(_stream(started), headers)
-        await run_end_wait(run=started.run, timeout=WAIT_S)
+        await run_end_wait(run=started.run, timeout=WAIT_S, begun=started.begun)
         outcome = await sync_to_async(_answered)(started)
         if outcome.error is not None:
             return Response({"error": outcome.error}, status=outcome.status, headers=headers)
@@ -201,17 +201,6 @@ def sse_response(stream: AsyncIterator[str], headers: dict[str, str]) -> Streami
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
-
-
-async def run_wait(started: Started) -> Outcome:
-    """The turn's outcome once its run ends or waits for a person (or WAIT_S passed).
-
-    An answer not streamed needs the end, not the events: the wait is told of
-    it on the process's one subscription to run ends (chat/live/run_ends.py),
-    and never follows the conversation's deltas.
-    """
-    await run_end_wait(run=started.run, timeout=WAIT_S)
-    return await sync_to_async(run_outcome)(started.run.pk)
 
 
 async def unanswered(started: Started, outcome: Outcome) -> bool:

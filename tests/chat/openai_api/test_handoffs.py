@@ -2,7 +2,8 @@
 
 Every `sync_to_async` costs the event loop a few hundred microseconds of CPU
 under load (docs/performance.md, round fifteen): the answer's reads and
-writes after the wait go in one hand-off, and a stream's first catch-up reads
+writes after the wait go in one hand-off, the wait itself reads nothing when every
+run end reaches the process (chat/live/run_wait.py), and a stream's first catch-up reads
 whether the run had ended and its events in one. Django's middleware hands
 nothing off for a /v1 request (project/handler.py).
 """
@@ -23,13 +24,15 @@ URL = "/v1/chat/completions"
 MODEL = "openai/test-model"
 
 
-def ours(handoffs: list[str]) -> list[str]:
-    """Toolchat's hand-offs (not Django's, nor its log of a 5xx), a run's repeated reads as one.
+@pytest.fixture(autouse=True)
+def _no_quiet_spell(monkeypatch):
+    # A wait reads the run after each quiet spell (a slow first turn would): not here.
+    monkeypatch.setattr("chat.live.streams.CATCH_UP_S", 30)
 
-    The wait reads the run once more after each quiet spell (a slow first turn).
-    """
-    called = [c for c in handoffs if not c.startswith((*DJANGOS, "log_response"))]
-    return [c for i, c in enumerate(called) if i == 0 or c != "_run_stopped" or called[i - 1] != c]
+
+def ours(handoffs: list[str]) -> list[str]:
+    """Toolchat's hand-offs (not Django's, nor its log of a 5xx)."""
+    return [c for c in handoffs if not c.startswith((*DJANGOS, "log_response"))]
 
 
 def djangos(handoffs: list[str]) -> list[str]:
@@ -37,16 +40,17 @@ def djangos(handoffs: list[str]) -> list[str]:
     return [c for c in handoffs if c.startswith(DJANGOS)]
 
 
-def test_an_answer_not_streamed_hands_off_three_times_and_is_remembered(handoffs, llm_server):
+def test_an_answer_not_streamed_hands_off_twice_and_is_remembered(handoffs, llm_server):
     llm_server.push(text_reply("Four."), text_reply("Five."))
     token = Token.objects.create(user=UserFactory()).key
     asked = [{"role": "user", "content": "2+2?"}]
     answer = post(URL, token, {"model": MODEL, "messages": asked})
     assert answer.status_code == 200, answer.text
     assert answer.json()["choices"][0]["message"]["content"] == "Four."
-    # The request read, checked and its turn started; the wait's first read of the run;
-    # the outcome read and what the client was sent remembered.
-    assert ours(handoffs) == ["AsyncApiView._initial_then", "_run_stopped", "_answered"]
+    # The request read, checked and its turn started; the outcome read and what the client
+    # was sent remembered. The wait reads nothing: it began before the run was dispatched,
+    # in the process every end is told to (before, a third hand-off read the run first).
+    assert ours(handoffs) == ["AsyncApiView._initial_then", "_answered"]
     # No middleware's hook (project/handler.py's /v1 chain): of Django's own, only the
     # request signal and the response's close are left (there were eight more).
     assert djangos(handoffs) == ["Signal.asend.<locals>.sync_send", "HttpResponseBase.close"]
@@ -69,7 +73,7 @@ def test_a_failed_answer_not_streamed_is_remembered_for_its_retry(handoffs, llm_
     run = Run.objects.get(pk=answer.headers["X-Toolchat-Run-Id"])
     assert run.status == RunStatus.FAILED, answer.text
     assert answer.status_code == 502, answer.text
-    assert ours(handoffs) == ["AsyncApiView._initial_then", "_run_stopped", "_answered"]
+    assert ours(handoffs) == ["AsyncApiView._initial_then", "_answered"]
     llm_server.push(text_reply("Four."))
     retried = post(URL, token, {"model": MODEL, "messages": asked})
     assert retried.status_code == 200, retried.text
@@ -95,3 +99,22 @@ def test_a_stream_reads_the_runs_end_and_its_events_in_one_hand_off(handoffs, ll
     assert "_run_ended" not in called, called
     assert called[-2:] == ["run_outcome", "_saw"], called
     assert djangos(handoffs) == ["Signal.asend.<locals>.sync_send", "HttpResponseBase.close"]
+
+
+def test_a_response_not_streamed_hands_off_twice_and_is_remembered(handoffs, llm_server):
+    llm_server.push(text_reply("Four."), text_reply("Five."))
+    token = Token.objects.create(user=UserFactory()).key
+    answer = post("/v1/responses", token, {"model": MODEL, "input": "2+2?"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["output"][0]["content"][0]["text"] == "Four."
+    # The request read and its turn started; the outcome, the response and what its client
+    # saw in one (before: the wait's read of the run, then three hand-offs after it).
+    assert ours(handoffs) == ["AsyncApiView._initial_then", "_responded"]
+    follow = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "Four."},
+        {"role": "user", "content": "+1?"},
+    ]
+    again = post("/v1/responses", token, {"model": MODEL, "input": follow})
+    assert again.status_code == 200, again.text
+    assert Conversation.objects.count() == 1
