@@ -89,7 +89,7 @@ def turn_start(
         turn = turn_read(conversation, messages, held, tools=request.tools, options=request.options)
         if conversation is None:
             conversation = _conversation_new(user, request, messages, meta, turn)
-            run = client_run_start(conversation=conversation, turn=turn)
+            run = client_run_start(conversation=conversation, turn=turn, new=True)
         else:
             _conversation_follow(conversation, request, messages)
             run = client_run_start(conversation=conversation, turn=turn)
@@ -125,7 +125,7 @@ def _task_start(
             model=request.model,
             source=Source.TASK,
         )
-        run = client_run_start(conversation=conversation, turn=turn)
+        run = client_run_start(conversation=conversation, turn=turn, new=True)
     return Started(run, conversation, request, messages)
 
 

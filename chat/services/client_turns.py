@@ -58,17 +58,18 @@ def client_run_regenerate(*, conversation: Conversation, turn: ClientTurn) -> Ru
     )
 
 
-def client_run_start(*, conversation: Conversation, turn: ClientTurn) -> Run:
+def client_run_start(*, conversation: Conversation, turn: ClientTurn, new: bool = False) -> Run:
     """Store what a /v1 request adds (history, client tool results, a user message) and a run.
 
     In one transaction with the conversation's lock, as `run_start`; the
     results answer the calls the conversation's last run returned to the
     client (`client` executions), which become `succeeded` with what the
-    model is sent. The run continues the turn from there.
+    model is sent. The run continues the turn from there. `new`: the
+    conversation was made in the caller's transaction (`idle_conversation`).
     """
     if turn.content is not None:
         content_check(turn.content, images=bool(turn.images))
-    with idle_conversation(conversation) as (locked, last_position):
+    with idle_conversation(conversation, new=new) as (locked, last_position):
         reservation = run_budget_reserve(locked)
         position = 0 if last_position is None else last_position + 1
         run_id = uuid.uuid4()

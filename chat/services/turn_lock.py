@@ -24,20 +24,29 @@ from chat.statements import covering_column, covering_condition, model_columns
 
 
 @contextmanager
-def idle_conversation(conversation: Conversation) -> Iterator[tuple[Conversation, int | None]]:
+def idle_conversation(
+    conversation: Conversation, *, new: bool = False
+) -> Iterator[tuple[Conversation, int | None]]:
     """A transaction holding the conversation's row lock, with no run active; its last position.
 
     The lock orders concurrent posts to one conversation; one statement takes
     it, moves the conversation's `updated_at` (its last activity), and finds
     an active run and the last position.
+
+    `new`: the conversation was made in the caller's transaction, which no other
+    can see, so no post can race this one: the block takes no savepoint (two
+    statements a /v1 request that starts a conversation), and an IntegrityError
+    is not a race.
     """
     try:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=not new):
             locked, active_run_id, last_position = _lock_for_turn(conversation.pk)
             if active_run_id is not None:
                 raise busy_conflict(Run.objects.get(pk=active_run_id))
             yield locked, last_position
     except IntegrityError:
+        if new:
+            raise
         # The database's one-active-run constraint caught a race the lock did not.
         active = Run.objects.filter(
             conversation=conversation, status__in=ACTIVE_RUN_STATUSES
