@@ -17,14 +17,14 @@ line the same as its `type`, and the stream ends with `data: [DONE]`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
 from chat.engine.request import client_tool_names
 from chat.live.sse import with_keepalive
-from chat.openai_api.answers import run_outcome
+from chat.openai_api.answers import Outcome, run_outcome
 from chat.openai_api.response_output import (
     approvals_decided,
     output_text,
@@ -35,6 +35,8 @@ from chat.openai_api.turns import Started
 from chat.openai_api.views import KEEPALIVE_S, StreamedText, run_events, unanswered
 
 ENDED = {"completed": "response.completed", "incomplete": "response.incomplete"}
+# Told the resource a stream ends with, on the request's thread (responses.py `_saw`).
+Seen = Callable[[dict[str, Any]], None]
 
 
 class _Stream:
@@ -90,16 +92,14 @@ class _Stream:
 
 
 async def response_events(
-    started: Started, echo: dict[str, Any], part: int = 0
+    started: Started, echo: dict[str, Any], part: int = 0, *, seen: Seen | None = None
 ) -> AsyncIterator[str]:
     """The run (or its part after an approval) as the Responses API streams it (see above)."""
     stream = _Stream()
-    opening = await sync_to_async(response_resource)(started.run, echo, part)
+    opening, clients, stream.approvals = await sync_to_async(_opened)(started.run, echo, part)
     opening = {**opening, "status": "in_progress", "output": [], "completed_at": None}
     yield stream.event("response.created", response=opening)
     yield stream.event("response.in_progress", response=opening)
-    clients = await sync_to_async(client_tool_names)(started.run)
-    stream.approvals = await sync_to_async(approvals_decided)(started.run)
     text = StreamedText()
     async for envelope in with_keepalive(run_events(started.run, started.after), KEEPALIVE_S):
         if envelope is None:
@@ -107,26 +107,43 @@ async def response_events(
             continue
         for line in _live(stream, text, envelope, clients):
             yield line
-    outcome = await sync_to_async(run_outcome)(started.run.pk)
-    if await unanswered(started, outcome):
-        assert outcome.error is not None
+    outcome, ended = await sync_to_async(_closed)(started, echo, part, seen)
+    if outcome.error is not None:
         for line in stream.text_close("incomplete"):
             yield line
         yield stream.event("error", code=outcome.error["code"], message=outcome.error["message"])
-        ended = await sync_to_async(response_resource)(started.run, echo, part)
         state = "cancelled" if ended["status"] == "cancelled" else "failed"
         yield stream.event("response.failed", response={**ended, "status": state})
         yield "data: [DONE]\n\n"
         return
     for line in stream.text_close():
         yield line
-    ended = await sync_to_async(response_resource)(started.run, echo, part)
     sent = {item["id"] for item in stream.items}
     for item in [item for item in ended["output"] if item["id"] not in sent]:
         for line in _whole(stream, item):
             yield line
     yield stream.event(ENDED.get(ended["status"], "response.completed"), response=ended)
     yield "data: [DONE]\n\n"
+
+
+def _opened(
+    run: Any, echo: dict[str, Any], part: int
+) -> tuple[dict[str, Any], frozenset[str], dict[str, str]]:
+    """As the stream opens, in one hand-off: the resource, the client's tools, the calls decided."""
+    return response_resource(run, echo, part), client_tool_names(run), approvals_decided(run)
+
+
+def _closed(
+    started: Started, echo: dict[str, Any], part: int, seen: Seen | None
+) -> tuple[Outcome, dict[str, Any]]:
+    """At the run's end, in one hand-off: its outcome (a failed turn recorded), the resource it
+    ends with, and that resource told to `seen` (what the client saw, remembered)."""
+    outcome = run_outcome(started.run.pk)
+    unanswered(started, outcome)
+    ended = response_resource(started.run, echo, part)
+    if seen is not None:
+        seen(ended)
+    return outcome, ended
 
 
 def _live(

@@ -55,9 +55,16 @@ from chat.openai_api.response_output import (
     response_store,
 )
 from chat.openai_api.response_stream import response_events
-from chat.openai_api.threads import thread_failed, thread_saw
+from chat.openai_api.threads import thread_saw
 from chat.openai_api.turns import Started, turn_start
-from chat.openai_api.views import TAG, WAIT_S, OpenAIView, sse_response, turn_headers
+from chat.openai_api.views import (
+    TAG,
+    WAIT_S,
+    OpenAIView,
+    sse_response,
+    turn_headers,
+    unanswered,
+)
 from chat.services.runs import run_cancel
 
 ID_PARAMETER = OpenApiParameter(
@@ -280,9 +287,7 @@ def _responded(begun: _Begun) -> tuple[Outcome, dict[str, Any] | None]:
     """
     started = begun.started
     outcome = run_outcome(started.run.pk)
-    failed = outcome.error is not None
-    if failed and outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
-        thread_failed(started.conversation, started.messages)
+    failed = unanswered(started, outcome)
     if failed and (outcome.error or {}).get("code") != "run_cancelled":
         return outcome, None
     body = response_resource(started.run, begun.read.echo, begun.part)
@@ -307,10 +312,12 @@ def _saw(begun: _Begun, body: dict[str, Any]) -> None:
 
 
 async def _streamed(begun: _Begun) -> Any:
-    """The response's events; at its end, what its client saw is remembered."""
-    async for line in response_events(begun.started, begun.read.echo, begun.part):
+    """The response's events; at its end, what its client saw is remembered (in the stream's
+    last hand-off, with the resource it ends with)."""
+
+    def seen(body: dict[str, Any]) -> None:
+        if body["status"] in ("completed", "incomplete", "in_progress"):
+            _saw(begun, body)
+
+    async for line in response_events(begun.started, begun.read.echo, begun.part, seen=seen):
         yield line
-    run = begun.started.run
-    body = await sync_to_async(response_resource)(run, begun.read.echo, begun.part)
-    if body["status"] in ("completed", "incomplete", "in_progress"):
-        await sync_to_async(_saw)(begun, body)

@@ -203,12 +203,15 @@ def sse_response(stream: AsyncIterator[str], headers: dict[str, str]) -> Streami
     return response
 
 
-async def unanswered(started: Started, outcome: Outcome) -> bool:
-    """Whether the outcome is an error; one of a turn that ended is what its client saw."""
+def unanswered(started: Started, outcome: Outcome) -> bool:
+    """Whether the outcome is an error; one of a turn that ended is what its client saw.
+
+    On the request's thread, in the hand-off that read the outcome.
+    """
     if outcome.error is None:
         return False
     if outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
-        await sync_to_async(thread_failed)(started.conversation, started.messages)
+        thread_failed(started.conversation, started.messages)
     return True
 
 
@@ -221,11 +224,20 @@ def _answered(started: Started) -> Outcome:
     docs/performance.md, round fifteen).
     """
     outcome = run_outcome(started.run.pk)
-    if outcome.error is None:
+    if not unanswered(started, outcome):
         _saw(started, outcome, outcome.content)
-    elif outcome.status != status.HTTP_504_GATEWAY_TIMEOUT:  # ended, unanswered
-        thread_failed(started.conversation, started.messages)
     return outcome
+
+
+def _stream_ended(started: Started, text: StreamedText) -> tuple[Outcome, str]:
+    """At a stream's end, in one hand-off: the outcome, what of its text the stream has not
+    carried (taken as sent), and what the client saw remembered (or its failed turn)."""
+    outcome = run_outcome(started.run.pk)
+    if unanswered(started, outcome):
+        return outcome, ""
+    piece = text.unsent(outcome)
+    _saw(started, outcome, "".join(text.parts) or None)
+    return outcome, piece
 
 
 def _start(user: Any, body: Any, meta: dict[str, Any]) -> Started:
@@ -265,12 +277,11 @@ async def _stream(started: Started) -> AsyncIterator[str]:
                 yield chunk(run, model, {"content": piece})
         elif item["type"] in PROGRESS:
             yield f": toolchat {item['type']} {item['data'].get('name', '')}\n\n"
-    outcome = await sync_to_async(run_outcome)(run.pk)
-    if await unanswered(started, outcome):
+    outcome, piece = await sync_to_async(_stream_ended)(started, text)
+    if outcome.error is not None:
         yield sse_data({"error": outcome.error})
         yield "data: [DONE]\n\n"
         return
-    piece = text.unsent(outcome)
     if piece:
         yield chunk(run, model, {"content": piece})
     if outcome.tool_calls:
@@ -280,7 +291,6 @@ async def _stream(started: Started) -> AsyncIterator[str]:
     if started.request.include_usage:
         yield chunk(run, model, None, usage=outcome.usage)
     yield "data: [DONE]\n\n"
-    await sync_to_async(_saw)(started, outcome, "".join(text.parts) or None)
 
 
 class StreamedText:

@@ -94,10 +94,11 @@ def test_a_stream_reads_the_runs_end_and_its_events_in_one_hand_off(handoffs, ll
     assert answer.status_code == 200, answer.text
     assert '"content":"Four."' in answer.text.replace(" ", ""), answer.text
     assert answer.text.rstrip().endswith("data: [DONE]")
+    # The turn started; the stream's catch-up (whether the run had ended, and its stored
+    # events); at the end, the outcome, its text not yet sent and what the client saw, in one
+    # (before: two, the outcome and what was seen).
     called = ours(handoffs)
-    assert called[:2] == ["AsyncApiView._initial_then", "_ended_then_stored"], called
-    assert "_run_ended" not in called, called
-    assert called[-2:] == ["run_outcome", "_saw"], called
+    assert called == ["AsyncApiView._initial_then", "_ended_then_stored", "_stream_ended"], called
     assert djangos(handoffs) == ["Signal.asend.<locals>.sync_send", "HttpResponseBase.close"]
 
 
@@ -110,6 +111,28 @@ def test_a_response_not_streamed_hands_off_twice_and_is_remembered(handoffs, llm
     # The request read and its turn started; the outcome, the response and what its client
     # saw in one (before: the wait's read of the run, then three hand-offs after it).
     assert ours(handoffs) == ["AsyncApiView._initial_then", "_responded"]
+    follow = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "Four."},
+        {"role": "user", "content": "+1?"},
+    ]
+    again = post("/v1/responses", token, {"model": MODEL, "input": follow})
+    assert again.status_code == 200, again.text
+    assert Conversation.objects.count() == 1
+
+
+def test_a_response_streamed_hands_off_four_times_and_is_remembered(handoffs, llm_server):
+    llm_server.push(text_reply("Four."), text_reply("Five."))
+    token = Token.objects.create(user=UserFactory()).key
+    answer = post("/v1/responses", token, {"model": MODEL, "input": "2+2?", "stream": True})
+    assert answer.status_code == 200, answer.text
+    assert '"delta":"Four."' in answer.text.replace(" ", ""), answer.text
+    assert "event: response.completed" in answer.text
+    # The turn started; the resource it opens with, the client's tools and the calls decided
+    # before, in one; the catch-up; the outcome, the resource it ends with and what its client
+    # saw, in one. Before: nine (three to open, four to close, the resource read twice).
+    called = ours(handoffs)
+    assert called == ["AsyncApiView._initial_then", "_opened", "_ended_then_stored", "_closed"]
     follow = [
         {"role": "user", "content": "2+2?"},
         {"role": "assistant", "content": "Four."},
