@@ -35,5 +35,6 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz/', timeout=4).status == 200 else 1)"]
 
-# Django's ASGI handler has no lifespan support, so uvicorn skips that protocol.
-CMD ["uvicorn", "project.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "off"]
+# Django's ASGI handler has no lifespan support, so uvicorn skips that protocol. An idle
+# kept-alive connection is closed by its client or proxy first (docs/deploy.md).
+CMD ["uvicorn", "project.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "off", "--timeout-keep-alive", "65"]

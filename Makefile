@@ -35,7 +35,8 @@ run: export DJANGO_DEBUG ?= 1
 run: $(VENV)/.installed-run
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py demo_user
-	$(BIN)/python -m uvicorn project.asgi:application --host $(HOST) --port $(PORT) --lifespan off
+	$(BIN)/python -m uvicorn project.asgi:application --host $(HOST) --port $(PORT) --lifespan off \
+		--timeout-keep-alive 65
 
 migrate: $(VENV)/.installed-run
 	$(BIN)/python manage.py migrate --noinput

@@ -284,7 +284,9 @@ async def one_request(path: Path_, stream: bool) -> Sample:
             text = parsed.choices[0].message.content or ""
     except Exception as exc:  # counted, and the run goes on
         elapsed = (time.perf_counter() - started) * 1000
-        return Sample(elapsed, None, "", "", f"{type(exc).__name__}: {exc}"[:300])
+        cause = exc.__cause__ or exc.__context__
+        told = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        return Sample(elapsed, None, "", "", f"{type(exc).__name__}: {exc}{told}"[:300])
     elapsed = (time.perf_counter() - started) * 1000
     error = "" if text == ANSWER else f"unexpected answer {text[:80]!r}"
     return Sample(elapsed, first, text, run_id, error)

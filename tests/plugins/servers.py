@@ -36,6 +36,9 @@ from tests.plugins.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30.0
+# How long uvicorn keeps an idle connection open: as the Dockerfile and docker-compose.yml
+# start it, longer than the clients' own keep-alive (docs/deploy.md).
+KEEP_ALIVE_S = 65
 
 # Variables of the test process that must not reach the server: the async
 # escape hatch the browser plugin sets, and a Redis the server was not given.
@@ -83,6 +86,7 @@ class AsgiServer:
         """Start the server and wait until /healthz/ answers 200."""
         command = [sys.executable, "-m", "uvicorn", "project.asgi:application"]
         command += ["--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "off"]
+        command += ["--timeout-keep-alive", str(KEEP_ALIVE_S)]  # as deployed (Dockerfile)
         if self.server == "daphne":
             command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
             command.append("project.asgi:application")

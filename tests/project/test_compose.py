@@ -182,6 +182,31 @@ def test_dockerfile_builds_a_non_root_image_that_serves_the_asgi_app(dockerfile)
     assert "DJANGO_SETTINGS_MODULE=project.settings.base" in " ".join(dockerfile)
 
 
+def keep_alive_of(command: list[str]) -> int:
+    return int(command[command.index("--timeout-keep-alive") + 1])
+
+
+def test_the_server_outlasts_its_clients_and_proxies_keep_alive(services, dockerfile):
+    # uvicorn closes an idle kept-alive connection after 5 s by default: httpx (the openai
+    # SDK's client) keeps one 5 s too, so under load a request sent on a connection in the
+    # instant the server closed it failed (APIConnectionError, seen in bench/gateway.py at
+    # 16 in flight). A proxy's idle timeout (60 s on AWS's load balancers) is outlasted too,
+    # so the client or the proxy always closes first.
+    import httpx
+
+    from tests.plugins.servers import KEEP_ALIVE_S
+
+    cmd = dockerfile[-1].removeprefix("CMD ")
+    served = [
+        command_of(services["web"]),
+        [str(part) for part in yaml.safe_load(cmd)],
+        shlex.split((ROOT / "Makefile").read_text().split("-m uvicorn", 1)[1].replace("\\\n", " ")),
+    ]
+    assert {keep_alive_of(command) for command in served} == {KEEP_ALIVE_S}
+    assert KEEP_ALIVE_S > 60
+    assert httpx.Limits().keepalive_expiry < KEEP_ALIVE_S
+
+
 def test_dockerignore_keeps_secrets_and_local_state_out_of_the_image():
     ignored = set((ROOT / ".dockerignore").read_text().split())
     assert {".git", ".venv", ".env", "db.sqlite3*", "staticfiles"} <= ignored
