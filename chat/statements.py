@@ -14,6 +14,7 @@ signals, nothing in toolchat listens to for these models.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -32,6 +33,21 @@ def model_columns(model: type[Model], alias: str | None = None) -> str:
     quote = connection.ops.quote_name
     table = quote(alias or model._meta.db_table)
     return ", ".join(f"{table}.{quote(field.column)}" for field in model._meta.concrete_fields)
+
+
+def row_instance(model: type[Model], alias: str, values: Iterator[Any]) -> Any:
+    """The model's instance from the next of `values` (its `model_columns(model, alias)` as
+    read), each converted as the ORM converts it, then `from_db`."""
+    fields = list(model._meta.concrete_fields)
+    taken = [next(values) for _ in fields]
+    for index, field in enumerate(fields):
+        column = field.get_col(alias)  # a foreign key's is its target's (a UUID)
+        for converter in [
+            *connection.ops.get_db_converters(column),
+            *column.get_db_converters(connection),
+        ]:
+            taken[index] = converter(taken[index], column, connection)
+    return model.from_db(connection.alias, [field.attname for field in fields], taken)
 
 
 def row_insert(instance: Model) -> None:

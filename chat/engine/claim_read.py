@@ -12,17 +12,16 @@ own UPDATE and the read follows it (`claimed_reread`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Field, Model
+from django.db.models import Field
 
 from chat.engine.run_limits import run_used_keep
 from chat.models import Conversation, Run, ToolPolicy
 from chat.policies import policies_keep
-from chat.statements import covering_column, model_columns
+from chat.statements import covering_column, model_columns, row_instance
 
 # What follows a claim: the run, its conversation, the conversation's owner, the
 # position of the conversation's last message (superseded ones too): a regenerated
@@ -108,10 +107,6 @@ def _owner_joined() -> bool:
     return not get_user_model()._meta.parents
 
 
-def _fields(model: type[Model]) -> list[Any]:
-    return list(model._meta.concrete_fields)
-
-
 def _read(sql: str, params: list[Any]) -> Run | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -119,28 +114,14 @@ def _read(sql: str, params: list[Any]) -> Run | None:
     if row is None:
         return None
     values = iter(row)
-    run: Run = _instance(Run, "claimed", values)
-    conversation = _instance(Conversation, "chat_conversation", values)
+    run: Run = row_instance(Run, "claimed", values)
+    conversation = row_instance(Conversation, "chat_conversation", values)
     if _owner_joined():
         owner_model = get_user_model()
-        owner = _instance(owner_model, owner_model._meta.db_table, values)
+        owner = row_instance(owner_model, owner_model._meta.db_table, values)
         Conversation._meta.get_field("owner").set_cached_value(conversation, owner)
     Run._meta.get_field("conversation").set_cached_value(run, conversation)
     vars(run)["last_position"] = next(values)  # as the ORM sets an annotation
     policies_keep(run, next(values))
     run_used_keep(run, next(values))
     return run
-
-
-def _instance(model: type[Model], alias: str, values: Iterator[Any]) -> Any:
-    """The model's instance from the next of `values`, converted as the ORM does."""
-    fields = _fields(model)
-    taken = [next(values) for _ in fields]
-    for index, field in enumerate(fields):
-        column = field.get_col(alias)  # a foreign key's is its target's (a UUID)
-        for converter in [
-            *connection.ops.get_db_converters(column),
-            *column.get_db_converters(connection),
-        ]:
-            taken[index] = converter(taken[index], column, connection)
-    return model.from_db(connection.alias, [field.attname for field in fields], taken)

@@ -27,13 +27,13 @@ from chat.models import (
     Message,
     Mode,
     ModelCall,
+    Role,
     Run,
     RunStatus,
     ToolExecution,
 )
 from chat.openai_api.options import depth_check, options_read, stream_options_read
-from chat.selectors import run_final_message
-from chat.statements import model_columns
+from chat.statements import model_columns, row_instance
 from tools.registry import registry as tool_registry
 from tools.schema import parameters_problem
 from tools.spec import TOOL_NAME_RE
@@ -212,9 +212,9 @@ class Outcome:
 
 def run_outcome(run_id: Any) -> Outcome:
     """The client's answer from the run as stored now."""
-    run, usage = _run_read(run_id)
+    run, usage, answer = _run_read(run_id)
     if run.status == RunStatus.COMPLETED:
-        final = run_final_message(run=run)
+        final = answer
         assert final is not None
         names = client_tool_names(run)
         calls = [c for c in final.tool_calls or [] if c["function"]["name"] in names]
@@ -267,25 +267,36 @@ def approval_text(run: Run) -> str:
     return "\n".join(lines or ["toolchat is waiting for an approval."]) + f" (run {run.pk})"
 
 
-def _run_read(run_id: Any) -> tuple[Run, dict[str, int]]:
-    """The run and its usage, every model call of the turn summed, in one statement built once.
+def _run_read(run_id: Any) -> tuple[Run, dict[str, int], Message | None]:
+    """The run, its usage (every model call of the turn summed) and its last answer, in one
+    statement built once.
 
     Every /v1 answer reads it: the ORM's `get` and `aggregate` were two round
-    trips and two queries compiled each time (docs/performance.md, round fifteen).
+    trips and two queries compiled each time (docs/performance.md, round fifteen),
+    and the answer (chat/selectors.py `run_final_message`) a third.
     """
     pk: Any = Run._meta.pk
-    rows = Run.objects.raw(
-        _run_with_usage(), [pk.get_db_prep_value(pk.to_python(run_id), connection)]
-    )
-    run = next(iter(rows), None)
-    if run is None:
+    with connection.cursor() as cursor:
+        cursor.execute(_run_with_usage(), [pk.get_db_prep_value(pk.to_python(run_id), connection)])
+        row = cursor.fetchone()
+    if row is None:
         raise Run.DoesNotExist(f"no run {run_id}")
-    prompt, completion = int(run.usage_prompt), int(run.usage_completion)  # type: ignore[attr-defined]
-    return run, {
+    values = iter(row)
+    run: Run = row_instance(Run, "chat_run", values)
+    prompt, completion = int(next(values)), int(next(values))
+    columns = list(values)
+    # None when the run has no answer (yet): the LEFT JOIN's columns are all NULL.
+    answer = row_instance(Message, "answer", iter(columns)) if columns[_ANSWER_PK] else None
+    usage = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    return run, usage, answer
+
+
+# Where the answer's primary key is among its columns.
+_ANSWER_PK = [field.primary_key for field in Message._meta.concrete_fields].index(True)
 
 
 @functools.cache
@@ -294,9 +305,13 @@ def _run_with_usage() -> str:
     summed = "(SELECT COALESCE(SUM({column}), 0) FROM {calls} WHERE {calls}.run_id = chat_run.id)"
     return (
         f"SELECT {model_columns(Run)}, "  # noqa: S608 (built from the models)
-        f"{summed.format(column='prompt_tokens', calls=calls)} AS usage_prompt, "
-        f"{summed.format(column='completion_tokens', calls=calls)} AS usage_completion "
-        "FROM chat_run WHERE chat_run.id = %s"
+        f"{summed.format(column='prompt_tokens', calls=calls)}, "
+        f"{summed.format(column='completion_tokens', calls=calls)}, "
+        f"{model_columns(Message, 'answer')} "
+        "FROM chat_run LEFT JOIN chat_message AS answer ON answer.id = ("
+        "SELECT latest.id FROM chat_message AS latest WHERE latest.run_id = chat_run.id "
+        f"AND latest.role = '{Role.ASSISTANT.value}' ORDER BY latest.position DESC LIMIT 1) "
+        "WHERE chat_run.id = %s"
     )
 
 

@@ -137,7 +137,8 @@ def _closed(
     started: Started, echo: dict[str, Any], part: int, seen: Seen | None
 ) -> tuple[Outcome, dict[str, Any]]:
     """At the run's end, in one hand-off: its outcome (a failed turn recorded), the resource it
-    ends with, and that resource told to `seen` (what the client saw, remembered)."""
+    ends with, and that resource told to `seen` (what the client saw, remembered as the
+    stream's last events go out, as a response not streamed is before it is sent)."""
     outcome = run_outcome(started.run.pk)
     unanswered(started, outcome)
     ended = response_resource(started.run, echo, part)

@@ -231,7 +231,11 @@ def _answered(started: Started) -> Outcome:
 
 def _stream_ended(started: Started, text: StreamedText) -> tuple[Outcome, str]:
     """At a stream's end, in one hand-off: the outcome, what of its text the stream has not
-    carried (taken as sent), and what the client saw remembered (or its failed turn)."""
+    carried (taken as sent), and what the client saw remembered (or its failed turn).
+
+    Remembered as the stream's last chunks go out, as an answer not streamed is
+    remembered before it is sent (before, a second hand-off after `[DONE]`).
+    """
     outcome = run_outcome(started.run.pk)
     if unanswered(started, outcome):
         return outcome, ""

@@ -15,7 +15,7 @@ from chat.models import Conversation, Message, Run
 from chat.openai_api.answers import request_read, run_outcome
 from chat.openai_api.threads import messages_read
 from chat.openai_api.turns import turn_start
-from tests.factories import UserFactory
+from tests.factories import RunFactory, UserFactory
 from tests.llm_server import text_reply, tool_calls_reply
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +49,7 @@ def test_a_new_conversations_turn_starts_in_eight_statements(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_answer_is_read_in_two_statements_with_the_turns_usage(
+def test_an_answer_is_read_in_one_statement_with_the_turns_usage(
     v1, llm_server, django_assert_max_num_queries
 ):
     llm_server.push(
@@ -67,9 +67,9 @@ def test_an_answer_is_read_in_two_statements_with_the_turns_usage(
     )
     assert answer.status_code == 200, answer.json()
     run_id = answer["X-Toolchat-Run-Id"]
-    # The run with its model calls' tokens summed; its answer. Before: three (the run, the
-    # sum, the answer).
-    with django_assert_max_num_queries(2):
+    # The run with its model calls' tokens summed and its answer. Before: three (the run, the
+    # sum, the answer), then two (the answer apart).
+    with django_assert_max_num_queries(1):
         outcome = run_outcome(run_id)
     assert outcome.content == "It is 4."
     assert outcome.finish_reason == "stop"
@@ -77,3 +77,13 @@ def test_an_answer_is_read_in_two_statements_with_the_turns_usage(
     assert answer.json()["usage"] == outcome.usage
     with pytest.raises(Run.DoesNotExist):
         run_outcome(uuid.uuid4())
+
+
+def test_a_run_with_no_answer_yet_is_read_in_one_statement(django_assert_max_num_queries):
+    run = RunFactory()  # queued: no assistant message
+    with django_assert_max_num_queries(1):
+        outcome = run_outcome(run.pk)
+    assert outcome.status == 504
+    assert outcome.error is not None
+    assert outcome.error["code"] == "timeout"
+    assert outcome.usage == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
