@@ -6,7 +6,7 @@ so Django's session, CSRF, authentication and messages middleware do nothing
 for it. Under ASGI the security, session, CSRF and clickjacking middleware
 handed it to its thread eight times a request (`MiddlewareMixin.__acall__`,
 and CSRF's `process_view`): about a tenth of the web process's samples under
-load (docs/performance.md, round sixteen).
+load (docs/gateway.md, round sixteen).
 
 `ToolchatHandler` keeps Django's chain, loaded from `settings.MIDDLEWARE` as
 it is, for every other path (the pages, the admin, `/api/v1/`, which the

@@ -6,7 +6,7 @@ the group's old members, read them, expire each member's old messages, add
 the copies), and a receiver holds a blocking pop of its own. Every stream a
 web process served made a channel, joined the group, popped, woke its own pop
 and left: five commands a request, which were the largest single entry in a
-web process's profile under load (docs/performance.md, round thirteen).
+web process's profile under load (docs/gateway.md, round thirteen).
 
 Here a group is a pub/sub channel (`group_channel`). `group_send_now`, a
 blocking send for a thread with no loop (a task's commit), publishes a

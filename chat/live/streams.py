@@ -81,7 +81,7 @@ def _ended_then_stored(
 
     Read in that order (see `event_stream`), in one hand-off to a thread: a
     stream's catch-up took two, each a few hundred microseconds of the event
-    loop's CPU under load (docs/performance.md, round fifteen).
+    loop's CPU under load (docs/gateway.md, round fifteen).
     """
     ended = check_end and Run.objects.filter(pk=run_id, status__in=ENDED_STATUSES).exists()
     batch = _stored_read(conversation_id, after, run_id=run_id, limit=REPLAY_BATCH)

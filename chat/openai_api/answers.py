@@ -272,7 +272,7 @@ def _run_read(run_id: Any) -> tuple[Run, dict[str, int], Message | None]:
     statement built once.
 
     Every /v1 answer reads it: the ORM's `get` and `aggregate` were two round
-    trips and two queries compiled each time (docs/performance.md, round fifteen),
+    trips and two queries compiled each time (docs/gateway.md, round fifteen),
     and the answer (chat/selectors.py `run_final_message`) a third.
     """
     pk: Any = Run._meta.pk

@@ -221,7 +221,7 @@ def _answered(started: Started) -> Outcome:
     In one hand-off to the request's thread after the wait, where the outcome,
     `unanswered`'s record of a failed turn and `_saw` took three (every hop
     costs the event loop a few hundred microseconds of CPU under load:
-    docs/performance.md, round fifteen).
+    docs/gateway.md, round fifteen).
     """
     outcome = run_outcome(started.run.pk)
     if not unanswered(started, outcome):

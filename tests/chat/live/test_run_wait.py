@@ -54,6 +54,16 @@ def reads_counted(monkeypatch) -> list[str]:
     return reads
 
 
+async def wait_begun(user: Any) -> tuple[Any, asyncio.Task[bool]]:
+    """A post's run and its wait, begun before the run: waiting on its signal, not done."""
+    begun = time.monotonic()
+    run = await make_run(user)
+    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60, begun=begun))
+    await waiting_on_signal(run, waiting)
+    assert not waiting.done()
+    return run, waiting
+
+
 async def waiting_on_signal(run: Any, waiting: asyncio.Task[bool]) -> None:
     """Until the wait has registered for the run's end (or has returned)."""
     await wait_until_async(
@@ -76,11 +86,7 @@ async def test_a_wait_begun_on_a_subscription_already_up_reads_nothing_and_wakes
 ):
     assert await run_ends_listen(get_channel_layer()) is not None  # up, before the post
     reads = reads_counted(monkeypatch)
-    begun = time.monotonic()
-    run = await make_run(user)
-    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60, begun=begun))
-    await waiting_on_signal(run, waiting)
-    assert not waiting.done()
+    run, waiting = await wait_begun(user)
     await end_without_event(run)
     await worker_publishes_end(redis_url, run)
     assert await asyncio.wait_for(waiting, 5) is True
@@ -121,11 +127,7 @@ async def test_a_wait_in_process_reads_nothing_and_wakes_at_the_ends_commit(
     user, in_process, monkeypatch
 ):
     reads = reads_counted(monkeypatch)
-    begun = time.monotonic()
-    run = await make_run(user)
-    waiting = asyncio.create_task(run_end_wait(run=run, timeout=60, begun=begun))
-    await waiting_on_signal(run, waiting)
-    assert not waiting.done()
+    run, waiting = await wait_begun(user)
     await end_with_event(run)
     assert await asyncio.wait_for(waiting, 5) is True
     assert reads == []

@@ -1,7 +1,7 @@
 """What a /v1/chat/completions request hands to its thread, through the real ASGI application.
 
 Every `sync_to_async` costs the event loop a few hundred microseconds of CPU
-under load (docs/performance.md, round fifteen): the answer's reads and
+under load (docs/gateway.md, round fifteen): the answer's reads and
 writes after the wait go in one hand-off, the wait itself reads nothing when every
 run end reaches the process (chat/live/run_wait.py), and a stream's first catch-up reads
 whether the run had ended and its events in one. Django's middleware hands
@@ -111,14 +111,7 @@ def test_a_response_not_streamed_hands_off_twice_and_is_remembered(handoffs, llm
     # The request read and its turn started; the outcome, the response and what its client
     # saw in one (before: the wait's read of the run, then three hand-offs after it).
     assert ours(handoffs) == ["AsyncApiView._initial_then", "_responded"]
-    follow = [
-        {"role": "user", "content": "2+2?"},
-        {"role": "assistant", "content": "Four."},
-        {"role": "user", "content": "+1?"},
-    ]
-    again = post("/v1/responses", token, {"model": MODEL, "input": follow})
-    assert again.status_code == 200, again.text
-    assert Conversation.objects.count() == 1
+    response_remembered(token)
 
 
 def test_a_response_streamed_hands_off_four_times_and_is_remembered(handoffs, llm_server):
@@ -133,6 +126,11 @@ def test_a_response_streamed_hands_off_four_times_and_is_remembered(handoffs, ll
     # saw, in one. Before: nine (three to open, four to close, the resource read twice).
     called = ours(handoffs)
     assert called == ["AsyncApiView._initial_then", "_opened", "_ended_then_stored", "_closed"]
+    response_remembered(token)
+
+
+def response_remembered(token: str) -> None:
+    """The follow-up that sends the answer back continues the response's conversation."""
     follow = [
         {"role": "user", "content": "2+2?"},
         {"role": "assistant", "content": "Four."},

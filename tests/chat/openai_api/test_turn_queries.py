@@ -1,7 +1,7 @@
 """The statements a /v1 request's turn start and its answer cost (`turn_start`, `run_outcome`).
 
 Every request of a gateway's client makes one; each statement is a round trip
-and the ORM's work on the request's thread (docs/performance.md, round fifteen).
+and the ORM's work on the request's thread (docs/gateway.md, round fifteen).
 """
 
 from __future__ import annotations
