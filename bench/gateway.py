@@ -642,7 +642,12 @@ def goals(cells: list[dict[str, Any]], levels: list[int]) -> list[dict[str, Any]
                 }
             )
     for cell in cells:
-        lost = sum(row["errors"] + row.get("stored_problems", 0) for row in cell["paths"].values())
+        # toolchat's turns: the bare call's and the proxy's errors are theirs (the table's `err`).
+        lost = sum(
+            row["errors"] + row.get("stored_problems", 0)
+            for name, row in cell["paths"].items()
+            if name.startswith(("embedded-", "production-"))
+        )
         checks.append(
             {
                 "goal": "no error, every turn stored, events whole and in order",
