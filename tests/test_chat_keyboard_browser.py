@@ -4,7 +4,8 @@ Settings' Save keeps the focus in the panel (and Escape still closes it); a
 rename ended with Escape or Enter leaves the focus on its conversation; the
 list shows the open conversation whole; a follow-up chip gives the focus back
 to the composer; on a narrow screen the sidebar opens over the thread; and
-the keyboard shortcuts work and are listed in a help panel that `?` opens.
+the keyboard shortcuts work and are listed in a help panel that `?` opens, whose
+closing leaves the focus where the user moved it.
 Screenshots go to screenshots/: chat-sidebar-overlay-375[-dark].png,
 chat-shortcuts[-375].png.
 """
@@ -316,3 +317,25 @@ def test_escape_stops_the_answer_being_written(asgi_server: str, page: Page):
     expect(page.locator(".notice-info")).to_contain_text("The run was cancelled.")
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
+
+
+def test_the_help_panel_closing_leaves_the_focus_where_the_user_moved_it(
+    asgi_server: str, page: Page
+):
+    # The dialog's close event comes a task after it hid: a click or `/` in between is
+    # where the user went, and the panel must not take the focus back to where it opened.
+    log_in(page, asgi_server)
+    new_conversation(page)
+    help_panel = page.get_by_role("dialog", name="Keyboard shortcuts")
+    page.get_by_role("button", name="Keyboard shortcuts").click()
+    expect(help_panel).to_be_visible()
+    went = page.evaluate(
+        """() => new Promise((done) => {
+            const dialog = document.querySelector("dialog[open]");
+            dialog.addEventListener("close", () => setTimeout(() => done(document.activeElement.id)));
+            dialog.close();
+            document.getElementById("composer-input").focus();
+        })"""
+    )
+    assert went == "composer-input"
+    expect(page.get_by_label("Message", exact=True)).to_be_focused()

@@ -46,7 +46,11 @@ export function createShortcuts(hooks) {
   }
 
   dialog.addEventListener("close", () => {
-    if (before instanceof HTMLElement && before.isConnected) before.focus();
+    // The close event comes a task after the panel hid: focus the user moved meanwhile
+    // (a click, `/`) stays where they put it.
+    const moved = document.activeElement && document.activeElement !== document.body;
+    const inside = dialog.contains(document.activeElement);
+    if (before instanceof HTMLElement && before.isConnected && (!moved || inside)) before.focus();
     before = null;
   });
   // A click on the backdrop (outside the panel's box) closes it too.
