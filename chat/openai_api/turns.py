@@ -65,7 +65,7 @@ def turn_start(
     images_check(request.model, messages, field=images_field)
     task = client_task(messages) if continues is None else ""
     if task:
-        return dataclasses.replace(_task_start(user, request, messages, task), begun=begun)
+        return _task_start(user, request, messages, task, begun)
     conversation: Conversation | None
     with transaction.atomic():
         if continues is not None:
@@ -106,7 +106,7 @@ def images_check(model: str, messages: list[ClientMessage], *, field: str) -> No
 
 
 def _task_start(
-    user: Any, request: CompletionRequest, messages: list[ClientMessage], task: str
+    user: Any, request: CompletionRequest, messages: list[ClientMessage], task: str, begun: float
 ) -> Started:
     """A client's background task: its own conversation, and none of toolchat's tools."""
     turn = turn_read(
@@ -126,7 +126,7 @@ def _task_start(
             source=Source.TASK,
         )
         run = client_run_start(conversation=conversation, turn=turn, new=True)
-    return Started(run, conversation, request, messages)
+    return Started(run, conversation, request, messages, begun=begun)
 
 
 def _conversation_new(
